@@ -1,0 +1,15 @@
+"""stormlet: Storm-style stream processing for Python."""
+
+from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
+from .context import TopologyContext
+from .fail_reason import FailReason
+from .local import LocalCluster
+from .serialization import SerializationError
+from .topology import Topology, TopologyBuilder, TopologyError
+from .tuples import Tuple
+
+__all__ = [
+    "BasicBolt", "Bolt", "FailReason", "LocalCluster", "OutputFieldsDeclarer", "SerializationError",
+    "Spout", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
+]
+__version__ = "0.1.0"

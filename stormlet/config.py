@@ -1,0 +1,92 @@
+"""Topology configuration keys and their defaults, in one place.
+
+Keys keep Apache Storm's names so that Storm users find what they know. A topology's config is
+a plain ``dict``; a component's own config (``declarer.add_config``) overrides the topology's for
+that component only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TOPOLOGY_WORKERS = "topology.workers"
+TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
+TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
+TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
+TOPOLOGY_TICK_TUPLE_FREQ_SECS = "topology.tick.tuple.freq.secs"
+TOPOLOGY_DEBUG = "topology.debug"
+TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
+TOPOLOGY_TRANSFER_BATCH_SIZE = "topology.transfer.batch.size"
+TOPOLOGY_SPOUT_WAIT_MS = "topology.spout.wait.ms"
+
+#: Every key stormlet reads, with its default and what it means.
+DEFAULTS: dict[str, tuple[Any, str]] = {
+    TOPOLOGY_WORKERS: (1, "worker processes for the topology (local mode runs one)"),
+    TOPOLOGY_ACKER_EXECUTORS: (
+        None,
+        "acker executors; None means one per worker, 0 turns tracking off "
+        "(spouts are acked as soon as they emit)",
+    ),
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS: (
+        30,
+        "a tracked spout tuple not fully processed within T to 2T seconds fails with reason timeout",
+    ),
+    TOPOLOGY_MAX_SPOUT_PENDING: (
+        None,
+        "per spout task, next_tuple is not called while this many tracked tuples are in flight",
+    ),
+    TOPOLOGY_TICK_TUPLE_FREQ_SECS: (None, "deliver a tick tuple to a bolt every N seconds"),
+    TOPOLOGY_DEBUG: (False, "log every emitted tuple"),
+    TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: (
+        64,
+        "batches an executor's inbox holds before senders wait (backpressure)",
+    ),
+    TOPOLOGY_TRANSFER_BATCH_SIZE: (
+        512,
+        "tuples buffered for one destination before the buffer is handed over early",
+    ),
+    TOPOLOGY_SPOUT_WAIT_MS: (
+        1.0,
+        "how long a spout that emitted nothing waits for acks before calling next_tuple again",
+    ),
+}
+
+
+def default_config() -> dict[str, Any]:
+    """A fresh dict holding every key's default."""
+    return {key: default for key, (default, _doc) in DEFAULTS.items()}
+
+
+def merged(*layers: dict[str, Any] | None) -> dict[str, Any]:
+    """Defaults overridden by each layer in turn (later layers win)."""
+    conf = default_config()
+    for layer in layers:
+        if layer:
+            conf.update(layer)
+    return conf
+
+
+def parse_cli_value(text: str) -> Any:
+    """Turn ``-c key=value`` text into an int, float, bool, None or string."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_cli_pairs(pairs: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """Parse repeated ``key=value`` options; raises ``ValueError`` naming a malformed pair."""
+    conf: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"config option {pair!r} is not of the form key=value")
+        conf[key.strip()] = parse_cli_value(value)
+    return conf

@@ -1,0 +1,51 @@
+"""Why a tracked spout tuple failed: the answer Storm users ask for most."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+TIMEOUT = "timeout"
+FAIL = "fail"
+ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class FailReason:
+    """Delivered to ``Spout.fail(msg_id, reason)``.
+
+    ``kind`` is ``"timeout"``, ``"fail"`` (a bolt called ``fail``) or ``"error"`` (a basic bolt's
+    ``execute`` raised). ``component`` is the component that failed the tuple or, for a timeout, the
+    last component that acked part of its tree (``None`` when no acker could say). ``message`` is
+    the error text or the reason passed to ``fail``.
+    """
+
+    kind: str
+    component: str | None = None
+    message: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == TIMEOUT:
+            where = (
+                f"last acked by {self.component!r}" if self.component else "no acker reported progress"
+            )
+            text = f"timeout ({where})"
+        elif self.kind == ERROR:
+            text = f"error in {self.component!r}"
+        else:
+            text = f"failed by {self.component!r}" if self.component else "failed"
+        return f"{text}: {self.message}" if self.message else text
+
+    def __eq__(self, other: object) -> bool:
+        # Comparing with a plain string compares the kind, so `reason == "timeout"` reads naturally.
+        if isinstance(other, str):
+            return self.kind == other
+        if isinstance(other, FailReason):
+            return (self.kind, self.component, self.message) == (
+                other.kind,
+                other.component,
+                other.message,
+            )
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.component, self.message))

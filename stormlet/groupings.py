@@ -1,0 +1,173 @@
+"""Stream groupings: how a stream's tuples are split among the subscribing component's tasks.
+
+A ``Grouping`` is the declaration stored in the topology; ``make_chooser`` turns it into the
+function an emitting executor calls for every tuple: ``choose(values) -> list of task ids``.
+Choosers return shared, pre-built lists for single targets so the hot path allocates nothing;
+callers must not mutate what they get.
+
+Fields and partial-key groupings hash with CRC-32 rather than ``hash()``, because Python
+randomises string hashes per process and two workers must send the same key to the same task.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol
+
+import msgpack
+
+SHUFFLE = "shuffle"
+FIELDS = "fields"
+ALL = "all"
+GLOBAL = "global"
+DIRECT = "direct"
+LOCAL_OR_SHUFFLE = "local_or_shuffle"
+NONE = "none"
+PARTIAL_KEY = "partial_key"
+CUSTOM = "custom"
+
+KINDS = (SHUFFLE, FIELDS, ALL, GLOBAL, DIRECT, LOCAL_OR_SHUFFLE, NONE, PARTIAL_KEY, CUSTOM)
+
+
+class CustomStreamGrouping(Protocol):
+    """What ``custom_grouping`` accepts: Storm's CustomStreamGrouping, in Python."""
+
+    def prepare(self, context: Any, stream: str, target_tasks: list[int]) -> None: ...
+
+    def choose_tasks(self, task_id: int, values: list[Any]) -> list[int]: ...
+
+
+@dataclass
+class Grouping:
+    kind: str
+    fields: tuple[str, ...] = ()
+    custom: Any = field(default=None, compare=False)
+
+
+Chooser = Callable[[list[Any]], list[int]]
+
+
+def stable_hash(values: list[Any]) -> int:
+    """A hash of field values that is the same in every process."""
+    if len(values) == 1:
+        v = values[0]
+        t = type(v)
+        if t is str:
+            return zlib.crc32(v.encode("utf-8", "surrogatepass"))
+        if t is int:
+            return v & 0x7FFFFFFFFFFFFFFF
+        if t is bytes:
+            return zlib.crc32(v)
+    return zlib.crc32(msgpack.packb(values, use_bin_type=True))
+
+
+def make_chooser(
+    grouping: Grouping,
+    source_fields: list[str],
+    target_tasks: list[int],
+    *,
+    source_task: int,
+    local_tasks: set[int] | frozenset[int] = frozenset(),
+    context: Any = None,
+    stream: str = "default",
+    rng: random.Random | None = None,
+) -> Chooser | None:
+    """The routing function for one (source task, stream, target component); None for direct."""
+    rng = rng or random.Random()
+    tasks = sorted(target_tasks)
+    singles = [[t] for t in tasks]
+    n = len(tasks)
+    kind = grouping.kind
+
+    if kind == DIRECT:
+        return None
+    if kind == ALL:
+        return lambda values: tasks
+    if kind == GLOBAL:
+        lowest = singles[0]
+        return lambda values: lowest
+    if kind == FIELDS:
+        return _fields_chooser(grouping.fields, source_fields, singles)
+    if kind == PARTIAL_KEY:
+        return _partial_key_chooser(grouping.fields, source_fields, singles)
+    if kind == CUSTOM:
+        custom = grouping.custom
+        custom.prepare(context, stream, list(tasks))
+        return lambda values: custom.choose_tasks(source_task, values)
+    if kind == LOCAL_OR_SHUFFLE:
+        local = [t for t in tasks if t in local_tasks]
+        if local:
+            return _shuffle_chooser([[t] for t in local], rng)
+        return _shuffle_chooser(singles, rng)
+    if kind in (SHUFFLE, NONE):
+        if n == 1:
+            only = singles[0]
+            return lambda values: only
+        return _shuffle_chooser(singles, rng)
+    raise ValueError(f"unknown grouping kind {kind!r}")
+
+
+def _shuffle_chooser(singles: list[list[int]], rng: random.Random) -> Chooser:
+    # Storm's ShuffleGrouping: walk a shuffled order round-robin, reshuffle after each pass.
+    # Even over every window of n tuples, unlike independent random picks.
+    order = list(singles)
+    rng.shuffle(order)
+    n = len(order)
+    position = 0
+
+    def choose(values: list[Any]) -> list[int]:
+        nonlocal position
+        if position >= n:
+            rng.shuffle(order)
+            position = 0
+        chosen = order[position]
+        position += 1
+        return chosen
+
+    return choose
+
+
+def _field_indexes(fields: tuple[str, ...], source_fields: list[str]) -> list[int]:
+    return [source_fields.index(f) for f in fields]
+
+
+def _fields_chooser(fields: tuple[str, ...], source_fields: list[str],
+                    singles: list[list[int]]) -> Chooser:
+    n = len(singles)
+    if n == 1:
+        only = singles[0]
+        return lambda values: only
+    indexes = _field_indexes(fields, source_fields)
+    if len(indexes) == 1:
+        (i,) = indexes
+        crc32 = zlib.crc32
+
+        def choose_one(values: list[Any]) -> list[int]:
+            v = values[i]
+            if type(v) is str:
+                return singles[crc32(v.encode("utf-8", "surrogatepass")) % n]
+            return singles[stable_hash([v]) % n]
+
+        return choose_one
+    return lambda values: singles[stable_hash([values[i] for i in indexes]) % n]
+
+
+def _partial_key_chooser(fields: tuple[str, ...], source_fields: list[str],
+                         singles: list[list[int]]) -> Chooser:
+    # Partial key grouping ("power of two choices"): each key may go to one of two tasks, picked by
+    # two independent hashes; the one this sender has loaded less so far wins.
+    n = len(singles)
+    indexes = _field_indexes(fields, source_fields)
+    sent = [0] * n
+
+    def choose(values: list[Any]) -> list[int]:
+        key = msgpack.packb([values[i] for i in indexes], use_bin_type=True)
+        first = zlib.crc32(key, 13) % n
+        second = zlib.crc32(key, 17) % n
+        pick = first if sent[first] <= sent[second] else second
+        sent[pick] += 1
+        return singles[pick]
+
+    return choose

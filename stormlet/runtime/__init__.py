@@ -1,0 +1,1 @@
+"""The execution engine shared by local mode and workers: executors, routing, acking."""

@@ -1,0 +1,75 @@
+"""Runs one acker task: feeds batches to the ledger and sends its verdicts to spout tasks."""
+
+from __future__ import annotations
+
+import queue
+import time
+from typing import Any
+
+from ..acker import Acker
+from ..protocol import (ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, SPOUT_ACK,
+                        SPOUT_FAIL, SPOUT_RESET, STOP)
+from .executor import FLUSH_EVERY, ExecutorThread
+
+
+class AckerExecutor(ExecutorThread):
+    def __init__(self, *args: Any, timeout_secs: float, task_component: list[int],
+                 routes: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.ledger = Acker()
+        self.timeout_secs = timeout_secs
+        self.task_component = task_component  # task id -> component number
+        self.routes = routes
+        (self.task,) = [t.task_id for t in self.tasks]
+        self.metrics = self.tasks[0].metrics
+        self.acked: dict[int, list] = {}
+        self.failed: dict[int, list] = {}
+        self.reset: dict[int, list] = {}
+
+    def handle(self, kind: int, src: int, payload: list) -> None:
+        ledger = self.ledger
+        component = self.task_component[src]
+        if kind == ACK_ACK:
+            ledger.acks(payload, component, self.acked)
+            self.metrics.executed += len(payload) >> 1
+        elif kind == ACK_INIT:
+            ledger.inits(payload, component, self.acked, self.failed)
+            self.metrics.executed += len(payload) // 3
+        elif kind == ACK_FAIL:
+            ledger.fails(payload, component, self.failed)
+        elif kind == ACK_RESET:
+            ledger.resets(payload, self.reset)
+        elif kind == ACK_TIMEOUT:
+            ledger.timeouts(payload, src, self.failed)
+
+    def send_verdicts(self) -> None:
+        for kind, verdicts in ((SPOUT_ACK, self.acked), (SPOUT_FAIL, self.failed),
+                               (SPOUT_RESET, self.reset)):
+            if verdicts:
+                for task, batch in verdicts.items():
+                    self.routes[task].put((kind, task, self.task, batch))
+                verdicts.clear()
+
+    def loop(self) -> None:
+        self.ready.set()
+        get = self.inbox.get
+        empty = self.inbox.empty
+        next_rotation = time.monotonic() + self.timeout_secs
+        since_flush = 0
+        while True:
+            try:
+                kind, _dest, src, payload = get(timeout=max(0.0, next_rotation - time.monotonic()))
+            except queue.Empty:
+                kind = None
+            if kind == STOP:
+                break
+            if kind is not None:
+                self.handle(kind, src, payload)
+                since_flush += 1
+            if since_flush >= FLUSH_EVERY or empty():
+                self.send_verdicts()
+                since_flush = 0
+            if time.monotonic() >= next_rotation:
+                next_rotation += self.timeout_secs
+                self.ledger.rotate()
+        self.send_verdicts()

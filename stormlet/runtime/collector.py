@@ -1,0 +1,271 @@
+"""The collectors components emit, ack and fail through.
+
+Spout emit (tracked, i.e. with a ``msg_id``): draw a root id, give each destination its own edge
+id, and tell the acker ``init(root, xor of those edges, spout task)``. Bolt emit anchored to input
+``t``: for each destination draw an edge id, XOR it into ``t.ack_val`` and into the new tuple's
+entry for every root of ``t``. Bolt ``ack(t)``: tell each root's acker ``t``'s edge XOR
+``t.ack_val``. Bolts never message the acker on emit, only on ack; see ``stormlet.acker``.
+
+Everything here runs on the owning executor's thread and only appends to that task's Transfer
+buffers, so the hot path takes no locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from typing import Any, Iterable
+
+from ..fail_reason import ERROR, FAIL
+from ..protocol import DEFAULT_STREAM
+from ..serialization import SerializationError, PLAIN_TYPES, check_values
+from ..tuples import Tuple
+from .metrics import TaskMetrics
+from .routing import StreamRoute
+from .transfer import Transfer
+
+log = logging.getLogger(__name__)
+
+
+class _Emitter:
+    def __init__(self, component_id: str, task: int, routes: dict[str, StreamRoute],
+                 transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False):
+        self.component_id = component_id
+        self.task = task
+        self._routes = routes
+        self._transfer = transfer
+        self._data = transfer.data
+        self._tracking = tracking and bool(transfer.acker_tasks)
+        self._n_ackers = max(1, len(transfer.acker_tasks))
+        self._rb = random.Random(os.urandom(16)).getrandbits
+        self.metrics = metrics
+        if debug:
+            self._send = self._logged(self._send)  # type: ignore[method-assign]
+
+    def _logged(self, send):
+        def logged_send(route, values, tag, direct_task):
+            tasks = send(route, values, tag, direct_task)
+            log.info("%s:%d emitted %r on %r to tasks %s", self.component_id, self.task, values,
+                     route.info.stream, list(tasks))
+            return tasks
+        return logged_send
+
+    def _route(self, stream: str, direct: bool) -> StreamRoute:
+        route = self._routes.get(stream)
+        if route is None:
+            declared = sorted(self._routes) or "none"
+            raise ValueError(f"{self.component_id!r} emitted on stream {stream!r}, which it does not "
+                             f"declare (it declares {declared})")
+        if route.direct != direct:
+            if direct:
+                raise ValueError(f"{self.component_id!r} called emit_direct on stream {stream!r}, "
+                                 f"which is not declared direct")
+            raise ValueError(f"{self.component_id!r} emitted on direct stream {stream!r}: "
+                             f"use emit_direct(task, ...)")
+        return route
+
+    def _checked(self, values: Any, route: StreamRoute) -> list:
+        if type(values) is not list:
+            values = list(values) if isinstance(values, tuple) else values
+        if type(values) is list and len(values) == route.nfields:
+            plain = PLAIN_TYPES
+            for v in values:
+                if type(v) not in plain:
+                    break
+            else:
+                return values
+        check_values(values, self.component_id, route.info.stream, route.info.fields)
+        return values
+
+    def _targets(self, route: StreamRoute, values: list, direct_task: int | None) -> list[int]:
+        if direct_task is not None:
+            if direct_task not in route.direct_tasks:
+                raise ValueError(
+                    f"{self.component_id!r} emitted directly to task {direct_task} on stream "
+                    f"{route.info.stream!r}, but that task does not subscribe to it with a direct "
+                    f"grouping (tasks that do: {sorted(route.direct_tasks)})")
+            return [direct_task]
+        choosers = route.choosers
+        if len(choosers) == 1:
+            return choosers[0](values)
+        return [task for choose in choosers for task in choose(values)]
+
+    def _send(self, route: StreamRoute, values: list, tag: Any, direct_task: int | None) -> list[int]:
+        raise NotImplementedError
+
+
+class SpoutCollector(_Emitter):
+    """``emit(values, msg_id=None, stream="default")``: with a ``msg_id`` the tuple is tracked and
+    the spout's ``ack`` or ``fail`` is called with that id once, when its tree completes or fails."""
+
+    def __init__(self, *args: Any, pending: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._pending = pending   # RotatingMap root -> (msg_id, emit time), owned by the executor
+        self._inits = self._transfer.inits
+        self.now = 0.0            # set by the executor before each next_tuple call
+        self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
+
+    def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
+        route = self._route(stream, False)
+        return self._send(route, self._checked(values, route), msg_id, None)
+
+    def emit_direct(self, task: int, values: Any, msg_id: Any = None,
+                    stream: str = DEFAULT_STREAM) -> list[int]:
+        route = self._route(stream, True)
+        return self._send(route, self._checked(values, route), msg_id, task)
+
+    def _send(self, route: StreamRoute, values: list, msg_id: Any,
+              direct_task: int | None) -> list[int]:
+        tasks = self._targets(route, values, direct_task)
+        info = route.info
+        src = self.task
+        data = self._data
+        if msg_id is None or not self._tracking:
+            for t in tasks:
+                data[t].append(Tuple(values, info, src, None, t))
+            if msg_id is not None:
+                self.acked_at_emit.append(msg_id)
+        else:
+            rb = self._rb
+            root = rb(64) or 1
+            xor = 0
+            for t in tasks:
+                edge = rb(64) or 1
+                xor ^= edge
+                data[t].append(Tuple(values, info, src, {root: edge}, t))
+            self._inits[root % self._n_ackers].extend((root, xor, src))
+            self._pending.buckets[0][root] = (msg_id, self.now)
+        self.metrics.emitted += 1
+        return tasks
+
+
+class BoltCollector(_Emitter):
+    """``emit(values, anchors=(), stream="default")``, ``ack(t)``, ``fail(t, reason)``,
+    ``reset_timeout(t)``. Every input tuple must be acked or failed, or its tree times out."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._acks = self._transfer.acks
+        self._fails = self._transfer.fails
+        self._resets = self._transfer.resets
+
+    def emit(self, values: Any, anchors: Tuple | Iterable[Tuple] = (),
+             stream: str = DEFAULT_STREAM) -> list[int]:
+        route = self._route(stream, False)
+        return self._send(route, self._checked(values, route), anchors, None)
+
+    def emit_direct(self, task: int, values: Any, anchors: Tuple | Iterable[Tuple] = (),
+                    stream: str = DEFAULT_STREAM) -> list[int]:
+        route = self._route(stream, True)
+        return self._send(route, self._checked(values, route), anchors, task)
+
+    def _send(self, route: StreamRoute, values: list, anchors: Any,
+              direct_task: int | None) -> list[int]:
+        tasks = self._targets(route, values, direct_task)
+        info = route.info
+        src = self.task
+        data = self._data
+        if not anchors or not self._tracking:
+            for t in tasks:
+                data[t].append(Tuple(values, info, src, None, t))
+        else:
+            if type(anchors) is Tuple:
+                anchors = (anchors,)
+            elif type(anchors) is not tuple and type(anchors) is not list:
+                anchors = tuple(anchors)
+            anchor = self._anchor
+            for t in tasks:
+                data[t].append(Tuple(values, info, src, anchor(anchors), t))
+        self.metrics.emitted += 1
+        return tasks
+
+    def _anchor(self, anchors: tuple | list) -> dict[int, int] | None:
+        """A new edge from each anchor: the child's root map, with the edge folded into each
+        anchor's ack value."""
+        rb = self._rb
+        if len(anchors) == 1:
+            parent = anchors[0]
+            parent_roots = parent.roots
+            if not parent_roots:
+                return None
+            edge = rb(64) or 1
+            parent.ack_val ^= edge
+            return dict.fromkeys(parent_roots, edge)
+        roots: dict[int, int] = {}
+        for parent in anchors:
+            parent_roots = parent.roots
+            if parent_roots:
+                edge = rb(64) or 1
+                parent.ack_val ^= edge
+                for root in parent_roots:
+                    roots[root] = roots.get(root, 0) ^ edge
+        return roots or None
+
+    def ack(self, tup: Tuple) -> None:
+        roots = tup.roots
+        if roots:
+            value = tup.ack_val
+            acks = self._acks
+            n = self._n_ackers
+            for root, edge in roots.items():
+                acks[root % n].extend((root, edge ^ value))
+        self.metrics.acked += 1
+
+    def fail(self, tup: Tuple, reason: Any = None) -> None:
+        self._fail(tup, FAIL, None if reason is None else str(reason))
+
+    def _fail(self, tup: Tuple, kind: str, message: str | None) -> None:
+        roots = tup.roots
+        if roots:
+            fails = self._fails
+            n = self._n_ackers
+            for root in roots:
+                fails[root % n].extend((root, kind, message))
+        self.metrics.failed += 1
+        self.metrics.fail_reasons[kind] += 1
+
+    def fail_with_error(self, tup: Tuple, error: BaseException) -> None:
+        self._fail(tup, ERROR, f"{type(error).__name__}: {error}")
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        """Tell the ackers and the spout this tuple's tree is alive: restart its timeout."""
+        roots = tup.roots
+        if roots:
+            resets = self._resets
+            n = self._n_ackers
+            for root in roots:
+                resets[root % n].append(root)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self.metrics.error(str(error))
+        log.error("%s:%d reported: %s", self.component_id, self.task, error)
+
+
+class BasicOutputCollector:
+    """What a BasicBolt's ``execute`` gets: emits are anchored to the tuple being executed."""
+
+    __slots__ = ("_collector", "input")
+
+    def __init__(self, collector: BoltCollector):
+        self._collector = collector
+        self.input: Tuple | None = None
+
+    def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
+        c = self._collector
+        route = c._route(stream, False)
+        return c._send(route, c._checked(values, route), self.input, None)
+
+    def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
+        c = self._collector
+        route = c._route(stream, True)
+        return c._send(route, c._checked(values, route), self.input, task)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self._collector.reset_timeout(tup)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._collector.report_error(error)
+
+
+__all__ = ["SpoutCollector", "BoltCollector", "BasicOutputCollector", "SerializationError"]

@@ -1,0 +1,252 @@
+"""Assembles and runs a topology's executors in this process.
+
+Local mode runs every task here; a worker process (on a cluster) runs the tasks assigned to it,
+with routes to remote tasks in place of local inboxes. Either way the executors, the acker and the
+groupings are the same objects.
+
+Shutdown is Storm's: deactivate the spouts, let in-flight trees finish (or fail them when the
+wait runs out), then stop executors in topological order so that everything a component emitted
+reaches the next one before that one stops, and clean every component up on its own thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from .. import config as cfg
+from ..context import TopologyContext, TopologyLayout
+from ..protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK
+from ..rotating_map import RotatingMap
+from ..topology import ComponentSpec, Topology
+from .acker_executor import AckerExecutor
+from .bolt_executor import BoltExecutor, BoltTask
+from .collector import BoltCollector, SpoutCollector
+from .executor import ExecutorThread, TaskBase
+from .inbox import Inbox
+from .metrics import ErrorRecord, TaskMetrics, summarize
+from .routing import build_routes
+from .spout_executor import SpoutExecutor, SpoutTask
+from .transfer import Transfer
+
+log = logging.getLogger(__name__)
+
+
+def split_tasks(tasks: list[int], executors: int) -> list[list[int]]:
+    """Contiguous, even runs of tasks, one per executor (Storm's executor ranges)."""
+    size, extra = divmod(len(tasks), executors)
+    runs, start = [], 0
+    for i in range(executors):
+        end = start + size + (1 if i < extra else 0)
+        runs.append(tasks[start:end])
+        start = end
+    return runs
+
+
+def acker_count(conf: dict[str, Any]) -> int:
+    n = conf.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
+    if n is None:
+        n = conf.get(cfg.TOPOLOGY_WORKERS) or 1
+    return int(n)
+
+
+class TopologyRuntime:
+    def __init__(self, name: str, topology: Topology, conf: dict[str, Any]):
+        self.name = name
+        self.topology = topology
+        self.conf = cfg.merged(conf)
+        self.stopping = threading.Event()
+        n_ackers = acker_count(self.conf)
+        self.layout = TopologyLayout(name, topology, n_ackers)
+        self.timeout_secs = float(self.conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
+        self.metrics: list[TaskMetrics] = []
+        self.executors: dict[str, list[ExecutorThread]] = {}
+        self.started_at: float | None = None
+        self._ticker: threading.Thread | None = None
+        self._build()
+
+    # ----- assembly
+
+    def _build(self) -> None:
+        layout = self.layout
+        capacity = int(self.conf[cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE])
+        self.routes: list[Inbox | None] = [None] * (layout.max_task + 1)
+        plan: list[tuple[str, list[int], Inbox]] = []
+        components = list(self.topology.components.values())
+        for spec in components:
+            for tasks in split_tasks(layout.component_tasks[spec.id], spec.executors):
+                plan.append((spec.id, tasks, Inbox(capacity)))
+        for task in layout.acker_tasks:
+            plan.append((ACKER_COMPONENT, [task], Inbox(capacity)))
+        for _component, tasks, inbox in plan:
+            for task in tasks:
+                self.routes[task] = inbox
+        local_tasks = set(layout.task_component)
+        for component_id, tasks, inbox in plan:
+            executor = self._executor(component_id, tasks, inbox, local_tasks)
+            self.executors.setdefault(component_id, []).append(executor)
+
+    def _component_conf(self, spec: ComponentSpec) -> dict[str, Any]:
+        return cfg.merged(self.conf, spec.obj.get_component_configuration(), spec.config)
+
+    def _executor(self, component_id: str, tasks: list[int], inbox: Inbox,
+                  local_tasks: set[int]) -> ExecutorThread:
+        name = f"{self.name}:{component_id}:{tasks[0]}-{tasks[-1]}"
+        if component_id == ACKER_COMPONENT:
+            task_component = [0] * (self.layout.max_task + 1)
+            for task, component in self.layout.task_component.items():
+                task_component[task] = self.layout.component_number[component]
+            acker_tasks = [self._acker_task(tasks[0])]
+            return AckerExecutor(name, inbox, acker_tasks, self.stopping,
+                                 timeout_secs=self.timeout_secs, task_component=task_component,
+                                 routes=self.routes)
+        spec = self.topology.components[component_id]
+        conf = self._component_conf(spec)
+        built = [self._task(spec, task, conf, local_tasks) for task in tasks]
+        if spec.is_spout:
+            return SpoutExecutor(name, inbox, built, self.stopping,
+                                 timeout_secs=self.timeout_secs,
+                                 wait_secs=float(conf[cfg.TOPOLOGY_SPOUT_WAIT_MS]) / 1000)
+        return BoltExecutor(name, inbox, built, self.stopping)
+
+    def _acker_task(self, task: int) -> TaskBase:
+        metrics = TaskMetrics(ACKER_COMPONENT, task)
+        self.metrics.append(metrics)
+        transfer = Transfer(task, self.routes, [], [], self.stopping)
+        return TaskBase(task, ACKER_COMPONENT, None, self.conf, None, transfer, metrics)
+
+    def _task(self, spec: ComponentSpec, task: int, conf: dict[str, Any],
+              local_tasks: set[int]) -> TaskBase:
+        layout = self.layout
+        context = TopologyContext(layout, task, conf)
+        rng = random.Random(os.urandom(16))
+        routes, targets = build_routes(layout, spec.id, task, local_tasks, context, rng)
+        transfer = Transfer(task, self.routes, targets, layout.acker_tasks, self.stopping)
+        metrics = TaskMetrics(spec.id, task)
+        self.metrics.append(metrics)
+        tracking = bool(layout.acker_tasks)
+        debug = bool(conf.get(cfg.TOPOLOGY_DEBUG))
+        obj = spec.new_instance()
+        common = (task, spec.id, obj, conf, context, transfer, metrics)
+        if spec.is_spout:
+            pending: RotatingMap = RotatingMap(2)
+            collector = SpoutCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
+                                       pending=pending)
+            return SpoutTask(*common, collector=collector, pending=pending,
+                             max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout)
+        collector = BoltCollector(spec.id, task, routes, transfer, tracking, metrics, debug)
+        tick = conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
+        return BoltTask(*common, collector=collector, tick_secs=tick)
+
+    # ----- running
+
+    def all_executors(self) -> list[ExecutorThread]:
+        return [e for group in self.executors.values() for e in group]
+
+    def spout_executors(self) -> list[SpoutExecutor]:
+        return [e for e in self.all_executors() if isinstance(e, SpoutExecutor)]
+
+    def start(self, active: bool = True) -> None:
+        for executor in self.all_executors():
+            executor.start()
+        for executor in self.all_executors():
+            executor.ready.wait()
+        self.started_at = time.time()
+        self._ticker = threading.Thread(target=self._tick_loop, name=f"{self.name}:ticks",
+                                        daemon=True)
+        self._ticker.start()
+        if active:
+            self.activate()
+
+    def activate(self) -> None:
+        for executor in self.spout_executors():
+            executor.want_active = True
+
+    def deactivate(self) -> None:
+        for executor in self.spout_executors():
+            executor.want_active = False
+
+    def in_flight(self) -> int:
+        return sum(e.in_flight() for e in self.spout_executors())
+
+    def _tick_loop(self) -> None:
+        schedule = []
+        for executor in self.all_executors():
+            for task in executor.tasks:
+                secs = getattr(task, "tick_secs", None)
+                if secs:
+                    schedule.append([time.monotonic() + float(secs), float(secs), task.task_id,
+                                     executor.inbox])
+        if not schedule:
+            return
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            for entry in schedule:
+                if now >= entry[0]:
+                    entry[0] += entry[1]
+                    entry[3].put((TICK, entry[2], SYSTEM_TASK, None))
+            wake = min(entry[0] for entry in schedule)
+            self.stopping.wait(max(0.0, wake - time.monotonic()))
+
+    def stop(self, wait_secs: float | None = None) -> None:
+        """Deactivate, wait up to ``wait_secs`` (default: the message timeout) for in-flight
+        trees, then stop every executor and run close/cleanup."""
+        if wait_secs is None:
+            wait_secs = self.timeout_secs
+        self.deactivate()
+        deadline = time.monotonic() + wait_secs
+        while self.in_flight() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.in_flight():
+            log.warning("topology %s: %d tuple trees still in flight after %.1fs; failing them",
+                        self.name, self.in_flight(), wait_secs)
+        self.stopping.set()
+        for component_id in self._stop_order():
+            for executor in self.executors[component_id]:
+                executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
+            for executor in self.executors[component_id]:
+                executor.finished.wait()
+        if self._ticker:
+            self._ticker.join()
+
+    def _stop_order(self) -> list[str]:
+        """Spouts, then bolts so that each stops after every component feeding it (cycles broken
+        arbitrarily), then the ackers, which spouts wait on until the very end."""
+        order: list[str] = []
+        remaining = {cid: {sub.source for sub in spec.inputs}
+                     for cid, spec in self.topology.components.items()}
+        while remaining:
+            ready = sorted(cid for cid, sources in remaining.items() if not sources - set(order))
+            if not ready:
+                ready = [sorted(remaining)[0]]
+            for cid in ready:
+                order.append(cid)
+                del remaining[cid]
+        if ACKER_COMPONENT in self.executors:
+            order.append(ACKER_COMPONENT)
+        return order
+
+    # ----- observing
+
+    def summary(self) -> dict[str, dict]:
+        return summarize(self.metrics)
+
+    def errors(self) -> list[ErrorRecord]:
+        found = [e for m in self.metrics for e in m.errors]
+        return sorted(found, key=lambda e: e.time)
+
+    def instances(self, component_id: str) -> list[Any]:
+        """The live component objects of each task (for tests and debugging)."""
+        return [task.obj for e in self.executors.get(component_id, []) for task in e.tasks]
+
+    def wait(self, predicate: Callable[[], bool], timeout: float, interval: float = 0.01) -> bool:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(interval)
+        return True

@@ -1,0 +1,239 @@
+"""Runs spout tasks: calls ``next_tuple`` in bursts, and delivers acks, fails and timeouts on the
+spout's own thread.
+
+Each task keeps its tracked tuples in a 2-bucket rotating map rotated every message timeout T, so
+a tuple not acked expires between T and 2T after its emit (or its last ``reset_timeout``). An
+expired root is not failed on the spot: the spout asks its acker, which forgets the root and
+answers with the component the tree last reached, and that answer becomes the timeout's
+``FailReason``. A root whose acker does not answer by the next rotation fails anyway. Exactly one
+of ``ack`` or ``fail`` is called per tracked message: whichever arrives first removes the entry.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..context import TopologyLayout
+from ..fail_reason import TIMEOUT, FailReason
+from ..protocol import SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP
+from ..rotating_map import RotatingMap
+from .collector import SpoutCollector
+from .executor import ExecutorThread, TaskBase
+
+# next_tuple calls per task between looks at the inbox.
+BURST = 100
+
+
+class SpoutTask(TaskBase):
+    def __init__(self, *args: Any, collector: SpoutCollector, pending: RotatingMap,
+                 max_pending: int | None, layout: TopologyLayout, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.collector = collector
+        self.pending = pending
+        self.max_pending = max_pending or 0
+        self.layout = layout
+        # Expired roots whose acker we asked about: this rotation's and the previous one's.
+        self.expiring: dict[int, tuple] = {}
+        self.expiring_before: dict[int, tuple] = {}
+        self.opened = False
+
+    def in_flight(self) -> int:
+        return len(self.pending) + len(self.expiring) + len(self.expiring_before)
+
+    def call(self, what: str, method: Any, *args: Any) -> None:
+        try:
+            method(*args)
+        except Exception as exc:
+            self.report(what, exc)
+
+    def open(self) -> None:
+        try:
+            self.obj.open(self.conf, self.context, self.collector)
+            self.opened = True
+        except Exception as exc:
+            self.report("open failed; this task will not emit", exc)
+
+    def emit_burst(self) -> int:
+        """Call next_tuple until it emits nothing, the burst ends or max pending is reached."""
+        if not self.opened:
+            return 0
+        metrics = self.metrics
+        collector = self.collector
+        next_tuple = self.obj.next_tuple
+        max_pending = self.max_pending
+        clock = time.monotonic
+        start = metrics.emitted
+        for _ in range(BURST):
+            if max_pending and self.in_flight() >= max_pending:
+                break
+            before = metrics.emitted
+            collector.now = clock()
+            try:
+                next_tuple()
+            except Exception as exc:
+                self.report("next_tuple raised", exc)
+                break
+            if metrics.emitted == before:
+                break
+        if collector.acked_at_emit:
+            self._ack_untracked()
+        return metrics.emitted - start
+
+    def _ack_untracked(self) -> None:
+        # With no ackers a tracked emit counts as done at once, as in Storm.
+        ids, self.collector.acked_at_emit = self.collector.acked_at_emit, []
+        for msg_id in ids:
+            self.metrics.acked += 1
+            self.call("ack raised", self.obj.ack, msg_id)
+
+    def _take(self, root: int) -> tuple | None:
+        for bucket in self.pending.buckets:
+            entry = bucket.pop(root, None)
+            if entry is not None:
+                return entry
+        entry = self.expiring.pop(root, None)
+        if entry is None:
+            entry = self.expiring_before.pop(root, None)
+        return entry
+
+    def on_acks(self, roots: list[int]) -> None:
+        now = time.monotonic()
+        take = self._take
+        record = self.metrics.complete_latency.record
+        ack = self.obj.ack
+        for root in roots:
+            entry = take(root)
+            if entry is None:
+                continue  # failed or timed out already: the first verdict stands
+            msg_id, emitted_at = entry
+            record(now - emitted_at)
+            self.metrics.acked += 1
+            try:
+                ack(msg_id)
+            except Exception as exc:
+                self.report("ack raised", exc)
+
+    def on_fails(self, batch: list) -> None:
+        take = self._take
+        for i in range(0, len(batch), 4):
+            entry = take(batch[i])
+            if entry is None:
+                continue
+            kind, component, message = batch[i + 1], batch[i + 2], batch[i + 3]
+            self._deliver_fail(entry[0], FailReason(kind, self.layout.component_name(component),
+                                                    message))
+
+    def _deliver_fail(self, msg_id: Any, reason: FailReason) -> None:
+        self.metrics.failed += 1
+        self.metrics.fail_reasons[reason.kind] += 1
+        self.call("fail raised", self.obj.fail, msg_id, reason)
+
+    def on_resets(self, roots: list[int]) -> None:
+        newest = self.pending.buckets[0]
+        for root in roots:
+            if not self.pending.touch(root):
+                entry = self.expiring.pop(root, None) or self.expiring_before.pop(root, None)
+                if entry is not None:
+                    newest[root] = entry
+
+    def rotate(self) -> None:
+        """One message timeout passed: ask the ackers about roots that expired now, and fail the
+        ones asked about last time that no acker answered for."""
+        for msg_id, _ in self.expiring_before.values():
+            self._deliver_fail(msg_id, FailReason(TIMEOUT, None, "no acker answered for it"))
+        self.expiring_before = self.expiring
+        self.expiring = self.pending.rotate()
+        timeouts = self.transfer.timeouts
+        n = len(timeouts)
+        if n:
+            for root in self.expiring:
+                timeouts[root % n].append(root)
+
+    def fail_all_in_flight(self, message: str) -> None:
+        entries = [entry for bucket in self.pending.buckets for entry in bucket.values()]
+        entries += list(self.expiring.values()) + list(self.expiring_before.values())
+        for bucket in self.pending.buckets:
+            bucket.clear()
+        self.expiring.clear()
+        self.expiring_before.clear()
+        for msg_id, _ in entries:
+            self._deliver_fail(msg_id, FailReason(TIMEOUT, None, message))
+
+
+class SpoutExecutor(ExecutorThread):
+    def __init__(self, *args: Any, timeout_secs: float, wait_secs: float, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.timeout_secs = timeout_secs
+        self.wait_secs = wait_secs
+        # Written by the runtime, acted on by this thread (activate/deactivate run here).
+        self.want_active = False
+        self.active = False
+
+    def in_flight(self) -> int:
+        return sum(task.in_flight() for task in self.tasks)
+
+    def handle(self, message: tuple) -> bool:
+        """Deliver one control message; False on STOP."""
+        kind, dest, _src, payload = message
+        task = self.tasks_by_id.get(dest)
+        if kind == SPOUT_ACK:
+            task.on_acks(payload)
+        elif kind == SPOUT_FAIL:
+            task.on_fails(payload)
+        elif kind == SPOUT_RESET:
+            task.on_resets(payload)
+        elif kind == STOP:
+            return False
+        return True
+
+    def _follow_activation(self) -> None:
+        want = self.want_active
+        if want == self.active:
+            return
+        self.active = want
+        for task in self.tasks:
+            if task.opened:
+                if want:
+                    task.call("activate raised", task.obj.activate)
+                else:
+                    task.call("deactivate raised", task.obj.deactivate)
+
+    def loop(self) -> None:
+        for task in self.tasks:
+            task.open()
+        self.ready.set()
+        inbox = self.inbox
+        get_nowait = inbox.get_nowait
+        next_rotation = time.monotonic() + self.timeout_secs
+        running = True
+        while running:
+            while not inbox.empty():
+                if not self.handle(get_nowait()):
+                    running = False
+                    break
+            if not running:
+                break
+            self._follow_activation()
+            if time.monotonic() >= next_rotation:
+                next_rotation += self.timeout_secs
+                for task in self.tasks:
+                    task.rotate()
+            emitted = 0
+            if self.active:
+                for task in self.tasks:
+                    emitted += task.emit_burst()
+            self.flush()
+            if not emitted:
+                try:
+                    message = inbox.get(timeout=self.wait_secs if self.active else 0.05)
+                except Exception:  # queue.Empty: nothing arrived while we waited
+                    continue
+                running = self.handle(message)
+        self.flush()
+        for task in self.tasks:
+            task.fail_all_in_flight("topology stopped before the tuple tree completed")
+            if task.opened:
+                if self.active:
+                    task.call("deactivate raised", task.obj.deactivate)
+                task.call("close raised", task.obj.close)

@@ -1,0 +1,62 @@
+"""A task's outgoing buffers: tuples and acker messages are collected per destination and handed
+over as one message per destination when the executor flushes.
+
+Batching is what lets Python threads move hundreds of thousands of tuples per second: a handoff
+costs about a microsecond whether it carries one tuple or five hundred.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol, Sequence
+
+from ..protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA
+
+
+class Route(Protocol):
+    """Where messages for a task go: a local inbox, or (on a cluster) a remote worker."""
+
+    def put(self, message: tuple) -> None: ...
+
+    def put_data(self, message: tuple, stopping: threading.Event | None = None) -> None: ...
+
+
+class Transfer:
+    def __init__(self, src_task: int, routes: Sequence[Route | None], data_targets: list[int],
+                 acker_tasks: list[int], stopping: threading.Event):
+        self.src_task = src_task
+        self.routes = routes
+        self.data_targets = sorted(set(data_targets))
+        # Indexed by destination task id, so emit does one list index, not a dict lookup.
+        self.data: list[list] = [[] for _ in range(len(routes))]
+        self.acker_tasks = acker_tasks
+        n = len(acker_tasks)
+        self.inits: list[list] = [[] for _ in range(n)]
+        self.acks: list[list] = [[] for _ in range(n)]
+        self.fails: list[list] = [[] for _ in range(n)]
+        self.resets: list[list] = [[] for _ in range(n)]
+        self.timeouts: list[list] = [[] for _ in range(n)]
+        self._acker_kinds = ((ACK_INIT, self.inits), (ACK_ACK, self.acks), (ACK_FAIL, self.fails),
+                             (ACK_RESET, self.resets), (ACK_TIMEOUT, self.timeouts))
+        self.stopping = stopping
+
+    def pending_tuples(self) -> int:
+        return sum(len(self.data[t]) for t in self.data_targets)
+
+    def flush(self) -> None:
+        src = self.src_task
+        routes = self.routes
+        # Acker messages first: an init that reaches the acker before the acks of its tree keeps
+        # the ledger from holding task-less entries.
+        for kind, buffers in self._acker_kinds:
+            for i, buf in enumerate(buffers):
+                if buf:
+                    buffers[i] = []
+                    task = self.acker_tasks[i]
+                    routes[task].put((kind, task, src, buf))
+        data = self.data
+        for task in self.data_targets:
+            buf = data[task]
+            if buf:
+                data[task] = []
+                routes[task].put_data((DATA, task, src, buf), self.stopping)

@@ -1,0 +1,50 @@
+"""What may travel in a tuple: values msgpack can encode, checked when they are emitted.
+
+Checking at emit, not at send, puts the error in the component that made the bad value, with the
+field and type named, and keeps local mode as strict as a cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+# Types that always encode; ints need a range check.
+PLAIN_TYPES = frozenset((str, float, bool, type(None), bytes))
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+
+
+class SerializationError(TypeError):
+    """A value in an emitted tuple that cannot be sent between workers."""
+
+
+def check_values(values: Any, component: str, stream: str, fields: list[str]) -> None:
+    if type(values) is not list:
+        if isinstance(values, (tuple, list)):
+            return check_values(list(values), component, stream, fields)
+        raise SerializationError(
+            f"{component!r} emitted {type(values).__name__} on stream {stream!r}; "
+            f"emit takes a list of values for the fields {fields}"
+        )
+    if len(values) != len(fields):
+        raise SerializationError(
+            f"{component!r} emitted {len(values)} values on stream {stream!r}, "
+            f"which declares {len(fields)} fields {fields}"
+        )
+    plain = PLAIN_TYPES
+    for i, value in enumerate(values):
+        kind = type(value)
+        if kind in plain:
+            continue
+        if kind is int and _INT_MIN <= value <= _INT_MAX:
+            continue
+        try:
+            msgpack.packb(value, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise SerializationError(
+                f"{component!r} emitted a value of type {kind.__name__} in field {fields[i]!r} of "
+                f"stream {stream!r}, which cannot be serialized ({exc}); emit str, bytes, int, "
+                f"float, bool, None, or lists and dicts of those"
+            ) from None

@@ -1,0 +1,257 @@
+"""Building a topology and refusing a bad one with a message that names the problem.
+
+    b = TopologyBuilder()
+    b.set_spout("sentences", Sentences(), parallelism=2)
+    b.set_bolt("split", Split(), parallelism=2).shuffle_grouping("sentences")
+    b.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
+    topology = b.build()
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import groupings as g
+from .components import BasicBolt, Bolt, Component, Spout, StreamDeclaration, declared_streams
+from .protocol import DEFAULT_STREAM
+
+
+class TopologyError(ValueError):
+    """A topology that cannot run; the message names the component and the problem."""
+
+
+@dataclass
+class Subscription:
+    source: str
+    stream: str
+    grouping: g.Grouping
+
+
+@dataclass
+class ComponentSpec:
+    id: str
+    obj: Component
+    is_spout: bool
+    parallelism: int
+    num_tasks: int | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    inputs: list[Subscription] = field(default_factory=list)
+    streams: dict[str, StreamDeclaration] = field(default_factory=dict)
+
+    @property
+    def tasks(self) -> int:
+        return self.num_tasks if self.num_tasks is not None else self.parallelism
+
+    @property
+    def executors(self) -> int:
+        return min(self.parallelism, self.tasks)
+
+    def new_instance(self) -> Component:
+        """A private copy of the user's object for one task, as Storm deserializes one per task."""
+        return copy.deepcopy(self.obj)
+
+
+@dataclass
+class Topology:
+    """A validated topology: components in a stable order, spouts first."""
+
+    components: dict[str, ComponentSpec]
+
+    @property
+    def spouts(self) -> list[ComponentSpec]:
+        return [c for c in self.components.values() if c.is_spout]
+
+    @property
+    def bolts(self) -> list[ComponentSpec]:
+        return [c for c in self.components.values() if not c.is_spout]
+
+    def subscribers(self, source: str, stream: str) -> list[tuple[ComponentSpec, g.Grouping]]:
+        """Who reads ``source``'s ``stream``, with the grouping each uses."""
+        found = []
+        for spec in self.components.values():
+            for sub in spec.inputs:
+                if sub.source == source and sub.stream == stream:
+                    found.append((spec, sub.grouping))
+        return found
+
+    def task_ids(self, extra: dict[str, int] | None = None) -> dict[str, list[int]]:
+        """Task ids per component, numbered from 1 in component-id order as Storm does.
+
+        ``extra`` adds system components (the ackers) with their task counts.
+        """
+        counts = {cid: spec.tasks for cid, spec in self.components.items()}
+        counts.update(extra or {})
+        tasks: dict[str, list[int]] = {}
+        next_id = 1
+        for cid in sorted(counts):
+            tasks[cid] = list(range(next_id, next_id + counts[cid]))
+            next_id += counts[cid]
+        return tasks
+
+
+class ComponentDeclarer:
+    """Returned by ``set_spout`` and ``set_bolt``; every call returns the declarer so calls chain."""
+
+    def __init__(self, spec: ComponentSpec):
+        self._spec = spec
+
+    def set_num_tasks(self, n: int) -> ComponentDeclarer:
+        self._spec.num_tasks = n
+        return self
+
+    def add_config(self, key: str, value: Any) -> ComponentDeclarer:
+        self._spec.config[key] = value
+        return self
+
+    def add_configurations(self, conf: dict[str, Any]) -> ComponentDeclarer:
+        self._spec.config.update(conf)
+        return self
+
+    def _subscribe(self, source: str, stream: str, grouping: g.Grouping) -> ComponentDeclarer:
+        self._spec.inputs.append(Subscription(source, stream, grouping))
+        return self
+
+    def shuffle_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> ComponentDeclarer:
+        return self._subscribe(component, stream, g.Grouping(g.SHUFFLE))
+
+    def fields_grouping(self, component: str, fields: list[str],
+                        stream: str = DEFAULT_STREAM) -> ComponentDeclarer:
+        return self._subscribe(component, stream, g.Grouping(g.FIELDS, _field_tuple(fields)))
+
+    def all_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> ComponentDeclarer:
+        return self._subscribe(component, stream, g.Grouping(g.ALL))
+
+    def global_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> ComponentDeclarer:
+        return self._subscribe(component, stream, g.Grouping(g.GLOBAL))
+
+    def direct_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> ComponentDeclarer:
+        return self._subscribe(component, stream, g.Grouping(g.DIRECT))
+
+    def local_or_shuffle_grouping(self, component: str,
+                                  stream: str = DEFAULT_STREAM) -> ComponentDeclarer:
+        return self._subscribe(component, stream, g.Grouping(g.LOCAL_OR_SHUFFLE))
+
+    def none_grouping(self, component: str, stream: str = DEFAULT_STREAM) -> ComponentDeclarer:
+        return self._subscribe(component, stream, g.Grouping(g.NONE))
+
+    def partial_key_grouping(self, component: str, fields: list[str],
+                             stream: str = DEFAULT_STREAM) -> ComponentDeclarer:
+        return self._subscribe(component, stream, g.Grouping(g.PARTIAL_KEY, _field_tuple(fields)))
+
+    def custom_grouping(self, component: str, grouping: g.CustomStreamGrouping,
+                        stream: str = DEFAULT_STREAM) -> ComponentDeclarer:
+        return self._subscribe(component, stream, g.Grouping(g.CUSTOM, custom=grouping))
+
+
+def _field_tuple(fields: Any) -> tuple[str, ...]:
+    # A bare string is a common slip ("word" for ["word"]); keep it whole so the error names it.
+    if isinstance(fields, str):
+        return (fields,)
+    return tuple(fields)
+
+
+class TopologyBuilder:
+    def __init__(self) -> None:
+        self._specs: dict[str, ComponentSpec] = {}
+        self._problems: list[str] = []
+
+    def set_spout(self, component_id: str, spout: Spout, parallelism: int = 1) -> ComponentDeclarer:
+        return self._add(component_id, spout, True, parallelism)
+
+    def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt,
+                 parallelism: int = 1) -> ComponentDeclarer:
+        return self._add(component_id, bolt, False, parallelism)
+
+    def _add(self, component_id: str, obj: Component, is_spout: bool,
+             parallelism: int) -> ComponentDeclarer:
+        spec = ComponentSpec(component_id, obj, is_spout, parallelism)
+        if component_id in self._specs:
+            self._problems.append(f"component id {component_id!r} is used twice")
+        else:
+            self._specs[component_id] = spec
+        return ComponentDeclarer(spec)
+
+    def build(self) -> Topology:
+        """Validate and return the topology; raise ``TopologyError`` listing every problem found."""
+        problems = list(self._problems)
+        for spec in self._specs.values():
+            problems += _component_problems(spec)
+        if not any(spec.is_spout for spec in self._specs.values()):
+            problems.append("a topology needs at least one spout")
+        for spec in self._specs.values():
+            problems += _subscription_problems(spec, self._specs)
+        if problems:
+            raise TopologyError("invalid topology: " + "; ".join(problems))
+        ordered = sorted(self._specs.values(), key=lambda s: (not s.is_spout, s.id))
+        return Topology({spec.id: spec for spec in ordered})
+
+
+def _component_problems(spec: ComponentSpec) -> list[str]:
+    name = spec.id
+    if not isinstance(name, str) or not name:
+        return [f"component id {name!r} must be a non-empty string"]
+    problems = []
+    if name.startswith("__"):
+        problems.append(f"component id {name!r} is reserved (ids starting with '__' are stormlet's)")
+    kind = "spout" if spec.is_spout else "bolt"
+    expected = (Spout,) if spec.is_spout else (Bolt, BasicBolt)
+    if not isinstance(spec.obj, expected):
+        wanted = " or ".join(cls.__name__ for cls in expected)
+        problems.append(f"{kind} {name!r} must be an instance of {wanted}, got {type(spec.obj).__name__}")
+        return problems
+    if not isinstance(spec.parallelism, int) or spec.parallelism < 1:
+        problems.append(f"{kind} {name!r}: parallelism must be an integer >= 1, got {spec.parallelism!r}")
+    if spec.num_tasks is not None and (not isinstance(spec.num_tasks, int) or spec.num_tasks < 1):
+        problems.append(f"{kind} {name!r}: number of tasks must be an integer >= 1, got {spec.num_tasks!r}")
+    if spec.is_spout and spec.inputs:
+        sources = ", ".join(repr(s.source) for s in spec.inputs)
+        problems.append(f"spout {name!r} cannot subscribe to streams (it subscribes to {sources})")
+    try:
+        spec.streams = declared_streams(spec.obj, name)
+    except TopologyError as exc:
+        problems.append(str(exc))
+    except Exception as exc:  # a user's declare_output_fields that raises
+        problems.append(f"{kind} {name!r}: declare_output_fields raised {exc!r}")
+    try:
+        copy.deepcopy(spec.obj)
+    except Exception as exc:
+        problems.append(
+            f"{kind} {name!r} cannot be copied for its tasks ({exc!r}); create resources such as "
+            f"connections in open/prepare, not in __init__"
+        )
+    return problems
+
+
+def _subscription_problems(spec: ComponentSpec, specs: dict[str, ComponentSpec]) -> list[str]:
+    if spec.is_spout:
+        return []
+    problems = []
+    for sub in spec.inputs:
+        where = f"bolt {spec.id!r} subscribes to {sub.source!r} stream {sub.stream!r}"
+        source = specs.get(sub.source)
+        if source is None:
+            problems.append(f"{where}, but there is no component {sub.source!r}")
+            continue
+        declared = source.streams.get(sub.stream)
+        if declared is None:
+            streams = sorted(source.streams) or "none"
+            problems.append(f"{where}, but {sub.source!r} declares no such stream (it declares {streams})")
+            continue
+        grouping = sub.grouping
+        if grouping.kind == g.DIRECT and not declared.direct:
+            problems.append(f"{where} with a direct grouping, but that stream is not declared direct")
+        if grouping.kind != g.DIRECT and declared.direct:
+            problems.append(f"{where} with a {grouping.kind} grouping, but that stream is direct: "
+                            f"use direct_grouping")
+        if grouping.kind in (g.FIELDS, g.PARTIAL_KEY):
+            if not grouping.fields:
+                problems.append(f"{where} with a {grouping.kind} grouping on no fields")
+            for f in grouping.fields:
+                if f not in declared.fields:
+                    problems.append(f"{where} grouped on field {f!r}, which that stream does not "
+                                    f"declare (its fields are {list(declared.fields)})")
+        if grouping.kind == g.CUSTOM and not callable(getattr(grouping.custom, "choose_tasks", None)):
+            problems.append(f"{where} with a custom grouping that has no choose_tasks method")
+    return problems
