@@ -78,13 +78,13 @@ class Acker:
             else:
                 newest[root] = (value << XOR_SHIFT) | (last << COMPONENT_SHIFT) | task
 
-    def acks(self, batch: list[int], component: int, acked: Notifications) -> None:
-        """``batch`` is ``[root, xor_value, ...]`` from a task of ``component``."""
+    def acks(self, batch: dict[int, int], component: int, acked: Notifications) -> None:
+        """``batch`` maps root -> XOR of the ack values a task of ``component`` sent for it
+        (senders combine acks for the same root before sending: XOR is associative)."""
         buckets = self.pending.buckets
         newest = buckets[0]
         older = buckets[1:]
-        for i in range(0, len(batch), 2):
-            root = batch[i]
+        for root, value in batch.items():
             entry = newest.pop(root, None)
             if entry is None:
                 for bucket in older:
@@ -93,12 +93,12 @@ class Acker:
                         break
                 else:
                     # The ack may arrive before the spout's init: start the entry without a task.
-                    newest[root] = (batch[i + 1] << XOR_SHIFT) | (component << COMPONENT_SHIFT)
+                    newest[root] = (value << XOR_SHIFT) | (component << COMPONENT_SHIFT)
                     continue
             if type(entry) is not int:
                 newest[root] = entry  # failed already; wait for the init to report it
                 continue
-            value = (entry >> XOR_SHIFT) ^ batch[i + 1]
+            value ^= entry >> XOR_SHIFT
             task = entry & TASK_MASK
             if value == 0 and task:
                 acked.setdefault(task, []).append(root)

@@ -146,8 +146,8 @@ def _fields_chooser(fields: tuple[str, ...], source_fields: list[str],
 
         def choose_one(values: list[Any]) -> list[int]:
             v = values[i]
-            if type(v) is str:
-                return singles[crc32(v.encode("utf-8", "surrogatepass")) % n]
+            if type(v) is str and v.isascii():
+                return singles[crc32(v.encode()) % n]
             return singles[stable_hash([v]) % n]
 
         return choose_one

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .runtime.engine import TopologyRuntime
@@ -26,6 +27,12 @@ log = logging.getLogger(__name__)
 class UnknownTopologyError(KeyError):
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+@dataclass
+class FinalReport:
+    metrics: dict[str, dict]
+    errors: list[ErrorRecord]
 
 
 class LocalCluster:
@@ -59,14 +66,15 @@ class LocalCluster:
             raise UnknownTopologyError(f"no topology named {name!r} is running (running: {known})")
         return runtime
 
-    def kill(self, name: str, wait_secs: float | None = None) -> None:
+    def kill(self, name: str, wait_secs: float | None = None) -> FinalReport:
         """Deactivate, wait for in-flight tuples (up to ``wait_secs``, default the message
-        timeout), then stop and clean up."""
+        timeout), then stop and clean up. Returns the final metrics and errors."""
         runtime = self._get(name)
         runtime.stop(wait_secs)
         with self._lock:
             self._running.pop(name, None)
         log.info("topology %s killed", name)
+        return FinalReport(runtime.summary(), runtime.errors())
 
     def activate(self, name: str) -> None:
         self._get(name).activate()

@@ -20,7 +20,7 @@ TICK = 1
 
 # To an acker task (src_task is the sender).
 ACK_INIT = 10      # [root, xor_of_edges, spout_task, ...]
-ACK_ACK = 11       # [root, xor_value, ...]
+ACK_ACK = 11       # {root: xor_value}: acks for one root combined by the sender
 ACK_FAIL = 12      # [root, kind, message, ...]
 ACK_RESET = 13     # [root, ...]
 ACK_TIMEOUT = 14   # [root, ...]  the spout gave up: report who the tree reached, then forget it

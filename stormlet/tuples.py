@@ -22,27 +22,26 @@ class StreamInfo:
 class Tuple:
     """An immutable-by-convention list of values with named fields.
 
-    ``roots`` maps each spout tuple this one descends from to the XOR of this tuple's edge ids for
-    it (``None`` when untracked); ``ack_val`` collects the edge ids of tuples anchored to this one.
-    Both belong to the runtime.
+    ``roots`` is a flat ``(root, edge, root, edge, ...)`` tuple: for each spout tuple this one
+    descends from, the XOR of this tuple's edge ids for it (``None`` when untracked). A flat tuple
+    costs a fraction of a dict to build, and one root is by far the common case. ``ack_val``
+    collects the edge ids of tuples anchored to this one. Both belong to the runtime.
     """
 
-    __slots__ = ("values", "info", "source_task", "roots", "ack_val", "dest_task")
+    __slots__ = ("values", "info", "source_task", "roots", "ack_val")
 
     def __init__(
         self,
         values: list[Any],
         info: StreamInfo,
         source_task: int,
-        roots: dict[int, int] | None,
-        dest_task: int,
+        roots: tuple[int, ...] | None,
     ):
         self.values = values
         self.info = info
         self.source_task = source_task
         self.roots = roots
         self.ack_val = 0
-        self.dest_task = dest_task
 
     @property
     def fields(self) -> list[str]:

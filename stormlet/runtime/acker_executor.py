@@ -31,7 +31,7 @@ class AckerExecutor(ExecutorThread):
         component = self.task_component[src]
         if kind == ACK_ACK:
             ledger.acks(payload, component, self.acked)
-            self.metrics.executed += len(payload) >> 1
+            self.metrics.executed += len(payload)
         elif kind == ACK_INIT:
             ledger.inits(payload, component, self.acked, self.failed)
             self.metrics.executed += len(payload) // 3

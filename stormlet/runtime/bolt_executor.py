@@ -29,7 +29,7 @@ class BoltTask(TaskBase):
             self.execute = self._basic_execute
             self._basic = BasicOutputCollector(collector)
         else:
-            self.execute = self._plain_execute
+            self.execute = self.obj.execute
 
     def prepare(self) -> None:
         try:
@@ -42,9 +42,6 @@ class BoltTask(TaskBase):
             # letting its input time out in silence.
             self.broken = exc
             self.report("prepare failed", exc)
-
-    def _plain_execute(self, tup: Tuple) -> None:
-        self.obj.execute(tup)
 
     def _basic_execute(self, tup: Tuple) -> None:
         self._basic.input = tup
@@ -65,7 +62,7 @@ class BoltTask(TaskBase):
         self.metrics.executed += len(batch)
 
     def run_tick(self) -> None:
-        self.run_batch([Tuple([self.tick_secs], TICK_INFO, SYSTEM_TASK, None, self.task_id)])
+        self.run_batch([Tuple([self.tick_secs], TICK_INFO, SYSTEM_TASK, None)])
 
     def on_error(self, tup: Tuple, exc: Exception) -> None:
         self.report(f"execute raised on {tup!r}", exc)

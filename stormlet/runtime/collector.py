@@ -28,6 +28,15 @@ from .transfer import Transfer
 log = logging.getLogger(__name__)
 
 
+def _with_edge(parent_roots: tuple[int, ...], edge: int) -> tuple[int, ...]:
+    """The roots of a child of a multi-root parent: every root, each with the new edge."""
+    out: list[int] = []
+    for i in range(0, len(parent_roots), 2):
+        out.append(parent_roots[i])
+        out.append(edge)
+    return tuple(out)
+
+
 class _Emitter:
     def __init__(self, component_id: str, task: int, routes: dict[str, StreamRoute],
                  transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False):
@@ -40,8 +49,10 @@ class _Emitter:
         self._n_ackers = max(1, len(transfer.acker_tasks))
         self._rb = random.Random(os.urandom(16)).getrandbits
         self.metrics = metrics
+        self._plain_routes = {stream: route for stream, route in routes.items() if not route.direct}
         if debug:
             self._send = self._logged(self._send)  # type: ignore[method-assign]
+            self._plain_routes = {}
 
     def _logged(self, send):
         def logged_send(route, values, tag, direct_task):
@@ -86,10 +97,7 @@ class _Emitter:
                     f"{route.info.stream!r}, but that task does not subscribe to it with a direct "
                     f"grouping (tasks that do: {sorted(route.direct_tasks)})")
             return [direct_task]
-        choosers = route.choosers
-        if len(choosers) == 1:
-            return choosers[0](values)
-        return [task for choose in choosers for task in choose(values)]
+        return route.choose(values)
 
     def _send(self, route: StreamRoute, values: list, tag: Any, direct_task: int | None) -> list[int]:
         raise NotImplementedError
@@ -107,7 +115,7 @@ class SpoutCollector(_Emitter):
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
 
     def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
-        route = self._route(stream, False)
+        route = self._plain_routes.get(stream) or self._route(stream, False)
         return self._send(route, self._checked(values, route), msg_id, None)
 
     def emit_direct(self, task: int, values: Any, msg_id: Any = None,
@@ -123,7 +131,7 @@ class SpoutCollector(_Emitter):
         data = self._data
         if msg_id is None or not self._tracking:
             for t in tasks:
-                data[t].append(Tuple(values, info, src, None, t))
+                data[t].append(Tuple(values, info, src, None))
             if msg_id is not None:
                 self.acked_at_emit.append(msg_id)
         else:
@@ -133,7 +141,7 @@ class SpoutCollector(_Emitter):
             for t in tasks:
                 edge = rb(64) or 1
                 xor ^= edge
-                data[t].append(Tuple(values, info, src, {root: edge}, t))
+                data[t].append(Tuple(values, info, src, (root, edge)))
             self._inits[root % self._n_ackers].extend((root, xor, src))
             self._pending.buckets[0][root] = (msg_id, self.now)
         self.metrics.emitted += 1
@@ -152,6 +160,39 @@ class BoltCollector(_Emitter):
 
     def emit(self, values: Any, anchors: Tuple | Iterable[Tuple] = (),
              stream: str = DEFAULT_STREAM) -> list[int]:
+        # The hot path, inlined: a list of plain values and at most one anchor. Anything else
+        # (and every error) takes the general path.
+        route = self._plain_routes.get(stream)
+        if route is None or type(values) is not list or len(values) != route.nfields:
+            return self._emit_general(values, anchors, stream)
+        for v in values:
+            if type(v) not in PLAIN_TYPES:
+                return self._emit_general(values, anchors, stream)
+        if type(anchors) is not Tuple and anchors:
+            if type(anchors) is list and len(anchors) == 1 and type(anchors[0]) is Tuple:
+                anchors = anchors[0]
+            else:
+                return self._emit_general(values, anchors, stream)
+        tasks = route.choose(values)
+        info = route.info
+        src = self.task
+        data = self._data
+        parent_roots = anchors.roots if anchors and self._tracking else None
+        if parent_roots:
+            rb = self._rb
+            single_root = parent_roots[0] if len(parent_roots) == 2 else None
+            for t in tasks:
+                edge = rb(64) or 1
+                anchors.ack_val ^= edge
+                roots = (single_root, edge) if single_root else _with_edge(parent_roots, edge)
+                data[t].append(Tuple(values, info, src, roots))
+        else:
+            for t in tasks:
+                data[t].append(Tuple(values, info, src, None))
+        self.metrics.emitted += 1
+        return tasks
+
+    def _emit_general(self, values: Any, anchors: Any, stream: str) -> list[int]:
         route = self._route(stream, False)
         return self._send(route, self._checked(values, route), anchors, None)
 
@@ -166,9 +207,9 @@ class BoltCollector(_Emitter):
         info = route.info
         src = self.task
         data = self._data
-        if not anchors or not self._tracking:
+        if type(anchors) is not Tuple and not anchors or not self._tracking:
             for t in tasks:
-                data[t].append(Tuple(values, info, src, None, t))
+                data[t].append(Tuple(values, info, src, None))
         else:
             if type(anchors) is Tuple:
                 anchors = (anchors,)
@@ -176,40 +217,42 @@ class BoltCollector(_Emitter):
                 anchors = tuple(anchors)
             anchor = self._anchor
             for t in tasks:
-                data[t].append(Tuple(values, info, src, anchor(anchors), t))
+                data[t].append(Tuple(values, info, src, anchor(anchors)))
         self.metrics.emitted += 1
         return tasks
 
-    def _anchor(self, anchors: tuple | list) -> dict[int, int] | None:
-        """A new edge from each anchor: the child's root map, with the edge folded into each
+    def _anchor(self, anchors: tuple | list) -> tuple[int, ...] | None:
+        """A new edge from each anchor: the child's roots, with the edge folded into each
         anchor's ack value."""
         rb = self._rb
-        if len(anchors) == 1:
-            parent = anchors[0]
-            parent_roots = parent.roots
-            if not parent_roots:
-                return None
-            edge = rb(64) or 1
-            parent.ack_val ^= edge
-            return dict.fromkeys(parent_roots, edge)
-        roots: dict[int, int] = {}
+        merged: dict[int, int] = {}
         for parent in anchors:
             parent_roots = parent.roots
             if parent_roots:
                 edge = rb(64) or 1
                 parent.ack_val ^= edge
-                for root in parent_roots:
-                    roots[root] = roots.get(root, 0) ^ edge
-        return roots or None
+                for i in range(0, len(parent_roots), 2):
+                    root = parent_roots[i]
+                    merged[root] = merged.get(root, 0) ^ edge
+        if not merged:
+            return None
+        return tuple(x for pair in merged.items() for x in pair)
 
     def ack(self, tup: Tuple) -> None:
         roots = tup.roots
         if roots:
             value = tup.ack_val
-            acks = self._acks
             n = self._n_ackers
-            for root, edge in roots.items():
-                acks[root % n].extend((root, edge ^ value))
+            if len(roots) == 2 and n == 1:
+                combined = self._acks[0]
+                root = roots[0]
+                combined[root] = combined.get(root, 0) ^ roots[1] ^ value
+            else:
+                acks = self._acks
+                for i in range(0, len(roots), 2):
+                    root = roots[i]
+                    combined = acks[root % n]
+                    combined[root] = combined.get(root, 0) ^ roots[i + 1] ^ value
         self.metrics.acked += 1
 
     def fail(self, tup: Tuple, reason: Any = None) -> None:
@@ -220,7 +263,7 @@ class BoltCollector(_Emitter):
         if roots:
             fails = self._fails
             n = self._n_ackers
-            for root in roots:
+            for root in roots[::2]:
                 fails[root % n].extend((root, kind, message))
         self.metrics.failed += 1
         self.metrics.fail_reasons[kind] += 1
@@ -234,7 +277,7 @@ class BoltCollector(_Emitter):
         if roots:
             resets = self._resets
             n = self._n_ackers
-            for root in roots:
+            for root in roots[::2]:
                 resets[root % n].append(root)
 
     def report_error(self, error: BaseException | str) -> None:

@@ -12,7 +12,7 @@ from ..tuples import StreamInfo
 
 
 class StreamRoute:
-    __slots__ = ("info", "nfields", "choosers", "direct", "direct_tasks")
+    __slots__ = ("info", "nfields", "choosers", "choose", "direct", "direct_tasks")
 
     def __init__(self, info: StreamInfo, direct: bool):
         self.info = info
@@ -20,6 +20,19 @@ class StreamRoute:
         self.choosers: list[g.Chooser] = []
         self.direct = direct
         self.direct_tasks: set[int] = set()
+        self.choose: g.Chooser = _nobody
+
+    def seal(self) -> None:
+        """Fix ``choose``: one function over every subscriber's chooser."""
+        choosers = self.choosers
+        if len(choosers) == 1:
+            self.choose = choosers[0]
+        elif choosers:
+            self.choose = lambda values: [t for choose in choosers for t in choose(values)]
+
+
+def _nobody(values: Any) -> list[int]:
+    return []
 
 
 
@@ -42,5 +55,6 @@ def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tas
             route.choosers.append(g.make_chooser(
                 grouping, list(declaration.fields), tasks, source_task=task,
                 local_tasks=local_tasks, context=context, stream=stream, rng=rng))
+        route.seal()
         routes[stream] = route
     return routes, sorted(reachable)

@@ -32,7 +32,9 @@ class Transfer:
         self.acker_tasks = acker_tasks
         n = len(acker_tasks)
         self.inits: list[list] = [[] for _ in range(n)]
-        self.acks: list[list] = [[] for _ in range(n)]
+        # Acks are combined per root while buffered (XOR is associative): a bolt that acks ten
+        # words of one sentence sends the acker one update, not ten.
+        self.acks: list[dict[int, int]] = [{} for _ in range(n)]
         self.fails: list[list] = [[] for _ in range(n)]
         self.resets: list[list] = [[] for _ in range(n)]
         self.timeouts: list[list] = [[] for _ in range(n)]
@@ -51,7 +53,7 @@ class Transfer:
         for kind, buffers in self._acker_kinds:
             for i, buf in enumerate(buffers):
                 if buf:
-                    buffers[i] = []
+                    buffers[i] = type(buf)()
                     task = self.acker_tasks[i]
                     routes[task].put((kind, task, src, buf))
         data = self.data

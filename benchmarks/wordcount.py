@@ -1,0 +1,144 @@
+"""Word-count benchmark for local mode (one process, so one core: the GIL).
+
+    python benchmarks/wordcount.py            # all figures
+    python benchmarks/wordcount.py --quick    # shorter runs
+
+Prints words per second with acking on and off, complete latency p50/p99 at full speed and with
+the spout throttled to half the acked rate, and the acker ledger's memory per pending root with
+1,000,000 roots pending.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import sys
+import time
+import tracemalloc
+
+from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet.acker import Acker
+from stormlet.runtime.tuning import tune_for_streaming
+
+WORDS = ("the cow jumped over the moon an apple a day keeps the doctor away four score and seven "
+         "years ago snow white and the seven dwarfs i am at two with nature").split()
+WORDS_PER_SENTENCE = 10
+
+
+class SentenceSpout(Spout):
+    outputs = ["sentence"]
+
+    def __init__(self, tracked: bool = True, rate: float | None = None):
+        self.tracked = tracked
+        self.rate = rate  # sentences per second; None = as fast as possible
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        rng = random.Random(42)
+        self.sentences = [" ".join(rng.choice(WORDS) for _ in range(WORDS_PER_SENTENCE))
+                          for _ in range(1000)]
+        self.n = 0
+        self.started = time.monotonic()
+
+    def next_tuple(self):
+        if self.rate is not None and self.n > (time.monotonic() - self.started) * self.rate:
+            return
+        self.n += 1
+        sentence = self.sentences[self.n % 1000]
+        self.collector.emit([sentence], msg_id=self.n if self.tracked else None)
+
+
+class SplitBolt(Bolt):
+    outputs = ["word"]
+
+    def execute(self, tup):
+        emit = self.collector.emit
+        for word in tup.values[0].split():
+            emit([word], tup)
+        self.collector.ack(tup)
+
+
+class CountBolt(Bolt):
+    outputs = ["word", "count"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.counts = {}
+
+    def execute(self, tup):
+        word = tup.values[0]
+        self.counts[word] = self.counts.get(word, 0) + 1
+        self.collector.ack(tup)
+
+
+def build(tracked: bool, rate: float | None):
+    b = TopologyBuilder()
+    b.set_spout("sentences", SentenceSpout(tracked, rate))
+    b.set_bolt("split", SplitBolt()).shuffle_grouping("sentences")
+    b.set_bolt("count", CountBolt()).fields_grouping("split", ["word"])
+    return b.build()
+
+
+def run(tracked: bool, seconds: float, rate: float | None = None, pending: int = 2000) -> dict:
+    conf = {"topology.max.spout.pending": pending if tracked else None,
+            "topology.acker.executors": 1 if tracked else 0}
+    with LocalCluster() as cluster:
+        cluster.submit("bench", conf, build(tracked, rate))
+        time.sleep(min(1.0, seconds / 4))  # warm-up
+        start_words = cluster.metrics("bench")["count"]["executed"]
+        start = time.monotonic()
+        cpu_start = time.process_time()
+        time.sleep(seconds)
+        words = cluster.metrics("bench")["count"]["executed"] - start_words
+        elapsed = time.monotonic() - start
+        cpu = time.process_time() - cpu_start
+        report = cluster.kill("bench", wait_secs=5)
+    latency = report.metrics["sentences"]["complete_latency_ms"]
+    return {"words_per_sec": words / elapsed, "cpu_cores": cpu / elapsed,
+            "p50_ms": latency["p50"], "p99_ms": latency["p99"],
+            "failed": report.metrics["sentences"]["failed"]}
+
+
+def acker_bytes_per_root(roots: int = 1_000_000) -> float:
+    rng = random.Random(7)
+    batch = []
+    for _ in range(roots):
+        batch.extend((rng.getrandbits(64) or 1, rng.getrandbits(64) or 1, 1))
+    gc.collect()
+    tracemalloc.start()
+    acker = Acker()
+    acker.inits(batch, 1, {}, {})
+    size, _peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert len(acker) == roots
+    return size / roots
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="shorter runs")
+    parser.add_argument("--seconds", type=float, default=None)
+    args = parser.parse_args()
+    seconds = args.seconds or (3.0 if args.quick else 8.0)
+    tune_for_streaming()  # as `stormlet local` and workers do
+    print(f"word count, local mode, 1 spout -> split -> count, {WORDS_PER_SENTENCE} words/sentence,"
+          f" {seconds:g}s per run, python {sys.version.split()[0]}, pid {os.getpid()}")
+    on = run(True, seconds)
+    print(f"acking on : {on['words_per_sec']:>10,.0f} words/s  "
+          f"complete latency p50 {on['p50_ms']} ms  p99 {on['p99_ms']} ms  "
+          f"(cpu {on['cpu_cores']:.2f} cores, failed {on['failed']})")
+    off = run(False, seconds)
+    print(f"acking off: {off['words_per_sec']:>10,.0f} words/s  (cpu {off['cpu_cores']:.2f} cores)")
+    half = on["words_per_sec"] / 2 / WORDS_PER_SENTENCE
+    throttled = run(True, seconds, rate=half)
+    print(f"throttled to half ({half * WORDS_PER_SENTENCE:,.0f} words/s): "
+          f"{throttled['words_per_sec']:>10,.0f} words/s  complete latency "
+          f"p50 {throttled['p50_ms']} ms  p99 {throttled['p99_ms']} ms")
+    print(f"acker memory: {acker_bytes_per_root():.1f} bytes per pending root "
+          f"(1,000,000 roots pending)")
+
+
+if __name__ == "__main__":
+    main()
