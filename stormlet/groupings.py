@@ -11,8 +11,10 @@ randomises string hashes per process and two workers must send the same key to t
 
 from __future__ import annotations
 
+import copy
 import random
 import zlib
+from hashlib import blake2b
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -93,7 +95,9 @@ def make_chooser(
     if kind == PARTIAL_KEY:
         return _partial_key_chooser(grouping.fields, source_fields, singles)
     if kind == CUSTOM:
-        custom = grouping.custom
+        # Each emitting task gets its own copy, as it does of components: choose_tasks may keep
+        # state, and tasks run on different threads.
+        custom = copy.deepcopy(grouping.custom)
         custom.prepare(context, stream, list(tasks))
         return lambda values: custom.choose_tasks(source_task, values)
     if kind == LOCAL_OR_SHUFFLE:
@@ -164,8 +168,11 @@ def _partial_key_chooser(fields: tuple[str, ...], source_fields: list[str],
 
     def choose(values: list[Any]) -> list[int]:
         key = msgpack.packb([values[i] for i in indexes], use_bin_type=True)
-        first = zlib.crc32(key, 13) % n
-        second = zlib.crc32(key, 17) % n
+        # Two independent hashes: halves of one BLAKE2b digest. (Two CRC-32s with different seeds
+        # are not independent: CRC is affine, so their XOR depends only on the key's length.)
+        digest = int.from_bytes(blake2b(key, digest_size=16).digest(), "little")
+        first = (digest & 0xFFFFFFFFFFFFFFFF) % n
+        second = (digest >> 64) % n
         pick = first if sent[first] <= sent[second] else second
         sent[pick] += 1
         return singles[pick]

@@ -10,8 +10,9 @@ from typing import Any
 
 import msgpack
 
-# Types that always encode; ints need a range check.
-PLAIN_TYPES = frozenset((str, float, bool, type(None), bytes))
+# Types that always encode. ints need a range check, and strs a look at their characters: an
+# ASCII str always encodes, but a lone surrogate ("\ud800") does not.
+PLAIN_TYPES = frozenset((float, bool, type(None), bytes))
 _INT_MIN = -(2**63)
 _INT_MAX = 2**64 - 1
 
@@ -36,7 +37,7 @@ def check_values(values: Any, component: str, stream: str, fields: list[str]) ->
     plain = PLAIN_TYPES
     for i, value in enumerate(values):
         kind = type(value)
-        if kind in plain:
+        if kind in plain or kind is str and value.isascii():
             continue
         if kind is int and _INT_MIN <= value <= _INT_MAX:
             continue

@@ -203,6 +203,29 @@ def test_shuffle_is_even_per_source_task_with_two_spout_tasks():
         assert max(per_task.values()) - min(per_task.values()) <= 1, (src, per_task)
 
 
+def test_groupings_count_tasks_not_executors():
+    # 2 executors running 6 tasks: shuffle spreads over all 6 tasks, fields keeps keys per task,
+    # global picks the lowest task even though it shares an executor.
+    n = 600
+    b = TopologyBuilder()
+    b.set_spout("spout", KeySpout(n, [f"k{i}" for i in range(30)]))
+    b.set_bolt("shuf", Recorder(), parallelism=2).set_num_tasks(6).shuffle_grouping("spout")
+    b.set_bolt("glob", Recorder(), parallelism=2).set_num_tasks(3).global_grouping("spout")
+    b.set_bolt("keyed", Recorder(), parallelism=2).set_num_tasks(5).fields_grouping("spout",
+                                                                                    ["key"])
+    out = run(b, n)
+    shuf = counts(out["shuf"])
+    assert len(shuf) == 6 and set(shuf.values()) == {100}
+    glob = counts(out["glob"])
+    assert glob[min(glob)] == n and sum(glob.values()) == n
+    key_tasks = defaultdict(set)
+    for s in out["keyed"]:
+        for _src, _n, key in s.got:
+            key_tasks[key].add(s.task)
+    assert len(out["keyed"]) == 5
+    assert all(len(t) == 1 for t in key_tasks.values()) and len(key_tasks) == 30
+
+
 def test_none_grouping_delivers_each_tuple_once_and_evenly():
     n = 302
     b = TopologyBuilder()
@@ -359,11 +382,6 @@ def test_partial_key_grouping_uses_at_most_two_tasks_and_balances_a_skewed_key()
     assert max(pkg_load.values()) < 0.8 * max(fields_load.values()), (pkg_load, fields_load)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: groupings._partial_key_chooser derives both choices from zlib.crc32 with seeds 13 and "
-    "17; CRC-32 is affine, so crc32(k,13) ^ crc32(k,17) depends only on len(k). With 4 tasks, "
-    "for every key whose packed length makes that constant's low bits 0 (e.g. 1-char strings) "
-    "both choices are the same task: such keys are never split (fields grouping in disguise)."))
 def test_partial_key_grouping_gives_single_letter_keys_two_tasks():
     # 52 single-letter keys, each sent 20 times in random order, to 4 tasks. With two
     # independent choices about three keys in four have two distinct candidate tasks, and the
@@ -404,12 +422,6 @@ def test_custom_grouping_choose_tasks_is_honoured():
     assert received(out["sink"])[sink_tasks[1]] == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the CustomStreamGrouping object given to custom_grouping() is shared by every source "
-    "task: groupings.make_chooser calls grouping.custom.prepare(...) on the same object for "
-    "each emitting task (runtime/routing.py build_routes), and all their executor threads then "
-    "call choose_tasks on it concurrently. Storm gives each task its own copy, as stormlet does "
-    "for components (ComponentSpec.new_instance deep-copies)."))
 def test_custom_grouping_gets_its_own_instance_per_source_task():
     PrepareRecordingGrouping.prepared = []
     n = 50
@@ -506,11 +518,6 @@ def test_make_chooser_partial_key_two_choices_and_balance():
     assert abs(a - b) <= 0.2 * (a + b), hot
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: groupings._partial_key_chooser's two hashes, zlib.crc32(key, 13) and "
-    "zlib.crc32(key, 17), differ by a constant that depends only on the key's length (CRC is "
-    "affine in its start value), so the two choices are not independent: with 4 tasks every "
-    "single-letter key gets first == second."))
 def test_make_chooser_partial_key_choices_are_independent_of_key_length():
     two_choices = 0
     letters = string.ascii_letters

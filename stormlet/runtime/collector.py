@@ -82,7 +82,10 @@ class _Emitter:
         if type(values) is list and len(values) == route.nfields:
             plain = PLAIN_TYPES
             for v in values:
-                if type(v) not in plain:
+                if type(v) is str:
+                    if not v.isascii():
+                        break
+                elif type(v) not in plain:
                     break
             else:
                 return values
@@ -113,13 +116,23 @@ class SpoutCollector(_Emitter):
         self._inits = self._transfer.inits
         self.now = 0.0            # set by the executor before each next_tuple call
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
+        self.closed = False       # set at shutdown: later emits are refused
+
+    def _refuse(self, values: Any) -> list[int]:
+        log.warning("%s:%d emitted %r while the topology was stopping; not sent",
+                    self.component_id, self.task, values)
+        return []
 
     def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
+        if self.closed:
+            return self._refuse(values)
         route = self._plain_routes.get(stream) or self._route(stream, False)
         return self._send(route, self._checked(values, route), msg_id, None)
 
     def emit_direct(self, task: int, values: Any, msg_id: Any = None,
                     stream: str = DEFAULT_STREAM) -> list[int]:
+        if self.closed:
+            return self._refuse(values)
         route = self._route(stream, True)
         return self._send(route, self._checked(values, route), msg_id, task)
 
@@ -166,7 +179,10 @@ class BoltCollector(_Emitter):
         if route is None or type(values) is not list or len(values) != route.nfields:
             return self._emit_general(values, anchors, stream)
         for v in values:
-            if type(v) not in PLAIN_TYPES:
+            if type(v) is str:
+                if not v.isascii():
+                    return self._emit_general(values, anchors, stream)
+            elif type(v) not in PLAIN_TYPES:
                 return self._emit_general(values, anchors, stream)
         if type(anchors) is not Tuple and anchors:
             if type(anchors) is list and len(anchors) == 1 and type(anchors[0]) is Tuple:
@@ -177,7 +193,8 @@ class BoltCollector(_Emitter):
         info = route.info
         src = self.task
         data = self._data
-        parent_roots = anchors.roots if anchors and self._tracking else None
+        # `type(...) is Tuple`, not truthiness: a tuple of a no-field stream has len() 0.
+        parent_roots = anchors.roots if type(anchors) is Tuple and self._tracking else None
         if parent_roots:
             rb = self._rb
             single_root = parent_roots[0] if len(parent_roots) == 2 else None

@@ -49,6 +49,7 @@ class SpoutTask(TaskBase):
             self.report(what, exc)
 
     def open(self) -> None:
+        self.collector.now = time.monotonic()
         try:
             self.obj.open(self.conf, self.context, self.collector)
             self.opened = True
@@ -150,6 +151,7 @@ class SpoutTask(TaskBase):
     def rotate(self) -> None:
         """One message timeout passed: ask the ackers about roots that expired now, and fail the
         ones asked about last time that no acker answered for."""
+        self.collector.now = time.monotonic()
         for msg_id, _ in self.expiring_before.values():
             self._deliver_fail(msg_id, FailReason(TIMEOUT, None, "no acker answered for it"))
         self.expiring_before = self.expiring
@@ -161,6 +163,7 @@ class SpoutTask(TaskBase):
                 timeouts[root % n].append(root)
 
     def fail_all_in_flight(self, message: str) -> None:
+        self.collector.now = time.monotonic()
         entries = [entry for bucket in self.pending.buckets for entry in bucket.values()]
         entries += list(self.expiring.values()) + list(self.expiring_before.values())
         for bucket in self.pending.buckets:
@@ -187,6 +190,9 @@ class SpoutExecutor(ExecutorThread):
         """Deliver one control message; False on STOP."""
         kind, dest, _src, payload = message
         task = self.tasks_by_id.get(dest)
+        if task is not None:
+            # A replay emitted from ack() or fail() is timed from now.
+            task.collector.now = time.monotonic()
         if kind == SPOUT_ACK:
             task.on_acks(payload)
         elif kind == SPOUT_FAIL:
@@ -241,9 +247,13 @@ class SpoutExecutor(ExecutorThread):
                     continue
                 running = self.handle(message)
         self.flush()
+        # Deactivate first, so the spout knows it is stopping when the fails arrive; emits made
+        # from here on (a replay from fail(), say) are refused, since nothing would run them.
+        if self.active:
+            self.want_active = False
+            self._follow_activation()
         for task in self.tasks:
+            task.collector.closed = True
             task.fail_all_in_flight("topology stopped before the tuple tree completed")
             if task.opened:
-                if self.active:
-                    task.call("deactivate raised", task.obj.deactivate)
                 task.call("close raised", task.obj.close)
