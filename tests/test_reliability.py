@@ -54,6 +54,8 @@ class TrackedSpout(Spout):
         self.collector = collector
         self.count = int(conf.get("test.count", 5))
         self.replay = bool(conf.get("test.replay", False))
+        self.interval = float(conf.get("test.interval", 0.0))  # seconds between first emits
+        self.started = time.monotonic()
         self.index = context.this_task_index
         self.next_i = 0
         self.emits = []        # (msg_id, monotonic time)
@@ -82,6 +84,8 @@ class TrackedSpout(Spout):
     def next_tuple(self):
         self._thread("next_tuple")
         if self.next_i < self.count:
+            if time.monotonic() - self.started < self.interval * (self.next_i + 1):
+                return
             msg_id = self.make_id(self.next_i)
             self.next_i += 1
             self.emit(msg_id)
@@ -242,7 +246,9 @@ def test_dropped_tuple_times_out_between_T_and_2T_naming_last_acker():
     b.set_spout("spout", TrackedSpout())
     b.set_bolt("a", Relay()).shuffle_grouping("spout")
     b.set_bolt("b", DroppingBolt()).shuffle_grouping("a")
-    with running(b.build(), {MESSAGE_TIMEOUT: timeout, "test.count": 3}) as cluster:
+    # Emits spread over one timeout period, so they land at different phases of the rotation.
+    conf = {MESSAGE_TIMEOUT: timeout, "test.count": 3, "test.interval": 0.3}
+    with running(b.build(), conf) as cluster:
         cluster.wait_for(lambda: len(spout_records(cluster, "reliability")[2]) >= 3, timeout=10)
         settle()
         emits, acks, fails = spout_records(cluster, "reliability")
@@ -683,7 +689,8 @@ def test_fan_out_trees_with_random_failures_and_replay_ack_every_message_exactly
         assert cluster.in_flight(name) == 0
 
 
-# ----- complete latency is measured per emission
+# ----- complete latency is measured from each emission, wherever the spout emits it
+# (regression: emits from open(), ack() and fail() used to carry a stale timestamp)
 
 
 class FailFirstAttemptBolt(Bolt):
@@ -702,11 +709,6 @@ class FailFirstAttemptBolt(Bolt):
             self.collector.ack(tup)
 
 
-@pytest.mark.xfail(reason="BUG: a spout emit made inside ack()/fail() is timestamped with "
-                          "SpoutCollector.now, which SpoutTask.emit_burst only refreshes before "
-                          "next_tuple and not at all while max.spout.pending is reached, so a "
-                          "replay's complete latency includes the failed attempt's time",
-                   strict=True)
 def test_complete_latency_of_a_replay_is_measured_from_the_replay():
     b = TopologyBuilder()
     b.set_spout("spout", TrackedSpout())
@@ -732,9 +734,6 @@ class EmitInOpenSpout(TrackedSpout):
         self.emit("from-open")
 
 
-@pytest.mark.xfail(reason="BUG: SpoutCollector.now starts at 0.0 and is only set before "
-                          "next_tuple, so a tracked emit from open() is timestamped 0.0 and its "
-                          "complete latency is the monotonic clock's age (days)", strict=True)
 def test_complete_latency_of_a_tuple_emitted_in_open():
     b = TopologyBuilder()
     b.set_spout("spout", EmitInOpenSpout())

@@ -182,9 +182,15 @@ class SpoutExecutor(ExecutorThread):
         # Written by the runtime, acted on by this thread (activate/deactivate run here).
         self.want_active = False
         self.active = False
+        self.published_in_flight = 0
 
     def in_flight(self) -> int:
-        return sum(task.in_flight() for task in self.tasks)
+        """Tracked tuples in flight, as this executor last published it. Other threads read this
+        instead of the maps, which are mid-update while the executor rotates them."""
+        return self.published_in_flight
+
+    def _publish_in_flight(self) -> None:
+        self.published_in_flight = sum(task.in_flight() for task in self.tasks)
 
     def handle(self, message: tuple) -> bool:
         """Deliver one control message; False on STOP."""
@@ -240,6 +246,7 @@ class SpoutExecutor(ExecutorThread):
                 for task in self.tasks:
                     emitted += task.emit_burst()
             self.flush()
+            self._publish_in_flight()
             if not emitted:
                 try:
                     message = inbox.get(timeout=self.wait_secs if self.active else 0.05)
