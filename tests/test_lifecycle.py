@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from contextlib import contextmanager
 
 import pytest
 
+import support
 from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
 
 MESSAGE_TIMEOUT = "topology.message.timeout.secs"
@@ -17,16 +17,8 @@ MAX_SPOUT_PENDING = "topology.max.spout.pending"
 TICK_FREQ = "topology.tick.tuple.freq.secs"
 
 
-@contextmanager
 def running(topology, conf, name="lifecycle"):
-    """A LocalCluster running ``topology``; killed without waiting at the end if still running."""
-    with LocalCluster() as cluster:
-        cluster.submit(name, conf, topology)
-        try:
-            yield cluster
-        finally:
-            if name in cluster.topologies():
-                cluster.kill(name, wait_secs=0)
+    return support.running(topology, conf, name)
 
 
 # ----- components

@@ -12,10 +12,10 @@ import random
 import threading
 import time
 from collections import Counter
-from contextlib import contextmanager
 
 import pytest
 
+import support
 from stormlet import BasicBolt, Bolt, FailReason, LocalCluster, Spout, TopologyBuilder
 
 MESSAGE_TIMEOUT = "topology.message.timeout.secs"
@@ -23,16 +23,8 @@ MAX_SPOUT_PENDING = "topology.max.spout.pending"
 ACKER_EXECUTORS = "topology.acker.executors"
 
 
-@contextmanager
 def running(topology, conf, name="reliability"):
-    """A LocalCluster running ``topology``; killed without waiting at the end if still running."""
-    with LocalCluster() as cluster:
-        cluster.submit(name, conf, topology)
-        try:
-            yield cluster
-        finally:
-            if name in cluster.topologies():
-                cluster.kill(name, wait_secs=0)
+    return support.running(topology, conf, name)
 
 
 def settle(seconds=0.3):
