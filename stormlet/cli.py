@@ -23,6 +23,8 @@ def main(log_level: str) -> None:
     """stormlet: Storm-style stream processing for Python."""
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_level.upper() != "DEBUG":
+        logging.getLogger("kazoo").setLevel(logging.WARNING)  # its connection chatter
 
 
 def _conf_options(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -85,6 +87,199 @@ def format_summary(name: str, summary: dict[str, dict], seconds: float) -> str:
             reasons = ", ".join(f"{k}={v}" for k, v in sorted(m["fail_reasons"].items()))
             lines.append(f"{'':<16}failures by reason: {reasons}")
     return "\n".join(lines)
+
+
+# ----- the cluster
+
+ZK_OPTION = click.option("--zk", envvar="STORMLET_ZK", default="127.0.0.1:2181", show_default=True,
+                         help="ZooKeeper hosts, host:port[,host:port...]")
+ZK_ROOT_OPTION = click.option("--zk-root", default="/stormlet", show_default=True,
+                              help="the cluster's root path in ZooKeeper")
+NIMBUS_OPTION = click.option("--nimbus", "nimbus_address", default=None, metavar="HOST:PORT",
+                             help="talk to this nimbus instead of finding the leader in ZooKeeper")
+
+
+def _nimbus_address(zk: str, zk_root: str, nimbus_address: str | None) -> str:
+    if nimbus_address:
+        return nimbus_address if "://" in nimbus_address else f"tcp://{nimbus_address}"
+    from .cluster.zk_state import ClusterState, connect
+
+    try:
+        client = connect(zk, timeout=10)
+    except Exception:
+        raise click.ClickException(f"cannot reach ZooKeeper at {zk} to find nimbus "
+                                   f"(use --zk, or --nimbus host:port)") from None
+    try:
+        leader = ClusterState(client, zk_root).leader()
+    finally:
+        client.stop()
+        client.close()
+    if not leader:
+        raise click.ClickException("no nimbus is running (no leader registered in ZooKeeper)")
+    return f"tcp://{leader['host']}:{leader['port']}"
+
+
+def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 60, **args: Any) -> Any:
+    from .cluster.rpc import RpcError, call
+
+    address = _nimbus_address(*ctx_args)
+    try:
+        return call(address, op, timeout=timeout, **args)
+    except RpcError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@main.command()
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to serve on")
+@click.option("--port", default=6627, show_default=True, type=int)
+@click.option("--data-dir", default="nimbus-data", show_default=True, type=click.Path())
+def nimbus(zk: str, zk_root: str, host: str, port: int, data_dir: str) -> None:
+    """Run a nimbus (the leader, or a standby if one leads already)."""
+    from .cluster.nimbus import Nimbus
+
+    daemon = Nimbus(zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root)
+    daemon.start()
+    _run_until_signal(daemon)
+
+
+@main.command()
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address workers bind and peers reach")
+@click.option("--slots", default="6700,6701", show_default=True, help="worker ports, comma-separated")
+@click.option("--data-dir", default="supervisor-data", show_default=True, type=click.Path())
+@click.option("--id", "supervisor_id", default=None, help="supervisor id (default: kept in data dir)")
+@click.option("--worker-timeout", default=30.0, show_default=True, type=float,
+              help="seconds without a heartbeat before a worker is restarted")
+def supervisor(zk: str, zk_root: str, host: str, slots: str, data_dir: str,
+               supervisor_id: str | None, worker_timeout: float) -> None:
+    """Run a supervisor: start, watch and restart this node's workers."""
+    from .cluster.supervisor import Supervisor
+
+    try:
+        ports = [int(p) for p in slots.split(",") if p.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{slots!r} is not a comma-separated list of ports",
+                                 param_hint="--slots") from None
+    daemon = Supervisor(zk, ports, data_dir=data_dir, host=host, zk_root=zk_root,
+                        supervisor_id=supervisor_id, worker_timeout=worker_timeout)
+    daemon.start()
+    _run_until_signal(daemon)
+
+
+def _run_until_signal(daemon: Any) -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    daemon.stop()
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--name", default=None, help="topology name (default: the file's stem)")
+@click.option("-c", "conf_pairs", multiple=True, metavar="KEY=VALUE", help="config override")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], zk: str, zk_root: str,
+           nimbus_address: str | None) -> None:
+    """Submit the topology in FILE to the cluster."""
+    from .cluster.code import CodeError, package_topology
+
+    overrides = _conf_options(conf_pairs)
+    try:
+        code = package_topology(file)
+    except CodeError as exc:
+        raise click.ClickException(str(exc)) from None
+    name = name or file.stem
+    result = _call((zk, zk_root, nimbus_address), "submit", timeout=120, name=name, code=code,
+                   conf=overrides)
+    click.echo(f"submitted {name} ({result['id']})")
+
+
+@main.command(name="list")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def list_command(zk: str, zk_root: str, nimbus_address: str | None) -> None:
+    """List running topologies with status, workers and uptime."""
+    rows = _call((zk, zk_root, nimbus_address), "list")
+    if not rows:
+        click.echo("no topologies running")
+        return
+    click.echo(f"{'name':<24}{'status':<10}{'workers':>8}{'executors':>10}  uptime")
+    for row in rows:
+        click.echo(f"{row['name']:<24}{row['status']:<10}{row['workers']:>8}{row['executors']:>10}"
+                   f"  {_duration(row['uptime'])}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+@main.command()
+@click.argument("name")
+@click.option("--wait", type=float, default=None,
+              help="seconds between deactivating and removing (default: the message timeout)")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def kill(name: str, wait: float | None, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+    """Deactivate a topology, wait, then remove it and stop its workers."""
+    _call((zk, zk_root, nimbus_address), "kill", name=name, wait=wait)
+    click.echo(f"killed {name}: deactivated now, removed after "
+               f"{'the message timeout' if wait is None else f'{wait:g}s'}")
+
+
+@main.command()
+@click.argument("name")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def activate(name: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+    """Resume a topology's spouts."""
+    _call((zk, zk_root, nimbus_address), "activate", name=name)
+    click.echo(f"activated {name}")
+
+
+@main.command()
+@click.argument("name")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def deactivate(name: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+    """Pause a topology's spouts (in-flight tuples still finish)."""
+    _call((zk, zk_root, nimbus_address), "deactivate", name=name)
+    click.echo(f"deactivated {name}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--workers", type=int, default=None, help="new number of worker processes")
+@click.option("--executors", "-e", "executor_pairs", multiple=True, metavar="COMPONENT=N",
+              help="new executor count for a component (at most its task count)")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...], zk: str,
+              zk_root: str, nimbus_address: str | None) -> None:
+    """Spread a running topology over a different number of workers or executors."""
+    executors = {}
+    for pair in executor_pairs:
+        component, sep, count = pair.partition("=")
+        if not sep or not count.strip().isdigit():
+            raise click.BadParameter(f"{pair!r} is not COMPONENT=N", param_hint="--executors")
+        executors[component.strip()] = int(count)
+    result = _call((zk, zk_root, nimbus_address), "rebalance", name=name, workers=workers,
+                   executors=executors)
+    click.echo(f"rebalanced {name} to {result['workers']} workers")
 
 
 if __name__ == "__main__":

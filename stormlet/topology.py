@@ -83,12 +83,18 @@ class Topology:
         """
         counts = {cid: spec.tasks for cid, spec in self.components.items()}
         counts.update(extra or {})
-        tasks: dict[str, list[int]] = {}
-        next_id = 1
-        for cid in sorted(counts):
-            tasks[cid] = list(range(next_id, next_id + counts[cid]))
-            next_id += counts[cid]
-        return tasks
+        return number_tasks(counts)
+
+
+def number_tasks(counts: dict[str, int]) -> dict[str, list[int]]:
+    """Task ids per component from task counts: numbered from 1 in component-id order, as Storm
+    does, so every process that knows the counts agrees on the numbers."""
+    tasks: dict[str, list[int]] = {}
+    next_id = 1
+    for cid in sorted(counts):
+        tasks[cid] = list(range(next_id, next_id + counts[cid]))
+        next_id += counts[cid]
+    return tasks
 
 
 class ComponentDeclarer:

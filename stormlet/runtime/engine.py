@@ -54,8 +54,31 @@ def acker_count(conf: dict[str, Any]) -> int:
     return int(n)
 
 
+def executor_plan(topology: Topology, layout: TopologyLayout,
+                  executors: dict[str, int] | None = None) -> list[tuple[str, list[int]]]:
+    """Every executor of the topology as (component, its tasks), ackers last.
+
+    ``executors`` overrides a component's executor count (as a rebalance does); it is capped by
+    the component's task count, which never changes for a running topology.
+    """
+    plan: list[tuple[str, list[int]]] = []
+    for spec in topology.components.values():
+        tasks = layout.component_tasks[spec.id]
+        count = (executors or {}).get(spec.id, spec.executors)
+        for run in split_tasks(tasks, max(1, min(count, len(tasks)))):
+            plan.append((spec.id, run))
+    for task in layout.acker_tasks:
+        plan.append((ACKER_COMPONENT, [task]))
+    return plan
+
+
 class TopologyRuntime:
-    def __init__(self, name: str, topology: Topology, conf: dict[str, Any]):
+    """Runs ``plan`` (default: every executor) here; tasks not in the plan are reached through
+    ``remote_routes`` (task -> Route), which a worker can replace while running."""
+
+    def __init__(self, name: str, topology: Topology, conf: dict[str, Any],
+                 plan: list[tuple[str, list[int]]] | None = None,
+                 remote_routes: dict[int, Any] | None = None):
         self.name = name
         self.topology = topology
         self.conf = cfg.merged(conf)
@@ -67,27 +90,23 @@ class TopologyRuntime:
         self.executors: dict[str, list[ExecutorThread]] = {}
         self.started_at: float | None = None
         self._ticker: threading.Thread | None = None
-        self._build()
+        self._build(plan if plan is not None else executor_plan(topology, self.layout),
+                    remote_routes or {})
 
     # ----- assembly
 
-    def _build(self) -> None:
-        layout = self.layout
+    def _build(self, plan: list[tuple[str, list[int]]], remote_routes: dict[int, Any]) -> None:
         capacity = int(self.conf[cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE])
-        self.routes: list[Inbox | None] = [None] * (layout.max_task + 1)
-        plan: list[tuple[str, list[int], Inbox]] = []
-        components = list(self.topology.components.values())
-        for spec in components:
-            for tasks in split_tasks(layout.component_tasks[spec.id], spec.executors):
-                plan.append((spec.id, tasks, Inbox(capacity)))
-        for task in layout.acker_tasks:
-            plan.append((ACKER_COMPONENT, [task], Inbox(capacity)))
-        for _component, tasks, inbox in plan:
+        self.routes: list[Any] = [None] * (self.layout.max_task + 1)
+        for task, route in remote_routes.items():
+            self.routes[task] = route
+        local = [(component, tasks, Inbox(capacity)) for component, tasks in plan]
+        for _component, tasks, inbox in local:
             for task in tasks:
                 self.routes[task] = inbox
-        local_tasks = set(layout.task_component)
-        for component_id, tasks, inbox in plan:
-            executor = self._executor(component_id, tasks, inbox, local_tasks)
+        self.local_tasks = {task for _c, tasks, _i in local for task in tasks}
+        for component_id, tasks, inbox in local:
+            executor = self._executor(component_id, tasks, inbox, self.local_tasks)
             self.executors.setdefault(component_id, []).append(executor)
 
     def _component_conf(self, spec: ComponentSpec) -> dict[str, Any]:
@@ -206,9 +225,9 @@ class TopologyRuntime:
                         self.name, self.in_flight(), wait_secs)
         self.stopping.set()
         for component_id in self._stop_order():
-            for executor in self.executors[component_id]:
+            for executor in self.executors.get(component_id, []):
                 executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
-            for executor in self.executors[component_id]:
+            for executor in self.executors.get(component_id, []):
                 executor.finished.wait()
         if self._ticker:
             self._ticker.join()

@@ -1,0 +1,1 @@
+"""The distributed runtime: nimbus, supervisors and workers over ZooKeeper and ZeroMQ."""

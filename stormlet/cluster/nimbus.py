@@ -1,0 +1,318 @@
+"""Nimbus: accepts topologies, schedules them onto supervisors' slots, and keeps them placed.
+
+Several nimbus processes may run; one leads (a kazoo election) and does everything that writes
+cluster state. Standbys answer read-only requests (``list``), copy every topology's code from the
+leader so that they can take over, and refuse the rest with the leader's address. Running
+topologies do not need nimbus: workers keep going while none is up.
+
+    nimbus = Nimbus("127.0.0.1:2181", port=6627, data_dir="/var/lib/stormlet/nimbus")
+    nimbus.start()    # returns; serves from threads until nimbus.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from .. import config as cfg
+from . import rpc
+from .code import CodeError, inspect_package, unpack
+from .scheduler import SchedulingError, even_schedule, pick_slots, plan_executors, repair
+from .zk_state import DEFAULT_ROOT, ClusterState, connect
+
+log = logging.getLogger(__name__)
+
+ACTIVE, INACTIVE, KILLED = "active", "inactive", "killed"
+# How often the leader checks placements, kills and unscheduled topologies.
+MONITOR_SECS = 1.0
+
+
+class Nimbus:
+    def __init__(self, zk_hosts: str, port: int = 6627, data_dir: str | Path = "nimbus-data",
+                 host: str = "127.0.0.1", zk_root: str = DEFAULT_ROOT,
+                 nimbus_id: str | None = None):
+        self.zk_hosts = zk_hosts
+        self.zk_root = zk_root
+        self.port = port
+        self.host = host
+        self.address = f"tcp://{host}:{port}"
+        self.data_dir = Path(data_dir)
+        self.code_dir = self.data_dir / "code"
+        self.code_dir.mkdir(parents=True, exist_ok=True)
+        self.nimbus_id = nimbus_id or f"{host}-{port}-{uuid.uuid4().hex[:6]}"
+        self.stopping = threading.Event()
+        self.is_leader = threading.Event()
+        self._lock = threading.Lock()   # leader state changes happen one at a time
+        self._threads: list[threading.Thread] = []
+
+    # ----- lifecycle
+
+    def start(self) -> None:
+        self.client = connect(self.zk_hosts)
+        self.state = ClusterState(self.client, self.zk_root)
+        self.state.announce_nimbus(self.nimbus_id, {"host": self.host, "port": self.port,
+                                                    "started": time.time()})
+        self._socket = zmq.Context.instance().socket(zmq.REP)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.bind(self.address)
+        for target, name in ((self._serve, "rpc"), (self._campaign, "election"),
+                             (self._replicate_code, "code-replica")):
+            thread = threading.Thread(target=target, name=f"nimbus-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info("nimbus %s serving on %s", self.nimbus_id, self.address)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        try:
+            self._election.cancel()
+        except Exception:
+            pass
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self.client.stop()
+        self.client.close()
+
+    def wait(self) -> None:
+        while not self.stopping.wait(1):
+            pass
+
+    # ----- leadership
+
+    def _campaign(self) -> None:
+        self._election = self.state.election(self.nimbus_id)
+        while not self.stopping.is_set():
+            try:
+                self._election.run(self._lead)
+            except Exception:
+                if not self.stopping.is_set():
+                    log.exception("nimbus election failed; retrying")
+                    time.sleep(1)
+
+    def _lead(self) -> None:
+        log.info("nimbus %s is the leader", self.nimbus_id)
+        self.state.set_leader({"host": self.host, "port": self.port, "id": self.nimbus_id,
+                               "since": time.time()})
+        self.is_leader.set()
+        try:
+            while not self.stopping.wait(MONITOR_SECS):
+                try:
+                    with self._lock:
+                        self._monitor()
+                except Exception:
+                    log.exception("nimbus monitor pass failed")
+        finally:
+            self.is_leader.clear()
+
+    # ----- requests
+
+    def _serve(self) -> None:
+        handlers = {
+            "submit": self.submit, "list": self.list_topologies, "kill": self.kill,
+            "activate": self.activate, "deactivate": self.deactivate,
+            "rebalance": self.rebalance, "get_code": self.get_code, "cluster": self.cluster_info,
+        }
+        poller = zmq.Poller()
+        poller.register(self._socket, zmq.POLLIN)
+        while not self.stopping.is_set():
+            if poller.poll(200):
+                rpc.serve_one(self._socket, handlers)
+        self._socket.close(linger=0)
+
+    def _require_leader(self) -> None:
+        if not self.is_leader.is_set():
+            leader = self.state.leader()
+            where = f"tcp://{leader['host']}:{leader['port']}" if leader else "unknown"
+            raise rpc.RpcError(f"this nimbus is a standby; the leader is at {where}")
+
+    def _find(self, name: str) -> tuple[str, dict]:
+        for tid, record in self.state.topologies().items():
+            if record.get("name") == name:
+                return tid, record
+        raise rpc.RpcError(f"no topology named {name!r} is running")
+
+    def submit(self, name: str, code: bytes, conf: dict | None = None) -> dict:
+        self._require_leader()
+        if not isinstance(name, str) or not name or "/" in name:
+            raise rpc.RpcError(f"invalid topology name {name!r}")
+        with self._lock:
+            if any(r.get("name") == name for r in self.state.topologies().values()):
+                raise rpc.RpcError(f"a topology named {name!r} is already running")
+            topology_id = f"{name}-{int(time.time())}-{secrets.token_hex(3)}"
+            summary = self._inspect(topology_id, code)
+            merged = {**summary["config"], **(conf or {})}
+            workers = int(merged.get(cfg.TOPOLOGY_WORKERS) or 1)
+            ackers = merged.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
+            # Fixed at submit: the acker count decides task numbering, which never changes.
+            merged[cfg.TOPOLOGY_ACKER_EXECUTORS] = workers if ackers is None else int(ackers)
+            record = {"name": name, "id": topology_id, "status": ACTIVE, "conf": merged,
+                      "launched": time.time(), "workers": workers, "executors": {},
+                      "summary": summary["components"], "kill_at": None}
+            self.state.set_topology(topology_id, record)
+            self._schedule(topology_id, record)
+        log.info("submitted %s as %s", name, topology_id)
+        return {"id": topology_id}
+
+    def _inspect(self, topology_id: str, code: bytes) -> dict:
+        staging = Path(tempfile.mkdtemp(prefix="inspect-", dir=self.data_dir))
+        try:
+            entry = unpack(code, staging)
+            summary = inspect_package(entry)
+        except CodeError as exc:
+            raise rpc.RpcError(str(exc)) from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        self._store_code(topology_id, code)
+        return summary
+
+    def _store_code(self, topology_id: str, code: bytes) -> None:
+        partial = self.code_dir / f".{topology_id}.zip.part"
+        partial.write_bytes(code)
+        os.replace(partial, self.code_dir / f"{topology_id}.zip")
+
+    def get_code(self, topology_id: str) -> bytes:
+        path = self.code_dir / f"{topology_id}.zip"
+        if not path.is_file():
+            raise rpc.RpcError(f"no code for topology {topology_id!r} on this nimbus")
+        return path.read_bytes()
+
+    def list_topologies(self) -> list[dict]:
+        assignments = self.state.assignments()
+        rows = []
+        for tid, record in self.state.topologies().items():
+            executors = assignments.get(tid, {}).get("executors", [])
+            rows.append({"name": record.get("name"), "id": tid, "status": record.get("status"),
+                         "workers": len({tuple(e[2:5]) for e in executors}),
+                         "executors": len(executors),
+                         "uptime": time.time() - float(record.get("launched", time.time()))})
+        return rows
+
+    def cluster_info(self) -> dict:
+        return {"leader": self.state.leader(), "nimbuses": self.state.nimbuses(),
+                "supervisors": self.state.supervisors()}
+
+    def _set_status(self, name: str, status: str, **extra: Any) -> dict:
+        self._require_leader()
+        with self._lock:
+            tid, record = self._find(name)
+            if record.get("status") == KILLED:
+                raise rpc.RpcError(f"topology {name!r} is being killed")
+            record.update(status=status, **extra)
+            self.state.set_topology(tid, record)
+        return {"id": tid, "status": status}
+
+    def activate(self, name: str) -> dict:
+        return self._set_status(name, ACTIVE)
+
+    def deactivate(self, name: str) -> dict:
+        return self._set_status(name, INACTIVE)
+
+    def kill(self, name: str, wait: float | None = None) -> dict:
+        """Deactivate now; remove after ``wait`` seconds (default: the message timeout), as
+        Storm does, so in-flight tuples can finish."""
+        self._require_leader()
+        _tid, record = self._find(name)
+        if wait is None:
+            wait = float(record.get("conf", {}).get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
+        return self._set_status(name, KILLED, kill_at=time.time() + max(0.0, float(wait)))
+
+    def rebalance(self, name: str, workers: int | None = None,
+                  executors: dict[str, int] | None = None) -> dict:
+        self._require_leader()
+        with self._lock:
+            tid, record = self._find(name)
+            for component, count in (executors or {}).items():
+                if component not in record["summary"]:
+                    raise rpc.RpcError(f"topology {name!r} has no component {component!r}")
+                if not isinstance(count, int) or count < 1:
+                    raise rpc.RpcError(f"executors for {component!r} must be >= 1, got {count!r}")
+            if workers is not None:
+                if not isinstance(workers, int) or workers < 1:
+                    raise rpc.RpcError(f"workers must be >= 1, got {workers!r}")
+                record["workers"] = workers
+            record["executors"] = {**record.get("executors", {}), **(executors or {})}
+            self.state.set_topology(tid, record)
+            self._schedule(tid, record)
+        return {"id": tid, "workers": record["workers"]}
+
+    # ----- scheduling
+
+    def _free_slots(self, exclude_topology: str | None = None) -> list[tuple[str, str, int]]:
+        used = set()
+        for tid, assignment in self.state.assignments().items():
+            if tid != exclude_topology:
+                used |= {tuple(e[2:5]) for e in assignment.get("executors", [])}
+        free = []
+        for sid, info in self.state.supervisors().items():
+            for port in info.get("slots", []):
+                slot = (sid, info.get("host", "127.0.0.1"), int(port))
+                if slot not in used:
+                    free.append(slot)
+        return free
+
+    def _schedule(self, topology_id: str, record: dict) -> None:
+        n_ackers = int(record["conf"].get(cfg.TOPOLOGY_ACKER_EXECUTORS) or 0)
+        plan = plan_executors({"components": record["summary"]}, n_ackers, record.get("executors"))
+        slots = pick_slots(self._free_slots(exclude_topology=topology_id), record["workers"])
+        try:
+            executors = even_schedule(plan, slots)
+        except SchedulingError as exc:
+            log.warning("cannot schedule %s yet: %s", topology_id, exc)
+            return
+        previous = self.state.assignment(topology_id) or {}
+        self.state.set_assignment(topology_id, {"executors": executors, "time": time.time(),
+                                                "version": previous.get("version", 0) + 1})
+        log.info("assigned %s to %d workers", topology_id, len(slots))
+
+    def _monitor(self) -> None:
+        live = set(self.state.supervisors())
+        assignments = self.state.assignments()
+        for tid, record in self.state.topologies().items():
+            if record.get("status") == KILLED and time.time() >= float(record.get("kill_at") or 0):
+                self.state.remove_topology(tid)
+                (self.code_dir / f"{tid}.zip").unlink(missing_ok=True)
+                log.info("removed killed topology %s", tid)
+                continue
+            assignment = assignments.get(tid)
+            if assignment is None:
+                self._schedule(tid, record)
+                continue
+            try:
+                repaired = repair(assignment.get("executors", []), live,
+                                  self._free_slots(exclude_topology=tid))
+            except SchedulingError as exc:
+                log.warning("topology %s has workers on dead supervisors: %s", tid, exc)
+                continue
+            if repaired is not None:
+                log.info("reassigning %s: it had workers on dead supervisors", tid)
+                self.state.set_assignment(tid, {"executors": repaired, "time": time.time(),
+                                                "version": assignment.get("version", 0) + 1})
+
+    # ----- standby: keep a copy of every topology's code
+
+    def _replicate_code(self) -> None:
+        while not self.stopping.wait(2.0):
+            if self.is_leader.is_set():
+                continue
+            try:
+                leader = self.state.leader()
+                if not leader:
+                    continue
+                address = f"tcp://{leader['host']}:{leader['port']}"
+                for tid in self.state.topologies():
+                    if not (self.code_dir / f"{tid}.zip").is_file():
+                        self._store_code(tid, rpc.call(address, "get_code", timeout=10,
+                                                       topology_id=tid))
+                        log.info("copied the code of %s from the leader", tid)
+            except Exception as exc:
+                log.debug("code replication pass failed: %s", exc)

@@ -1,0 +1,84 @@
+"""Where executors run: Storm's even scheduler, and repair of assignments that lost workers.
+
+A slot is ``(supervisor_id, host, port)``. An assignment is a list of
+``[component, tasks, supervisor_id, host, port]``, one per executor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol import ACKER_COMPONENT
+from ..runtime.engine import split_tasks
+from ..topology import number_tasks
+
+Slot = tuple[str, str, int]
+
+
+class SchedulingError(Exception):
+    pass
+
+
+def plan_executors(summary: dict[str, Any], n_ackers: int,
+                   executors: dict[str, int] | None = None) -> list[tuple[str, list[int]]]:
+    """Executors as (component, tasks), from an inspected topology summary; the same numbering
+    and splitting as ``runtime.engine.executor_plan`` uses on the topology object."""
+    counts = {cid: c["tasks"] for cid, c in summary["components"].items()}
+    if n_ackers:
+        counts[ACKER_COMPONENT] = n_ackers
+    tasks = number_tasks(counts)
+    plan = []
+    for cid in sorted(summary["components"], key=lambda c: (not summary["components"][c]["spout"], c)):
+        count = (executors or {}).get(cid, summary["components"][cid]["executors"])
+        plan += [(cid, run) for run in split_tasks(tasks[cid], max(1, min(count, len(tasks[cid]))))]
+    plan += [(ACKER_COMPONENT, [task]) for task in tasks.get(ACKER_COMPONENT, [])]
+    return plan
+
+
+def pick_slots(free: list[Slot], n_workers: int) -> list[Slot]:
+    """``n_workers`` slots (or as many as are free), spread over supervisors round-robin."""
+    by_supervisor: dict[str, list[Slot]] = {}
+    for slot in sorted(free):
+        by_supervisor.setdefault(slot[0], []).append(slot)
+    picked: list[Slot] = []
+    queues = sorted(by_supervisor.values(), key=len, reverse=True)
+    while len(picked) < n_workers and any(queues):
+        for q in queues:
+            if q and len(picked) < n_workers:
+                picked.append(q.pop(0))
+    return picked
+
+
+def even_schedule(plan: list[tuple[str, list[int]]], slots: list[Slot]) -> list[list]:
+    """Deal executors to slots round-robin, so each worker gets an even share of each component."""
+    if not slots:
+        raise SchedulingError("no free worker slots on any live supervisor")
+    return [[component, tasks, *slots[i % len(slots)]] for i, (component, tasks) in enumerate(plan)]
+
+
+def repair(assignment: list[list], live: set[str], free: list[Slot]) -> list[list] | None:
+    """Move executors off dead supervisors: each dead worker's executors go to one free slot, or
+    are spread over the surviving workers when no slot is free. None when nothing needs moving
+    (a healthy assignment is never churned)."""
+    dead_slots = sorted({tuple(e[2:5]) for e in assignment if e[2] not in live})
+    if not dead_slots:
+        return None
+    survivors = sorted({tuple(e[2:5]) for e in assignment if e[2] in live})
+    replacements = pick_slots(free, len(dead_slots))
+    moved = {}
+    for i, dead in enumerate(dead_slots):
+        if i < len(replacements):
+            moved[dead] = replacements[i]
+    repaired, spill = [], 0
+    targets = survivors or replacements
+    if not targets:
+        raise SchedulingError("no live supervisor has a slot for the topology's workers")
+    for executor in assignment:
+        slot = tuple(executor[2:5])
+        if slot in moved:
+            slot = moved[slot]
+        elif executor[2] not in live:
+            slot = targets[spill % len(targets)]
+            spill += 1
+        repaired.append([executor[0], executor[1], *slot])
+    return repaired

@@ -1,0 +1,253 @@
+"""Supervisor: runs the worker processes its node is assigned, and keeps them running.
+
+It registers itself in ZooKeeper (an ephemeral node: nimbus sees it vanish when it dies), and
+every second compares what runs on its slots with the assignments: it starts missing workers
+(fetching topology code from nimbus once), restarts workers that exited or stopped heartbeating,
+and kills workers no longer assigned here. Every few seconds it writes one report on its workers
+to ZooKeeper: one write per node, not one per worker.
+
+A ZooKeeper outage does not stop workers: the supervisor keeps the last assignment it read and
+only acts on what it can observe locally until ZooKeeper is back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kazoo.protocol.states import KazooState
+
+from . import rpc
+from .code import unpack
+from .worker import executor_key
+from .zk_state import DEFAULT_ROOT, ClusterState, connect
+
+log = logging.getLogger(__name__)
+
+SYNC_SECS = 1.0
+REPORT_SECS = 3.0
+
+
+@dataclass
+class WorkerProcess:
+    topology_id: str
+    key: list
+    process: subprocess.Popen
+    heartbeat_file: Path
+    started: float = field(default_factory=time.time)
+    restarts: int = 0
+
+
+class Supervisor:
+    def __init__(self, zk_hosts: str, slots: list[int], data_dir: str | Path = "supervisor-data",
+                 host: str = "127.0.0.1", zk_root: str = DEFAULT_ROOT,
+                 supervisor_id: str | None = None, worker_timeout: float = 30.0,
+                 worker_start_timeout: float = 120.0):
+        self.zk_hosts = zk_hosts
+        self.zk_root = zk_root
+        self.slots = sorted(slots)
+        self.host = host
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.supervisor_id = supervisor_id or self._stored_id()
+        self.worker_timeout = worker_timeout
+        self.worker_start_timeout = worker_start_timeout
+        self.workers: dict[int, WorkerProcess] = {}
+        self.restarts: dict[tuple[str, int], int] = {}
+        self.stopping = threading.Event()
+        self._assignments: dict[str, dict] = {}
+
+    def _stored_id(self) -> str:
+        # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
+        path = self.data_dir / "supervisor-id"
+        if not path.exists():
+            path.write_text(f"{self.host}-{uuid.uuid4().hex[:8]}")
+        return path.read_text().strip()
+
+    def start(self) -> None:
+        self.client = connect(self.zk_hosts)
+        self.state = ClusterState(self.client, self.zk_root)
+        self._register()
+        self.client.add_listener(self._on_connection)
+        self._thread = threading.Thread(target=self._loop, name="supervisor", daemon=True)
+        self._thread.start()
+        log.info("supervisor %s on %s with slots %s", self.supervisor_id, self.host, self.slots)
+
+    def _register(self) -> None:
+        self.state.register_supervisor(self.supervisor_id, {
+            "host": self.host, "slots": self.slots, "started": time.time()})
+
+    def _on_connection(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            # A new session after an expiry lost our ephemeral node: put it back (off the
+            # kazoo event thread, which must not block).
+            threading.Thread(target=self._reregister, daemon=True).start()
+
+    def _reregister(self) -> None:
+        try:
+            self._register()
+        except Exception as exc:
+            log.warning("could not re-register supervisor: %s", exc)
+
+    def stop(self, kill_workers: bool = True) -> None:
+        self.stopping.set()
+        self._thread.join(timeout=10)
+        if kill_workers:
+            for port in list(self.workers):
+                self._kill(port, "supervisor stopping")
+        self.client.stop()
+        self.client.close()
+
+    def wait(self) -> None:
+        while not self.stopping.wait(1):
+            pass
+
+    # ----- the loop
+
+    def _loop(self) -> None:
+        last_report = 0.0
+        while not self.stopping.wait(SYNC_SECS):
+            try:
+                self._read_assignments()
+                self._sync()
+                if time.monotonic() - last_report >= REPORT_SECS:
+                    self._report()
+                    last_report = time.monotonic()
+            except Exception:
+                log.exception("supervisor pass failed")
+
+    def _read_assignments(self) -> None:
+        if self.client.state != KazooState.CONNECTED:
+            return  # keep acting on the last assignment we saw
+        self._assignments = self.state.assignments()
+
+    def desired(self) -> dict[int, tuple[str, list]]:
+        want: dict[int, tuple[str, list]] = {}
+        for tid, assignment in self._assignments.items():
+            by_port: dict[int, list] = {}
+            for executor in assignment.get("executors", []):
+                try:
+                    component, tasks, sid, _host, port = executor
+                except (TypeError, ValueError):
+                    log.warning("ignoring malformed executor %r in assignment of %s", executor, tid)
+                    continue
+                if sid == self.supervisor_id and port in self.slots:
+                    by_port.setdefault(port, []).append([component, tasks, sid, _host, port])
+            for port, executors in by_port.items():
+                want[port] = (tid, executor_key(executors))
+        return want
+
+    def _sync(self) -> None:
+        want = self.desired()
+        for port in list(self.workers):
+            running = self.workers[port]
+            wanted = want.get(port)
+            if wanted is None or wanted[0] != running.topology_id:
+                self._kill(port, "no longer assigned here")
+            elif wanted[1] != running.key:
+                self._kill(port, "its executors were reassigned")
+        for port, (tid, key) in want.items():
+            running = self.workers.get(port)
+            if running is None:
+                self._launch(port, tid, key)
+                continue
+            exit_code = running.process.poll()
+            if exit_code is not None:
+                log.warning("worker %s:%d of %s exited with %s; restarting", self.host, port,
+                            tid, exit_code)
+                del self.workers[port]
+                self._launch(port, tid, key)
+            elif self._heartbeat_stale(running):
+                log.warning("worker %s:%d of %s stopped heartbeating; killing and restarting",
+                            self.host, port, tid)
+                self._kill(port, "heartbeat timed out", hard=True)
+                self._launch(port, tid, key)
+
+    def _heartbeat_stale(self, worker: WorkerProcess) -> bool:
+        try:
+            beat = worker.heartbeat_file.stat().st_mtime
+        except FileNotFoundError:
+            return time.time() - worker.started > self.worker_start_timeout
+        return time.time() - beat > self.worker_timeout
+
+    # ----- workers
+
+    def _code_entry(self, tid: str) -> Path:
+        directory = self.data_dir / "code" / tid
+        marker = directory / ".entry"
+        if not marker.is_file():
+            leader = self.state.leader()
+            if not leader:
+                raise rpc.RpcError("no nimbus leader to fetch code from")
+            code = rpc.call(f"tcp://{leader['host']}:{leader['port']}", "get_code",
+                            topology_id=tid)
+            staging = directory.with_name(f".{tid}.partial")
+            shutil.rmtree(staging, ignore_errors=True)
+            entry = unpack(code, staging)
+            (staging / ".entry").write_text(entry.name)
+            shutil.rmtree(directory, ignore_errors=True)
+            os.replace(staging, directory)
+        return directory / marker.read_text().strip()
+
+    def _launch(self, port: int, tid: str, key: list) -> None:
+        try:
+            entry = self._code_entry(tid)
+        except Exception as exc:
+            log.warning("cannot start worker for %s on port %d yet: %s", tid, port, exc)
+            return
+        logs = self.data_dir / "logs"
+        logs.mkdir(exist_ok=True)
+        heartbeat = self.data_dir / "heartbeats" / f"{port}.json"
+        heartbeat.parent.mkdir(exist_ok=True)
+        heartbeat.unlink(missing_ok=True)
+        command = [sys.executable, "-m", "stormlet.cluster.worker", "--zk", self.zk_hosts,
+                   "--zk-root", self.zk_root, "--topology-id", tid,
+                   "--supervisor-id", self.supervisor_id, "--port", str(port),
+                   "--host", self.host, "--code", str(entry), "--heartbeat-file", str(heartbeat)]
+        with open(logs / f"worker-{port}.log", "ab") as log_file:
+            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
+                                       cwd=str(entry.parent), start_new_session=True)
+        restarts = self.restarts.get((tid, port), -1) + 1
+        self.restarts[(tid, port)] = restarts
+        self.workers[port] = WorkerProcess(tid, key, process, heartbeat, restarts=restarts)
+        log.info("started worker %s:%d for %s (pid %d)", self.host, port, tid, process.pid)
+
+    def _kill(self, port: int, reason: str, hard: bool = False) -> None:
+        worker = self.workers.pop(port, None)
+        if worker is None:
+            return
+        log.info("stopping worker %s:%d of %s: %s", self.host, port, worker.topology_id, reason)
+        process = worker.process
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL if hard else signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def _report(self) -> None:
+        if self.client.state != KazooState.CONNECTED:
+            return
+        workers = {}
+        for port, worker in self.workers.items():
+            entry = {"topology_id": worker.topology_id, "pid": worker.process.pid,
+                     "uptime": time.time() - worker.started, "restarts": worker.restarts}
+            try:
+                beat = json.loads(worker.heartbeat_file.read_text())
+                entry["metrics"] = beat.get("metrics", {})
+                entry["heartbeat"] = beat.get("time")
+            except (OSError, ValueError):
+                pass
+            workers[str(port)] = entry
+        self.state.set_heartbeat(self.supervisor_id, {"time": time.time(), "workers": workers})

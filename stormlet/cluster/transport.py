@@ -1,0 +1,160 @@
+"""Moving executor messages between workers over ZeroMQ.
+
+Executors hand messages for remote tasks to a ``RemoteRoute``, which queues them for the worker's
+one sender thread. The sender drains whatever has queued up, groups it by destination worker,
+and sends one msgpack frame per destination on a PUSH socket, so the frame size follows the load
+(one message when idle, thousands under load) without a timer. Each worker binds one PULL socket
+on its slot port; its receiver thread decodes frames and puts the messages in local inboxes.
+
+ZeroMQ sockets are not thread-safe: the PUSH sockets belong to the sender thread, the PULL socket
+to the receiver thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+import zmq
+
+from ..wire import FrameDecoder, WireError, encode_frame
+
+log = logging.getLogger(__name__)
+
+# Messages waiting in the sender's queue before data senders wait (backpressure).
+SEND_QUEUE_LIMIT = 2000
+# Frames ZeroMQ buffers per peer before send blocks.
+HIGH_WATER_MARK = 1000
+MAX_MESSAGES_PER_DRAIN = 5000
+
+
+class Sender(threading.Thread):
+    def __init__(self, context: zmq.Context, stopping: threading.Event):
+        super().__init__(name="transfer-sender", daemon=True)
+        self.context = context
+        self.stopping = stopping
+        self.queue: queue.SimpleQueue[tuple[str, tuple]] = queue.SimpleQueue()
+        self._sockets: dict[str, zmq.Socket] = {}
+        self.frames_sent = 0
+
+    def route(self, address: str) -> RemoteRoute:
+        return RemoteRoute(self, address)
+
+    def _socket(self, address: str) -> zmq.Socket:
+        sock = self._sockets.get(address)
+        if sock is None:
+            sock = self.context.socket(zmq.PUSH)
+            sock.setsockopt(zmq.SNDHWM, HIGH_WATER_MARK)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.setsockopt(zmq.RECONNECT_IVL, 100)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            sock.connect(address)
+            self._sockets[address] = sock
+        return sock
+
+    def run(self) -> None:
+        get = self.queue.get
+        while not self.stopping.is_set():
+            try:
+                first = get(timeout=0.2)
+            except queue.Empty:
+                continue
+            by_address: dict[str, list[tuple]] = {first[0]: [first[1]]}
+            for _ in range(MAX_MESSAGES_PER_DRAIN):
+                try:
+                    address, message = self.queue.get_nowait()
+                except queue.Empty:
+                    break
+                by_address.setdefault(address, []).append(message)
+            for address, messages in by_address.items():
+                self._send(address, messages)
+        for sock in self._sockets.values():
+            sock.close(linger=0)
+
+    def _send(self, address: str, messages: list[tuple]) -> None:
+        frame = encode_frame(messages)
+        sock = self._socket(address)
+        # Block while the peer's high-water mark is reached (it is slow or restarting), but
+        # keep an eye on shutdown. Tuples never sent time out at their spouts and are replayed.
+        while not self.stopping.is_set():
+            try:
+                sock.send(frame, zmq.NOBLOCK, copy=False)
+                self.frames_sent += 1
+                return
+            except zmq.Again:
+                time.sleep(0.001)
+
+
+class RemoteRoute:
+    """Looks like a local inbox to a Transfer; sends to a task in another worker."""
+
+    __slots__ = ("sender", "address")
+
+    def __init__(self, sender: Sender, address: str):
+        self.sender = sender
+        self.address = address
+
+    def put(self, message: tuple) -> None:
+        self.sender.queue.put((self.address, message))
+
+    def put_data(self, message: tuple, stopping: threading.Event | None = None) -> None:
+        q = self.sender.queue
+        if q.qsize() >= SEND_QUEUE_LIMIT:
+            delay = 0.0002
+            while q.qsize() >= SEND_QUEUE_LIMIT and not (stopping and stopping.is_set()):
+                time.sleep(delay)
+                delay = min(delay * 2, 0.005)
+        q.put((self.address, message))
+
+
+class Receiver(threading.Thread):
+    """Binds the worker's port and delivers incoming messages to local inboxes."""
+
+    def __init__(self, context: zmq.Context, bind: str, decoder: FrameDecoder,
+                 deliver: Callable[[tuple], None], stopping: threading.Event):
+        super().__init__(name="transfer-receiver", daemon=True)
+        self.socket = context.socket(zmq.PULL)
+        self.socket.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.bind(bind)
+        self.decoder = decoder
+        self.deliver = deliver
+        self.stopping = stopping
+        self.frames_rejected = 0
+
+    def run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        while not self.stopping.is_set():
+            if not poller.poll(200):
+                continue
+            frame = self.socket.recv(copy=False)
+            try:
+                messages = self.decoder.decode(frame.bytes)
+            except WireError as exc:
+                self.frames_rejected += 1
+                log.warning("rejected a frame of %d bytes: %s", len(frame.bytes), exc)
+                continue
+            for message in messages:
+                self.deliver(message)
+        self.socket.close(linger=0)
+
+
+def make_deliver(routes: list[Any]) -> Callable[[tuple], None]:
+    """Deliver to the local inbox of the message's destination task. A message for a task that is
+    not here (it moved) is dropped: tracked tuples in it time out and are replayed."""
+
+    def deliver(message: tuple) -> None:
+        dest = message[1]
+        inbox = routes[dest] if 0 <= dest < len(routes) else None
+        if inbox is None or isinstance(inbox, RemoteRoute):
+            log.warning("dropped a message for task %s, which is not in this worker", dest)
+            return
+        # Never block the receiver: it also carries acks, and blocking it on one full inbox
+        # could stall trees in every other executor.
+        inbox.put(message)
+
+    return deliver

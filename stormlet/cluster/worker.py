@@ -1,0 +1,189 @@
+"""A worker process: runs the executors assigned to one slot of one topology.
+
+Started by a supervisor as ``python -m stormlet.cluster.worker ...``. It loads the topology code,
+binds the slot's port, connects to the other workers, and runs its executors with the same engine
+as local mode. It follows the topology's status (active/inactive) and where other workers' tasks
+live; when its own executors change (a rebalance) it exits and its supervisor starts it afresh.
+It writes a heartbeat file every second, which its supervisor watches. Moving tuples never
+needs ZooKeeper: a ZooKeeper outage only pauses status and placement updates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import zmq
+
+from ..loader import load_topology_file
+from ..runtime.engine import TopologyRuntime
+from ..runtime.tuning import tune_for_streaming
+from ..wire import FrameDecoder
+from .transport import Receiver, Sender, make_deliver
+from .zk_state import ClusterState, connect
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECS = 1.0
+
+
+def executor_key(executors: list[list]) -> list:
+    return sorted([e[0], list(e[1])] for e in executors)
+
+
+def mine(assignment: dict, supervisor_id: str, port: int) -> list[list]:
+    return [e for e in assignment.get("executors", []) if e[2] == supervisor_id and e[4] == port]
+
+
+class Worker:
+    def __init__(self, zk_hosts: str, zk_root: str, topology_id: str, supervisor_id: str,
+                 port: int, host: str, code_entry: Path, heartbeat_file: Path):
+        self.topology_id = topology_id
+        self.supervisor_id = supervisor_id
+        self.port = port
+        self.host = host
+        self.heartbeat_file = heartbeat_file
+        self.done = threading.Event()
+        self.exit_reason = ""
+        self.client = connect(zk_hosts)
+        self.state = ClusterState(self.client, zk_root)
+        record = self.state.topology(topology_id)
+        assignment = self.state.assignment(topology_id)
+        if record is None or assignment is None:
+            raise SystemExit(f"topology {topology_id} is not (or no longer) assigned")
+        self.executors = mine(assignment, supervisor_id, port)
+        if not self.executors:
+            raise SystemExit(f"nothing of {topology_id} is assigned to {supervisor_id}:{port}")
+        topology, _conf = load_topology_file(code_entry)
+        self.context = zmq.Context()
+        self.stopping = threading.Event()
+        self.sender = Sender(self.context, self.stopping)
+        plan = [(e[0], list(e[1])) for e in self.executors]
+        self.runtime = TopologyRuntime(record["name"], topology, record["conf"], plan=plan,
+                                       remote_routes=self._remote_routes(assignment))
+        self.receiver = Receiver(self.context, f"tcp://{host}:{port}",
+                                 FrameDecoder(self.runtime.layout),
+                                 make_deliver(self.runtime.routes), self.stopping)
+        self.status = record.get("status")
+
+    def _remote_routes(self, assignment: dict) -> dict:
+        routes = {}
+        for component, tasks, sid, host, port in assignment.get("executors", []):
+            if (sid, port) != (self.supervisor_id, self.port):
+                route = self.sender.route(f"tcp://{host}:{port}")
+                for task in tasks:
+                    routes[task] = route
+        return routes
+
+    def run(self) -> None:
+        self.receiver.start()
+        self.sender.start()
+        self.runtime.start(active=self.status == "active")
+        threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()
+        self.client.DataWatch(self.state.topology_path(self.topology_id), self._on_topology)
+        self.client.DataWatch(self.state.assignment_path(self.topology_id), self._on_assignment)
+        log.info("worker %s:%d of %s running %d executors", self.host, self.port,
+                 self.topology_id, len(self.executors))
+        self.done.wait()
+        log.info("worker %s:%d stopping: %s", self.host, self.port, self.exit_reason)
+        self.shutdown()
+
+    def stop(self, reason: str) -> None:
+        self.exit_reason = reason
+        self.done.set()
+
+    def _on_topology(self, data, stat, *args) -> bool | None:
+        if self.done.is_set():
+            return False
+        if data is None:
+            self.stop("the topology was removed")
+            return False
+        try:
+            status = json.loads(data).get("status")
+        except (ValueError, AttributeError):
+            log.warning("ignoring corrupt topology record for %s", self.topology_id)
+            return None
+        if status != self.status:
+            self.status = status
+            if status == "active":
+                self.runtime.activate()
+            else:
+                self.runtime.deactivate()
+        return None
+
+    def _on_assignment(self, data, stat, *args) -> bool | None:
+        if self.done.is_set():
+            return False
+        if data is None:
+            self.stop("the assignment was removed")
+            return False
+        try:
+            assignment = json.loads(data)
+            executors = mine(assignment, self.supervisor_id, self.port)
+        except (ValueError, AttributeError, TypeError, IndexError):
+            log.warning("ignoring corrupt assignment for %s", self.topology_id)
+            return None
+        if executor_key(executors) != executor_key(self.executors):
+            self.stop("its executors were reassigned")
+            return False
+        # Others moved: point their tasks at their new workers.
+        for task, route in self._remote_routes(assignment).items():
+            current = self.runtime.routes[task]
+            if getattr(current, "address", None) != route.address:
+                self.runtime.routes[task] = route
+        return None
+
+    def _heartbeat(self) -> None:
+        started = time.time()
+        partial = self.heartbeat_file.with_suffix(".part")
+        while not self.done.is_set():
+            beat = {"time": time.time(), "pid": os.getpid(), "started": started,
+                    "topology_id": self.topology_id, "port": self.port,
+                    "metrics": self.runtime.summary()}
+            partial.write_text(json.dumps(beat))
+            os.replace(partial, self.heartbeat_file)
+            self.done.wait(HEARTBEAT_SECS)
+
+    def shutdown(self) -> None:
+        # Drain briefly: the topology is going away or this worker is being replaced; what is
+        # still in flight fails now or times out at its spout and is replayed.
+        self.runtime.stop(wait_secs=min(5.0, self.runtime.timeout_secs))
+        self.stopping.set()
+        self.sender.join(timeout=2)
+        self.receiver.join(timeout=2)
+        self.context.term()
+        self.client.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="stormlet-worker")
+    parser.add_argument("--zk", required=True)
+    parser.add_argument("--zk-root", required=True)
+    parser.add_argument("--topology-id", required=True)
+    parser.add_argument("--supervisor-id", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--code", type=Path, required=True, help="the topology's entry file")
+    parser.add_argument("--heartbeat-file", type=Path, required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO,
+                        format=f"%(asctime)s %(levelname)s worker:{args.port} %(name)s: %(message)s")
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    tune_for_streaming()
+    worker = Worker(args.zk, args.zk_root, args.topology_id, args.supervisor_id, args.port,
+                    args.host, args.code, args.heartbeat_file)
+    signal.signal(signal.SIGTERM, lambda *_: worker.stop("SIGTERM"))
+    signal.signal(signal.SIGINT, lambda *_: worker.stop("SIGINT"))
+    worker.run()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The cluster's state in ZooKeeper: every path and its JSON, in one place.
+
+    <root>/nimbus/election        kazoo election among nimbus processes
+    <root>/nimbus/leader          ephemeral: {"host", "port"} of the leading nimbus
+    <root>/nimbus/hosts/<id>      ephemeral: every live nimbus, leader or standby
+    <root>/supervisors/<id>       ephemeral: {"host", "slots", "started"}
+    <root>/heartbeats/<id>        a supervisor's report on its workers, rewritten every few seconds
+    <root>/topologies/<tid>       {"name", "status", "conf", "launched", "summary", ...}
+    <root>/assignments/<tid>      {"executors": [[component, tasks, supervisor, host, port]], ...}
+
+Only small state lives here. Topology code stays with nimbus (it can exceed ZooKeeper's 1 MB node
+limit). A node that does not parse is logged with its path and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError, NodeExistsError
+from kazoo.recipe.election import Election
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ROOT = "/stormlet"
+
+
+def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 10.0) -> KazooClient:
+    client = KazooClient(hosts=hosts, timeout=session_timeout,
+                         connection_retry={"max_tries": -1, "max_delay": 2})
+    client.start(timeout=timeout)
+    return client
+
+
+class ClusterState:
+    def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT):
+        self.client = client
+        self.root = root.rstrip("/") or DEFAULT_ROOT
+        for sub in ("nimbus/hosts", "supervisors", "heartbeats", "topologies", "assignments"):
+            client.ensure_path(self._path(sub))
+
+    def _path(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    # ----- JSON nodes
+
+    def _read(self, path: str) -> Any:
+        try:
+            data, _stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            log.warning("ignoring corrupt ZooKeeper node %s: %s", path, exc)
+            return None
+        if not isinstance(value, dict):
+            log.warning("ignoring ZooKeeper node %s: expected a JSON object", path)
+            return None
+        return value
+
+    def _write(self, path: str, value: dict, ephemeral: bool = False) -> None:
+        data = json.dumps(value, sort_keys=True).encode("utf-8")
+        if ephemeral:
+            try:
+                self.client.create(path, data, ephemeral=True, makepath=True)
+                return
+            except NodeExistsError:
+                self.client.delete(path)
+                self.client.create(path, data, ephemeral=True, makepath=True)
+                return
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            self.client.create(path, data, makepath=True)
+
+    def _children(self, *parts: str) -> dict[str, dict]:
+        path = self._path(*parts)
+        try:
+            names = self.client.get_children(path)
+        except NoNodeError:
+            return {}
+        found = {}
+        for name in sorted(names):
+            value = self._read(f"{path}/{name}")
+            if value is not None:
+                found[name] = value
+        return found
+
+    def _delete(self, path: str) -> None:
+        try:
+            self.client.delete(path, recursive=True)
+        except NoNodeError:
+            pass
+
+    # ----- nimbus
+
+    def election(self, identifier: str) -> Election:
+        return self.client.Election(self._path("nimbus", "election"), identifier)
+
+    def announce_nimbus(self, nimbus_id: str, info: dict) -> None:
+        self._write(self._path("nimbus", "hosts", nimbus_id), info, ephemeral=True)
+
+    def nimbuses(self) -> dict[str, dict]:
+        return self._children("nimbus", "hosts")
+
+    def set_leader(self, info: dict) -> None:
+        self._write(self._path("nimbus", "leader"), info, ephemeral=True)
+
+    def leader(self) -> dict | None:
+        return self._read(self._path("nimbus", "leader"))
+
+    # ----- supervisors
+
+    def register_supervisor(self, supervisor_id: str, info: dict) -> None:
+        self._write(self._path("supervisors", supervisor_id), info, ephemeral=True)
+
+    def supervisors(self) -> dict[str, dict]:
+        return self._children("supervisors")
+
+    def supervisors_path(self) -> str:
+        return self._path("supervisors")
+
+    def set_heartbeat(self, supervisor_id: str, report: dict) -> None:
+        self._write(self._path("heartbeats", supervisor_id), report)
+
+    def heartbeats(self) -> dict[str, dict]:
+        return self._children("heartbeats")
+
+    # ----- topologies
+
+    def set_topology(self, topology_id: str, record: dict) -> None:
+        self._write(self._path("topologies", topology_id), record)
+
+    def topology(self, topology_id: str) -> dict | None:
+        return self._read(self._path("topologies", topology_id))
+
+    def topology_path(self, topology_id: str) -> str:
+        return self._path("topologies", topology_id)
+
+    def topologies(self) -> dict[str, dict]:
+        return self._children("topologies")
+
+    def remove_topology(self, topology_id: str) -> None:
+        self._delete(self._path("assignments", topology_id))
+        self._delete(self._path("topologies", topology_id))
+
+    # ----- assignments
+
+    def set_assignment(self, topology_id: str, assignment: dict) -> None:
+        self._write(self._path("assignments", topology_id), assignment)
+
+    def assignment(self, topology_id: str) -> dict | None:
+        return self._read(self._path("assignments", topology_id))
+
+    def assignment_path(self, topology_id: str) -> str:
+        return self._path("assignments", topology_id)
+
+    def assignments(self) -> dict[str, dict]:
+        return self._children("assignments")
+
+    def assignments_path(self) -> str:
+        return self._path("assignments")

@@ -1,0 +1,100 @@
+"""The wire format between workers: one msgpack frame holds a batch of executor messages.
+
+A frame is ``[[kind, dest_task, src_task, payload], ...]``. Control payloads (acker and spout
+messages) are already plain lists and dicts and travel as they are. A data payload, a list of
+Tuple objects from ``src_task``, travels as ``[[stream, values, roots], ...]``; the receiver
+rebuilds the tuples with its own shared stream info, found from the source task's component.
+
+Anything malformed raises ``WireError``: the receiver logs it and drops that frame, never the
+process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from .context import TopologyLayout
+from .protocol import (ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA, SPOUT_ACK,
+                       SPOUT_FAIL, SPOUT_RESET)
+from .tuples import StreamInfo, Tuple
+
+KNOWN_KINDS = frozenset((DATA, ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET, ACK_TIMEOUT, SPOUT_ACK,
+                         SPOUT_FAIL, SPOUT_RESET))
+MAX_FRAME_BYTES = 256 * 1024 * 1024
+
+
+class WireError(ValueError):
+    pass
+
+
+def encode_frame(messages: list[tuple]) -> bytes:
+    out = []
+    for kind, dest, src, payload in messages:
+        if kind == DATA:
+            payload = [[t.info.stream, t.values, t.roots] for t in payload]
+        out.append((kind, dest, src, payload))
+    return msgpack.packb(out, use_bin_type=True)
+
+
+class FrameDecoder:
+    """Turns frames back into executor messages for one topology."""
+
+    def __init__(self, layout: TopologyLayout):
+        self.layout = layout
+        self._infos: dict[tuple[str, str], StreamInfo] = {}
+        for cid, spec in layout.topology.components.items():
+            for stream, declaration in spec.streams.items():
+                self._infos[(cid, stream)] = StreamInfo(cid, stream, list(declaration.fields))
+
+    def decode(self, frame: bytes) -> list[tuple]:
+        if len(frame) > MAX_FRAME_BYTES:
+            raise WireError(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES} limit")
+        try:
+            raw = msgpack.unpackb(frame, raw=False, strict_map_key=False)
+        except Exception as exc:
+            raise WireError(f"undecodable frame ({type(exc).__name__}: {exc})") from None
+        if type(raw) is not list:
+            raise WireError(f"frame is a {type(raw).__name__}, not a list of messages")
+        return [self._message(item) for item in raw]
+
+    def _message(self, item: Any) -> tuple:
+        if type(item) is not list or len(item) != 4:
+            raise WireError(f"message {str(item)[:80]!r} is not [kind, dest, src, payload]")
+        kind, dest, src, payload = item
+        if kind not in KNOWN_KINDS or type(dest) is not int or type(src) is not int:
+            raise WireError(f"message header {item[:3]!r} is not a known kind with task numbers")
+        component = self.layout.task_component.get(src)
+        if component is None:
+            raise WireError(f"message from unknown task {src}")
+        if kind == DATA:
+            payload = self._tuples(component, src, payload)
+        elif kind == ACK_ACK:
+            if type(payload) is not dict:
+                raise WireError("ack payload is not a map")
+        elif type(payload) is not list:
+            raise WireError(f"payload of kind {kind} is not a list")
+        return (kind, dest, src, payload)
+
+    def _tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:
+        if type(payload) is not list:
+            raise WireError("data payload is not a list")
+        infos = self._infos
+        tuples = []
+        for entry in payload:
+            try:
+                stream, values, roots = entry
+                info = infos[(component, stream)]
+            except (TypeError, ValueError, KeyError):
+                raise WireError(f"tuple {str(entry)[:80]!r} from {component!r} is malformed or "
+                                f"on an undeclared stream") from None
+            if type(values) is not list or len(values) != len(info.fields):
+                raise WireError(f"tuple from {component!r} has values {str(values)[:80]!r} that do "
+                                f"not match the fields {info.fields}")
+            if roots is not None:
+                if type(roots) is not list or len(roots) % 2:
+                    raise WireError(f"tuple from {component!r} has malformed roots")
+                roots = tuple(roots)
+            tuples.append(Tuple(values, info, src, roots))
+        return tuples
