@@ -99,9 +99,13 @@ NIMBUS_OPTION = click.option("--nimbus", "nimbus_address", default=None, metavar
                              help="talk to this nimbus instead of finding the leader in ZooKeeper")
 
 
-def _nimbus_address(zk: str, zk_root: str, nimbus_address: str | None) -> str:
+READ_ONLY_OPS = frozenset({"list", "cluster"})
+
+
+def _nimbus_addresses(zk: str, zk_root: str, nimbus_address: str | None) -> list[str]:
+    """The leader first, then the standbys (which can answer read-only requests)."""
     if nimbus_address:
-        return nimbus_address if "://" in nimbus_address else f"tcp://{nimbus_address}"
+        return [nimbus_address if "://" in nimbus_address else f"tcp://{nimbus_address}"]
     from .cluster.zk_state import ClusterState, connect
 
     try:
@@ -110,23 +114,36 @@ def _nimbus_address(zk: str, zk_root: str, nimbus_address: str | None) -> str:
         raise click.ClickException(f"cannot reach ZooKeeper at {zk} to find nimbus "
                                    f"(use --zk, or --nimbus host:port)") from None
     try:
-        leader = ClusterState(client, zk_root).leader()
+        state = ClusterState(client, zk_root)
+        leader = state.leader()
+        hosts = state.nimbuses()
     finally:
         client.stop()
         client.close()
-    if not leader:
-        raise click.ClickException("no nimbus is running (no leader registered in ZooKeeper)")
-    return f"tcp://{leader['host']}:{leader['port']}"
+    addresses = [f"tcp://{leader['host']}:{leader['port']}"] if leader else []
+    for info in hosts.values():
+        address = f"tcp://{info['host']}:{info['port']}"
+        if address not in addresses:
+            addresses.append(address)
+    if not addresses:
+        raise click.ClickException("no nimbus is running (none registered in ZooKeeper)")
+    return addresses
 
 
 def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 60, **args: Any) -> Any:
-    from .cluster.rpc import RpcError, call
+    from .cluster.rpc import NimbusUnavailable, RpcError, call
 
-    address = _nimbus_address(*ctx_args)
-    try:
-        return call(address, op, timeout=timeout, **args)
-    except RpcError as exc:
-        raise click.ClickException(str(exc)) from None
+    addresses = _nimbus_addresses(*ctx_args)
+    if op not in READ_ONLY_OPS:
+        addresses = addresses[:1]
+    for address in addresses:
+        try:
+            return call(address, op, timeout=timeout if op not in READ_ONLY_OPS else 5, **args)
+        except NimbusUnavailable as exc:
+            problem = str(exc)
+        except RpcError as exc:
+            raise click.ClickException(str(exc)) from None
+    raise click.ClickException(problem)
 
 
 @main.command()

@@ -187,6 +187,7 @@ class Nimbus:
         return path.read_bytes()
 
     def list_topologies(self) -> list[dict]:
+        """Answered by standbys too: it only reads ZooKeeper."""
         assignments = self.state.assignments()
         rows = []
         for tid, record in self.state.topologies().items():

@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 DEFAULT_ROOT = "/stormlet"
 
 
-def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 10.0) -> KazooClient:
+def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 6.0) -> KazooClient:
+    """A started client. The session timeout bounds how long a dead daemon's ephemeral nodes
+    (a supervisor's registration, the nimbus leader) outlive it."""
     client = KazooClient(hosts=hosts, timeout=session_timeout,
                          connection_retry={"max_tries": -1, "max_delay": 2})
     client.start(timeout=timeout)

@@ -1,0 +1,207 @@
+"""The distributed runtime end to end: real ZooKeeper, two nimbus processes, two supervisors with
+two slots each, worker processes talking over ZeroMQ, driven through the `stormlet` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from cluster_support import REPO, LoopbackCluster, wait_until
+from zookeeper_server import zookeeper_available
+
+pytestmark = pytest.mark.skipif(not zookeeper_available(),
+                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+
+TOPOLOGIES = REPO / "topologies"
+LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cluster")
+    with LoopbackCluster(base) as c:
+        c.add_nimbus()
+        c.add_nimbus()
+        c.add_supervisor("s1", 2)
+        c.add_supervisor("s2", 2)
+        try:
+            wait_until(lambda: c.cli("list").returncode == 0, 30, "nimbus to lead")
+            yield c
+        except BaseException:
+            print(c.logs())
+            raise
+
+
+def acked_ids(directory: Path) -> set[int]:
+    ids: set[int] = set()
+    for path in directory.glob("acked-*.log"):
+        ids |= {int(line) for line in path.read_text().split()}
+    return ids
+
+
+def topology_workers(cluster: LoopbackCluster, topology_id_prefix: str) -> dict[tuple[str, int], dict]:
+    return {slot: beat for slot, beat in cluster.heartbeats().items()
+            if beat["topology_id"].startswith(topology_id_prefix + "-")}
+
+
+def submit(cluster: LoopbackCluster, path: Path, name: str, *conf: str) -> None:
+    args = ["submit", str(path), "--name", name]
+    for pair in conf:
+        args += ["-c", pair]
+    result = cluster.cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert f"submitted {name}" in result.stdout
+
+
+def kill_and_wait(cluster: LoopbackCluster, name: str) -> None:
+    result = cluster.cli("kill", name, "--wait", "1")
+    assert result.returncode == 0, result.stderr
+    wait_until(lambda: not topology_workers(cluster, name), 40, f"{name}'s workers to exit")
+    wait_until(lambda: name not in cluster.cli("list").stdout, 20, f"{name} to leave the list")
+
+
+def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
+    sys.path.insert(0, str(TOPOLOGIES))
+    import word_count
+    sys.path.remove(str(TOPOLOGIES))
+
+    submit(cluster, TOPOLOGIES / "word_count.py", "wc", "topology.workers=4",
+           f"wordcount.output.dir={tmp_path}", "wordcount.repeats=1000")
+    wait_until(lambda: len(topology_workers(cluster, "wc")) == 4, 40, "four workers")
+    listing = cluster.cli("list").stdout
+    row = next(line.split() for line in listing.splitlines() if line.startswith("wc "))
+    assert row[1] == "active" and row[2] == "4", listing
+
+    wait_until(lambda: cluster.metric("sentences", "acked") == 2 * 1000 * 5, 60,
+               "every sentence to be acked")
+    workers = topology_workers(cluster, "wc")
+    # Four ackers, one per worker, each got acks: roots spread by root % 4 across processes.
+    ackers = [beat["metrics"].get("__acker", {}).get("executed", 0) for beat in workers.values()]
+    assert len(ackers) == 4 and all(n > 0 for n in ackers), ackers
+    # The counting tasks live in other workers than all of the splitters: words crossed ZeroMQ.
+    split_slots = {s for s, b in workers.items() if "split" in b["metrics"]}
+    count_slots = {s for s, b in workers.items() if "count" in b["metrics"]}
+    assert count_slots - split_slots
+
+    kill_and_wait(cluster, "wc")
+    counts: Counter = Counter()
+    for path in tmp_path.glob("counts-*.json"):
+        counts.update(json.loads(path.read_text()))
+    assert counts == word_count.expected_counts(spout_tasks=2, repeats=1000)
+
+
+def test_deactivate_activate_and_rebalance_lose_nothing(cluster, tmp_path):
+    total = 6000
+    submit(cluster, LEDGER, "ledger", "topology.workers=4", f"ledger.dir={tmp_path}",
+           f"ledger.messages={total}", "ledger.rate=300")
+    wait_until(lambda: len(acked_ids(tmp_path)) > 300, 40, "the first acks")
+
+    assert cluster.cli("deactivate", "ledger").returncode == 0
+    time.sleep(2.0)  # in-flight tuples finish; nothing new is emitted
+    stalled = len(acked_ids(tmp_path))
+    emitted = cluster.metric("source", "emitted")
+    time.sleep(2.0)
+    assert len(acked_ids(tmp_path)) == stalled
+    assert cluster.metric("source", "emitted") == emitted
+    assert " inactive " in cluster.cli("list").stdout
+
+    assert cluster.cli("activate", "ledger").returncode == 0
+    wait_until(lambda: len(acked_ids(tmp_path)) > stalled + 200, 30, "emission to resume")
+
+    result = cluster.cli("rebalance", "ledger", "--workers", "2")
+    assert result.returncode == 0, result.stderr
+    wait_until(lambda: len(topology_workers(cluster, "ledger")) == 2, 60, "two workers")
+    wait_until(lambda: len(acked_ids(tmp_path)) == total, 120, "every message to be acked")
+    assert acked_ids(tmp_path) == set(range(total))
+    kill_and_wait(cluster, "ledger")
+
+
+def test_a_killed_worker_is_restarted_and_its_tuples_replayed(cluster, tmp_path):
+    # Unthrottled, so max pending (500 per spout) is in flight when the worker dies.
+    total = 30000
+    submit(cluster, LEDGER, "crash", "topology.workers=4", f"ledger.dir={tmp_path}",
+           f"ledger.messages={total}")
+    wait_until(lambda: len(topology_workers(cluster, "crash")) == 4, 40, "four workers")
+    wait_until(lambda: len(acked_ids(tmp_path)) > 1000, 40, "the first acks")
+    # A worker without spouts: killing it loses in-flight tuples, which the spouts replay.
+    victim_slot, victim = next((slot, beat) for slot, beat in topology_workers(cluster, "crash").items()
+                               if "source" not in beat["metrics"])
+    os.kill(victim["pid"], signal.SIGKILL)
+    wait_until(lambda: topology_workers(cluster, "crash").get(victim_slot, {}).get("pid",
+               victim["pid"]) != victim["pid"], 40, "the supervisor to restart the worker")
+    wait_until(lambda: len(acked_ids(tmp_path)) == total, 120, "every message to be acked")
+    assert cluster.metric("source", "failed") > 0  # the lost tuples timed out and were replayed
+    kill_and_wait(cluster, "crash")
+
+
+@pytest.mark.parametrize("source, message", [
+    ("def broken(:\n", "syntax error"),
+    ("x = 1\n", "defines no module-level `topology`"),
+    ("from stormlet import TopologyBuilder, Bolt\n"
+     "class B(Bolt):\n    outputs = ['x']\n"
+     "b = TopologyBuilder()\nb.set_bolt('b', B()).shuffle_grouping('nowhere')\n"
+     "topology = b.build()\n", "no component 'nowhere'"),
+])
+def test_a_bad_topology_file_is_refused_and_changes_nothing(cluster, tmp_path, source, message):
+    before = cluster.cli("list").stdout
+    path = tmp_path / "bad.py"
+    path.write_text(source)
+    result = cluster.cli("submit", str(path), "--name", "bad")
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    assert cluster.cli("list").stdout == before
+
+
+def test_duplicate_names_and_unknown_topologies_get_clear_errors(cluster, tmp_path):
+    submit(cluster, LEDGER, "dup", f"ledger.dir={tmp_path}", "ledger.rate=50")
+    again = cluster.cli("submit", str(LEDGER), "--name", "dup", "-c", f"ledger.dir={tmp_path}")
+    assert again.returncode != 0 and "already running" in again.stderr
+    for command in (["kill", "nope"], ["activate", "nope"], ["deactivate", "nope"],
+                    ["rebalance", "nope", "--workers", "1"]):
+        result = cluster.cli(*command)
+        assert result.returncode != 0
+        assert "no topology named 'nope'" in result.stderr, result.stderr
+    kill_and_wait(cluster, "dup")
+
+
+def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path):
+    submit(cluster, LEDGER, "ha", "topology.workers=2", f"ledger.dir={tmp_path}",
+           "ledger.messages=100000", "ledger.rate=200")
+    wait_until(lambda: len(acked_ids(tmp_path)) > 100, 40, "the first acks")
+    zk = KazooClient(hosts=cluster.zk.hosts)
+    zk.start()
+    try:
+        leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])
+        (tid,) = [t for t in zk.get_children("/stormlet/assignments") if t.startswith("ha-")]
+        version = json.loads(zk.get(f"/stormlet/assignments/{tid}")[0])["version"]
+        victim = next(d for d in cluster.nimbuses if f"--port\x00{leader['port']}" in
+                      "\x00".join(d.args))
+        victim.kill(signal.SIGKILL)
+        progress = len(acked_ids(tmp_path))
+        wait_until(lambda: len(acked_ids(tmp_path)) > progress + 200, 30,
+                   "the topology to keep processing with its nimbus dead")
+        listing = cluster.cli("list")  # a standby answers while the election settles
+        assert listing.returncode == 0 and "ha " in listing.stdout, listing.stderr
+        def leader_port():
+            return json.loads(zk.get("/stormlet/nimbus/leader")[0])["port"] \
+                if zk.exists("/stormlet/nimbus/leader") else None
+
+        wait_until(lambda: leader_port() not in (None, leader["port"]), 40,
+                   "the standby to take over")
+        assert cluster.cli("list").returncode == 0
+        new_leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])
+        assert new_leader["port"] != leader["port"]
+        # Taking over does not move running workers.
+        assert json.loads(zk.get(f"/stormlet/assignments/{tid}")[0])["version"] == version
+    finally:
+        zk.stop()
+        zk.close()
+    kill_and_wait(cluster, "ha")
