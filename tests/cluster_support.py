@@ -93,7 +93,8 @@ class LoopbackCluster:
                     beat = json.loads(path.read_text())
                 except (OSError, ValueError):
                     continue
-                if _pid_alive(beat.get("pid", -1)):
+                # Fresh and from a living process (a dead worker's file stays behind).
+                if _pid_alive(beat.get("pid", -1)) and time.time() - beat.get("time", 0) < 5:
                     beats[(sid, int(path.stem))] = beat
         return beats
 
@@ -126,11 +127,12 @@ class LoopbackCluster:
 
 
 def _pid_alive(pid: int) -> bool:
+    """True for a running process; a zombie (killed, not yet reaped) counts as dead."""
     try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
         return False
-    return True
 
 
 def wait_until(condition: Callable[[], bool], timeout: float, what: str,

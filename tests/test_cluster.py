@@ -40,6 +40,15 @@ def cluster(tmp_path_factory):
             raise
 
 
+@pytest.fixture(autouse=True)
+def logs_on_failure(request, cluster):
+    """A failed cluster test prints the daemons' and workers' logs: the only way to see why."""
+    yield
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        print(cluster.logs())
+
+
 def acked_ids(directory: Path) -> set[int]:
     ids: set[int] = set()
     for path in directory.glob("acked-*.log"):
@@ -205,3 +214,25 @@ def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path)
         zk.stop()
         zk.close()
     kill_and_wait(cluster, "ha")
+
+
+def test_a_dead_supervisor_s_work_moves_to_the_others(cluster, tmp_path):
+    cluster.add_supervisor("s3", 2)  # room to move to
+    total = 6000
+    submit(cluster, LEDGER, "orphan", "topology.workers=2", f"ledger.dir={tmp_path}",
+           f"ledger.messages={total}", "ledger.rate=300")
+    wait_until(lambda: len(topology_workers(cluster, "orphan")) == 2, 40, "two workers")
+    wait_until(lambda: len(acked_ids(tmp_path)) > 300, 40, "the first acks")
+    (victim_sid, _port), _beat = next(iter(topology_workers(cluster, "orphan").items()))
+    # The whole node dies: its supervisor and every worker it runs.
+    doomed = [beat["pid"] for (sid, _), beat in cluster.heartbeats().items() if sid == victim_sid]
+    cluster.supervisors[victim_sid].kill(signal.SIGKILL)
+    for pid in doomed:
+        os.kill(pid, signal.SIGKILL)
+    del cluster.supervisors[victim_sid]
+    wait_until(lambda: len(topology_workers(cluster, "orphan")) == 2
+               and all(sid != victim_sid for sid, _ in topology_workers(cluster, "orphan")), 60,
+               "nimbus to move the dead supervisor's workers")
+    wait_until(lambda: len(acked_ids(tmp_path)) == total, 120, "every message to be acked")
+    assert acked_ids(tmp_path) == set(range(total))
+    kill_and_wait(cluster, "orphan")

@@ -289,8 +289,7 @@ class Nimbus:
                 self._schedule(tid, record)
                 continue
             try:
-                repaired = repair(assignment.get("executors", []), live,
-                                  self._free_slots(exclude_topology=tid))
+                repaired = repair(assignment.get("executors", []), live, self._free_slots())
             except SchedulingError as exc:
                 log.warning("topology %s has workers on dead supervisors: %s", tid, exc)
                 continue

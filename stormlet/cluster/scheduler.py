@@ -64,7 +64,7 @@ def repair(assignment: list[list], live: set[str], free: list[Slot]) -> list[lis
     if not dead_slots:
         return None
     survivors = sorted({tuple(e[2:5]) for e in assignment if e[2] in live})
-    replacements = pick_slots(free, len(dead_slots))
+    replacements = pick_slots([s for s in free if s not in survivors], len(dead_slots))
     moved = {}
     for i, dead in enumerate(dead_slots):
         if i < len(replacements):

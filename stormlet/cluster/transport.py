@@ -29,6 +29,8 @@ SEND_QUEUE_LIMIT = 2000
 # Frames ZeroMQ buffers per peer before send blocks.
 HIGH_WATER_MARK = 1000
 MAX_MESSAGES_PER_DRAIN = 5000
+# How long one frame may wait for a peer that accepts nothing before it is dropped.
+SEND_TIMEOUT_SECS = 2.0
 
 
 class Sender(threading.Thread):
@@ -39,6 +41,7 @@ class Sender(threading.Thread):
         self.queue: queue.SimpleQueue[tuple[str, tuple]] = queue.SimpleQueue()
         self._sockets: dict[str, zmq.Socket] = {}
         self.frames_sent = 0
+        self.messages_dropped = 0
 
     def route(self, address: str) -> RemoteRoute:
         return RemoteRoute(self, address)
@@ -62,13 +65,18 @@ class Sender(threading.Thread):
                 first = get(timeout=0.2)
             except queue.Empty:
                 continue
-            by_address: dict[str, list[tuple]] = {first[0]: [first[1]]}
+            by_address: dict[str, list[tuple]] = {}
+            item = first
             for _ in range(MAX_MESSAGES_PER_DRAIN):
+                address, message = item
+                if message is None:
+                    self._close(address)
+                else:
+                    by_address.setdefault(address, []).append(message)
                 try:
-                    address, message = self.queue.get_nowait()
+                    item = self.queue.get_nowait()
                 except queue.Empty:
                     break
-                by_address.setdefault(address, []).append(message)
             for address, messages in by_address.items():
                 self._send(address, messages)
         for sock in self._sockets.values():
@@ -77,15 +85,32 @@ class Sender(threading.Thread):
     def _send(self, address: str, messages: list[tuple]) -> None:
         frame = encode_frame(messages)
         sock = self._socket(address)
-        # Block while the peer's high-water mark is reached (it is slow or restarting), but
-        # keep an eye on shutdown. Tuples never sent time out at their spouts and are replayed.
+        # Wait while the peer's high-water mark is reached (it is slow or restarting), but not
+        # forever: one dead peer must not stall traffic to every other worker. What is dropped
+        # here was tracked at its spout, and times out there and is replayed.
+        deadline = time.monotonic() + SEND_TIMEOUT_SECS
         while not self.stopping.is_set():
             try:
                 sock.send(frame, zmq.NOBLOCK, copy=False)
                 self.frames_sent += 1
                 return
             except zmq.Again:
+                if time.monotonic() > deadline:
+                    self.messages_dropped += len(messages)
+                    log.warning("peer %s has not accepted data for %.0fs; dropped %d messages "
+                                "(their tuples time out and are replayed)", address,
+                                SEND_TIMEOUT_SECS, len(messages))
+                    return
                 time.sleep(0.001)
+
+    def retire(self, address: str) -> None:
+        """Close the socket to a worker no longer used, discarding what is queued for it."""
+        self.queue.put((address, None))  # type: ignore[arg-type]
+
+    def _close(self, address: str) -> None:
+        sock = self._sockets.pop(address, None)
+        if sock is not None:
+            sock.close(linger=0)
 
 
 class RemoteRoute:

@@ -26,7 +26,7 @@ from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
 from ..runtime.tuning import tune_for_streaming
 from ..wire import FrameDecoder
-from .transport import Receiver, Sender, make_deliver
+from .transport import Receiver, RemoteRoute, Sender, make_deliver
 from .zk_state import ClusterState, connect
 
 log = logging.getLogger(__name__)
@@ -133,11 +133,15 @@ class Worker:
         if executor_key(executors) != executor_key(self.executors):
             self.stop("its executors were reassigned")
             return False
-        # Others moved: point their tasks at their new workers.
+        # Others moved: point their tasks at their new workers, and let go of the old ones.
+        old = {r.address for r in self.runtime.routes if isinstance(r, RemoteRoute)}
         for task, route in self._remote_routes(assignment).items():
             current = self.runtime.routes[task]
             if getattr(current, "address", None) != route.address:
                 self.runtime.routes[task] = route
+        current = {r.address for r in self.runtime.routes if isinstance(r, RemoteRoute)}
+        for address in old - current:
+            self.sender.retire(address)
         return None
 
     def _heartbeat(self) -> None:

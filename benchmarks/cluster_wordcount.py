@@ -1,0 +1,108 @@
+"""Word-count benchmark on a real one-machine cluster: ZooKeeper, nimbus, one supervisor with two
+slots, and the topology on two workers (one per core).
+
+    python benchmarks/cluster_wordcount.py [--seconds 20]
+
+Prints acked words per second and complete latency p50/p99, read from the workers' heartbeats.
+Compare with the one-process figure of benchmarks/wordcount.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stormlet(*args: str, log: Path | None = None) -> subprocess.Popen:
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    return subprocess.Popen([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", *args],
+                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def worker_metrics(heartbeats: Path) -> list[dict]:
+    found = []
+    for path in heartbeats.glob("*.json"):
+        try:
+            found.append(json.loads(path.read_text())["metrics"])
+        except (OSError, ValueError, KeyError):
+            pass
+    return found
+
+
+def total(metrics: list[dict], component: str, key: str) -> int:
+    return sum(m.get(component, {}).get(key, 0) for m in metrics)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="topology config override, as for stormlet submit")
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="stormlet-bench-"))
+    zk_port, nimbus_port = free_port(), free_port()
+    slots = f"{free_port()},{free_port()}"
+    zk = f"127.0.0.1:{zk_port}"
+    subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "start", "--port", str(zk_port),
+                    "--data-dir", str(base / "zk")], check=True, stdout=subprocess.DEVNULL)
+    daemons = [
+        stormlet("nimbus", "--zk", zk, "--port", str(nimbus_port), "--data-dir", str(base / "n"),
+                 log=base / "nimbus.log"),
+        stormlet("supervisor", "--zk", zk, "--slots", slots, "--data-dir", str(base / "s"),
+                 log=base / "supervisor.log"),
+    ]
+    try:
+        time.sleep(2)
+        subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", "submit",
+                        str(HERE / "wordcount_topology.py"), "--name", "bench", "--zk", zk,
+                        *[arg for pair in args.conf for arg in ("-c", pair)]],
+                       check=True)
+        heartbeats = base / "s" / "heartbeats"
+        deadline = time.monotonic() + 60
+        while total(worker_metrics(heartbeats), "count", "executed") == 0:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no words counted after 60 s; see the logs in {base}")
+            time.sleep(0.5)
+        time.sleep(3)  # warm-up
+        start_words = total(worker_metrics(heartbeats), "count", "executed")
+        start = time.monotonic()
+        time.sleep(args.seconds)
+        metrics = worker_metrics(heartbeats)
+        words = total(metrics, "count", "executed") - start_words
+        elapsed = time.monotonic() - start
+        # Each spout's percentiles, from its own worker (heartbeats carry summaries only).
+        latencies = [m["sentences"]["complete_latency_ms"] for m in metrics if "sentences" in m]
+        print(f"cluster word count: 2 workers on one supervisor, {args.seconds:g}s measured")
+        print(f"acked words per second: {words / elapsed:,.0f}")
+        for i, latency in enumerate(latencies):
+            print(f"spout in worker {i + 1}: complete latency p50 {latency['p50']} ms, "
+                  f"p99 {latency['p99']} ms")
+        print(f"failed: {total(metrics, 'sentences', 'failed')}")
+    finally:
+        for daemon in daemons:
+            os.killpg(daemon.pid, signal.SIGTERM)
+        time.sleep(1)
+        subprocess.run(["pkill", "-f", f"stormlet.cluster.worker --zk {zk}"])
+        subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "stop", "--data-dir",
+                        str(base / "zk")], stdout=subprocess.DEVNULL)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,9 @@
+import pytest
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    # Keep each phase's report on the test item, so fixtures can tell whether the test failed.
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
