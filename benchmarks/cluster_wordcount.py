@@ -46,6 +46,28 @@ def worker_metrics(heartbeats: Path) -> list[dict]:
     return found
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            used += (int(fields[11]) + int(fields[12])) / ticks
+        except (OSError, IndexError, ValueError):
+            pass
+    return used
+
+
+def worker_pids(heartbeats: Path) -> list[int]:
+    pids = []
+    for path in heartbeats.glob("*.json"):
+        try:
+            pids.append(json.loads(path.read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            pass
+    return pids
+
+
 def total(metrics: list[dict], component: str, key: str) -> int:
     return sum(m.get(component, {}).get(key, 0) for m in metrics)
 
@@ -82,15 +104,19 @@ def main() -> None:
             time.sleep(0.5)
         time.sleep(3)  # warm-up
         start_words = total(worker_metrics(heartbeats), "count", "executed")
+        pids = worker_pids(heartbeats)
+        start_cpu = cpu_seconds(pids)
         start = time.monotonic()
         time.sleep(args.seconds)
         metrics = worker_metrics(heartbeats)
         words = total(metrics, "count", "executed") - start_words
         elapsed = time.monotonic() - start
+        cores = (cpu_seconds(pids) - start_cpu) / elapsed
         # Each spout's percentiles, from its own worker (heartbeats carry summaries only).
         latencies = [m["sentences"]["complete_latency_ms"] for m in metrics if "sentences" in m]
         print(f"cluster word count: 2 workers on one supervisor, {args.seconds:g}s measured")
-        print(f"acked words per second: {words / elapsed:,.0f}")
+        print(f"acked words per second: {words / elapsed:,.0f} "
+              f"(the two workers used {cores:.2f} cores)")
         for i, latency in enumerate(latencies):
             print(f"spout in worker {i + 1}: complete latency p50 {latency['p50']} ms, "
                   f"p99 {latency['p99']} ms")

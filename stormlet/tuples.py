@@ -22,7 +22,7 @@ class StreamInfo:
 class Tuple:
     """An immutable-by-convention list of values with named fields.
 
-    ``roots`` is a flat ``(root, edge, root, edge, ...)`` tuple: for each spout tuple this one
+    ``roots`` is a flat ``(root, edge, root, edge, ...)`` tuple (a list when it came over the wire): for each spout tuple this one
     descends from, the XOR of this tuple's edge ids for it (``None`` when untracked). A flat tuple
     costs a fraction of a dict to build, and one root is by far the common case. ``ack_val``
     collects the edge ids of tuples anchored to this one. Both belong to the runtime.

@@ -2,8 +2,10 @@
 
 A frame is ``[[kind, dest_task, src_task, payload], ...]``. Control payloads (acker and spout
 messages) are already plain lists and dicts and travel as they are. A data payload, a list of
-Tuple objects from ``src_task``, travels as ``[[stream, values, roots], ...]``; the receiver
-rebuilds the tuples with its own shared stream info, found from the source task's component.
+Tuple objects from ``src_task``, travels in columns, ``[streams, values_list, roots_list]``, where
+``streams`` is one stream name when every tuple is on the same stream (the usual case) or a list
+of names: columns pack about twice as fast as a small list per tuple. The receiver rebuilds the
+tuples with its own shared stream info, found from the source task's component.
 
 Anything malformed raises ``WireError``: the receiver logs it and drops that frame, never the
 process.
@@ -33,7 +35,10 @@ def encode_frame(messages: list[tuple]) -> bytes:
     out = []
     for kind, dest, src, payload in messages:
         if kind == DATA:
-            payload = [[t.info.stream, t.values, t.roots] for t in payload]
+            streams = [t.info.stream for t in payload]
+            first = streams[0]
+            payload = (first if streams.count(first) == len(streams) else streams,
+                       [t.values for t in payload], [t.roots for t in payload])
         out.append((kind, dest, src, payload))
     return msgpack.packb(out, use_bin_type=True)
 
@@ -78,23 +83,40 @@ class FrameDecoder:
         return (kind, dest, src, payload)
 
     def _tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:
-        if type(payload) is not list:
-            raise WireError("data payload is not a list")
-        infos = self._infos
+        try:
+            streams, values_list, roots_list = payload
+            if type(values_list) is not list or type(roots_list) is not list \
+                    or len(values_list) != len(roots_list):
+                raise ValueError
+        except (TypeError, ValueError):
+            raise WireError(f"data payload from {component!r} is not [streams, values, roots] "
+                            f"columns of one length") from None
+        if type(streams) is str:
+            info = self._info(component, streams)
+            return self._same_stream(info, src, values_list, roots_list)
+        if type(streams) is not list or len(streams) != len(values_list):
+            raise WireError(f"data payload from {component!r} has malformed stream names")
+        tuples: list[Tuple] = []
+        for stream, values, roots in zip(streams, values_list, roots_list):
+            tuples += self._same_stream(self._info(component, stream), src, [values], [roots])
+        return tuples
+
+    def _info(self, component: str, stream: Any) -> StreamInfo:
+        info = self._infos.get((component, stream)) if type(stream) is str else None
+        if info is None:
+            raise WireError(f"tuples from {component!r} on undeclared stream {stream!r}")
+        return info
+
+    @staticmethod
+    def _same_stream(info: StreamInfo, src: int, values_list: list, roots_list: list) -> list[Tuple]:
+        n = len(info.fields)
         tuples = []
-        for entry in payload:
-            try:
-                stream, values, roots = entry
-                info = infos[(component, stream)]
-            except (TypeError, ValueError, KeyError):
-                raise WireError(f"tuple {str(entry)[:80]!r} from {component!r} is malformed or "
-                                f"on an undeclared stream") from None
-            if type(values) is not list or len(values) != len(info.fields):
-                raise WireError(f"tuple from {component!r} has values {str(values)[:80]!r} that do "
-                                f"not match the fields {info.fields}")
-            if roots is not None:
-                if type(roots) is not list or len(roots) % 2:
-                    raise WireError(f"tuple from {component!r} has malformed roots")
-                roots = tuple(roots)
-            tuples.append(Tuple(values, info, src, roots))
+        append = tuples.append
+        # Roots stay lists: the runtime only indexes, slices and measures them.
+        for values, roots in zip(values_list, roots_list):
+            if type(values) is not list or len(values) != n or \
+                    (roots is not None and type(roots) is not list):
+                raise WireError(f"tuple {str(values)[:80]!r} from {info.component!r} does not "
+                                f"match the fields {info.fields} or has malformed roots")
+            append(Tuple(values, info, src, roots))
         return tuples

@@ -181,6 +181,39 @@ def test_duplicate_names_and_unknown_topologies_get_clear_errors(cluster, tmp_pa
     kill_and_wait(cluster, "dup")
 
 
+def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving(cluster, tmp_path):
+    import socket
+
+    import msgpack
+    import zmq
+
+    submit(cluster, LEDGER, "junk", f"ledger.dir={tmp_path}", "ledger.rate=100")
+    wait_until(lambda: len(acked_ids(tmp_path)) > 50, 40, "the first acks")
+    zk = KazooClient(hosts=cluster.zk.hosts)
+    zk.start()
+    leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])
+    zk.stop()
+    zk.close()
+    req = zmq.Context.instance().socket(zmq.REQ)
+    req.setsockopt(zmq.RCVTIMEO, 10000)
+    req.setsockopt(zmq.LINGER, 0)
+    req.connect(f"tcp://{leader['host']}:{leader['port']}")
+    for junk in (b"\xc1\xff not msgpack", msgpack.packb([1, 2, 3]), msgpack.packb({"op": "nope"})):
+        req.send(junk)
+        reply = msgpack.unpackb(req.recv())
+        assert reply["ok"] is False and reply["error"], reply
+    req.close()
+    (slot, beat), = topology_workers(cluster, "junk").items()
+    for port in (leader["port"], slot[1]):  # raw bytes that are not even ZeroMQ
+        with socket.create_connection(("127.0.0.1", port)) as raw:
+            raw.sendall(b"GET / HTTP/1.0\r\n\r\n" + bytes(range(256)) * 50)
+    progress = len(acked_ids(tmp_path))
+    wait_until(lambda: len(acked_ids(tmp_path)) > progress + 50, 30, "the worker to keep going")
+    assert cluster.cli("list").returncode == 0
+    assert topology_workers(cluster, "junk")[slot]["pid"] == beat["pid"]
+    kill_and_wait(cluster, "junk")
+
+
 def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path):
     submit(cluster, LEDGER, "ha", "topology.workers=2", f"ledger.dir={tmp_path}",
            "ledger.messages=100000", "ledger.rate=200")

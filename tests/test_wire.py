@@ -1,0 +1,90 @@
+"""The worker-to-worker wire format: round trips, and hostile frames refused with a clear error."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from stormlet import Bolt, Spout, TopologyBuilder
+from stormlet.context import TopologyLayout
+from stormlet.protocol import ACK_ACK, ACK_INIT, DATA, SPOUT_FAIL
+from stormlet.tuples import StreamInfo, Tuple
+from stormlet.wire import FrameDecoder, WireError, encode_frame
+
+
+class Words(Spout):
+    outputs = {"default": ["word"], "pairs": ["word", "n"]}
+
+
+class Sink(Bolt):
+    def execute(self, tup):
+        pass
+
+
+@pytest.fixture(scope="module")
+def decoder():
+    b = TopologyBuilder()
+    b.set_spout("words", Words())
+    b.set_bolt("sink", Sink()).shuffle_grouping("words").shuffle_grouping("words", "pairs")
+    return FrameDecoder(TopologyLayout("t", b.build(), 1))
+
+
+def spout_task(decoder):
+    return decoder.layout.component_tasks["words"][0]
+
+
+def test_tuples_and_control_messages_survive_a_round_trip(decoder):
+    src = spout_task(decoder)
+    default = StreamInfo("words", "default", ["word"])
+    pairs = StreamInfo("words", "pairs", ["word", "n"])
+    one_stream = [Tuple(["a"], default, src, (11, 12)), Tuple(["b"], default, src, None)]
+    mixed = [Tuple(["c"], default, src, (1, 2, 3, 4)), Tuple(["d", 4], pairs, src, None)]
+    messages = [(DATA, 9, src, one_stream), (DATA, 9, src, mixed),
+                (ACK_INIT, 3, src, [5, 6, src]), (ACK_ACK, 3, src, {2**64 - 1: 2**63}),
+                (SPOUT_FAIL, src, 3, [5, "timeout", 2, None])]
+    decoded = decoder.decode(encode_frame(messages))
+    assert [m[:3] for m in decoded] == [m[:3] for m in messages]
+    got = [(t.values, t.stream, t.source_component, t.roots and list(t.roots)) for t in
+           decoded[0][3] + decoded[1][3]]
+    assert got == [(["a"], "default", "words", [11, 12]), (["b"], "default", "words", None),
+                   (["c"], "default", "words", [1, 2, 3, 4]), (["d", 4], "pairs", "words", None)]
+    assert decoded[1][3][1]["n"] == 4
+    assert decoded[2][3] == [5, 6, src]
+    assert decoded[3][3] == {2**64 - 1: 2**63}
+    assert decoded[4][3] == [5, "timeout", 2, None]
+
+
+@pytest.mark.parametrize("frame, problem", [
+    (b"\xc1garbage", "undecodable"),
+    (msgpack.packb({"not": "a list"}), "not a list"),
+    (msgpack.packb([[0, 1]]), r"is not \[kind, dest, src, payload\]"),
+    (msgpack.packb([[99, 1, 1, []]]), "not a known kind"),
+    (msgpack.packb([[0, 1, 4242, ["default", [["x"]], [None]]]]), "unknown task"),
+    (msgpack.packb([[0, 1, "SRC", []]]), "not a known kind"),
+    (msgpack.packb([[11, 1, "SRC", {}]]), "not a known kind"),
+    (msgpack.packb(list(range(3)))[:-1], "undecodable"),
+])
+def test_malformed_frames_are_refused(decoder, frame, problem):
+    with pytest.raises(WireError, match=problem):
+        decoder.decode(frame)
+
+
+@pytest.mark.parametrize("payload, problem", [
+    ("not columns", "columns"),
+    (["default", [["x"]], []], "columns"),
+    (["nope", [["x"]], [None]], "undeclared stream"),
+    (["default", [["x", "extra"]], [None]], "does not match the fields"),
+    (["default", ["x"], [None]], "does not match the fields"),
+    (["default", [["x"]], ["roots"]], "malformed roots"),
+    ([["default"], [["x"], ["y"]], [None, None]], "malformed stream names"),
+])
+def test_malformed_tuples_are_refused(decoder, payload, problem):
+    frame = msgpack.packb([[DATA, 5, spout_task(decoder), payload]])
+    with pytest.raises(WireError, match=problem):
+        decoder.decode(frame)
+
+
+def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
+    monkeypatch.setattr("stormlet.wire.MAX_FRAME_BYTES", 100)
+    with pytest.raises(WireError, match="over the 100 limit"):
+        decoder.decode(b"\x90" * 101)
