@@ -36,14 +36,18 @@ def stormlet(*args: str, log: Path | None = None) -> subprocess.Popen:
                             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def worker_metrics(heartbeats: Path) -> list[dict]:
-    found = []
-    for path in heartbeats.glob("*.json"):
+def heartbeats_of(directory: Path) -> list[dict]:
+    beats = []
+    for path in directory.glob("*.json"):
         try:
-            found.append(json.loads(path.read_text())["metrics"])
-        except (OSError, ValueError, KeyError):
+            beats.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
             pass
-    return found
+    return beats
+
+
+def worker_metrics(directory: Path) -> list[dict]:
+    return [beat.get("metrics", {}) for beat in heartbeats_of(directory)]
 
 
 def cpu_seconds(pids: list[int]) -> float:
@@ -58,14 +62,8 @@ def cpu_seconds(pids: list[int]) -> float:
     return used
 
 
-def worker_pids(heartbeats: Path) -> list[int]:
-    pids = []
-    for path in heartbeats.glob("*.json"):
-        try:
-            pids.append(json.loads(path.read_text())["pid"])
-        except (OSError, ValueError, KeyError):
-            pass
-    return pids
+def worker_pids(directory: Path) -> list[int]:
+    return [beat["pid"] for beat in heartbeats_of(directory) if "pid" in beat]
 
 
 def total(metrics: list[dict], component: str, key: str) -> int:

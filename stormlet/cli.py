@@ -255,26 +255,19 @@ def kill(name: str, wait: float | None, zk: str, zk_root: str, nimbus_address: s
                f"{'the message timeout' if wait is None else f'{wait:g}s'}")
 
 
-@main.command()
-@click.argument("name")
-@ZK_OPTION
-@ZK_ROOT_OPTION
-@NIMBUS_OPTION
-def activate(name: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
-    """Resume a topology's spouts."""
-    _call((zk, zk_root, nimbus_address), "activate", name=name)
-    click.echo(f"activated {name}")
+def _status_command(op: str, help_text: str) -> None:
+    @main.command(name=op, help=help_text)
+    @click.argument("name")
+    @ZK_OPTION
+    @ZK_ROOT_OPTION
+    @NIMBUS_OPTION
+    def command(name: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+        _call((zk, zk_root, nimbus_address), op, name=name)
+        click.echo(f"{op}d {name}")
 
 
-@main.command()
-@click.argument("name")
-@ZK_OPTION
-@ZK_ROOT_OPTION
-@NIMBUS_OPTION
-def deactivate(name: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
-    """Pause a topology's spouts (in-flight tuples still finish)."""
-    _call((zk, zk_root, nimbus_address), "deactivate", name=name)
-    click.echo(f"deactivated {name}")
+_status_command("activate", "Resume a topology's spouts.")
+_status_command("deactivate", "Pause a topology's spouts (in-flight tuples still finish).")
 
 
 @main.command()

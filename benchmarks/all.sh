@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Every benchmark, one after the other; each prints its own figures.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python benchmarks/wordcount.py "$@"
+echo
+python benchmarks/cluster_wordcount.py
