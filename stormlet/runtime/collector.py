@@ -259,13 +259,13 @@ class BoltCollector(_Emitter):
         roots = tup.roots
         if roots:
             value = tup.ack_val
-            n = self._n_ackers
-            if len(roots) == 2 and n == 1:
-                combined = self._acks[0]
+            if len(roots) == 2:
                 root = roots[0]
+                combined = self._acks[root % self._n_ackers]
                 combined[root] = combined.get(root, 0) ^ roots[1] ^ value
             else:
                 acks = self._acks
+                n = self._n_ackers
                 for i in range(0, len(roots), 2):
                     root = roots[i]
                     combined = acks[root % n]
