@@ -27,7 +27,7 @@ import zmq
 from .. import config as cfg
 from . import rpc
 from .code import CodeError, inspect_package, unpack
-from .scheduler import SchedulingError, even_schedule, pick_slots, plan_executors, repair
+from .scheduler import SchedulingError, even_schedule, pick_slots, plan_from_summary, repair
 from .zk_state import DEFAULT_ROOT, ClusterState, connect
 
 log = logging.getLogger(__name__)
@@ -263,7 +263,7 @@ class Nimbus:
 
     def _schedule(self, topology_id: str, record: dict) -> None:
         n_ackers = int(record["conf"].get(cfg.TOPOLOGY_ACKER_EXECUTORS) or 0)
-        plan = plan_executors({"components": record["summary"]}, n_ackers, record.get("executors"))
+        plan = plan_from_summary({"components": record["summary"]}, n_ackers, record.get("executors"))
         slots = pick_slots(self._free_slots(exclude_topology=topology_id), record["workers"])
         try:
             executors = even_schedule(plan, slots)

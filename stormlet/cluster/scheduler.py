@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..protocol import ACKER_COMPONENT
-from ..runtime.engine import split_tasks
+from ..runtime.engine import plan_executors
 from ..topology import number_tasks
 
 Slot = tuple[str, str, int]
@@ -19,20 +19,18 @@ class SchedulingError(Exception):
     pass
 
 
-def plan_executors(summary: dict[str, Any], n_ackers: int,
-                   executors: dict[str, int] | None = None) -> list[tuple[str, list[int]]]:
-    """Executors as (component, tasks), from an inspected topology summary; the same numbering
-    and splitting as ``runtime.engine.executor_plan`` uses on the topology object."""
-    counts = {cid: c["tasks"] for cid, c in summary["components"].items()}
+def plan_from_summary(summary: dict[str, Any], n_ackers: int,
+                      executors: dict[str, int] | None = None) -> list[tuple[str, list[int]]]:
+    """Executors as (component, tasks) from an inspected topology summary: the numbering and
+    splitting of local mode (``runtime.engine.plan_executors``), with rebalance overrides."""
+    components = summary["components"]
+    counts = {cid: c["tasks"] for cid, c in components.items()}
     if n_ackers:
         counts[ACKER_COMPONENT] = n_ackers
-    tasks = number_tasks(counts)
-    plan = []
-    for cid in sorted(summary["components"], key=lambda c: (not summary["components"][c]["spout"], c)):
-        count = (executors or {}).get(cid, summary["components"][cid]["executors"])
-        plan += [(cid, run) for run in split_tasks(tasks[cid], max(1, min(count, len(tasks[cid]))))]
-    plan += [(ACKER_COMPONENT, [task]) for task in tasks.get(ACKER_COMPONENT, [])]
-    return plan
+    executor_counts = {cid: c["executors"] for cid, c in components.items()}
+    executor_counts.update(executors or {})
+    order = sorted(components, key=lambda cid: (not components[cid]["spout"], cid))
+    return plan_executors(number_tasks(counts), executor_counts, order)
 
 
 def pick_slots(free: list[Slot], n_workers: int) -> list[Slot]:

@@ -54,22 +54,24 @@ def acker_count(conf: dict[str, Any]) -> int:
     return int(n)
 
 
-def executor_plan(topology: Topology, layout: TopologyLayout,
-                  executors: dict[str, int] | None = None) -> list[tuple[str, list[int]]]:
-    """Every executor of the topology as (component, its tasks), ackers last.
-
-    ``executors`` overrides a component's executor count (as a rebalance does); it is capped by
-    the component's task count, which never changes for a running topology.
-    """
+def plan_executors(component_tasks: dict[str, list[int]], executor_counts: dict[str, int],
+                   order: list[str]) -> list[tuple[str, list[int]]]:
+    """Every executor as (component, its tasks): components in ``order``, then the ackers (one
+    task each). A component's executor count is capped by its task count, which never changes
+    for a running topology; a rebalance changes only the count."""
     plan: list[tuple[str, list[int]]] = []
-    for spec in topology.components.values():
-        tasks = layout.component_tasks[spec.id]
-        count = (executors or {}).get(spec.id, spec.executors)
-        for run in split_tasks(tasks, max(1, min(count, len(tasks)))):
-            plan.append((spec.id, run))
-    for task in layout.acker_tasks:
-        plan.append((ACKER_COMPONENT, [task]))
+    for component in order:
+        tasks = component_tasks[component]
+        count = max(1, min(executor_counts[component], len(tasks)))
+        plan += [(component, run) for run in split_tasks(tasks, count)]
+    plan += [(ACKER_COMPONENT, [task]) for task in component_tasks.get(ACKER_COMPONENT, [])]
     return plan
+
+
+def executor_plan(topology: Topology, layout: TopologyLayout) -> list[tuple[str, list[int]]]:
+    """The topology's executors as declared, spouts first (what local mode runs)."""
+    counts = {cid: spec.executors for cid, spec in topology.components.items()}
+    return plan_executors(layout.component_tasks, counts, list(topology.components))
 
 
 class TopologyRuntime:
