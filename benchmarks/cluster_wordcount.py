@@ -73,6 +73,7 @@ def total(metrics: list[dict], component: str, key: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--topology", default=str(HERE / "wordcount_topology.py"))
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology config override, as for stormlet submit")
     args = parser.parse_args()
@@ -91,7 +92,7 @@ def main() -> None:
     try:
         time.sleep(2)
         subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", "submit",
-                        str(HERE / "wordcount_topology.py"), "--name", "bench", "--zk", zk,
+                        args.topology, "--name", "bench", "--zk", zk,
                         *[arg for pair in args.conf for arg in ("-c", pair)]],
                        check=True)
         heartbeats = base / "s" / "heartbeats"
