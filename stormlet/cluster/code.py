@@ -57,9 +57,9 @@ def unpack(data: bytes, directory: str | Path) -> Path:
     directory = Path(directory)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            base = directory.resolve()
             for member in archive.namelist():
-                target = (directory / member).resolve()
-                if not str(target).startswith(str(directory.resolve())):
+                if not (directory / member).resolve().is_relative_to(base):
                     raise CodeError(f"code package member {member!r} escapes its directory")
             archive.extractall(directory)
             entry = json.loads(archive.read(MANIFEST))["entry"]
