@@ -130,7 +130,7 @@ def _nimbus_addresses(zk: str, zk_root: str, nimbus_address: str | None) -> list
     return addresses
 
 
-def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 60, **args: Any) -> Any:
+def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 15, **args: Any) -> Any:
     from .cluster.rpc import NimbusUnavailable, RpcError, call
 
     addresses = _nimbus_addresses(*ctx_args)
