@@ -1,6 +1,7 @@
 """The wire format between workers: one msgpack frame holds a batch of executor messages.
 
-A frame is ``[[kind, dest_task, src_task, payload], ...]``. Control payloads (acker and spout
+A frame is ``[topology, [[kind, dest_task, src_task, payload], ...]]``: the topology id comes first
+so that a worker whose port was reused never runs another topology's tuples. Control payloads (acker and spout
 messages) are already plain lists and dicts and travel as they are. A data payload, a list of
 Tuple objects from ``src_task``, travels in columns, ``[streams, values_list, roots_list]``, where
 ``streams`` is one stream name when every tuple is on the same stream (the usual case) or a list
@@ -33,7 +34,7 @@ class WireError(ValueError):
     pass
 
 
-def encode_frame(messages: list[tuple]) -> bytes:
+def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
     out = []
     for kind, dest, src, payload in messages:
         if kind == DATA:
@@ -42,7 +43,7 @@ def encode_frame(messages: list[tuple]) -> bytes:
             payload = (first if streams.count(first) == len(streams) else streams,
                        [t.values for t in payload], _roots_column(payload))
         out.append((kind, dest, src, payload))
-    return msgpack.packb(out, use_bin_type=True)
+    return msgpack.packb((topology, out), use_bin_type=True)
 
 
 def _roots_column(tuples: list) -> bytes | list:
@@ -58,11 +59,28 @@ def _roots_column(tuples: list) -> bytes | list:
     return blob if len(blob) == 16 * len(tuples) else roots
 
 
+# Control payloads are flat lists of records: record length, and the positions holding ints.
+_CONTROL_LAYOUT = {ACK_INIT: (3, (0, 1, 2)), ACK_FAIL: (3, (0,)), ACK_RESET: (1, (0,)),
+                   ACK_TIMEOUT: (1, (0,)), SPOUT_ACK: (1, (0,)), SPOUT_FAIL: (4, (0, 2)),
+                   SPOUT_RESET: (1, (0,))}
+
+
+def _ints(values: Any) -> bool:
+    return set(map(type, values)) <= {int}
+
+
+def _control_ok(kind: int, payload: list) -> bool:
+    # Checked here so a bad record is dropped with its frame, never met by an acker mid-batch.
+    size, int_positions = _CONTROL_LAYOUT[kind]
+    return len(payload) % size == 0 and all(_ints(payload[i::size]) for i in int_positions)
+
+
 class FrameDecoder:
     """Turns frames back into executor messages for one topology."""
 
-    def __init__(self, layout: TopologyLayout):
+    def __init__(self, layout: TopologyLayout, topology: str = ""):
         self.layout = layout
+        self.topology = topology
         self._infos: dict[tuple[str, str], StreamInfo] = {}
         for cid, spec in layout.topology.components.items():
             for stream, declaration in spec.streams.items():
@@ -75,9 +93,11 @@ class FrameDecoder:
             raw = msgpack.unpackb(frame, raw=False, strict_map_key=False)
         except Exception as exc:
             raise WireError(f"undecodable frame ({type(exc).__name__}: {exc})") from None
-        if type(raw) is not list:
-            raise WireError(f"frame is a {type(raw).__name__}, not a list of messages")
-        return [self._message(item) for item in raw]
+        if type(raw) is not list or len(raw) != 2 or type(raw[1]) is not list:
+            raise WireError("frame is not [topology, list of messages]")
+        if raw[0] != self.topology:
+            raise WireError(f"frame for topology {str(raw[0])[:80]!r}, not {self.topology!r}")
+        return [self._message(item) for item in raw[1]]
 
     def _message(self, item: Any) -> tuple:
         if type(item) is not list or len(item) != 4:
@@ -91,10 +111,10 @@ class FrameDecoder:
         if kind == DATA:
             payload = self._tuples(component, src, payload)
         elif kind == ACK_ACK:
-            if type(payload) is not dict:
-                raise WireError("ack payload is not a map")
-        elif type(payload) is not list:
-            raise WireError(f"payload of kind {kind} is not a list")
+            if type(payload) is not dict or not _ints(payload) or not _ints(payload.values()):
+                raise WireError("ack payload is not a map of root to value")
+        elif type(payload) is not list or not _control_ok(kind, payload):
+            raise WireError(f"payload of kind {kind} is not a list of its fields")
         return (kind, dest, src, payload)
 
     def _tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:

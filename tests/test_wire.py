@@ -26,7 +26,11 @@ def decoder():
     b = TopologyBuilder()
     b.set_spout("words", Words())
     b.set_bolt("sink", Sink()).shuffle_grouping("words").shuffle_grouping("words", "pairs")
-    return FrameDecoder(TopologyLayout("t", b.build(), 1))
+    return FrameDecoder(TopologyLayout("t", b.build(), 1), "t-1")
+
+
+def frame(messages, topology="t-1"):
+    return msgpack.packb([topology, messages])
 
 
 def spout_task(decoder):
@@ -42,7 +46,7 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     messages = [(DATA, 9, src, one_stream), (DATA, 9, src, mixed),
                 (ACK_INIT, 3, src, [5, 6, src]), (ACK_ACK, 3, src, {2**64 - 1: 2**63}),
                 (SPOUT_FAIL, src, 3, [5, "timeout", 2, None])]
-    decoded = decoder.decode(encode_frame(messages))
+    decoded = decoder.decode(encode_frame(messages, "t-1"))
     assert [m[:3] for m in decoded] == [m[:3] for m in messages]
     got = [(t.values, t.stream, t.source_component, t.roots and list(t.roots)) for t in
            decoded[0][3] + decoded[1][3]]
@@ -56,12 +60,14 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
 
 @pytest.mark.parametrize("frame, problem", [
     (b"\xc1garbage", "undecodable"),
-    (msgpack.packb({"not": "a list"}), "not a list"),
-    (msgpack.packb([[0, 1]]), r"is not \[kind, dest, src, payload\]"),
-    (msgpack.packb([[99, 1, 1, []]]), "not a known kind"),
-    (msgpack.packb([[0, 1, 4242, ["default", [["x"]], [None]]]]), "unknown task"),
-    (msgpack.packb([[0, 1, "SRC", []]]), "not a known kind"),
-    (msgpack.packb([[11, 1, "SRC", {}]]), "not a known kind"),
+    (msgpack.packb({"not": "a list"}), "not \\[topology, list of messages\\]"),
+    (msgpack.packb([[0, 1, 1, []]]), "not \\[topology, list of messages\\]"),
+    (frame([], topology="other-topology"), "for topology 'other-topology'"),
+    (frame([[0, 1]]), r"is not \[kind, dest, src, payload\]"),
+    (frame([[99, 1, 1, []]]), "not a known kind"),
+    (frame([[0, 1, 4242, ["default", [["x"]], [None]]]]), "unknown task"),
+    (frame([[0, 1, "SRC", []]]), "not a known kind"),
+    (frame([[11, 1, "SRC", {}]]), "not a known kind"),
     (msgpack.packb(list(range(3)))[:-1], "undecodable"),
 ])
 def test_malformed_frames_are_refused(decoder, frame, problem):
@@ -79,12 +85,24 @@ def test_malformed_frames_are_refused(decoder, frame, problem):
     ([["default"], [["x"], ["y"]], [None, None]], "malformed stream names"),
 ])
 def test_malformed_tuples_are_refused(decoder, payload, problem):
-    frame = msgpack.packb([[DATA, 5, spout_task(decoder), payload]])
     with pytest.raises(WireError, match=problem):
-        decoder.decode(frame)
+        decoder.decode(frame([[DATA, 5, spout_task(decoder), payload]]))
 
 
 def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
     monkeypatch.setattr("stormlet.wire.MAX_FRAME_BYTES", 100)
     with pytest.raises(WireError, match="over the 100 limit"):
         decoder.decode(b"\x90" * 101)
+
+
+@pytest.mark.parametrize("kind, payload", [
+    (ACK_ACK, {1: "x"}),
+    (ACK_ACK, {"root": 1}),
+    (ACK_INIT, [1, 2]),
+    (ACK_INIT, [1, "x", 3]),
+    (SPOUT_FAIL, [1, "timeout", "comp", None]),
+    (SPOUT_FAIL, [1, "timeout", 2]),
+])
+def test_control_records_with_wrong_fields_are_refused(decoder, kind, payload):
+    with pytest.raises(WireError):
+        decoder.decode(frame([[kind, 1, spout_task(decoder), payload]]))

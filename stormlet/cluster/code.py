@@ -17,6 +17,7 @@ from typing import Any
 
 MAX_PACKAGE_BYTES = 64 * 1024 * 1024
 MAX_FILES = 2000
+MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 MANIFEST = "stormlet-manifest.json"
 SKIP_DIRS = {"__pycache__", ".git", ".venv", "venv", "node_modules", ".tox", ".pytest_cache"}
 
@@ -57,6 +58,10 @@ def unpack(data: bytes, directory: str | Path) -> Path:
     directory = Path(directory)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            infos = archive.infolist()
+            if len(infos) > MAX_FILES + 1 or sum(i.file_size for i in infos) > MAX_UNPACKED_BYTES:
+                raise CodeError(f"code package unpacks to more than {MAX_FILES} files or "
+                                f"{MAX_UNPACKED_BYTES} bytes")
             base = directory.resolve()
             for member in archive.namelist():
                 if not (directory / member).resolve().is_relative_to(base):

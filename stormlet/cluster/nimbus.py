@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import zmq
+from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
 from . import rpc
@@ -52,6 +53,7 @@ class Nimbus:
         self.nimbus_id = nimbus_id or f"{host}-{port}-{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()
         self.is_leader = threading.Event()
+        self.session_lost = threading.Event()
         self._lock = threading.Lock()   # leader state changes happen one at a time
         self._threads: list[threading.Thread] = []
 
@@ -60,8 +62,8 @@ class Nimbus:
     def start(self) -> None:
         self.client = connect(self.zk_hosts)
         self.state = ClusterState(self.client, self.zk_root)
-        self.state.announce_nimbus(self.nimbus_id, {"host": self.host, "port": self.port,
-                                                    "started": time.time()})
+        self._announce()
+        self.client.add_listener(self._on_connection)
         self._socket = zmq.Context.instance().socket(zmq.REP)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.bind(self.address)
@@ -71,6 +73,26 @@ class Nimbus:
             thread.start()
             self._threads.append(thread)
         log.info("nimbus %s serving on %s", self.nimbus_id, self.address)
+
+    def _announce(self) -> None:
+        self.state.announce_nimbus(self.nimbus_id, {"host": self.host, "port": self.port,
+                                                    "started": time.time()})
+
+    def _on_connection(self, state: str) -> None:
+        if state == KazooState.LOST:
+            # The session expired: our election node and ephemeral records are gone, and a
+            # standby may lead already. Stop leading at once; the election loop campaigns again.
+            self.session_lost.set()
+            self.is_leader.clear()
+        elif state == KazooState.CONNECTED and self.session_lost.is_set():
+            # Not on kazoo's event thread, which must not block.
+            threading.Thread(target=self._announce_again, daemon=True).start()
+
+    def _announce_again(self) -> None:
+        try:
+            self._announce()
+        except Exception as exc:
+            log.warning("could not re-announce nimbus %s: %s", self.nimbus_id, exc)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -100,12 +122,20 @@ class Nimbus:
                     time.sleep(1)
 
     def _lead(self) -> None:
+        self.session_lost.clear()
         log.info("nimbus %s is the leader", self.nimbus_id)
         self.state.set_leader({"host": self.host, "port": self.port, "id": self.nimbus_id,
                                "since": time.time()})
+        self._fetch_missing_code()
         self.is_leader.set()
         try:
             while not self.stopping.wait(MONITOR_SECS):
+                if self.session_lost.is_set():
+                    log.warning("nimbus %s lost its ZooKeeper session; stepping down",
+                                self.nimbus_id)
+                    return
+                if self.client.state != KazooState.CONNECTED:
+                    continue  # ZooKeeper is unreachable: change nothing until it is back
                 try:
                     with self._lock:
                         self._monitor()
@@ -302,17 +332,28 @@ class Nimbus:
 
     def _replicate_code(self) -> None:
         while not self.stopping.wait(2.0):
-            if self.is_leader.is_set():
-                continue
-            try:
-                leader = self.state.leader()
-                if not leader:
-                    continue
-                address = f"tcp://{leader['host']}:{leader['port']}"
-                for tid in self.state.topologies():
-                    if not (self.code_dir / f"{tid}.zip").is_file():
-                        self._store_code(tid, rpc.call(address, "get_code", timeout=10,
-                                                       topology_id=tid))
-                        log.info("copied the code of %s from the leader", tid)
-            except Exception as exc:
-                log.debug("code replication pass failed: %s", exc)
+            if not self.is_leader.is_set():
+                self._fetch_missing_code()
+
+    def _fetch_missing_code(self) -> None:
+        """Copy the code of every topology this nimbus lacks from another live nimbus (standbys
+        keep copies so that one can take over; a new leader fills any gap the same way)."""
+        try:
+            missing = [tid for tid in self.state.topologies()
+                       if not (self.code_dir / f"{tid}.zip").is_file()]
+            if not missing:
+                return
+            peers = [f"tcp://{info['host']}:{info['port']}"
+                     for nid, info in self.state.nimbuses().items() if nid != self.nimbus_id]
+        except Exception as exc:
+            log.debug("code replication pass failed: %s", exc)
+            return
+        for tid in missing:
+            for address in peers:
+                try:
+                    self._store_code(tid, rpc.call(address, "get_code", timeout=10,
+                                                   topology_id=tid))
+                    log.info("copied the code of %s from %s", tid, address)
+                    break
+                except rpc.RpcError as exc:
+                    log.debug("no code for %s at %s: %s", tid, address, exc)

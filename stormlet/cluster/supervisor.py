@@ -64,6 +64,8 @@ class Supervisor:
         self.worker_start_timeout = worker_start_timeout
         self.workers: dict[int, WorkerProcess] = {}
         self.restarts: dict[tuple[str, int], int] = {}
+        self.quick_exits: dict[int, int] = {}
+        self.not_before: dict[int, float] = {}
         self.stopping = threading.Event()
         self._assignments: dict[str, dict] = {}
 
@@ -75,6 +77,7 @@ class Supervisor:
         return path.read_text().strip()
 
     def start(self) -> None:
+        self._kill_orphans()
         self.client = connect(self.zk_hosts)
         self.state = ClusterState(self.client, self.zk_root)
         self._register()
@@ -82,6 +85,26 @@ class Supervisor:
         self._thread = threading.Thread(target=self._loop, name="supervisor", daemon=True)
         self._thread.start()
         log.info("supervisor %s on %s with slots %s", self.supervisor_id, self.host, self.slots)
+
+    def _kill_orphans(self) -> None:
+        """Workers a previous run of this supervisor left behind hold our ports and answer to
+        nobody: stop them before starting ours (they are restarted under supervision)."""
+        for port in self.slots:
+            try:
+                pid = int(json.loads((self.data_dir / "heartbeats" / f"{port}.json").read_text())["pid"])
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if b"stormlet.cluster.worker" in command and str(port).encode() in command:
+                log.warning("stopping worker pid %d left on port %d by a previous supervisor",
+                            pid, port)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                deadline = time.monotonic() + 10
+                while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
 
     def _register(self) -> None:
         self.state.register_supervisor(self.supervisor_id, {
@@ -159,14 +182,19 @@ class Supervisor:
         for port, (tid, key) in want.items():
             running = self.workers.get(port)
             if running is None:
-                self._launch(port, tid, key)
+                if time.monotonic() >= self.not_before.get(port, 0.0):
+                    self._launch(port, tid, key)
                 continue
             exit_code = running.process.poll()
             if exit_code is not None:
-                log.warning("worker %s:%d of %s exited with %s; restarting", self.host, port,
-                            tid, exit_code)
+                # A worker that dies young is restarted with growing delays, not in a tight loop.
+                quick = time.time() - running.started < 10
+                self.quick_exits[port] = self.quick_exits.get(port, 0) + 1 if quick else 0
+                delay = min(30.0, 2.0 ** self.quick_exits[port]) if quick else 0.0
+                log.warning("worker %s:%d of %s exited with %s; restarting in %.0fs", self.host,
+                            port, tid, exit_code, delay)
                 del self.workers[port]
-                self._launch(port, tid, key)
+                self.not_before[port] = time.monotonic() + delay
             elif self._heartbeat_stale(running):
                 log.warning("worker %s:%d of %s stopped heartbeating; killing and restarting",
                             self.host, port, tid)
@@ -186,11 +214,7 @@ class Supervisor:
         directory = self.data_dir / "code" / tid
         marker = directory / ".entry"
         if not marker.is_file():
-            leader = self.state.leader()
-            if not leader:
-                raise rpc.RpcError("no nimbus leader to fetch code from")
-            code = rpc.call(f"tcp://{leader['host']}:{leader['port']}", "get_code",
-                            topology_id=tid)
+            code = self._fetch_code(tid)
             staging = directory.with_name(f".{tid}.partial")
             shutil.rmtree(staging, ignore_errors=True)
             entry = unpack(code, staging)
@@ -198,6 +222,19 @@ class Supervisor:
             shutil.rmtree(directory, ignore_errors=True)
             os.replace(staging, directory)
         return directory / marker.read_text().strip()
+
+    def _fetch_code(self, tid: str) -> bytes:
+        """From the leader, or any nimbus that has it (standbys keep copies)."""
+        leader = self.state.leader()
+        nimbuses = ([leader] if leader else []) + list(self.state.nimbuses().values())
+        problem = "no nimbus is registered"
+        for info in nimbuses:
+            try:
+                return rpc.call(f"tcp://{info['host']}:{info['port']}", "get_code", timeout=15,
+                                topology_id=tid)
+            except rpc.RpcError as exc:
+                problem = str(exc)
+        raise rpc.RpcError(f"no nimbus could give the code of {tid}: {problem}")
 
     def _launch(self, port: int, tid: str, key: list) -> None:
         try:

@@ -34,8 +34,9 @@ SEND_TIMEOUT_SECS = 2.0
 
 
 class Sender(threading.Thread):
-    def __init__(self, context: zmq.Context, stopping: threading.Event):
+    def __init__(self, context: zmq.Context, stopping: threading.Event, topology: str = ""):
         super().__init__(name="transfer-sender", daemon=True)
+        self.topology = topology
         self.context = context
         self.stopping = stopping
         self.queue: queue.SimpleQueue[tuple[str, tuple]] = queue.SimpleQueue()
@@ -71,6 +72,7 @@ class Sender(threading.Thread):
                 address, message = item
                 if message is None:
                     self._close(address)
+                    by_address.pop(address, None)  # nothing more goes to a retired worker
                 else:
                     by_address.setdefault(address, []).append(message)
                 try:
@@ -83,7 +85,7 @@ class Sender(threading.Thread):
             sock.close(linger=0)
 
     def _send(self, address: str, messages: list[tuple]) -> None:
-        frame = encode_frame(messages)
+        frame = encode_frame(messages, self.topology)
         sock = self._socket(address)
         # Wait while the peer's high-water mark is reached (it is slow or restarting), but not
         # forever: one dead peer must not stall traffic to every other worker. What is dropped

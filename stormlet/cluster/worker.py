@@ -52,6 +52,7 @@ class Worker:
         self.heartbeat_file = heartbeat_file
         self.done = threading.Event()
         self.exit_reason = ""
+        self.failed = False
         self.client = connect(zk_hosts)
         self.state = ClusterState(self.client, zk_root)
         record = self.state.topology(topology_id)
@@ -64,12 +65,12 @@ class Worker:
         topology, _conf = load_topology_file(code_entry)
         self.context = zmq.Context()
         self.stopping = threading.Event()
-        self.sender = Sender(self.context, self.stopping)
+        self.sender = Sender(self.context, self.stopping, topology_id)
         plan = [(e[0], list(e[1])) for e in self.executors]
         self.runtime = TopologyRuntime(record["name"], topology, record["conf"], plan=plan,
                                        remote_routes=self._remote_routes(assignment))
         self.receiver = Receiver(self.context, f"tcp://{host}:{port}",
-                                 FrameDecoder(self.runtime.layout),
+                                 FrameDecoder(self.runtime.layout, topology_id),
                                  make_deliver(self.runtime.routes), self.stopping)
         self.status = record.get("status")
 
@@ -91,7 +92,12 @@ class Worker:
         self.client.DataWatch(self.state.assignment_path(self.topology_id), self._on_assignment)
         log.info("worker %s:%d of %s running %d executors", self.host, self.port,
                  self.topology_id, len(self.executors))
-        self.done.wait()
+        while not self.done.wait(0.5):
+            dead = [e.name for e in self.runtime.all_executors() if e.finished.is_set()]
+            if dead:
+                # Half a worker is worse than none: exit, and the supervisor starts a whole one.
+                self.failed = True
+                self.stop(f"executor {dead[0]} died")
         log.info("worker %s:%d stopping: %s", self.host, self.port, self.exit_reason)
         self.shutdown()
 
@@ -186,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: worker.stop("SIGTERM"))
     signal.signal(signal.SIGINT, lambda *_: worker.stop("SIGINT"))
     worker.run()
-    sys.exit(0)
+    sys.exit(1 if worker.failed else 0)
 
 
 if __name__ == "__main__":

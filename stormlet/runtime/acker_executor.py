@@ -64,7 +64,11 @@ class AckerExecutor(ExecutorThread):
             if kind == STOP:
                 break
             if kind is not None:
-                self.handle(kind, src, payload)
+                try:
+                    self.handle(kind, src, payload)
+                except Exception as exc:  # a malformed batch: drop it, keep the ledger serving
+                    self.tasks[0].report(f"dropped a malformed batch of kind {kind} from task "
+                                         f"{src}", exc)
                 since_flush += 1
             if since_flush >= FLUSH_EVERY or empty():
                 self.send_verdicts()
