@@ -101,6 +101,8 @@ def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
     assert count_slots - split_slots
 
     kill_and_wait(cluster, "wc")
+    wait_until(lambda: not list(cluster.base.glob("*/code/wc-*")), 20,
+               "supervisors to delete the removed topology's code")
     counts: Counter = Counter()
     for path in tmp_path.glob("counts-*.json"):
         counts.update(json.loads(path.read_text()))

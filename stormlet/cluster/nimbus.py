@@ -334,6 +334,18 @@ class Nimbus:
         while not self.stopping.wait(2.0):
             if not self.is_leader.is_set():
                 self._fetch_missing_code()
+                self._remove_unused_code()
+
+    def _remove_unused_code(self) -> None:
+        if self.client.state != KazooState.CONNECTED:
+            return
+        try:
+            known = set(self.state.topologies())
+        except Exception:
+            return
+        for path in self.code_dir.glob("*.zip"):
+            if path.stem not in known:
+                path.unlink(missing_ok=True)
 
     def _fetch_missing_code(self) -> None:
         """Copy the code of every topology this nimbus lacks from another live nimbus (standbys

@@ -143,6 +143,7 @@ class Supervisor:
             try:
                 self._read_assignments()
                 self._sync()
+                self._remove_unused_code()
                 if time.monotonic() - last_report >= REPORT_SECS:
                     self._report()
                     last_report = time.monotonic()
@@ -200,6 +201,18 @@ class Supervisor:
                             self.host, port, tid)
                 self._kill(port, "heartbeat timed out", hard=True)
                 self._launch(port, tid, key)
+
+    def _remove_unused_code(self) -> None:
+        if self.client.state != KazooState.CONNECTED:
+            return  # an outage is no reason to forget anything
+        in_use = set(self._assignments) | {w.topology_id for w in self.workers.values()}
+        code_dir = self.data_dir / "code"
+        if code_dir.is_dir():
+            for path in code_dir.iterdir():
+                if path.name.lstrip(".").removesuffix(".partial") not in in_use:
+                    shutil.rmtree(path, ignore_errors=True)
+        for key in [k for k in self.restarts if k[0] not in in_use]:
+            del self.restarts[key]
 
     def _heartbeat_stale(self, worker: WorkerProcess) -> bool:
         try:
