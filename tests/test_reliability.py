@@ -16,7 +16,7 @@ from collections import Counter
 import pytest
 
 import support
-from stormlet import BasicBolt, Bolt, FailReason, LocalCluster, Spout, TopologyBuilder
+from stormlet import BasicBolt, Bolt, FailReason, Spout, TopologyBuilder
 
 MESSAGE_TIMEOUT = "topology.message.timeout.secs"
 MAX_SPOUT_PENDING = "topology.max.spout.pending"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import threading
-import time
 
 import pytest
 from kazoo.client import KazooClient, KazooState

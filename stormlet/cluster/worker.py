@@ -76,7 +76,7 @@ class Worker:
 
     def _remote_routes(self, assignment: dict) -> dict:
         routes = {}
-        for component, tasks, sid, host, port in assignment.get("executors", []):
+        for _component, tasks, sid, host, port in assignment.get("executors", []):
             if (sid, port) != (self.supervisor_id, self.port):
                 route = self.sender.route(f"tcp://{host}:{port}")
                 for task in tasks:
