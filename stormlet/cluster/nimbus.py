@@ -105,10 +105,6 @@ class Nimbus:
         self.client.stop()
         self.client.close()
 
-    def wait(self) -> None:
-        while not self.stopping.wait(1):
-            pass
-
     # ----- leadership
 
     def _campaign(self) -> None:

@@ -131,10 +131,6 @@ class Supervisor:
         self.client.stop()
         self.client.close()
 
-    def wait(self) -> None:
-        while not self.stopping.wait(1):
-            pass
-
     # ----- the loop
 
     def _loop(self) -> None:
