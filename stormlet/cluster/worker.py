@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import zmq
 
@@ -27,7 +28,7 @@ from ..runtime.engine import TopologyRuntime
 from ..runtime.tuning import tune_for_streaming
 from ..wire import FrameDecoder
 from .transport import Receiver, RemoteRoute, Sender, make_deliver
-from .zk_state import ClusterState, connect
+from .zk_state import ClusterState, connect, decode_node
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +89,9 @@ class Worker:
         self.sender.start()
         self.runtime.start(active=self.status == "active")
         threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()
-        self.client.DataWatch(self.state.topology_path(self.topology_id), self._on_topology)
-        self.client.DataWatch(self.state.assignment_path(self.topology_id), self._on_assignment)
+        self._watch(self.state.topology_path(self.topology_id), "topology", self._on_topology)
+        self._watch(self.state.assignment_path(self.topology_id), "assignment",
+                    self._on_assignment)
         log.info("worker %s:%d of %s running %d executors", self.host, self.port,
                  self.topology_id, len(self.executors))
         while not self.done.wait(0.5):
@@ -105,40 +107,40 @@ class Worker:
         self.exit_reason = reason
         self.done.set()
 
-    def _on_topology(self, data, stat, *args) -> bool | None:
-        if self.done.is_set():
-            return False
-        if data is None:
-            self.stop("the topology was removed")
-            return False
-        try:
-            status = json.loads(data).get("status")
-        except (ValueError, AttributeError):
-            log.warning("ignoring corrupt topology record for %s", self.topology_id)
+    def _watch(self, path: str, what: str, handle: Callable[[dict], None]) -> None:
+        """Follow a node: ``handle`` gets each valid version; removal stops the worker."""
+
+        def on_change(data, stat, *args) -> bool | None:
+            if self.done.is_set():
+                return False
+            if data is None:
+                self.stop(f"the {what} was removed")
+                return False
+            record = decode_node(path, data)
+            if record is not None:
+                handle(record)
             return None
+
+        self.client.DataWatch(path, on_change)
+
+    def _on_topology(self, record: dict) -> None:
+        status = record.get("status")
         if status != self.status:
             self.status = status
             if status == "active":
                 self.runtime.activate()
             else:
                 self.runtime.deactivate()
-        return None
 
-    def _on_assignment(self, data, stat, *args) -> bool | None:
-        if self.done.is_set():
-            return False
-        if data is None:
-            self.stop("the assignment was removed")
-            return False
+    def _on_assignment(self, assignment: dict) -> None:
         try:
-            assignment = json.loads(data)
             executors = mine(assignment, self.supervisor_id, self.port)
-        except (ValueError, AttributeError, TypeError, IndexError):
-            log.warning("ignoring corrupt assignment for %s", self.topology_id)
-            return None
+        except (AttributeError, TypeError, IndexError):
+            log.warning("ignoring malformed assignment for %s", self.topology_id)
+            return
         if executor_key(executors) != executor_key(self.executors):
             self.stop("its executors were reassigned")
-            return False
+            return
         # Others moved: point their tasks at their new workers, and let go of the old ones.
         old = {r.address for r in self.runtime.routes if isinstance(r, RemoteRoute)}
         for task, route in self._remote_routes(assignment).items():
@@ -148,7 +150,6 @@ class Worker:
         current = {r.address for r in self.runtime.routes if isinstance(r, RemoteRoute)}
         for address in old - current:
             self.sender.retire(address)
-        return None
 
     def _heartbeat(self) -> None:
         started = time.time()

@@ -36,6 +36,20 @@ def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 6.0) -> 
     return client
 
 
+def decode_node(path: str, data: bytes) -> dict | None:
+    """A node's JSON object, or None (logged with the path) when it is not one. For readers
+    that get node data themselves, such as watches."""
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        log.warning("ignoring corrupt ZooKeeper node %s: %s", path, exc)
+        return None
+    if not isinstance(value, dict):
+        log.warning("ignoring ZooKeeper node %s: expected a JSON object", path)
+        return None
+    return value
+
+
 class ClusterState:
     def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT):
         self.client = client
@@ -53,15 +67,7 @@ class ClusterState:
             data, _stat = self.client.get(path)
         except NoNodeError:
             return None
-        try:
-            value = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            log.warning("ignoring corrupt ZooKeeper node %s: %s", path, exc)
-            return None
-        if not isinstance(value, dict):
-            log.warning("ignoring ZooKeeper node %s: expected a JSON object", path)
-            return None
-        return value
+        return decode_node(path, data)
 
     def _write(self, path: str, value: dict, ephemeral: bool = False) -> None:
         data = json.dumps(value, sort_keys=True).encode("utf-8")
@@ -122,14 +128,8 @@ class ClusterState:
     def supervisors(self) -> dict[str, dict]:
         return self._children("supervisors")
 
-    def supervisors_path(self) -> str:
-        return self._path("supervisors")
-
     def set_heartbeat(self, supervisor_id: str, report: dict) -> None:
         self._write(self._path("heartbeats", supervisor_id), report)
-
-    def heartbeats(self) -> dict[str, dict]:
-        return self._children("heartbeats")
 
     # ----- topologies
 
@@ -162,6 +162,3 @@ class ClusterState:
 
     def assignments(self) -> dict[str, dict]:
         return self._children("assignments")
-
-    def assignments_path(self) -> str:
-        return self._path("assignments")

@@ -28,15 +28,6 @@ from .transfer import Transfer
 log = logging.getLogger(__name__)
 
 
-def _with_edge(parent_roots: tuple[int, ...], edge: int) -> tuple[int, ...]:
-    """The roots of a child of a multi-root parent: every root, each with the new edge."""
-    out: list[int] = []
-    for i in range(0, len(parent_roots), 2):
-        out.append(parent_roots[i])
-        out.append(edge)
-    return tuple(out)
-
-
 class _Emitter:
     def __init__(self, component_id: str, task: int, routes: dict[str, StreamRoute],
                  transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False):
@@ -196,13 +187,17 @@ class BoltCollector(_Emitter):
         # `type(...) is Tuple`, not truthiness: a tuple of a no-field stream has len() 0.
         parent_roots = anchors.roots if type(anchors) is Tuple and self._tracking else None
         if parent_roots:
-            rb = self._rb
-            single_root = parent_roots[0] if len(parent_roots) == 2 else None
-            for t in tasks:
-                edge = rb(64) or 1
-                anchors.ack_val ^= edge
-                roots = (single_root, edge) if single_root else _with_edge(parent_roots, edge)
-                data[t].append(Tuple(values, info, src, roots))
+            if len(parent_roots) == 2:  # one root, the usual case: skip the general merge
+                rb = self._rb
+                root = parent_roots[0]
+                for t in tasks:
+                    edge = rb(64) or 1
+                    anchors.ack_val ^= edge
+                    data[t].append(Tuple(values, info, src, (root, edge)))
+            else:
+                parent = (anchors,)
+                for t in tasks:
+                    data[t].append(Tuple(values, info, src, self._anchor(parent)))
         else:
             for t in tasks:
                 data[t].append(Tuple(values, info, src, None))
