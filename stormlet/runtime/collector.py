@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+from time import monotonic
 from typing import Any, Iterable
 
 from ..fail_reason import ERROR, FAIL
@@ -105,7 +106,6 @@ class SpoutCollector(_Emitter):
         super().__init__(*args, **kwargs)
         self._pending = pending   # RotatingMap root -> (msg_id, emit time), owned by the executor
         self._inits = self._transfer.inits
-        self.now = 0.0            # set by the executor before each next_tuple call
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
         self.closed = False       # set at shutdown: later emits are refused
 
@@ -147,7 +147,8 @@ class SpoutCollector(_Emitter):
                 xor ^= edge
                 data[t].append(Tuple(values, info, src, (root, edge)))
             self._inits[root % self._n_ackers].extend((root, xor, src))
-            self._pending.buckets[0][root] = (msg_id, self.now)
+            # Timed here, so a tuple emitted from open(), ack() or fail() is timed right too.
+            self._pending.buckets[0][root] = (msg_id, monotonic())
         self.metrics.emitted += 1
         return tasks
 

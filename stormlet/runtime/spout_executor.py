@@ -49,7 +49,6 @@ class SpoutTask(TaskBase):
             self.report(what, exc)
 
     def open(self) -> None:
-        self.collector.now = time.monotonic()
         try:
             self.obj.open(self.conf, self.context, self.collector)
             self.opened = True
@@ -64,7 +63,6 @@ class SpoutTask(TaskBase):
         collector = self.collector
         next_tuple = self.obj.next_tuple
         max_pending = self.max_pending
-        clock = time.monotonic
         start = metrics.emitted
         # Room under max pending, counted down by what each call emits, so in-flight is not
         # recounted per call and a spout emitting several tuples per call overshoots by one call.
@@ -73,7 +71,6 @@ class SpoutTask(TaskBase):
             if room <= 0:
                 break
             before = metrics.emitted
-            collector.now = clock()
             try:
                 next_tuple()
             except Exception as exc:
@@ -151,7 +148,6 @@ class SpoutTask(TaskBase):
     def rotate(self) -> None:
         """One message timeout passed: ask the ackers about roots that expired now, and fail the
         ones asked about last time that no acker answered for."""
-        self.collector.now = time.monotonic()
         for msg_id, _ in self.expiring_before.values():
             self._deliver_fail(msg_id, FailReason(TIMEOUT, None, "no acker answered for it"))
         self.expiring_before = self.expiring
@@ -163,7 +159,6 @@ class SpoutTask(TaskBase):
                 timeouts[root % n].append(root)
 
     def fail_all_in_flight(self, message: str) -> None:
-        self.collector.now = time.monotonic()
         entries = [entry for bucket in self.pending.buckets for entry in bucket.values()]
         entries += list(self.expiring.values()) + list(self.expiring_before.values())
         for bucket in self.pending.buckets:
@@ -196,9 +191,6 @@ class SpoutExecutor(ExecutorThread):
         """Deliver one control message; False on STOP."""
         kind, dest, _src, payload = message
         task = self.tasks_by_id.get(dest)
-        if task is not None:
-            # A replay emitted from ack() or fail() is timed from now.
-            task.collector.now = time.monotonic()
         if kind == SPOUT_ACK:
             task.on_acks(payload)
         elif kind == SPOUT_FAIL:
