@@ -114,17 +114,10 @@ def _nimbus_addresses(zk: str, zk_root: str, nimbus_address: str | None) -> list
         raise click.ClickException(f"cannot reach ZooKeeper at {zk} to find nimbus "
                                    f"(use --zk, or --nimbus host:port)") from None
     try:
-        state = ClusterState(client, zk_root)
-        leader = state.leader()
-        hosts = state.nimbuses()
+        addresses = ClusterState(client, zk_root).nimbus_addresses()
     finally:
         client.stop()
         client.close()
-    addresses = [f"tcp://{leader['host']}:{leader['port']}"] if leader else []
-    for info in hosts.values():
-        address = f"tcp://{info['host']}:{info['port']}"
-        if address not in addresses:
-            addresses.append(address)
     if not addresses:
         raise click.ClickException("no nimbus is running (none registered in ZooKeeper)")
     return addresses

@@ -29,7 +29,7 @@ from .. import config as cfg
 from . import rpc
 from .code import CodeError, inspect_package, unpack
 from .scheduler import SchedulingError, even_schedule, pick_slots, plan_from_summary, repair
-from .zk_state import DEFAULT_ROOT, ClusterState, connect
+from .zk_state import DEFAULT_ROOT, ClusterState, connect, rpc_address
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class Nimbus:
     def _require_leader(self) -> None:
         if not self.is_leader.is_set():
             leader = self.state.leader()
-            where = f"tcp://{leader['host']}:{leader['port']}" if leader else "unknown"
+            where = rpc_address(leader) if leader else "unknown"
             raise rpc.RpcError(f"this nimbus is a standby; the leader is at {where}")
 
     def _find(self, name: str) -> tuple[str, dict]:
@@ -351,8 +351,7 @@ class Nimbus:
                        if not (self.code_dir / f"{tid}.zip").is_file()]
             if not missing:
                 return
-            peers = [f"tcp://{info['host']}:{info['port']}"
-                     for nid, info in self.state.nimbuses().items() if nid != self.nimbus_id]
+            peers = [a for a in self.state.nimbus_addresses() if a != self.address]
         except Exception as exc:
             log.debug("code replication pass failed: %s", exc)
             return

@@ -234,13 +234,10 @@ class Supervisor:
 
     def _fetch_code(self, tid: str) -> bytes:
         """From the leader, or any nimbus that has it (standbys keep copies)."""
-        leader = self.state.leader()
-        nimbuses = ([leader] if leader else []) + list(self.state.nimbuses().values())
         problem = "no nimbus is registered"
-        for info in nimbuses:
+        for address in self.state.nimbus_addresses():
             try:
-                return rpc.call(f"tcp://{info['host']}:{info['port']}", "get_code", timeout=15,
-                                topology_id=tid)
+                return rpc.call(address, "get_code", timeout=15, topology_id=tid)
             except rpc.RpcError as exc:
                 problem = str(exc)
         raise rpc.RpcError(f"no nimbus could give the code of {tid}: {problem}")

@@ -36,6 +36,11 @@ def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 6.0) -> 
     return client
 
 
+def rpc_address(info: dict) -> str:
+    """The ZeroMQ address of a nimbus from its leader or hosts record."""
+    return f"tcp://{info['host']}:{info['port']}"
+
+
 def decode_node(path: str, data: bytes) -> dict | None:
     """A node's JSON object, or None (logged with the path) when it is not one. For readers
     that get node data themselves, such as watches."""
@@ -113,6 +118,15 @@ class ClusterState:
 
     def nimbuses(self) -> dict[str, dict]:
         return self._children("nimbus", "hosts")
+
+    def nimbus_addresses(self) -> list[str]:
+        """Every live nimbus's RPC address, the leader first."""
+        leader = self.leader()
+        addresses = [rpc_address(leader)] if leader else []
+        for info in self.nimbuses().values():
+            if rpc_address(info) not in addresses:
+                addresses.append(rpc_address(info))
+        return addresses
 
     def set_leader(self, info: dict) -> None:
         self._write(self._path("nimbus", "leader"), info, ephemeral=True)
