@@ -1,0 +1,1 @@
+"""Offset-tracking spouts and the partitioned logs they read."""
