@@ -18,6 +18,11 @@ TOPOLOGY_DEBUG = "topology.debug"
 TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
 TOPOLOGY_TRANSFER_BATCH_SIZE = "topology.transfer.batch.size"
 TOPOLOGY_SPOUT_WAIT_MS = "topology.spout.wait.ms"
+STORMLET_TOPOLOGY_ID = "stormlet.topology.id"
+STORMLET_ZOOKEEPER_CONNECT = "stormlet.zookeeper.connect"
+STORMLET_ZOOKEEPER_ROOT = "stormlet.zookeeper.root"
+STORMLET_FAILED_DIR = "stormlet.failed.dir"
+OFFSETS_START_OVER = "offsets.start.over"
 
 #: Every key stormlet reads, with its default and what it means.
 DEFAULTS: dict[str, tuple[Any, str]] = {
@@ -48,6 +53,23 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     TOPOLOGY_SPOUT_WAIT_MS: (
         1.0,
         "how long a spout that emitted nothing waits for acks before calling next_tuple again",
+    ),
+    STORMLET_TOPOLOGY_ID: (
+        None,
+        "set by stormlet: this run of the topology (a resubmission gets a new id)",
+    ),
+    STORMLET_ZOOKEEPER_CONNECT: (
+        None,
+        "set by workers: the cluster's ZooKeeper hosts (offset spouts commit there)",
+    ),
+    STORMLET_ZOOKEEPER_ROOT: (None, "set by workers: the cluster's root node in ZooKeeper"),
+    STORMLET_FAILED_DIR: (
+        None,
+        "directory of the failed-message log (dead letters); on a cluster, a shared path",
+    ),
+    OFFSETS_START_OVER: (
+        False,
+        "offset spouts ignore earlier topologies' commits and read from the earliest offset",
     ),
 }
 

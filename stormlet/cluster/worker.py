@@ -23,6 +23,7 @@ from typing import Callable
 
 import zmq
 
+from .. import config as cfg
 from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
 from ..runtime.tuning import tune_for_streaming
@@ -68,7 +69,12 @@ class Worker:
         self.stopping = threading.Event()
         self.sender = Sender(self.context, self.stopping, topology_id)
         plan = [(e[0], list(e[1])) for e in self.executors]
-        self.runtime = TopologyRuntime(record["name"], topology, record["conf"], plan=plan,
+        # What components may need of the cluster: offset spouts commit to its ZooKeeper, and
+        # know a restarted worker of this topology instance from a new submission.
+        conf = {**record["conf"], cfg.STORMLET_ZOOKEEPER_CONNECT: zk_hosts,
+                cfg.STORMLET_ZOOKEEPER_ROOT: self.state.root,
+                cfg.STORMLET_TOPOLOGY_ID: topology_id}
+        self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
                                        remote_routes=self._remote_routes(assignment))
         self.receiver = Receiver(self.context, f"tcp://{host}:{port}",
                                  FrameDecoder(self.runtime.layout, topology_id),

@@ -16,6 +16,7 @@ import random
 import os
 import threading
 import time
+import uuid
 from typing import Any, Callable
 
 from .. import config as cfg
@@ -84,6 +85,9 @@ class TopologyRuntime:
         self.name = name
         self.topology = topology
         self.conf = cfg.merged(conf)
+        if not self.conf[cfg.STORMLET_TOPOLOGY_ID]:
+            # Local mode: each submission is a new topology instance, as on a cluster.
+            self.conf[cfg.STORMLET_TOPOLOGY_ID] = f"{name}-{uuid.uuid4().hex[:12]}"
         self.stopping = threading.Event()
         n_ackers = acker_count(self.conf)
         self.layout = TopologyLayout(name, topology, n_ackers)

@@ -1,0 +1,171 @@
+"""Where offset-tracking spouts keep committed offsets: ZooKeeper on a cluster, a directory or
+this process's memory in local mode. Every store holds the same JSON record per spout id and
+partition:
+
+    {"offset": 1234, "partition": 0, "topic": "events", "task": 3, "time": 1763860000.0,
+     "topology": {"id": "wc-1763850000", "name": "wc"}}
+
+``offset`` is the next offset to read: every message below it is done (acked or dead-lettered).
+
+    store = ZooKeeperOffsetStore("127.0.0.1:2181", "/stormlet/offsets")
+    store.save("events-reader", 0, record)      # at <root>/events-reader/0
+    store.load("events-reader", 0)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+
+class OffsetStore(Protocol):
+    def load(self, spout_id: str, partition: int) -> dict | None:
+        """The committed record, or None if there is none (or it does not parse: logged)."""
+        ...
+
+    def save(self, spout_id: str, partition: int, record: dict) -> None:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def _decode(where: str, data: bytes | str) -> dict | None:
+    try:
+        record = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        log.warning("ignoring unreadable committed offset at %s: %s", where, exc)
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("offset"), int):
+        log.warning("ignoring committed offset at %s: not a record with an integer offset", where)
+        return None
+    return record
+
+
+class ZooKeeperOffsetStore:
+    """Offsets at ``<root>/<spout_id>/<partition>``, as storm-kafka kept them."""
+
+    def __init__(self, hosts: str, root: str):
+        from kazoo.client import KazooClient
+
+        self.root = root.rstrip("/")
+        self.client = KazooClient(hosts=hosts, timeout=10.0,
+                                  connection_retry={"max_tries": -1, "max_delay": 2})
+        self.client.start(timeout=15)
+
+    def _path(self, spout_id: str, partition: int) -> str:
+        return f"{self.root}/{spout_id}/{partition}"
+
+    def load(self, spout_id: str, partition: int) -> dict | None:
+        from kazoo.exceptions import NoNodeError
+
+        path = self._path(spout_id, partition)
+        try:
+            data, _stat = self.client.get(path)
+        except NoNodeError:
+            return None
+        return _decode(path, data)
+
+    def save(self, spout_id: str, partition: int, record: dict) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        path = self._path(spout_id, partition)
+        data = json.dumps(record, sort_keys=True).encode()
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            self.client.create(path, data, makepath=True)
+
+    def all(self) -> dict[str, dict[int, dict]]:
+        """Every spout id's committed records, by partition."""
+        from kazoo.exceptions import NoNodeError
+
+        found: dict[str, dict[int, dict]] = {}
+        try:
+            spout_ids = self.client.get_children(self.root)
+        except NoNodeError:
+            return found
+        for spout_id in sorted(spout_ids):
+            for name in self.client.get_children(f"{self.root}/{spout_id}"):
+                if name.isdigit():
+                    record = self.load(spout_id, int(name))
+                    if record is not None:
+                        found.setdefault(spout_id, {})[int(name)] = record
+        return found
+
+    def close(self) -> None:
+        self.client.stop()
+        self.client.close()
+
+
+class FileOffsetStore:
+    """Offsets at ``<directory>/<spout_id>/<partition>.json``, each replaced atomically (write,
+    fsync, rename) so a crash leaves the old commit or the new one, never half of either."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+
+    def _path(self, spout_id: str, partition: int) -> Path:
+        return self.directory / spout_id / f"{partition}.json"
+
+    def load(self, spout_id: str, partition: int) -> dict | None:
+        path = self._path(spout_id, partition)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return _decode(str(path), data)
+
+    def save(self, spout_id: str, partition: int, record: dict) -> None:
+        path = self._path(spout_id, partition)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        with open(partial, "wb") as f:
+            f.write(json.dumps(record, sort_keys=True).encode())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+
+    def all(self) -> dict[str, dict[int, dict]]:
+        found: dict[str, dict[int, dict]] = {}
+        if not self.directory.is_dir():
+            return found
+        for spout_dir in sorted(p for p in self.directory.iterdir() if p.is_dir()):
+            for path in spout_dir.glob("*.json"):
+                if path.stem.isdigit():
+                    record = self.load(spout_dir.name, int(path.stem))
+                    if record is not None:
+                        found.setdefault(spout_dir.name, {})[int(path.stem)] = record
+        return found
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryOffsetStore:
+    """Offsets in this process's memory, shared by every store with the same namespace, so a
+    topology resubmitted to a LocalCluster resumes where the last one committed."""
+
+    _shared: dict[tuple[str, str, int], dict] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, namespace: str = ""):
+        self.namespace = namespace
+
+    def load(self, spout_id: str, partition: int) -> dict | None:
+        with self._lock:
+            record = self._shared.get((self.namespace, spout_id, partition))
+        return dict(record) if record is not None else None
+
+    def save(self, spout_id: str, partition: int, record: dict) -> None:
+        with self._lock:
+            self._shared[(self.namespace, spout_id, partition)] = dict(record)
+
+    def close(self) -> None:
+        pass
