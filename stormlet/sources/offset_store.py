@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -52,12 +52,21 @@ class ZooKeeperOffsetStore:
     """Offsets at ``<root>/<spout_id>/<partition>``, as storm-kafka kept them."""
 
     def __init__(self, hosts: str, root: str):
-        from kazoo.client import KazooClient
-
+        self.hosts = hosts
         self.root = root.rstrip("/")
-        self.client = KazooClient(hosts=hosts, timeout=10.0,
-                                  connection_retry={"max_tries": -1, "max_delay": 2})
-        self.client.start(timeout=15)
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        # Connected on first use: a spout's store is deep-copied per task before it runs.
+        if self._client is None:
+            from kazoo.client import KazooClient
+
+            client = KazooClient(hosts=self.hosts, timeout=10.0,
+                                 connection_retry={"max_tries": -1, "max_delay": 2})
+            client.start(timeout=15)
+            self._client = client
+        return self._client
 
     def _path(self, spout_id: str, partition: int) -> str:
         return f"{self.root}/{spout_id}/{partition}"
@@ -100,8 +109,10 @@ class ZooKeeperOffsetStore:
         return found
 
     def close(self) -> None:
-        self.client.stop()
-        self.client.close()
+        if self._client is not None:
+            self._client.stop()
+            self._client.close()
+            self._client = None
 
 
 class FileOffsetStore:

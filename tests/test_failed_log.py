@@ -1,0 +1,460 @@
+"""The failed-message log: records round-trip, files rotate and appear only when complete, a
+writer killed with SIGKILL loses nothing it flushed, and its leftover is recovered."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from stormlet import FailReason
+from stormlet.cli import main
+from stormlet.failed_log import (FailedMessageWriter, FailedRecord, SourceRef, final_files,
+                                 inprogress_files, read_failed, record_to_dict, summarize,
+                                 topologies)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def record(i: int, *, value=b"value", key=b"key", reason=None, message_id=None, source=True,
+           last_failed_at=None) -> FailedRecord:
+    return FailedRecord(
+        message_id=[0, i] if message_id is None else message_id,
+        reason=reason or FailReason("error", "split", f"ValueError: bad {i}"),
+        attempts=3, first_failed_at=1000.0 + i, last_failed_at=last_failed_at or 1010.5 + i,
+        key=key, value=value,
+        source=SourceRef(kind="kafka", name="words", partition=0, offset=i) if source else None)
+
+
+def message_ids(records) -> list:
+    return [r["message_id"][1] for r in records]
+
+
+# ----- records
+
+
+ODD_VALUES = [
+    b"\x00\xff binary",
+    "h\u00e9llo \u2603 \ud800",                  # non-ASCII and a lone surrogate
+    None, True, 2**64 - 1, -1.5, math.inf,
+    [b"nested", {"deep": [b"\x01", "x"]}],
+    {"base64": "not bytes, a user dict"},       # looks like an encoding: must stay a dict
+    {"dict": {"base64": b"bytes"}, "other": 1},
+    {"dict": 5},
+    {1: b"int keys", 2: None},
+]
+
+
+def test_round_trip_keeps_every_field(tmp_path):
+    before = time.time()
+    with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as writer:
+        written = [record(0, key=b"k\x00", value=b"\xfe\xff" * 10)]
+        written += [record(i + 1, key=value, value=value) for i, value in enumerate(ODD_VALUES)]
+        written.append(FailedRecord(message_id=b"\x07id", reason={"kind": "poison",
+                                                                     "message": "undecodable"},
+                                    attempts=1, first_failed_at=5.0, last_failed_at=5.0,
+                                    value=("a", b"b")))
+        for r in written:
+            writer.write(r)
+    after = time.time()
+    read = list(read_failed(tmp_path))
+    assert len(read) == len(written)
+    for original, got in zip(written, read):
+        assert got["format"] == 1
+        assert got["record_id"] == original.record_id
+        assert (got["topology"], got["component"], got["task"]) == ("wc", "sentences", 3)
+        assert got["source"] == original.source
+        value = list(original.value) if isinstance(original.value, tuple) else original.value
+        assert got["payload"] == {"key": original.key, "value": value}
+        reason = original.reason
+        expected_reason = ({"kind": reason.kind, "component": reason.component,
+                            "message": reason.message} if isinstance(reason, FailReason)
+                           else {"kind": "poison", "component": None, "message": "undecodable"})
+        assert got["reason"] == expected_reason
+        assert (got["attempts"], got["first_failed_at"], got["last_failed_at"]) == (
+            original.attempts, original.first_failed_at, original.last_failed_at)
+        assert before <= got["written_at"] <= after
+    assert read[0]["message_id"] == [0, 0] and read[-1]["message_id"] == b"\x07id"
+    assert len({r["record_id"] for r in read}) == len(read)
+
+
+def test_file_is_json_lines_spark_can_read(tmp_path):
+    with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as writer:
+        writer.write(record(0, key=b"key", value=math.nan))
+    (path,) = final_files(tmp_path)
+    assert path.parent == tmp_path / "wc" and path.suffix == ".jsonl"
+    lines = path.read_bytes().split(b"\n")
+    assert len(lines) == 2 and lines[1] == b""           # one record, newline-terminated
+    raw = json.loads(lines[0])                            # strict JSON: no NaN literal
+    assert raw["payload"] == {"key": {"base64": "a2V5"}, "value": {"float": "nan"}}
+    assert math.isnan(next(read_failed(tmp_path))["payload"]["value"])
+    assert next(read_failed(tmp_path, decode=False)) == raw
+
+
+def test_unwritable_values_and_bad_sources_are_refused_by_name(tmp_path):
+    with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as writer:
+        with pytest.raises(TypeError, match="'sentences', payload value: a set cannot"):
+            writer.write(record(0, value={1, 2}))
+        with pytest.raises(ValueError, match="lacks offset"):
+            writer.write(FailedRecord(0, "fail", 1, 0.0, 0.0,
+                                      source={"kind": "log", "name": "x", "partition": 0}))
+        with pytest.raises(TypeError, match="reason must be"):
+            writer.write(FailedRecord(0, "fail", 1, 0.0, 0.0))
+    assert list(read_failed(tmp_path)) == []
+
+
+def test_names_unsafe_in_paths_are_encoded_and_read_back(tmp_path):
+    with FailedMessageWriter(tmp_path, "team/wc", ".hidden-spout", 1) as writer:
+        writer.write(record(0))
+    (path,) = final_files(tmp_path)
+    assert not path.name.startswith(".") and path.parent.parent == tmp_path
+    assert topologies(tmp_path) == ["team/wc"]
+    (got,) = read_failed(tmp_path, topology="team/wc", component=".hidden-spout")
+    assert (got["topology"], got["component"]) == ("team/wc", ".hidden-spout")
+
+
+def test_filters_and_summary(tmp_path):
+    timeout = FailReason("timeout", "count")
+    with FailedMessageWriter(tmp_path, "wc", "a", 1) as w1, \
+            FailedMessageWriter(tmp_path, "wc", "a-1", 2) as w2, \
+            FailedMessageWriter(tmp_path, "other", "a", 1) as w3:
+        for i in range(5):
+            w1.write(record(i, last_failed_at=100.0 + i))
+        for i in range(3):
+            w2.write(record(i, reason=timeout))
+        w3.write(record(0, reason={"kind": "fail", "component": "b"}))
+    assert message_ids(read_failed(tmp_path, topology="wc", component="a")) == [0, 1, 2, 3, 4]
+    assert len(list(read_failed(tmp_path, component="a-1"))) == 3
+    assert len(list(read_failed(tmp_path, reason="timeout"))) == 3
+    assert message_ids(read_failed(tmp_path, component="a", since=101, until=103)) == [1, 2]
+    summary = summarize(tmp_path)
+    assert (summary.files, summary.records, summary.in_progress) == (3, 9, 0)
+    assert summary.counts == {("wc", "a", "error"): 5, ("wc", "a-1", "timeout"): 3,
+                              ("other", "a", "fail"): 1}
+    assert summary.by_topology() == {"wc": 8, "other": 1}
+    assert summary.by_component() == {("wc", "a"): 5, ("wc", "a-1"): 3, ("other", "a"): 1}
+    assert summary.by_reason() == {"error": 5, "timeout": 3, "fail": 1}
+    assert summarize(tmp_path, topology="wc", reason="error").records == 5
+
+
+def test_reader_skips_lines_that_are_not_records(tmp_path, caplog):
+    with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as writer:
+        writer.write(record(0))
+    (path,) = final_files(tmp_path)
+    with open(path, "ab") as f:
+        f.write(b"[1, 2]\nnot json\n")
+    assert message_ids(read_failed(tmp_path)) == [0]
+    assert f"{path} line 2 is not a record" in caplog.text and "line 3" in caplog.text
+
+
+# ----- files: complete or absent
+
+
+def test_reader_never_sees_the_in_progress_file(tmp_path):
+    writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3)
+    for i in range(50):
+        writer.write(record(i))
+    writer._file.flush()  # the bytes are in the file, just not complete
+    (inprogress,) = inprogress_files(tmp_path)
+    assert inprogress.name.startswith(".") and inprogress.stat().st_size > 0
+    assert list(read_failed(tmp_path)) == [] and final_files(tmp_path) == []
+    assert list(tmp_path.glob("*/*.jsonl")) == []         # what spark.read.json globs
+    assert summarize(tmp_path).in_progress == 1
+    made = writer.flush()
+    assert made is not None and made.exists() and not inprogress.exists()
+    assert message_ids(read_failed(tmp_path)) == list(range(50))
+    assert writer.flush() is None                        # nothing new: no empty file
+    writer.close()
+    assert len(final_files(tmp_path)) == 1 and inprogress_files(tmp_path) == []
+
+
+def test_a_file_is_complete_and_synced_before_its_final_name_appears(tmp_path, monkeypatch):
+    # What a kill cannot show but a power cut would: fsync the data, rename, fsync the directory.
+    events = []
+    real_fsync, real_rename = os.fsync, os.rename
+
+    def fsync(fd):
+        events.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
+        real_fsync(fd)
+
+    def rename(src, dst):
+        events.append(("rename", len(Path(src).read_bytes().splitlines())))
+        real_rename(src, dst)
+
+    writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "rename", rename)
+    for i in range(100):
+        writer.write(record(i))
+    writer.flush()
+    assert events == ["fsync file", ("rename", 100), "fsync dir"]
+    monkeypatch.undo()
+    writer.close()
+
+
+def test_each_flush_starts_a_new_file(tmp_path):
+    with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as writer:
+        for i in range(6):
+            writer.write(record(i))
+            if i % 2:
+                writer.flush()
+    files = final_files(tmp_path)
+    assert len(files) == 3
+    assert [len(f.read_bytes().splitlines()) for f in files] == [2, 2, 2]
+    assert message_ids(read_failed(tmp_path)) == list(range(6))
+
+
+def test_rotation_by_size(tmp_path):
+    with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as probe:
+        probe.write(record(0))
+    line = final_files(tmp_path)[0].stat().st_size
+    for f in final_files(tmp_path):
+        f.unlink()
+    max_bytes = 3 * line + line // 2                      # room for three records
+    writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3, max_bytes=max_bytes)
+    for i in range(10):
+        writer.write(record(i))
+    files = final_files(tmp_path)
+    assert len(files) == 3                                # 9 records rotated, one in progress
+    assert all(f.stat().st_size <= max_bytes for f in files)
+    assert message_ids(read_failed(tmp_path)) == list(range(9))
+    writer.write(record(10, value=b"x" * (2 * max_bytes)))  # bigger than a file: a file of its own
+    writer.write(record(11))
+    writer.close()
+    sizes = [len(f.read_bytes().splitlines()) for f in final_files(tmp_path)]
+    assert sizes == [3, 3, 3, 1, 1, 1]
+    assert message_ids(read_failed(tmp_path)) == list(range(12))
+
+
+def test_rotation_by_age(tmp_path):
+    writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3, max_age_secs=0.3)
+    writer.write(record(0))
+    assert writer.rotate_if_due() is None                 # too young
+    time.sleep(0.35)
+    writer.write(record(1))                               # finds the file old: completes it first
+    assert message_ids(read_failed(tmp_path)) == [0]
+    time.sleep(0.35)
+    assert writer.rotate_if_due() is not None             # an idle writer's records show too
+    assert message_ids(read_failed(tmp_path)) == [0, 1]
+    assert inprogress_files(tmp_path) == []
+    writer.close()
+    assert len(final_files(tmp_path)) == 2
+
+
+# ----- crashes and recovery
+
+
+def leftover(tmp_path: Path, component: str, task: int, seq: int, content: bytes) -> Path:
+    """An in-progress file named as a writer of component:task names them."""
+    name = f"{component}-{task}-20240101T000000.000Z-abcdef-{seq:06d}.jsonl"
+    path = tmp_path / "wc" / f".{name}.inprogress"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(content)
+    return path
+
+
+def lines_of(*records: FailedRecord) -> bytes:
+    return b"".join(json.dumps(record_to_dict(r, "wc", "s", 1, 1.0)).encode() + b"\n"
+                    for r in records)
+
+
+def test_recovery_keeps_complete_lines_and_drops_torn_and_garbage_ones(tmp_path):
+    good, last = lines_of(record(0), record(1)), lines_of(record(3))
+    torn = lines_of(record(2))[:40]
+    path = leftover(tmp_path, "s", 1, 7, good + b"\x00" * 30 + b"\n" + last + torn)
+    writer = FailedMessageWriter(tmp_path, "wc", "s", 1)
+    assert not path.exists()
+    (made,) = writer.recovered
+    assert made.name == path.name[1:-len(".inprogress")]  # the name its writer would have given
+    assert made.read_bytes() == good + last
+    assert message_ids(read_failed(tmp_path)) == [0, 1, 3]
+    writer.close()
+
+
+def test_recovery_leaves_live_writers_and_other_tasks_alone(tmp_path):
+    live = FailedMessageWriter(tmp_path, "wc", "s", 1)
+    live.write(record(0))
+    (live_file,) = inprogress_files(tmp_path)
+    other_task = leftover(tmp_path, "s", 2, 1, lines_of(record(1)))
+    other_component = leftover(tmp_path, "s-1", 3, 1, lines_of(record(2)))  # ".s-1-3-..."
+    empty = leftover(tmp_path, "s", 1, 1, b"")
+    second = FailedMessageWriter(tmp_path, "wc", "s", 1)
+    assert second.recovered == []
+    assert live_file.exists() and other_task.exists() and other_component.exists()
+    assert not empty.exists()                             # a dead writer's empty file just goes
+    live.close()
+    second.close()
+    assert message_ids(read_failed(tmp_path)) == [0]
+
+
+def test_recovery_interrupted_after_making_the_final_file_does_not_duplicate(tmp_path):
+    content = lines_of(record(0))
+    path = leftover(tmp_path, "s", 1, 1, content)
+    final = path.parent / path.name[1:-len(".inprogress")]
+    final.write_bytes(content)  # as if a recovery died between its rename and the unlink
+    FailedMessageWriter(tmp_path, "wc", "s", 1).close()
+    assert not path.exists() and final.read_bytes() == content
+    assert message_ids(read_failed(tmp_path)) == [0]
+
+
+CHILD = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[2])
+    from stormlet.failed_log import FailedMessageWriter, FailedRecord
+    writer = FailedMessageWriter(sys.argv[1], "wc", "sentences", 3)
+    i = 0
+    while True:
+        writer.write(FailedRecord(message_id=[0, i], reason={"kind": "timeout"}, attempts=2,
+                                  first_failed_at=1.0, last_failed_at=2.0, key=b"k",
+                                  value=b"v" * 200,
+                                  source={"kind": "log", "name": "in", "partition": 0,
+                                          "offset": i}))
+        i += 1
+        if i % 5000 == 0:
+            writer.flush()
+            print(i, flush=True)  # every record below i is durable
+""")
+
+
+def test_writer_killed_mid_stream_loses_nothing_it_flushed(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), str(ROOT)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        flushed = [int(child.stdout.readline()) for _ in range(3)]
+        assert flushed == [5000, 10000, 15000]
+        # Kill while the in-progress file holds data: stop the writer, look, and go on if empty.
+        deadline = time.monotonic() + 10
+        while True:
+            child.send_signal(signal.SIGSTOP)
+            sizes = [p.stat().st_size for p in inprogress_files(tmp_path)]
+            if sizes and sizes[0] > 0:
+                break
+            assert time.monotonic() < deadline, "the writer never had unflushed data on disk"
+            child.send_signal(signal.SIGCONT)
+            time.sleep(0.002)
+        child.kill()
+        child.wait(timeout=10)
+        flushed += [int(line) for line in child.stdout.read().split()]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+    assert child.returncode == -signal.SIGKILL
+    last_flush = flushed[-1]
+
+    visible = list(read_failed(tmp_path))
+    ids = message_ids(visible)
+    # Every record flushed is there; what is there is whole files of whole records, in order: at
+    # most one batch more than reported (flushed, then killed before printing).
+    assert ids == list(range(len(ids)))
+    assert last_flush <= len(ids) <= last_flush + 5000 and len(ids) % 5000 == 0
+    assert all(r["payload"]["value"] == b"v" * 200 and r["source"]["offset"] == r["message_id"][1]
+               for r in visible)
+
+    (left,) = inprogress_files(tmp_path)
+    content = left.read_bytes()
+    complete = [json.loads(line) for line in content[:content.rfind(b"\n") + 1].splitlines()]
+    assert complete, "the kill left no complete line to recover"
+
+    writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3)
+    assert len(writer.recovered) == 1 and inprogress_files(tmp_path) == []
+    after = list(read_failed(tmp_path))
+    assert message_ids(after) == list(range(len(ids) + len(complete)))
+    assert [r["record_id"] for r in after[len(ids):]] == [r["record_id"] for r in complete]
+    assert len({r["record_id"] for r in after}) == len(after)
+    writer.write(record(99))                              # and the new writer carries on
+    writer.close()
+    assert len(list(read_failed(tmp_path))) == len(after) + 1
+
+
+# ----- the command line
+
+
+@pytest.fixture
+def failed_dir(tmp_path):
+    with FailedMessageWriter(tmp_path, "wc", "sentences", 1) as writer:
+        for i in range(4):
+            writer.write(record(i))
+        writer.write(record(4, reason=FailReason("timeout", "count")))
+    with FailedMessageWriter(tmp_path, "clicks", "events", 2) as writer:
+        writer.write(record(0, reason={"kind": "poison", "message": "bad json"}, source=False,
+                            key=None, value="{not json"))
+    return tmp_path
+
+
+def failed_cli(*args: str):
+    return CliRunner().invoke(main, ["failed", *args])
+
+
+def test_cli_ls_counts_by_topology_component_and_reason(failed_dir):
+    unfinished = FailedMessageWriter(failed_dir, "wc", "sentences", 9)
+    unfinished.write(record(0))
+    result = failed_cli("ls", "--failed-dir", str(failed_dir))
+    unfinished.close()
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"{failed_dir}: 6 failed messages in 2 files, 2 topologies"
+    assert lines[1].split() == ["topology", "component", "timeout", "fail", "error", "poison",
+                                "total"]
+    assert lines[2].split() == ["clicks", "events", "0", "0", "0", "1", "1"]
+    assert lines[3].split() == ["wc", "sentences", "1", "0", "4", "0", "5"]
+    assert lines[4].split() == ["total", "1", "0", "4", "1", "6"]
+    assert "not counted: 1 in-progress file" in lines[5]
+    result = failed_cli("ls", "--failed-dir", str(failed_dir), "--topology", "clicks")
+    assert result.output.splitlines()[0].endswith("1 failed message in 1 file, 1 topology")
+
+
+def test_cli_show_prints_readable_records_filtered_and_limited(failed_dir):
+    result = failed_cli("show", "--failed-dir", str(failed_dir), "--topology", "wc",
+                        "--reason", "error", "--limit", "2")
+    assert result.exit_code == 0, result.output
+    blocks = result.output.strip().split("\n\n")
+    assert len(blocks) == 2
+    first = blocks[0].splitlines()
+    assert first[0].startswith("wc sentences:1  record ")
+    assert first[1].split(None, 1) == ["reason", "error in 'split': ValueError: bad 0"]
+    assert "attempts  3, failed first 1970-01-01 00:16:40.000 UTC" in first[2]
+    assert first[3:] == ["  message   [0, 0]", "  source    kafka words partition 0 offset 0",
+                         "  key       b'key'", "  value     b'value'"]
+    result = failed_cli("show", "--failed-dir", str(failed_dir), "--component", "events")
+    assert "  reason    poison: bad json" in result.output and "  source    -" in result.output
+    result = failed_cli("show", "--failed-dir", str(failed_dir), "--json", "--limit", "50")
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    assert len(rows) == 6 and rows[-1]["payload"]["key"] == {"base64": "a2V5"}
+
+
+def test_cli_says_when_nothing_matches(failed_dir):
+    result = failed_cli("show", "--failed-dir", str(failed_dir), "--topology", "wcc")
+    assert result.exit_code == 0
+    assert ("no failed messages in" in result.output
+            and "(topologies with failed messages: clicks, wc)" in result.output)
+    result = failed_cli("show", "--failed-dir", str(failed_dir), "--reason", "timeout",
+                        "--component", "events")
+    assert "for component 'events', reason 'timeout'" in result.output
+
+
+def test_cli_refuses_a_missing_directory_clearly(tmp_path):
+    missing = tmp_path / "nowhere"
+    result = subprocess.run([sys.executable, "-m", "stormlet.cli", "failed", "ls",
+                             "--failed-dir", str(missing)], capture_output=True, text=True,
+                            cwd=ROOT, timeout=60)
+    assert result.returncode == 1
+    assert f"failed-message directory {missing} does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+    a_file = tmp_path / "file"
+    a_file.write_text("")
+    result = failed_cli("show", "--failed-dir", str(a_file))
+    assert result.exit_code == 1 and "is not a directory" in result.output
+    result = failed_cli("ls")
+    assert result.exit_code == 2 and "--failed-dir" in result.output

@@ -1,0 +1,327 @@
+"""The offset-tracking spout over the local partitioned log, in a real LocalCluster.
+
+Each test reproduces one trap of storm-kafka's PartitionManager (or checks a promise of the
+issue) and shows what stormlet does instead. The sink records every value it sees (duplicates
+included) and fails or acks according to the test's config.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import support
+from stormlet import Bolt, LocalCluster, TopologyBuilder
+from stormlet.failed_log import read_failed
+from stormlet.sources import LogSpout, RetryPolicy
+from stormlet.sources.offset_spout import OffsetSpout
+from stormlet.sources.offset_store import FileOffsetStore, ZooKeeperOffsetStore
+from stormlet.sources.partitioned_log import PartitionedLog
+from zookeeper_server import ZooKeeperServer, zookeeper_available
+
+SPOUT_ID = "reader"
+
+
+class Sink(Bolt):
+    """Acks every tuple, except values in ``test.poison`` (always failed) and in
+    ``test.fail_times`` (failed that many times first)."""
+
+    outputs = ["value"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.poison = set(conf.get("test.poison", []))
+        self.fail_times = dict(conf.get("test.fail_times", {}))
+        self.seen: list[str] = []
+
+    def execute(self, tup):
+        value = tup["value"]
+        self.seen.append(value)
+        if value in self.poison:
+            self.collector.fail(tup, "poison")
+        elif self.fail_times.get(value, 0) > 0:
+            self.fail_times[value] -= 1
+            self.collector.fail(tup, "not yet")
+        else:
+            self.collector.ack(tup)
+
+
+def make_log(path: Path, partitions: int, messages: list[str]) -> PartitionedLog:
+    log = PartitionedLog.create(path, partitions)
+    for i, value in enumerate(messages):
+        log.append(value, partition=i % partitions)
+    log.flush()
+    return log
+
+
+def topology_over(spout: OffsetSpout, spout_tasks: int = 2, sinks: int = 2):
+    builder = TopologyBuilder()
+    builder.set_spout("source", spout, parallelism=spout_tasks)
+    builder.set_bolt("sink", Sink(), parallelism=sinks).fields_grouping("source", ["value"])
+    return builder.build()
+
+
+def seen(cluster: LocalCluster, name: str = "test") -> Counter:
+    return Counter(v for sink in cluster.instances(name, "sink") for v in sink.seen)
+
+
+def committed(log_path: Path, spout_id: str = SPOUT_ID) -> dict[int, int]:
+    return {p: r["offset"] for p, r in FileOffsetStore(log_path / "_offsets").all()
+            .get(spout_id, {}).items()}
+
+
+def ends(log: PartitionedLog) -> dict[int, int]:
+    return {p: log.end_offset(p) for p in range(log.partitions)}
+
+
+def wait_committed(cluster: LocalCluster, log_path: Path, expected: dict[int, int],
+                   timeout: float = 20) -> None:
+    cluster.wait_for(lambda: committed(log_path) == expected, timeout=timeout)
+
+
+FAST = {"topology.message.timeout.secs": 5}
+
+
+def test_every_message_is_delivered_and_committed_per_partition(tmp_path):
+    messages = [f"m{i}" for i in range(2000)]
+    log = make_log(tmp_path / "log", 4, messages)
+    spout = LogSpout(str(tmp_path / "log"), spout_id=SPOUT_ID, commit_interval=0.2)
+    with support.running(topology_over(spout), FAST) as cluster:
+        wait_committed(cluster, tmp_path / "log", ends(log))
+        assert seen(cluster) == Counter(messages)
+        # Partitions are dealt to the two tasks by index; each owns two.
+        owned = [sorted(s.partitions) for s in cluster.instances("test", "source")]
+        assert sorted(owned) == [[0, 2], [1, 3]]
+        metrics = {p: m for s in cluster.instances("test", "source")
+                   for p, m in s.partition_metrics().items()}
+        assert all(m["lag"] == 0 and m["in_flight"] == 0 and m["acked"] == 500
+                   for m in metrics.values())
+    record = json.loads((tmp_path / "log" / "_offsets" / SPOUT_ID / "3.json").read_text())
+    assert record["offset"] == 500 and record["partition"] == 3
+    assert record["topic"] == str((tmp_path / "log").resolve())
+    assert record["topology"]["name"] == "test" and record["topology"]["id"].startswith("test-")
+
+
+def test_a_poison_message_is_dead_lettered_after_its_attempts_and_the_partition_moves_on(tmp_path):
+    messages = [f"m{i}" for i in range(200)]
+    log = make_log(tmp_path / "log", 2, messages)
+    retry = RetryPolicy(initial_delay=0.05, multiplier=2, max_attempts=3)
+    spout = LogSpout(str(tmp_path / "log"), spout_id=SPOUT_ID, retry=retry, commit_interval=0.2)
+    conf = {**FAST, "test.poison": ["m7"], "test.fail_times": {"m12": 2}}
+    with support.running(topology_over(spout), conf) as cluster:
+        wait_committed(cluster, tmp_path / "log", ends(log))
+        counts = seen(cluster)
+        assert counts["m7"] == 3            # three attempts, then no more
+        assert counts["m12"] == 3           # failed twice, acked the third time
+        assert all(counts[m] == 1 for m in messages if m not in ("m7", "m12"))
+        # The commit point passed m7 although it never succeeded.
+        assert committed(tmp_path / "log")[7 % 2] == log.end_offset(1)
+    records = list(read_failed(tmp_path / "log" / "_failed"))
+    assert len(records) == 1
+    record = records[0]
+    assert record["payload"]["value"] == "m7" and record["attempts"] == 3
+    assert record["source"]["partition"] == 1 and record["source"]["offset"] == 3
+    assert record["reason"]["kind"] == "fail" and record["reason"]["component"] == "sink"
+    assert record["reason"]["message"] == "poison"
+    assert record["component"] == "source" and record["topology"] == "test"
+
+
+def test_due_retries_go_out_while_the_uncommitted_cap_holds_new_fetches(tmp_path):
+    """storm-kafka-client (STORM-2343/2549): at maxUncommittedOffsets the spout stopped polling,
+    and the failed offset holding the commit back was never fetched again: a deadlock."""
+    messages = [f"m{i}" for i in range(300)]
+    log = make_log(tmp_path / "log", 1, messages)
+    spout = LogSpout(str(tmp_path / "log"), spout_id=SPOUT_ID, max_uncommitted=20,
+                     fetch_max=5, retry=RetryPolicy(initial_delay=0.2, max_attempts=10),
+                     commit_interval=0.1)
+    conf = {**FAST, "test.fail_times": {"m0": 3}}
+    with support.running(topology_over(spout, spout_tasks=1, sinks=1), conf) as cluster:
+        # While m0 waits to retry, at most the cap (plus one fetch) gets emitted past it.
+        source = cluster.instances("test", "source")[0]
+        peak = 0
+        deadline = time.monotonic() + 20
+        while committed(tmp_path / "log").get(0) != 300 and time.monotonic() < deadline:
+            state = source.partitions.get(0)
+            if state is not None:
+                peak = max(peak, state.uncommitted())
+            time.sleep(0.005)
+        assert committed(tmp_path / "log") == {0: 300}
+        assert seen(cluster)["m0"] == 4
+        assert peak <= 20 + 5
+
+
+def test_a_restart_resumes_from_the_commit_and_a_resubmission_does_not_reread(tmp_path):
+    path = tmp_path / "log"
+    log = make_log(path, 2, [f"a{i}" for i in range(300)])
+    topology = topology_over(LogSpout(str(path), spout_id=SPOUT_ID, commit_interval=0.2))
+    with LocalCluster() as cluster:
+        cluster.submit("test", FAST, topology)
+        wait_committed(cluster, path, ends(log))
+        first = seen(cluster)
+        cluster.kill("test", wait_secs=5)
+        for i in range(100):
+            log.append(f"b{i}", partition=i % 2)
+        log.flush()
+        cluster.submit("test", FAST, topology)
+        wait_committed(cluster, path, ends(log))
+        second = seen(cluster)
+        cluster.kill("test", wait_secs=5)
+    assert first == Counter(f"a{i}" for i in range(300))
+    assert second == Counter(f"b{i}" for i in range(100))
+
+
+@pytest.mark.parametrize("how", ["first_offset", "config"])
+def test_start_over_rereads_from_the_earliest_offset(tmp_path, how):
+    path = tmp_path / "log"
+    log = make_log(path, 2, [f"a{i}" for i in range(100)])
+    kwargs = {"first_offset": "earliest"} if how == "first_offset" else {}
+    conf = {**FAST, "offsets.start.over": True} if how == "config" else FAST
+    topology = topology_over(LogSpout(str(path), spout_id=SPOUT_ID, commit_interval=0.2,
+                                      **kwargs))
+    with LocalCluster() as cluster:
+        for _ in range(2):
+            cluster.submit("test", conf, topology)
+            cluster.wait_for(lambda: sum(seen(cluster).values()) >= 100, timeout=20)
+            time.sleep(0.3)
+            assert seen(cluster) == Counter(f"a{i}" for i in range(100))
+            cluster.kill("test", wait_secs=5)
+            assert committed(path) == ends(log)
+
+
+def test_first_offset_latest_reads_only_what_arrives_after_the_start(tmp_path):
+    path = tmp_path / "log"
+    log = make_log(path, 1, [f"old{i}" for i in range(50)])
+    spout = LogSpout(str(path), spout_id=SPOUT_ID, first_offset="latest", commit_interval=0.1)
+    with support.running(topology_over(spout, 1, 1), FAST) as cluster:
+        wait_committed(cluster, path, {0: 50})
+        for i in range(20):
+            log.append(f"new{i}", partition=0)
+        log.flush()
+        wait_committed(cluster, path, {0: 70})
+        assert seen(cluster) == Counter(f"new{i}" for i in range(20))
+
+
+def committed_then_truncated(path: Path, tmp_path: Path) -> PartitionedLog:
+    """A log whose committed offset (10) lies below what retention has since deleted."""
+    log = PartitionedLog.create(path, 1, segment_records=10)
+    for i in range(60):
+        log.append(f"m{i}", partition=0)
+    log.flush()
+    FileOffsetStore(path / "_offsets").save(SPOUT_ID, 0, {"offset": 10, "partition": 0})
+    log.delete_before(0, 30)
+    assert log.start_offset(0) == 30
+    return log
+
+
+@pytest.mark.parametrize("policy,first_seen", [("earliest", "m30"), ("latest", None)])
+def test_an_out_of_range_offset_follows_the_policy_and_says_so(tmp_path, caplog, policy,
+                                                               first_seen):
+    path = tmp_path / "log"
+    log = committed_then_truncated(path, tmp_path)
+    spout = LogSpout(str(path), spout_id=SPOUT_ID, out_of_range=policy, commit_interval=0.1)
+    with caplog.at_level(logging.WARNING, logger="stormlet.sources.offset_spout"):
+        with support.running(topology_over(spout, 1, 1), FAST) as cluster:
+            wait_committed(cluster, path, {0: 60})
+            counts = seen(cluster)
+    if first_seen:
+        assert counts == Counter(f"m{i}" for i in range(30, 60))
+    else:
+        assert counts == Counter()
+    skipped = 20 if policy == "earliest" else 50
+    assert any(f"offset 10 is out of range" in r.message and f"{skipped} messages skipped"
+               in r.message and repr(policy) in r.message for r in caplog.records)
+
+
+def test_out_of_range_error_policy_stops_the_partition_and_reports_it(tmp_path):
+    path = tmp_path / "log"
+    committed_then_truncated(path, tmp_path)
+    spout = LogSpout(str(path), spout_id=SPOUT_ID, out_of_range="error", commit_interval=0.1)
+    with support.running(topology_over(spout, 1, 1), FAST) as cluster:
+        cluster.wait_for(lambda: cluster.errors("test"), timeout=10)
+        time.sleep(0.3)
+        errors = cluster.errors("test")
+        assert len(errors) == 1 and errors[0].component == "source"
+        assert "out of range" in errors[0].error and "out_of_range='error'" in errors[0].error
+        assert seen(cluster) == Counter()
+    assert committed(path) == {0: 10}       # nothing skipped silently
+
+
+def test_at_most_once_commits_before_emitting_and_never_replays(tmp_path):
+    path = tmp_path / "log"
+    log = make_log(path, 1, [f"m{i}" for i in range(100)])
+    spout = LogSpout(str(path), spout_id=SPOUT_ID, guarantee="at_most_once",
+                     commit_interval=0.1)
+    conf = {**FAST, "test.poison": ["m5"]}
+    with support.running(topology_over(spout, 1, 1), conf) as cluster:
+        cluster.wait_for(lambda: sum(seen(cluster).values()) == 100, timeout=10)
+        time.sleep(0.3)
+        assert seen(cluster) == Counter(f"m{i}" for i in range(100))  # m5 not replayed
+        assert committed(path) == ends(log)
+
+
+def test_lost_partitions_are_committed_first_and_their_late_acks_ignored(tmp_path):
+    path = tmp_path / "log"
+    make_log(path, 2, [f"m{i}" for i in range(20)])
+    # Driven by hand, as its executor thread would, to hold a tuple in flight across the move.
+    emitted = []
+
+    class Collector:
+        closed = False
+
+        def emit(self, values, msg_id=None):
+            emitted.append(msg_id)
+
+    class Context:
+        component_id, task_id, this_task_index, topology_name = "source", 1, 0, "by-hand"
+
+        def get_this_component_tasks(self):
+            return [1]
+
+    spout = LogSpout(str(path), spout_id="by-hand", commit_interval=60)
+    spout.open({}, Context(), Collector())
+    for _ in range(25):
+        spout.next_tuple()
+    assert sorted(emitted) == [(p, o) for p in (0, 1) for o in range(10)]
+    spout.ack((1, 0))
+    spout.ack((1, 1))
+    spout._reassign([0])                                  # partition 1 moves elsewhere
+    assert committed(path, "by-hand")[1] == 2
+    spout.ack((1, 2))                                     # a late ack for the lost partition
+    assert spout.late_acks == 1 and sorted(spout.partitions) == [0]
+    spout.close()
+
+
+@pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")
+def test_commits_go_to_zookeeper_as_json_under_the_spout_id(tmp_path):
+    path = tmp_path / "log"
+    log = make_log(path, 2, [f"m{i}" for i in range(100)])
+    with ZooKeeperServer(tmp_path / "zk") as zk:
+        store = ZooKeeperOffsetStore(zk.hosts, "/offsets-test")
+        spout = LogSpout(str(path), spout_id=SPOUT_ID, offsets=store, commit_interval=0.1)
+        with support.running(topology_over(spout), FAST) as cluster:
+            reader = ZooKeeperOffsetStore(zk.hosts, "/offsets-test")
+            cluster.wait_for(lambda: {p: r["offset"] for p, r in reader.all().get(SPOUT_ID, {})
+                                      .items()} == ends(log), timeout=20)
+            data, _ = reader.client.get(f"/offsets-test/{SPOUT_ID}/1")
+            record = json.loads(data)
+            assert set(record) >= {"offset", "partition", "topic", "task", "time", "topology"}
+            reader.close()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"first_offset": "begin"}, "first_offset must be one of"),
+    ({"out_of_range": "skip"}, "out_of_range must be one of"),
+    ({"guarantee": "exactly_once"}, "guarantee must be one of"),
+    ({"max_uncommitted": 0}, "max_uncommitted must be a positive integer"),
+    ({"spout_id": "a/b"}, "spout_id must be"),
+])
+def test_bad_options_are_refused_when_the_spout_is_made(tmp_path, kwargs, message):
+    make_log(tmp_path / "log", 1, [])
+    options = {"spout_id": SPOUT_ID, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        LogSpout(str(tmp_path / "log"), **options)
