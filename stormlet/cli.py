@@ -13,7 +13,9 @@ from typing import Any
 import click
 
 from . import config as cfg
+from .failed_cli import failed
 from .loader import TopologyFileError, load_topology_file
+from .log_cli import log_group
 
 
 @click.group()
@@ -283,6 +285,10 @@ def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...], z
     result = _call((zk, zk_root, nimbus_address), "rebalance", name=name, workers=workers,
                    executors=executors)
     click.echo(f"rebalanced {name} to {result['workers']} workers")
+
+
+main.add_command(failed)
+main.add_command(log_group)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from cluster_support import REPO, LoopbackCluster, wait_until
+from stormlet.sources.offset_store import ZooKeeperOffsetStore
+from stormlet.sources.partitioned_log import PartitionedLog
 from zookeeper_server import zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
@@ -281,3 +283,50 @@ def test_a_dead_supervisor_s_work_moves_to_the_others(cluster, tmp_path):
     wait_until(lambda: len(acked_ids(tmp_path)) == total, 120, "every message to be acked")
     assert acked_ids(tmp_path) == set(range(total))
     kill_and_wait(cluster, "orphan")
+
+
+def zk_commits(cluster: LoopbackCluster, spout_id: str) -> dict[int, int]:
+    store = ZooKeeperOffsetStore(cluster.zk.hosts, "/stormlet/offsets")
+    try:
+        return {p: r["offset"] for p, r in store.all().get(spout_id, {}).items()}
+    finally:
+        store.close()
+
+
+def test_the_log_word_count_survives_a_killed_spout_worker_with_no_message_lost(cluster, tmp_path):
+    """topologies/log_word_count.py over a 4-partition log, on four workers: SIGKILL the worker
+    of one spout task mid-run. Its supervisor restarts it, the new spout resumes from the offsets
+    this topology committed to ZooKeeper, and the messages in flight at the kill time out and
+    are read again. Done means every partition committed to its end and nothing dead-lettered."""
+    path = tmp_path / "sentences"
+    log = PartitionedLog.create(path, 4)
+    words = "the quick brown fox jumps over the lazy dog".split()
+    total = 60_000
+    log.append_many([" ".join(words[(i + k) % len(words)] for k in range(5))
+                     for i in range(total)])
+    log.flush()
+    ends = {p: log.end_offset(p) for p in range(4)}
+    assert sum(ends.values()) == total and all(ends.values())
+
+    submit(cluster, TOPOLOGIES / "log_word_count.py", "lwc", "topology.workers=4",
+           f"sentences.log={path}", "topology.message.timeout.secs=4",
+           "topology.max.spout.pending=200")
+    wait_until(lambda: len(topology_workers(cluster, "lwc")) == 4, 40, "four workers")
+    wait_until(lambda: sum(zk_commits(cluster, "log-word-count").values()) > 0, 60,
+               "the first commits")
+    victim_slot, victim = next((slot, beat) for slot, beat in topology_workers(cluster, "lwc").items()
+                               if "sentences" in beat["metrics"])
+    os.kill(victim["pid"], signal.SIGKILL)
+    at_kill = zk_commits(cluster, "log-word-count")
+    assert sum(at_kill.values()) < total, "the kill must come mid-run"
+    wait_until(lambda: topology_workers(cluster, "lwc").get(victim_slot, {}).get("pid",
+               victim["pid"]) != victim["pid"], 40, "the supervisor to restart the worker")
+    wait_until(lambda: zk_commits(cluster, "log-word-count") == ends, 120,
+               "every partition to be committed to its end")
+    assert not list((path / "_failed").rglob("*.jsonl")), "nothing may be dead-lettered"
+    restarted = (cluster.base / victim_slot[0] / "logs" / f"worker-{victim_slot[1]}.log").read_text()
+    assert "(this topology's commit)" in restarted   # the new spout resumed, not started over
+    described = cluster.cli("log", "describe", str(path))
+    assert described.returncode == 0, described.stderr
+    assert "spout log-word-count (commits in ZooKeeper):" in described.stdout
+    kill_and_wait(cluster, "lwc")

@@ -13,6 +13,7 @@ from typing import Any
 
 from .offset_spout import OffsetSpout
 from .offset_store import FileOffsetStore, MemoryOffsetStore, OffsetStore
+from .partitioned_log import FAILED_DIR, OFFSETS_DIR
 
 
 class LogSpout(OffsetSpout):
@@ -45,10 +46,10 @@ class LogSpout(OffsetSpout):
         super().open(conf, context, collector)
 
     def local_offset_store(self) -> OffsetStore:
-        return FileOffsetStore(os.path.join(self.path, "_offsets"))
+        return FileOffsetStore(os.path.join(self.path, OFFSETS_DIR))
 
     def default_failed_dir(self) -> str:
-        return os.path.join(self.path, "_failed")
+        return os.path.join(self.path, FAILED_DIR)
 
 
 class KafkaSpout(OffsetSpout):

@@ -1,0 +1,271 @@
+"""``stormlet log``: create, append to and describe a local partitioned log.
+
+    stormlet log create data/events --partitions 4
+    seq 1000 | stormlet log append data/events                   # one message per line
+    stormlet log append data/events --file users.jsonl --key-field user
+    stormlet log describe data/events                            # offsets, and each spout's lag
+
+``append`` checks its whole input before writing any of it, so a bad line leaves the log as it
+was.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Iterator
+
+import click
+
+from .sources.offset_store import FileOffsetStore, ZooKeeperOffsetStore
+from .sources.partitioned_log import OFFSETS_DIR, LogError, PartialAppend, PartitionedLog
+
+log = logging.getLogger(__name__)
+
+# Input is parsed this many bytes at a time (and appended a batch per block).
+BLOCK_BYTES = 4 << 20
+
+_decode_json = json.JSONDecoder().decode   # json.loads, without its per-call checks
+
+
+@click.group(name="log")
+def log_group() -> None:
+    """Create, append to and inspect a local partitioned log (what LogSpout reads)."""
+
+
+def _open(path: Path) -> PartitionedLog:
+    try:
+        return PartitionedLog(path)
+    except LogError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@log_group.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--partitions", "-p", type=int, required=True, help="number of partitions")
+def create(path: Path, partitions: int) -> None:
+    """Create a log with N partitions in the directory PATH."""
+    try:
+        PartitionedLog.create(path, partitions).close()
+    except LogError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"created log {path} with {partitions} partitions")
+
+
+class _BadLine(Exception):
+    def __init__(self, number: int, problem: str):
+        super().__init__(f"line {number} {problem}")
+
+
+def _blocks(stream: BinaryIO, key_field: str | None) -> Iterator[tuple[list | None, list[str]]]:
+    """(keys or None, values) per block of input lines; blank lines are skipped. Raises _BadLine
+    for a line that is not UTF-8, or (with ``key_field``) not a JSON object with that field."""
+    seen = 0    # lines before this block
+    while True:
+        block = stream.read(BLOCK_BYTES)
+        if not block:
+            return
+        if not block.endswith(b"\n"):
+            block += stream.readline()   # end the block at the end of a line
+        try:
+            text = block.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _BadLine(seen + block.count(b"\n", 0, exc.start) + 1,
+                           "is not UTF-8 text") from None
+        if "\r" in text:
+            text = text.replace("\r\n", "\n")
+        lines = text.split("\n")
+        if text.endswith("\n"):
+            lines.pop()     # the newline ends the last line, it does not begin another
+        if key_field is None:
+            yield None, [line for line in lines if line and not line.isspace()]
+        else:
+            yield _keyed(lines, key_field, seen)
+        seen += len(lines)
+
+
+def _keyed(lines: list[str], key_field: str, seen: int) -> tuple[list, list[str]]:
+    keys: list[str] = []
+    values: list[str] = []
+    for number, line in enumerate(lines, seen + 1):
+        if not line or line.isspace():
+            continue
+        try:
+            obj = _decode_json(line)
+        except ValueError as exc:
+            raise _BadLine(number, f"is not JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise _BadLine(number, "is not a JSON object")
+        try:
+            key = obj[key_field]
+        except KeyError:
+            raise _BadLine(number, f"has no field {key_field!r}") from None
+        # A string field is the key as it is; any other JSON value is keyed by its JSON text.
+        keys.append(key if isinstance(key, str)
+                    else json.dumps(key, separators=(",", ":"), sort_keys=True))
+        values.append(line)
+    return keys, values
+
+
+@contextmanager
+def _input(file: Path | None) -> Iterator[BinaryIO]:
+    """The input as a file that can be read twice (stdin is copied to a temporary file)."""
+    if file is not None:
+        try:
+            stream = open(file, "rb")
+        except OSError as exc:
+            raise click.ClickException(f"cannot read {file}: {exc.strerror}") from None
+        with stream:
+            yield stream
+        return
+    with tempfile.TemporaryFile() as spool:
+        shutil.copyfileobj(sys.stdin.buffer, spool, 1 << 20)
+        spool.seek(0)
+        yield spool
+
+
+def _summary(written: dict[int, list[int]], sep: str = "\n  ") -> str:
+    return sep.join(f"partition {p}: {count} (offsets {first}-{last})"
+                    for p, (count, first, last) in sorted(written.items()))
+
+
+@log_group.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--file", "-f", "file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="read messages from FILE (default: stdin)")
+@click.option("--key-field", "-k", default=None, metavar="FIELD",
+              help="each line is a JSON object; the message key is its FIELD")
+@click.option("--partition", "-p", type=int, default=None,
+              help="append every message to this partition (default: by key, or round-robin)")
+def append(path: Path, file: Path | None, key_field: str | None, partition: int | None) -> None:
+    """Append one message per line of input to the log at PATH; blank lines are skipped.
+
+    Every line is checked before any is written: a bad line appends nothing."""
+    target = _open(path)
+    if partition is not None and not 0 <= partition < target.partitions:
+        raise click.ClickException(f"log {path} has no partition {partition} (it has "
+                                   f"{target.partitions}: 0 to {target.partitions - 1})")
+    source = str(file) if file is not None else "stdin"
+    written: dict[int, list[int]] = {}   # partition -> [count, first offset, last offset]
+
+    def note(ranges: dict[int, range]) -> None:
+        for p, offsets in ranges.items():
+            if not offsets:
+                continue
+            entry = written.setdefault(p, [0, offsets.start, offsets.stop - 1])
+            entry[0] += len(offsets)
+            entry[2] = offsets.stop - 1
+
+    started = time.monotonic()
+    try:
+        with _input(file) as stream:
+            try:
+                for _ in _blocks(stream, key_field):
+                    pass
+            except _BadLine as exc:
+                raise click.ClickException(f"{source}: {exc}; nothing was appended") from None
+            stream.seek(0)
+            try:
+                for keys, values in _blocks(stream, key_field):
+                    note(target.append_many(values, keys, partition))
+                target.flush()
+            except (LogError, OSError) as exc:
+                if isinstance(exc, PartialAppend):
+                    note(exc.written)
+                total = sum(c for c, _, _ in written.values())
+                done = f": {_summary(written, '; ')}" if written else ""
+                raise click.ClickException(f"appending to {path} failed: {exc}; {total} messages"
+                                           f" of {source} were appended in all{done}") from None
+    finally:
+        target.close()
+    total = sum(c for c, _, _ in written.values())
+    click.echo(f"appended {total} messages to {path} in {time.monotonic() - started:.2f}s")
+    if written:
+        click.echo("  " + _summary(written))
+
+
+def _when(value: object) -> str:
+    if isinstance(value, (int, float)):
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
+    return str(value) if value is not None else "-"
+
+
+@log_group.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--zk", envvar="STORMLET_ZK", default=None, metavar="HOST:PORT,...",
+              help="also show the commits spouts on a cluster made to this ZooKeeper")
+@click.option("--zk-root", default="/stormlet", show_default=True,
+              help="the cluster's root node (commits are read from <root>/offsets)")
+def describe(path: Path, zk: str | None, zk_root: str) -> None:
+    """Show each partition's offsets, and how far each spout that reads the log has got."""
+    target = _open(path)
+    try:
+        ranges = target.describe()
+    except LogError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        target.close()
+    name = str(path.resolve())
+    click.echo(f"log {name}: {target.partitions} partitions")
+    click.echo(f"{'partition':>9}  {'start':>12}  {'end':>12}  {'messages':>12}")
+    for p, (start, end) in ranges.items():
+        click.echo(f"{p:>9}  {start:>12}  {end:>12}  {end - start:>12}")
+    total = sum(end - start for start, end in ranges.values())
+    click.echo(f"{'total':>9}  {'':>12}  {'':>12}  {total:>12}")
+
+    committed = {(spout_id, "local"): records
+                 for spout_id, records in FileOffsetStore(path / OFFSETS_DIR).all().items()}
+    if zk:
+        committed.update(((spout_id, "ZooKeeper"), records)
+                         for spout_id, records in _zookeeper_commits(zk, zk_root, name).items())
+    if not committed:
+        where = f"{path / OFFSETS_DIR}" + (f" or in ZooKeeper at {zk}" if zk else "")
+        click.echo(f"no committed offsets in {where} (no spout has read this log)")
+        return
+    for (spout_id, where), records in committed.items():
+        click.echo(f"\nspout {spout_id} (commits in {where}):")
+        click.echo(f"{'partition':>9}  {'committed':>12}  {'end':>12}  {'lag':>12}  committed at")
+        total_lag = 0
+        for p in sorted(set(records) | set(ranges)):
+            record = records.get(p)
+            if p not in ranges:
+                click.echo(f"{p:>9}  {record['offset']:>12}  (the log has no partition {p})")
+                continue
+            start, end = ranges[p]
+            if record is None:
+                click.echo(f"{p:>9}  {'none':>12}  {end:>12}  {'-':>12}")
+                continue
+            offset = record["offset"]
+            lag = end - offset
+            total_lag += max(lag, 0)
+            notes = []
+            if offset < start:
+                notes.append(f"{start - offset} unread messages were deleted by retention")
+            if offset > end:
+                notes.append("beyond the end: was the log re-created?")
+            if record.get("topic") not in (None, name):
+                notes.append(f"committed for {record['topic']}")
+            note = f"  ({'; '.join(notes)})" if notes else ""
+            click.echo(f"{p:>9}  {offset:>12}  {end:>12}  {lag:>12}  "
+                       f"{_when(record.get('time'))}{note}")
+        click.echo(f"{'total':>9}  {'':>12}  {'':>12}  {total_lag:>12}")
+
+
+def _zookeeper_commits(hosts: str, root: str, log_name: str) -> dict[str, dict[int, dict]]:
+    """Every spout id's commits for this log (by its path) under ``<root>/offsets``."""
+    store = ZooKeeperOffsetStore(hosts, f"{root.rstrip('/')}/offsets")
+    try:
+        found = store.all()
+    except Exception as exc:  # kazoo raises its own timeout types
+        raise click.ClickException(f"cannot read commits from ZooKeeper at {hosts}: "
+                                   f"{exc or type(exc).__name__}") from None
+    finally:
+        store.close()
+    return {spout_id: records for spout_id, records in found.items()
+            if any(r.get("topic") == log_name for r in records.values())}
