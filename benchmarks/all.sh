@@ -5,3 +5,5 @@ cd "$(dirname "$0")/.."
 python benchmarks/wordcount.py "$@"
 echo
 python benchmarks/cluster_wordcount.py
+echo
+python benchmarks/offset_spout.py
