@@ -1,4 +1,4 @@
-"""``stormlet failed``: what is in the failed-message log (the files ``failed_log.py`` writes).
+"""``stormlet failed``: what is in the failed-message log (the files ``stormlet.failed`` writes).
 
     stormlet failed ls --failed-dir failed                 # counts by topology, component, reason
     stormlet failed show --failed-dir failed --topology wc --reason error --limit 5
@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from .fail_reason import FailReason
-from .failed_log import read_failed, summarize, topologies
+from .failed import read_failed, summarize, topologies
 
 STANDARD_REASONS = ("timeout", "fail", "error")
 

@@ -1,5 +1,8 @@
 import pytest
 
+# The mock Kafka broker fixture, for every test module that names it.
+from kafka_mock import mock_kafka  # noqa: F401
+
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):

@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 from stormlet import FailReason
 from stormlet.cli import main
-from stormlet.failed_log import (FailedMessageWriter, FailedRecord, SourceRef, final_files,
-                                 inprogress_files, read_failed, record_to_dict, summarize,
-                                 topologies)
+from stormlet.failed import (FailedMessageWriter, FailedRecord, SourceRef, final_files,
+                             inprogress_files, read_failed, summarize, topologies)
+from stormlet.failed.record import record_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -310,7 +310,7 @@ def test_recovery_interrupted_after_making_the_final_file_does_not_duplicate(tmp
 CHILD = textwrap.dedent("""
     import sys
     sys.path.insert(0, sys.argv[2])
-    from stormlet.failed_log import FailedMessageWriter, FailedRecord
+    from stormlet.failed import FailedMessageWriter, FailedRecord
     writer = FailedMessageWriter(sys.argv[1], "wc", "sentences", 3)
     i = 0
     while True:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mock import MockKafkaCluster, mock_kafka  # noqa: F401  (mock_kafka is a fixture)
+from kafka_mock import MockKafkaCluster
 from stormlet.sources.kafka import KafkaSource, produce
 from stormlet.sources.source import OffsetOutOfRange, Record, SourceError
 

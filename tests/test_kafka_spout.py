@@ -9,9 +9,8 @@ import time
 from collections import Counter
 
 import support
-from kafka_mock import mock_kafka  # noqa: F401  (a fixture)
 from stormlet import Bolt, TopologyBuilder
-from stormlet.failed_log import read_failed
+from stormlet.failed import read_failed
 from stormlet.sources import KafkaSpout, RetryPolicy
 from stormlet.sources.offset_store import FileOffsetStore
 
@@ -50,7 +49,7 @@ def commits(store: FileOffsetStore, spout_id: str) -> dict[int, int]:
     return {p: r["offset"] for p, r in store.all().get(spout_id, {}).items()}
 
 
-def test_a_four_partition_topic_is_read_acked_and_committed(mock_kafka, tmp_path):  # noqa: F811
+def test_a_four_partition_topic_is_read_acked_and_committed(mock_kafka, tmp_path):
     mock_kafka.create_topic("words", 4)
     for p in range(4):
         mock_kafka.produce("words", [f"p{p}-{i}" for i in range(500)], partition=p)
@@ -66,7 +65,7 @@ def test_a_four_partition_topic_is_read_acked_and_committed(mock_kafka, tmp_path
         assert lags == [0, 0, 0, 0]
 
 
-def test_a_poison_message_from_kafka_is_dead_lettered_with_its_offset(mock_kafka, tmp_path):  # noqa: F811
+def test_a_poison_message_from_kafka_is_dead_lettered_with_its_offset(mock_kafka, tmp_path):
     mock_kafka.create_topic("poison", 1)
     mock_kafka.produce("poison", [f"m{i}" for i in range(50)], partition=0)
     store = FileOffsetStore(tmp_path / "offsets")
@@ -81,7 +80,7 @@ def test_a_poison_message_from_kafka_is_dead_lettered_with_its_offset(mock_kafka
     assert record["payload"]["value"] == b"m20" and record["attempts"] == 2
 
 
-def test_deleted_records_follow_the_out_of_range_policy(mock_kafka, tmp_path, caplog):  # noqa: F811
+def test_deleted_records_follow_the_out_of_range_policy(mock_kafka, tmp_path, caplog):
     mock_kafka.create_topic("retention", 1)
     mock_kafka.produce("retention", [f"m{i}" for i in range(100)], partition=0)
     store = FileOffsetStore(tmp_path / "offsets")
@@ -97,7 +96,7 @@ def test_deleted_records_follow_the_out_of_range_policy(mock_kafka, tmp_path, ca
                for r in caplog.records)
 
 
-def test_a_broker_outage_pauses_reading_and_loses_nothing(mock_kafka, tmp_path):  # noqa: F811
+def test_a_broker_outage_pauses_reading_and_loses_nothing(mock_kafka, tmp_path):
     mock_kafka.create_topic("outage", 2)
     for p in range(2):
         mock_kafka.produce("outage", [f"a{p}-{i}" for i in range(200)], partition=p)

@@ -17,7 +17,7 @@ import pytest
 
 import support
 from stormlet import Bolt, LocalCluster, TopologyBuilder
-from stormlet.failed_log import read_failed
+from stormlet.failed import read_failed
 from stormlet.sources import LogSpout, RetryPolicy
 from stormlet.sources.offset_spout import OffsetSpout
 from stormlet.sources.offset_store import FileOffsetStore, ZooKeeperOffsetStore
@@ -135,7 +135,7 @@ def test_due_retries_go_out_while_the_uncommitted_cap_holds_new_fetches(tmp_path
     """storm-kafka-client (STORM-2343/2549): at maxUncommittedOffsets the spout stopped polling,
     and the failed offset holding the commit back was never fetched again: a deadlock."""
     messages = [f"m{i}" for i in range(300)]
-    log = make_log(tmp_path / "log", 1, messages)
+    make_log(tmp_path / "log", 1, messages)
     spout = LogSpout(str(tmp_path / "log"), spout_id=SPOUT_ID, max_uncommitted=20,
                      fetch_max=5, retry=RetryPolicy(initial_delay=0.2, max_attempts=10),
                      commit_interval=0.1)
@@ -206,7 +206,7 @@ def test_first_offset_latest_reads_only_what_arrives_after_the_start(tmp_path):
         assert seen(cluster) == Counter(f"new{i}" for i in range(20))
 
 
-def committed_then_truncated(path: Path, tmp_path: Path) -> PartitionedLog:
+def committed_then_truncated(path: Path) -> PartitionedLog:
     """A log whose committed offset (10) lies below what retention has since deleted."""
     log = PartitionedLog.create(path, 1, segment_records=10)
     for i in range(60):
@@ -222,7 +222,7 @@ def committed_then_truncated(path: Path, tmp_path: Path) -> PartitionedLog:
 def test_an_out_of_range_offset_follows_the_policy_and_says_so(tmp_path, caplog, policy,
                                                                first_seen):
     path = tmp_path / "log"
-    log = committed_then_truncated(path, tmp_path)
+    committed_then_truncated(path)
     spout = LogSpout(str(path), spout_id=SPOUT_ID, out_of_range=policy, commit_interval=0.1)
     with caplog.at_level(logging.WARNING, logger="stormlet.sources.offset_spout"):
         with support.running(topology_over(spout, 1, 1), FAST) as cluster:
@@ -233,13 +233,13 @@ def test_an_out_of_range_offset_follows_the_policy_and_says_so(tmp_path, caplog,
     else:
         assert counts == Counter()
     skipped = 20 if policy == "earliest" else 50
-    assert any(f"offset 10 is out of range" in r.message and f"{skipped} messages skipped"
+    assert any("offset 10 is out of range" in r.message and f"{skipped} messages skipped"
                in r.message and repr(policy) in r.message for r in caplog.records)
 
 
 def test_out_of_range_error_policy_stops_the_partition_and_reports_it(tmp_path):
     path = tmp_path / "log"
-    committed_then_truncated(path, tmp_path)
+    committed_then_truncated(path)
     spout = LogSpout(str(path), spout_id=SPOUT_ID, out_of_range="error", commit_interval=0.1)
     with support.running(topology_over(spout, 1, 1), FAST) as cluster:
         cluster.wait_for(lambda: cluster.errors("test"), timeout=10)

@@ -36,7 +36,7 @@ from typing import Any, Callable
 from .. import config as cfg
 from ..components import Spout
 from ..fail_reason import FAIL, FailReason
-from .offset_store import FileOffsetStore, MemoryOffsetStore, OffsetStore, ZooKeeperOffsetStore
+from .offset_store import MemoryOffsetStore, OffsetStore, ZooKeeperOffsetStore
 from .partition_offsets import DeadLetter, PartitionOffsets
 from .retry import RetryPolicy
 from .source import OffsetOutOfRange, Record, Source, SourceError
@@ -342,7 +342,7 @@ class OffsetSpout(Spout):
                 self.next_due = due
 
     def _dead_letter(self, letter: DeadLetter) -> None:
-        from ..failed_log import FailedMessageWriter, FailedRecord, SourceRef
+        from ..failed import FailedMessageWriter, FailedRecord, SourceRef
 
         if self._failed_writer is None:
             self._failed_writer = FailedMessageWriter(self.failed_dir, self.topology_name,

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from pathlib import Path
 from typing import Any, Protocol
+
+from ..durable import replace_atomically
 
 log = logging.getLogger(__name__)
 
@@ -136,12 +137,7 @@ class FileOffsetStore:
     def save(self, spout_id: str, partition: int, record: dict) -> None:
         path = self._path(spout_id, partition)
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-        with open(partial, "wb") as f:
-            f.write(json.dumps(record, sort_keys=True).encode())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
+        replace_atomically(path, json.dumps(record, sort_keys=True).encode())
 
     def all(self) -> dict[str, dict[int, dict]]:
         found: dict[str, dict[int, dict]] = {}

@@ -56,6 +56,7 @@ from typing import Any, Iterable, Iterator
 
 import msgpack
 
+from ..durable import fsync_dir
 from .source import OffsetOutOfRange, Record, SourceError
 
 log = logging.getLogger(__name__)
@@ -209,14 +210,6 @@ def _segment_bases(directory: Path) -> list[int]:
     if not bases:
         raise LogError(f"partition directory {directory} holds no segment: the log is damaged")
     return bases
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -385,7 +378,7 @@ class _PartitionWriter:
                 os.fsync(self.fd)
                 self.dirty = False
             if self.dir_dirty:
-                _fsync_dir(self.directory)
+                fsync_dir(self.directory)
                 self.dir_dirty = False
 
     def close(self) -> None:
@@ -718,7 +711,7 @@ class PartitionedLog:
                 directory = _partition_dir(staging, p)
                 directory.mkdir()
                 (directory / _segment_name(0)).touch()
-                _fsync_dir(directory)
+                fsync_dir(directory)
             meta = {"format": FORMAT, "version": VERSION, "partitions": partitions,
                     "segment_bytes": segment_bytes, "segment_records": segment_records,
                     "created": time.time()}
@@ -727,14 +720,14 @@ class PartitionedLog:
                 f.write("\n")
                 f.flush()
                 os.fsync(f.fileno())
-            _fsync_dir(staging)
+            fsync_dir(staging)
             os.rename(staging, path)
         except OSError as exc:
             shutil.rmtree(staging, ignore_errors=True)
             if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 raise LogError(f"cannot create a log at {path}: it was created meanwhile") from None
             raise LogError(f"cannot create a log at {path}: {exc}") from None
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         log.debug("created log %s with %d partitions", path, partitions)
         return cls(path)
 
@@ -874,7 +867,7 @@ class PartitionedLog:
                 except FileNotFoundError:
                     pass
             if doomed:
-                _fsync_dir(directory)
+                fsync_dir(directory)
                 log.info("%s partition %d: deleted %d segments below offset %d", self.path,
                          partition, len(doomed), offset)
         return self.start_offset(partition)

@@ -1,0 +1,56 @@
+"""The failed-message log: where spouts put messages that finally failed, for a Spark job to replay.
+
+Files are JSON Lines (one record per line), written append-only, and either complete or absent: a
+writer appends to a hidden in-progress file and makes it visible only once it is complete, by
+flushing, fsyncing, renaming it to its final name and fsyncing the directory. So a reader, and
+``spark.read.json``, never sees half a record. Layout::
+
+    <directory>/<topology>/<component>-<task>-<writer start>-<writer id>-<seq>.jsonl    complete
+    <directory>/<topology>/.<same name>.inprogress                                  being written
+
+Names are percent-encoded where they hold a character unsafe in a file name (``/``, ``%``, a
+leading ``.``); readers go by the fields inside the records, never by parsing file names. Hadoop
+and Spark skip files whose names start with ``.``, so ``spark.read.json("<directory>/*/*.jsonl")``
+(or the directory itself) reads exactly the complete files.
+
+One record (a single line in the file)::
+
+    {"format": 1, "record_id": "5c0f...", "topology": "wc", "component": "sentences", "task": 3,
+     "message_id": [0, 42],
+     "source": {"kind": "kafka", "name": "words", "partition": 0, "offset": 42},
+     "payload": {"key": {"base64": "a2V5"}, "value": {"base64": "aGVsbG8="}},
+     "reason": {"kind": "error", "component": "split", "message": "ValueError: bad word"},
+     "attempts": 3, "first_failed_at": 1732323300.25, "last_failed_at": 1732323391.5,
+     "written_at": 1732323391.52}
+
+Values (the payload's key and value, and the message id) are written as JSON, with these
+reversible encodings for what JSON cannot hold (``decode_value`` undoes them):
+
+- ``bytes`` become ``{"base64": "<standard base64>"}`` (Spark: ``unbase64(payload.value.base64)``);
+- a float NaN or infinity becomes ``{"float": "nan" | "inf" | "-inf"}``;
+- a dict with a key that is not a str becomes ``{"pairs": [[key, value], ...]}``;
+- a dict whose only key is one of those tags is wrapped as ``{"dict": {...}}``, so that no value
+  of the message is ever mistaken for an encoding;
+- tuples become lists.
+
+Usage::
+
+    with FailedMessageWriter("failed", "wc", "sentences", task=3) as writer:
+        writer.write(FailedRecord(message_id=[0, 42], reason=reason, attempts=3,
+                                  first_failed_at=t0, last_failed_at=t1, key=b"key",
+                                  value=b"hello", source=SourceRef(kind="kafka", name="words",
+                                                                   partition=0, offset=42)))
+        writer.flush()      # durable and visible: now the spout may commit offset 43
+    for record in read_failed("failed", topology="wc", reason="error"):
+        ...
+
+A writer is not thread-safe: each spout task owns one and calls it from its own thread.
+"""
+
+from .reader import FailedSummary, final_files, inprogress_files, read_failed, summarize, topologies
+from .record import FailedRecord, SourceRef, decode_record, decode_value, encode_value
+from .writer import FailedMessageWriter, recover_leftovers
+
+__all__ = ["FailedMessageWriter", "FailedRecord", "FailedSummary", "SourceRef", "decode_record",
+           "decode_value", "encode_value", "final_files", "inprogress_files", "read_failed",
+           "recover_leftovers", "summarize", "topologies"]

@@ -1,0 +1,163 @@
+"""A failed-message record: its fields, and the JSON it is written as (with reversible encodings
+for what JSON cannot hold: see the package docstring)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Mapping, TypedDict
+
+from ..fail_reason import FailReason
+
+FORMAT_VERSION = 1
+
+
+# ----- records
+
+
+class SourceRef(TypedDict):
+    """Where a message came from: ``kind`` (``"kafka"``, ``"log"``, ...), ``name`` (the topic or
+    log path), ``partition`` and ``offset``."""
+
+    kind: str
+    name: str
+    partition: int
+    offset: int
+
+
+def new_record_id() -> str:
+    return uuid.uuid4().hex
+
+
+@dataclass(slots=True)
+class FailedRecord:
+    """What a spout knows about a message that finally failed. The writer adds the topology,
+    component, task and ``written_at``.
+
+    ``message_id``, ``key`` and ``value`` may be any value a tuple may hold (str, bytes, int,
+    float, bool, None, lists and dicts of them). ``source`` is None for spouts that read no
+    partitioned source. ``reason`` is the last ``FailReason`` (or a mapping with ``kind``,
+    ``component``, ``message``). Times are epoch seconds.
+    """
+
+    message_id: Any
+    reason: FailReason | Mapping[str, Any]
+    attempts: int
+    first_failed_at: float
+    last_failed_at: float
+    key: Any = None
+    value: Any = None
+    source: SourceRef | None = None
+    record_id: str = field(default_factory=new_record_id)
+
+
+# ----- values: JSON with reversible encodings for what JSON lacks
+
+_TAGS = frozenset(("base64", "float", "pairs", "dict"))
+
+
+def encode_value(value: Any) -> Any:
+    """``value`` as JSON-able data; ``decode_value`` gives it back (tuples come back as lists).
+    Raises ``TypeError`` for a value of another type (a set, an object)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"base64": binascii.b2a_base64(value, newline=False).decode("ascii")}
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": repr(value)}
+    if isinstance(value, (list, tuple)):
+        return [encode_value(v) for v in value]
+    if isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            return {"pairs": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
+        items = {k: encode_value(v) for k, v in value.items()}
+        if len(items) == 1 and next(iter(items)) in _TAGS:
+            return {"dict": items}
+        return items
+    raise TypeError(f"a {type(value).__name__} cannot be written to the failed-message log; "
+                    f"use str, bytes, int, float, bool, None, or lists and dicts of those")
+
+
+def decode_value(value: Any) -> Any:
+    """The inverse of ``encode_value``."""
+    if isinstance(value, list):
+        return [decode_value(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        ((tag, inner),) = value.items()
+        if tag == "base64" and isinstance(inner, str):
+            return base64.b64decode(inner)
+        if tag == "float" and isinstance(inner, str):
+            return float(inner)
+        if tag == "pairs" and isinstance(inner, list):
+            return {_hashable(decode_value(k)): decode_value(v) for k, v in inner}
+        if tag == "dict" and isinstance(inner, dict):
+            return {k: decode_value(v) for k, v in inner.items()}
+    return {k: decode_value(v) for k, v in value.items()}
+
+
+def _hashable(key: Any) -> Any:
+    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key
+
+
+def _reason_dict(reason: FailReason | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(reason, FailReason):
+        return {"kind": reason.kind, "component": reason.component, "message": reason.message}
+    if not isinstance(reason, Mapping) or not isinstance(reason.get("kind"), str):
+        raise TypeError(f"reason must be a FailReason or a mapping with a str 'kind', "
+                        f"got {reason!r}")
+    return {"kind": reason["kind"], "component": reason.get("component"),
+            "message": reason.get("message")}
+
+
+def _source_dict(source: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if source is None:
+        return None
+    missing = [k for k in ("kind", "name", "partition", "offset") if k not in source]
+    if missing:
+        raise ValueError(f"source {dict(source)!r} lacks {', '.join(missing)}")
+    return {"kind": str(source["kind"]), "name": str(source["name"]),
+            "partition": int(source["partition"]), "offset": int(source["offset"])}
+
+
+def record_to_dict(record: FailedRecord, topology: str, component: str, task: int,
+                   written_at: float) -> dict[str, Any]:
+    """The record as written: a JSON-able dict holding every field."""
+    encoded = []
+    for name, label in (("message_id", "message id"), ("key", "payload key"),
+                        ("value", "payload value")):
+        try:
+            encoded.append(encode_value(getattr(record, name)))
+        except TypeError as exc:
+            raise TypeError(f"failed message {record.message_id!r} of {component!r}, "
+                            f"{label}: {exc}") from None
+    message_id, key, value = encoded
+    return {
+        "format": FORMAT_VERSION,
+        "record_id": record.record_id,
+        "topology": topology,
+        "component": component,
+        "task": task,
+        "message_id": message_id,
+        "source": _source_dict(record.source),
+        "payload": {"key": key, "value": value},
+        "reason": _reason_dict(record.reason),
+        "attempts": int(record.attempts),
+        "first_failed_at": float(record.first_failed_at),
+        "last_failed_at": float(record.last_failed_at),
+        "written_at": written_at,
+    }
+
+
+def decode_record(data: dict[str, Any]) -> dict[str, Any]:
+    """A record as read from a file, with its message id, key and value decoded."""
+    out = dict(data)
+    out["message_id"] = decode_value(data.get("message_id"))
+    payload = data.get("payload") or {}
+    out["payload"] = {"key": decode_value(payload.get("key")),
+                      "value": decode_value(payload.get("value"))}
+    return out
