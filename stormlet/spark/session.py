@@ -54,8 +54,10 @@ def spark_session(app_name: str, master: str | None = None,
                   conf: dict[str, str] | None = None) -> Iterator[Any]:
     """A session for one job, stopped at the end (unless it was already running: a test's
     shared session is left for the others)."""
-    from pyspark.sql import SparkSession
-
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SparkUnavailable("this needs PySpark: pip install 'stormlet[spark]'") from None
     existing = SparkSession.getActiveSession()
     spark = existing or build_session(app_name, master, conf)
     try:
