@@ -264,6 +264,19 @@ def test_at_most_once_commits_before_emitting_and_never_replays(tmp_path):
         assert committed(path) == ends(log)
 
 
+def test_guarantee_none_emits_untracked_and_commits_what_was_emitted(tmp_path):
+    path = tmp_path / "log"
+    log = make_log(path, 2, [f"m{i}" for i in range(100)])
+    spout = LogSpout(str(path), spout_id=SPOUT_ID, guarantee="none", commit_interval=0.1)
+    conf = {**FAST, "test.poison": ["m5"]}
+    with support.running(topology_over(spout, 1, 1), conf) as cluster:
+        wait_committed(cluster, path, ends(log))
+        time.sleep(0.3)
+        assert seen(cluster) == Counter(f"m{i}" for i in range(100))  # no retries
+        source = cluster.instances("test", "source")[0]
+        assert all(not s.in_flight for s in source.partitions.values())
+
+
 def test_lost_partitions_are_committed_first_and_their_late_acks_ignored(tmp_path):
     path = tmp_path / "log"
     make_log(path, 2, [f"m{i}" for i in range(20)])

@@ -169,6 +169,10 @@ class OffsetSpout(Spout):
     def close(self) -> None:
         try:
             self.commit()
+            for p, m in self.partition_metrics().items():
+                log.info("%s:%d %s partition %d: committed %d, lag %d, dead-lettered %d",
+                         self.component_id, self.task_id, self.source.name, p, m["committed"],
+                         m["lag"], m["dead_lettered"])
         finally:
             if self._failed_writer is not None:
                 self._failed_writer.close()
