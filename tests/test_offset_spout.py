@@ -264,6 +264,26 @@ def test_at_most_once_commits_before_emitting_and_never_replays(tmp_path):
         assert committed(path) == ends(log)
 
 
+def bad_translate(record):
+    # A value msgpack cannot carry: the emit fails, for message m3 only.
+    return [record.partition, record.offset, record.key, {1, 2} if record.value == "m3" else
+            record.value]
+
+
+def test_a_message_that_cannot_be_emitted_is_dead_lettered_not_skipped(tmp_path):
+    path = tmp_path / "log"
+    log = make_log(path, 1, [f"m{i}" for i in range(20)])
+    spout = LogSpout(str(path), spout_id=SPOUT_ID, translate=bad_translate, commit_interval=0.1)
+    with support.running(topology_over(spout, 1, 1), FAST) as cluster:
+        wait_committed(cluster, path, ends(log))
+        assert seen(cluster) == Counter(f"m{i}" for i in range(20) if i != 3)
+        errors = cluster.errors("test")
+        assert len(errors) == 1 and "set" in errors[0].error
+    [record] = read_failed(path / "_failed")
+    assert record["source"]["offset"] == 3 and record["reason"]["kind"] == "error"
+    assert "cannot emit it" in record["reason"]["message"]
+
+
 def test_guarantee_none_emits_untracked_and_commits_what_was_emitted(tmp_path):
     path = tmp_path / "log"
     log = make_log(path, 2, [f"m{i}" for i in range(100)])

@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from .. import config as cfg
 from ..components import Spout
-from ..fail_reason import FAIL, FailReason
+from ..fail_reason import ERROR, FAIL, FailReason
 from .offset_store import MemoryOffsetStore, OffsetStore, ZooKeeperOffsetStore
 from .partition_offsets import DeadLetter, PartitionOffsets
 from .retry import RetryPolicy
@@ -229,20 +229,35 @@ class OffsetSpout(Spout):
         if now >= self.next_due:
             retry = self._due_retry(now)
             if retry is not None:
-                self.collector.emit(self.translate(retry), msg_id=(retry.partition, retry.offset))
+                self._emit(retry, self.partitions[retry.partition])
                 return
         buffer = self.buffer
         if not buffer and not self._fill():
             return
         record = buffer.popleft()
         state = self.partitions[record.partition]
-        values = self.translate(record)
         if self.tracked:
             state.emitted(record)
-            self.collector.emit(values, msg_id=(record.partition, record.offset))
         else:
             state.emitted_to = record.offset + 1
-            self.collector.emit(values)
+        self._emit(record, state)
+
+    def _emit(self, record: Record, state: PartitionOffsets) -> None:
+        try:
+            values = self.translate(record)
+            if self.tracked:
+                self.collector.emit(values, msg_id=(record.partition, record.offset))
+            else:
+                self.collector.emit(values)
+        except Exception as exc:
+            # A record that cannot be turned into a tuple (translate raised, or a value that
+            # cannot be serialized) is dead-lettered, never silently passed by the commit.
+            reason = FailReason(ERROR, self.component_id,
+                                f"cannot emit it: {type(exc).__name__}: {exc}")
+            now = time.monotonic()
+            letter = state.give_up(record.offset, now, reason) if self.tracked else None
+            self._dead_letter(letter or DeadLetter(record, 1, now, now, reason))
+            raise  # and the executor reports the error
 
     def _due_retry(self, now: float) -> Record | None:
         found = None

@@ -92,6 +92,16 @@ class PartitionOffsets:
         heapq.heappush(self._due, (now + self.retry.delay(failures), offset))
         return None
 
+    def give_up(self, offset: int, now: float, reason: Any) -> DeadLetter | None:
+        """Dead-letter an in-flight offset at once, whatever attempts are left (a message that
+        cannot even be emitted will not do better next time)."""
+        record = self.in_flight.pop(offset, None)
+        if record is None:
+            return None
+        failures, first = self._failures.pop(offset, (0, now))
+        self.dead_lettered += 1
+        return DeadLetter(record, failures + 1, first, now, reason)
+
     def due_retries(self, now: float, limit: int = 1 << 30) -> list[Record]:
         """Retries whose backoff has passed, moved back in flight, lowest due first."""
         due = self._due
