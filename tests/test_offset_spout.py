@@ -358,3 +358,32 @@ def test_bad_options_are_refused_when_the_spout_is_made(tmp_path, kwargs, messag
     options = {"spout_id": SPOUT_ID, **kwargs}
     with pytest.raises(ValueError, match=message):
         LogSpout(str(tmp_path / "log"), **options)
+
+
+@pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")
+def test_reading_goes_on_while_zookeeper_is_down_and_commits_catch_up(tmp_path):
+    path = tmp_path / "log"
+    log = make_log(path, 2, [f"a{i}" for i in range(100)])
+    with ZooKeeperServer(tmp_path / "zk") as zk:
+        spout = LogSpout(str(path), spout_id=SPOUT_ID, commit_interval=0.1,
+                         offsets=ZooKeeperOffsetStore(zk.hosts, "/outage"))
+        reader = ZooKeeperOffsetStore(zk.hosts, "/outage")
+
+        def zk_committed():
+            return {p: r["offset"] for p, r in reader.all().get(SPOUT_ID, {}).items()}
+
+        with support.running(topology_over(spout, 1, 1), FAST) as cluster:
+            cluster.wait_for(lambda: zk_committed() == ends(log), timeout=20)
+            zk.stop(hard=True)
+            for i in range(100):
+                log.append(f"b{i}", partition=i % 2)
+            log.flush()
+            # Nothing needs ZooKeeper to move tuples: the new messages are processed meanwhile.
+            cluster.wait_for(lambda: sum(seen(cluster).values()) == 200, timeout=20)
+            time.sleep(1.0)
+            assert not cluster.errors("test")
+            zk.start()
+            cluster.wait_for(lambda: zk_committed() == ends(log), timeout=30)
+            assert seen(cluster) == Counter([f"a{i}" for i in range(100)] +
+                                            [f"b{i}" for i in range(100)])
+        reader.close()

@@ -154,6 +154,7 @@ class OffsetSpout(Spout):
         self.next_commit = now + self.commit_interval
         self.next_refresh = now + self.partition_refresh_interval
         self._source_trouble_logged = 0.0
+        self._store_trouble_logged = 0.0
         self._reassign(self._my_partitions(self.source.partitions()))
 
     def _default_store(self, conf: dict[str, Any]) -> OffsetStore:
@@ -293,8 +294,11 @@ class OffsetSpout(Spout):
             ends: dict[int, int] = {}
             for record in records:
                 ends[record.partition] = record.offset + 1
-            for p, end in ends.items():
-                self._save(p, end)
+            if not all([self._save(p, end) for p, end in ends.items()]):
+                # Not committed, so not emitted: read the batch again once the store is back.
+                for p in ends:
+                    self.source.seek(p, self.partitions[p].emitted_to)
+                return False
         self.buffer.extend(records)
         return True
 
@@ -411,15 +415,28 @@ class OffsetSpout(Spout):
             self._failed_writer.flush()
             self._unflushed_dead_letters = False
         for p, offset in changes.items():
-            self._save(p, offset)
+            if not self._save(p, offset):
+                return
 
-    def _save(self, partition: int, offset: int) -> None:
-        self.store.save(self.spout_id, partition, {
-            "offset": offset, "partition": partition, "topic": self.source.name,
-            "task": self.task_id, "time": time.time(),
-            "topology": {"id": self.topology_id, "name": self.topology_name},
-        })
+    def _save(self, partition: int, offset: int) -> bool:
+        """Write one commit; False (logged) when the store cannot be reached. The store coming
+        back (ZooKeeper restarting) is no reason to stop reading: the next commit catches up."""
+        try:
+            self.store.save(self.spout_id, partition, {
+                "offset": offset, "partition": partition, "topic": self.source.name,
+                "task": self.task_id, "time": time.time(),
+                "topology": {"id": self.topology_id, "name": self.topology_name},
+            })
+        except Exception as exc:  # kazoo's connection errors, OSError: all mean "not now"
+            now = time.monotonic()
+            if now - self._store_trouble_logged > 10:
+                self._store_trouble_logged = now
+                log.warning("%s:%d cannot commit %s partition %d offset %d: %s: %s",
+                            self.component_id, self.task_id, self.source.name, partition,
+                            offset, type(exc).__name__, exc)
+            return False
         self.saved[partition] = offset
+        return True
 
     # ----- observing
 
