@@ -184,8 +184,9 @@ class Supervisor:
                 continue
             exit_code = running.process.poll()
             if exit_code is not None:
-                # A worker that dies young is restarted with growing delays, not in a tight loop.
-                quick = time.time() - running.started < 10
+                # A worker that dies young is restarted with growing delays, not in a tight loop;
+                # one killed by SIGKILL (an operator, the OOM killer) is no crash loop: at once.
+                quick = (time.time() - running.started < 10 and exit_code != -signal.SIGKILL)
                 self.quick_exits[port] = self.quick_exits.get(port, 0) + 1 if quick else 0
                 delay = min(30.0, 2.0 ** self.quick_exits[port]) if quick else 0.0
                 log.warning("worker %s:%d of %s exited with %s; restarting in %.0fs", self.host,

@@ -1,0 +1,54 @@
+"""The chaos suite, quick form (CI): one of each fault against a live stream, on a real loopback
+cluster. Every message must be acked and seen; duplicates are allowed (at-least-once) and
+reported. The long form is ``python tests/chaos/run.py`` (see its --help)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cluster_support import LoopbackCluster, wait_until
+from harness import ChaosRun
+from zookeeper_server import zookeeper_available
+
+pytestmark = pytest.mark.skipif(not zookeeper_available(),
+                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+
+
+def chaos_cluster(base) -> LoopbackCluster:
+    cluster = LoopbackCluster(base, worker_timeout=8.0)
+    cluster.__enter__()
+    cluster.add_nimbus()
+    cluster.add_nimbus()
+    for sid in ("s1", "s2", "s3"):
+        cluster.add_supervisor(sid, 2)
+    wait_until(lambda: cluster.cli("list").returncode == 0, 30, "nimbus to lead")
+    return cluster
+
+
+def test_one_of_each_fault_loses_no_message(tmp_path):
+    cluster = chaos_cluster(tmp_path)
+    try:
+        run = ChaosRun(cluster, tmp_path / "run", messages=30_000, rate=600, seed=7)
+        run.start()
+        for kind in ("worker", "supervisor", "nimbus"):
+            time.sleep(8)
+            run.inject(kind)
+        time.sleep(8)
+        wait_until(lambda: len(run.topology_workers()) == 3, 60, "all workers back")
+        workers_before = {slot: beat["pid"] for slot, beat in run.topology_workers().items()}
+        run.inject("zookeeper", down_secs=12)
+        time.sleep(12 + 6)
+        workers_after = {slot: beat["pid"] for slot, beat in run.topology_workers().items()}
+        report = run.finish(timeout=240)
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.shutdown()
+    print("\n".join(report.lines()))
+    assert report.lost == 0, report.lines()
+    assert [f.kind for f in report.faults] == ["worker", "supervisor", "nimbus", "zookeeper"]
+    # No worker was killed or moved because ZooKeeper blinked.
+    assert workers_after == workers_before
