@@ -330,3 +330,47 @@ def test_the_log_word_count_survives_a_killed_spout_worker_with_no_message_lost(
     assert described.returncode == 0, described.stderr
     assert "spout log-word-count (commits in ZooKeeper):" in described.stdout
     kill_and_wait(cluster, "lwc")
+
+
+def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster, tmp_path):
+    """Garbage in an assignment, a supervisor's heartbeat report and a topology node: every
+    daemon logs it and goes on, no worker is stopped or moved, and nimbus puts the last good
+    assignment back."""
+    total = 3000
+    submit(cluster, LEDGER, "corrupt", "topology.workers=2", f"ledger.dir={tmp_path}",
+           f"ledger.messages={total}", "ledger.rate=300")
+    wait_until(lambda: len(topology_workers(cluster, "corrupt")) == 2, 40, "two workers")
+    wait_until(lambda: len(acked_ids(tmp_path)) > 100, 40, "the first acks")
+    workers = {slot: beat["pid"] for slot, beat in topology_workers(cluster, "corrupt").items()}
+    tid = next(iter(topology_workers(cluster, "corrupt").values()))["topology_id"]
+    client = KazooClient(hosts=cluster.zk.hosts)
+    client.start(timeout=15)
+    try:
+        good, _ = client.get(f"/stormlet/assignments/{tid}")
+        client.set(f"/stormlet/assignments/{tid}", b'{"executors": "not a list"}')
+        client.set("/stormlet/heartbeats/s1", b"\xff\xfe not json")
+        client.create("/stormlet/topologies/bogus", b"[1, 2, 3]")
+        time.sleep(0.5)
+        client.set(f"/stormlet/assignments/{tid}", b"\x00garbage")
+
+        def repaired() -> bool:
+            data, _ = client.get(f"/stormlet/assignments/{tid}")
+            try:
+                return json.loads(data).get("executors") == json.loads(good)["executors"]
+            except ValueError:
+                return False
+
+        wait_until(repaired, 20, "nimbus to put the last good assignment back")
+        assert cluster.cli("list").returncode == 0
+        time.sleep(3)
+        assert {slot: beat["pid"] for slot, beat
+                in topology_workers(cluster, "corrupt").items()} == workers
+        assert all(d.alive() for d in [*cluster.nimbuses, *cluster.supervisors.values()])
+        wait_until(lambda: len(acked_ids(tmp_path)) == total, 60, "every message to be acked")
+        client.delete("/stormlet/topologies/bogus")
+    finally:
+        client.stop()
+        client.close()
+    logs = cluster.logs()
+    assert "not a valid assignment" in logs and f"/stormlet/assignments/{tid}" in logs
+    kill_and_wait(cluster, "corrupt")

@@ -55,6 +55,7 @@ class Nimbus:
         self.is_leader = threading.Event()
         self.session_lost = threading.Event()
         self._lock = threading.Lock()   # leader state changes happen one at a time
+        self._good_assignments: dict[str, dict] = {}   # the last well-formed ones seen
         self._threads: list[threading.Thread] = []
 
     # ----- lifecycle
@@ -303,7 +304,14 @@ class Nimbus:
 
     def _monitor(self) -> None:
         live = set(self.state.supervisors())
-        assignments = self.state.assignments()
+        assignments, corrupt = self.state.checked_assignments()
+        for tid in corrupt & set(self._good_assignments):
+            # Put the last good version back rather than reschedule: no worker needs to move.
+            log.warning("rewriting the corrupt assignment of %s with its last good version", tid)
+            previous = self._good_assignments[tid]
+            assignments[tid] = {**previous, "version": previous.get("version", 0) + 1}
+            self.state.set_assignment(tid, assignments[tid])
+        self._good_assignments = assignments
         for tid, record in self.state.topologies().items():
             if record.get("status") == KILLED and time.time() >= float(record.get("kill_at") or 0):
                 self.state.remove_topology(tid)

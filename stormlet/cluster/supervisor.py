@@ -149,7 +149,10 @@ class Supervisor:
     def _read_assignments(self) -> None:
         if self.client.state != KazooState.CONNECTED:
             return  # keep acting on the last assignment we saw
-        self._assignments = self.state.assignments()
+        good, corrupt = self.state.checked_assignments()
+        for tid in corrupt & set(self._assignments):
+            good[tid] = self._assignments[tid]   # act on the last good version
+        self._assignments = good
 
     def desired(self) -> dict[int, tuple[str, list]]:
         want: dict[int, tuple[str, list]] = {}

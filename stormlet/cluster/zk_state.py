@@ -55,6 +55,20 @@ def decode_node(path: str, data: bytes) -> dict | None:
     return value
 
 
+def valid_assignment(value: dict) -> bool:
+    """An assignment's shape: ``{"executors": [[component, [task, ...], supervisor, host,
+    port], ...], ...}``. Anything else is treated as corrupt."""
+    executors = value.get("executors")
+    if not isinstance(executors, list):
+        return False
+    for e in executors:
+        if not (isinstance(e, list) and len(e) == 5 and isinstance(e[0], str)
+                and isinstance(e[1], list) and all(isinstance(t, int) for t in e[1])
+                and isinstance(e[2], str) and isinstance(e[3], str) and isinstance(e[4], int)):
+            return False
+    return True
+
+
 class ClusterState:
     def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT):
         self.client = client
@@ -175,4 +189,30 @@ class ClusterState:
         return self._path("assignments", topology_id)
 
     def assignments(self) -> dict[str, dict]:
-        return self._children("assignments")
+        return self.checked_assignments()[0]
+
+    def checked_assignments(self) -> tuple[dict[str, dict], set[str]]:
+        """The well-formed assignments, and the ids of topologies whose assignment node is
+        corrupt (logged with its path). A reader keeps acting on the last good version of a
+        corrupt one: treating it as absent would stop that topology's workers."""
+        path = self._path("assignments")
+        try:
+            names = self.client.get_children(path)
+        except NoNodeError:
+            return {}, set()
+        good, corrupt = {}, set()
+        for name in sorted(names):
+            node = f"{path}/{name}"
+            try:
+                data, _stat = self.client.get(node)
+            except NoNodeError:
+                continue  # removed since the listing
+            value = decode_node(node, data)
+            if value is not None and not valid_assignment(value):
+                log.warning("ignoring ZooKeeper node %s: not a valid assignment", node)
+                value = None
+            if value is None:
+                corrupt.add(name)
+            else:
+                good[name] = value
+        return good, corrupt
