@@ -13,9 +13,11 @@ from typing import Any
 import click
 
 from . import config as cfg
+from .backfill_cli import backfill
 from .failed_cli import failed
 from .loader import TopologyFileError, load_topology_file
 from .log_cli import log_group
+from .replay_cli import replay
 
 
 @click.group()
@@ -125,20 +127,32 @@ def _nimbus_addresses(zk: str, zk_root: str, nimbus_address: str | None) -> list
     return addresses
 
 
-def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 15, **args: Any) -> Any:
-    from .cluster.rpc import NimbusUnavailable, RpcError, call
+# How long a change needing the leader waits out a leadership change (a leader that just died
+# stays registered until its ZooKeeper session expires).
+LEADER_WAIT_SECS = 15.0
 
-    addresses = _nimbus_addresses(*ctx_args)
-    if op not in READ_ONLY_OPS:
-        addresses = addresses[:1]
-    for address in addresses:
-        try:
-            return call(address, op, timeout=timeout if op not in READ_ONLY_OPS else 5, **args)
-        except NimbusUnavailable as exc:
-            problem = str(exc)
-        except RpcError as exc:
-            raise click.ClickException(str(exc)) from None
-    raise click.ClickException(problem)
+
+def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 15, **args: Any) -> Any:
+    from .cluster.rpc import NOT_LEADER, NimbusUnavailable, RpcError, call
+
+    deadline = time.monotonic() + (0 if op in READ_ONLY_OPS else LEADER_WAIT_SECS)
+    while True:
+        addresses = _nimbus_addresses(*ctx_args)
+        if op not in READ_ONLY_OPS:
+            addresses = addresses[:1]
+        for address in addresses:
+            try:
+                return call(address, op, timeout=timeout if op not in READ_ONLY_OPS else 5,
+                            **args)
+            except NimbusUnavailable as exc:
+                problem = str(exc)
+            except RpcError as exc:
+                if not str(exc).startswith(NOT_LEADER):
+                    raise click.ClickException(str(exc)) from None
+                problem = str(exc)
+        if time.monotonic() >= deadline or ctx_args[2]:
+            raise click.ClickException(problem)
+        time.sleep(0.5)
 
 
 @main.command()
@@ -289,6 +303,8 @@ def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...], z
 
 main.add_command(failed)
 main.add_command(log_group)
+main.add_command(backfill)
+main.add_command(replay)
 
 
 if __name__ == "__main__":

@@ -160,7 +160,7 @@ class Nimbus:
         if not self.is_leader.is_set():
             leader = self.state.leader()
             where = rpc_address(leader) if leader else "unknown"
-            raise rpc.RpcError(f"this nimbus is a standby; the leader is at {where}")
+            raise rpc.RpcError(f"{rpc.NOT_LEADER}; the leader is at {where}")
 
     def _find(self, name: str) -> tuple[str, dict]:
         for tid, record in self.state.topologies().items():

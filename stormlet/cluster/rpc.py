@@ -18,6 +18,10 @@ log = logging.getLogger(__name__)
 MAX_REQUEST_BYTES = 128 * 1024 * 1024
 
 
+# How a standby nimbus begins its answer to a request only the leader may serve.
+NOT_LEADER = "this nimbus is a standby"
+
+
 class RpcError(Exception):
     """The server refused or failed a request; the message is the server's."""
 

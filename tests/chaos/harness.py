@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from chaos_topology import ID_WIDTH
 from cluster_support import LoopbackCluster, wait_until
@@ -156,8 +157,14 @@ class ChaosRun:
                 f"(back after {down_secs:.0f}s)")
 
     def _kill_nimbus(self, down_secs: float = 5.0) -> str:
-        leader = self._leader()
-        daemon = next(d for d in self.cluster.nimbuses if str(leader["port"]) in d.args)
+        # Right after a leader dies its record lingers until its session expires: wait for a
+        # leader that is alive, or we would "kill" a dead one and start it twice.
+        def live_leader():
+            port = str(self._leader().get("port"))
+            return next((d for d in self.cluster.nimbuses if port in d.args and d.alive()), None)
+
+        wait_until(lambda: live_leader() is not None, 30, "a live leading nimbus")
+        daemon = live_leader()
         daemon.kill()
         self._later(down_secs, daemon.start)
         return f"SIGKILL the leading nimbus {daemon.name} (back as a standby after {down_secs:.0f}s)"
@@ -178,6 +185,8 @@ class ChaosRun:
         client.start(timeout=15)
         try:
             data, _ = client.get("/stormlet/nimbus/leader")
+        except NoNodeError:
+            return {}
         finally:
             client.stop()
             client.close()
