@@ -103,7 +103,7 @@ NIMBUS_OPTION = click.option("--nimbus", "nimbus_address", default=None, metavar
                              help="talk to this nimbus instead of finding the leader in ZooKeeper")
 
 
-READ_ONLY_OPS = frozenset({"list", "cluster"})
+READ_ONLY_OPS = frozenset({"list", "cluster", "errors"})
 
 
 def _nimbus_addresses(zk: str, zk_root: str, nimbus_address: str | None) -> list[str]:
@@ -232,15 +232,49 @@ def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], zk: str, z
 @ZK_ROOT_OPTION
 @NIMBUS_OPTION
 def list_command(zk: str, zk_root: str, nimbus_address: str | None) -> None:
-    """List running topologies with status, workers and uptime."""
+    """List running topologies with status, workers, uptime and errors.
+
+    errors counts every error the topology's workers counted since they started (and those of
+    the last worker that exited on each slot); `stormlet errors NAME` shows them."""
     rows = _call((zk, zk_root, nimbus_address), "list")
     if not rows:
         click.echo("no topologies running")
         return
-    click.echo(f"{'name':<24}{'status':<10}{'workers':>8}{'executors':>10}  uptime")
+    click.echo(f"{'name':<24}{'status':<10}{'workers':>8}{'executors':>10}  {'uptime':<10}"
+               f"{'errors':>8}  last error")
+    now = time.time()
     for row in rows:
+        last = row.get("last_error")
+        last_text = f"{_duration(max(0.0, now - last))} ago" if last else "-"
         click.echo(f"{row['name']:<24}{row['status']:<10}{row['workers']:>8}{row['executors']:>10}"
-                   f"  {_duration(row['uptime'])}")
+                   f"  {_duration(row['uptime']):<10}{row.get('errors', 0):>8}  {last_text}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="how many of the most recent errors to show")
+@click.option("--stack", is_flag=True,
+              help="also print each error's traceback (or a hung component's stack)")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def errors(name: str, limit: int, stack: bool, zk: str, zk_root: str,
+           nimbus_address: str | None) -> None:
+    """Show a running topology's most recent errors, oldest first: time, component, task,
+    worker host:port and the error. Errors of one kind beyond the first few show as one summary
+    line per interval ("... and N more like it")."""
+    rows = _call((zk, zk_root, nimbus_address), "errors", name=name, limit=limit)
+    if not rows:
+        click.echo(f"no errors reported for {name}")
+        return
+    click.echo(f"{'time':<20}{'component':<16}{'task':>5}  {'worker':<22}error")
+    for row in reversed(rows):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["time"]))
+        worker = f"{row['host']}:{row['port']}"
+        click.echo(f"{when:<20}{row['component']:<16}{row['task']:>5}  {worker:<22}{row['error']}")
+        if stack and row.get("detail"):
+            click.echo("    " + row["detail"].replace("\n", "\n    "))
 
 
 def _duration(seconds: float) -> str:

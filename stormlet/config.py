@@ -18,6 +18,9 @@ TOPOLOGY_DEBUG = "topology.debug"
 TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
 TOPOLOGY_TRANSFER_BATCH_SIZE = "topology.transfer.batch.size"
 TOPOLOGY_SPOUT_WAIT_MS = "topology.spout.wait.ms"
+TOPOLOGY_HANG_WARNING_SECS = "topology.hang.warning.secs"
+TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS = "topology.error.throttle.interval.secs"
+TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL = "topology.max.error.report.per.interval"
 STORMLET_TOPOLOGY_ID = "stormlet.topology.id"
 STORMLET_ZOOKEEPER_CONNECT = "stormlet.zookeeper.connect"
 STORMLET_ZOOKEEPER_ROOT = "stormlet.zookeeper.root"
@@ -53,6 +56,21 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     TOPOLOGY_SPOUT_WAIT_MS: (
         1.0,
         "how long a spout that emitted nothing waits for acks before calling next_tuple again",
+    ),
+    TOPOLOGY_HANG_WARNING_SECS: (
+        30,
+        "a component in one execute, next_tuple, ack or fail call (or one batch of them) this "
+        "long is reported as hung, with its thread's stack; 0 turns the check off",
+    ),
+    TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS: (
+        10,
+        "errors of one kind (same place, same exception type) beyond the first few are counted "
+        "and summarized once per this many seconds, per task",
+    ),
+    TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL: (
+        5,
+        "errors of one kind logged in full per task before the rest are only counted (again "
+        "after the kind was quiet for an interval)",
     ),
     STORMLET_TOPOLOGY_ID: (
         None,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .runtime.engine import TopologyRuntime
-from .runtime.metrics import ErrorRecord
+from .runtime.errors import ErrorRecord
 from .topology import Topology, TopologyError
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,9 @@ class LocalCluster:
         return self._get(name).summary()
 
     def errors(self, name: str) -> list[ErrorRecord]:
+        """Recent errors, oldest first: component, task, time, error (the message) and detail
+        (traceback, or a hung component's stack). Errors of one kind beyond the first few per
+        interval appear as one summary; ``metrics(name)[component]["errors"]`` counts them all."""
         return self._get(name).errors()
 
     def in_flight(self, name: str) -> int:

@@ -324,8 +324,10 @@ def test_the_log_word_count_survives_a_killed_spout_worker_with_no_message_lost(
     wait_until(lambda: zk_commits(cluster, "log-word-count") == ends, 120,
                "every partition to be committed to its end")
     assert not list((path / "_failed").rglob("*.jsonl")), "nothing may be dead-lettered"
-    restarted = (cluster.base / victim_slot[0] / "logs" / f"worker-{victim_slot[1]}.log").read_text()
-    assert "(this topology's commit)" in restarted   # the new spout resumed, not started over
+    restarted = cluster.base / victim_slot[0] / "logs" / f"worker-{victim_slot[1]}.log"
+    # The new spout resumed from the commit, not from the start.
+    wait_until(lambda: "(this topology's commit)" in restarted.read_text(), 20,
+               "the restarted spout to say where it resumed")
     described = cluster.cli("log", "describe", str(path))
     assert described.returncode == 0, described.stderr
     assert "spout log-word-count (commits in ZooKeeper):" in described.stdout
@@ -342,6 +344,7 @@ def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster
     wait_until(lambda: len(topology_workers(cluster, "corrupt")) == 2, 40, "two workers")
     wait_until(lambda: len(acked_ids(tmp_path)) > 100, 40, "the first acks")
     workers = {slot: beat["pid"] for slot, beat in topology_workers(cluster, "corrupt").items()}
+    daemons = [d for d in [*cluster.nimbuses, *cluster.supervisors.values()] if d.alive()]
     tid = next(iter(topology_workers(cluster, "corrupt").values()))["topology_id"]
     client = KazooClient(hosts=cluster.zk.hosts)
     client.start(timeout=15)
@@ -365,7 +368,7 @@ def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster
         time.sleep(3)
         assert {slot: beat["pid"] for slot, beat
                 in topology_workers(cluster, "corrupt").items()} == workers
-        assert all(d.alive() for d in [*cluster.nimbuses, *cluster.supervisors.values()])
+        assert all(d.alive() for d in daemons)
         wait_until(lambda: len(acked_ids(tmp_path)) == total, 60, "every message to be acked")
         client.delete("/stormlet/topologies/bogus")
     finally:
@@ -374,3 +377,109 @@ def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster
     logs = cluster.logs()
     assert "not a valid assignment" in logs and f"/stormlet/assignments/{tid}" in logs
     kill_and_wait(cluster, "corrupt")
+
+
+FAULTY = Path(__file__).resolve().parent / "cluster_topologies" / "faulty.py"
+
+
+def test_a_bolt_raising_on_every_tuple_is_reported_and_its_workers_stay_up(cluster, tmp_path):
+    """Bolt `explode` raises on every tuple, on both workers. `stormlet errors` shows where
+    (component, task, host:port), `stormlet list` counts the errors, standbys answer too, and
+    the topology's healthy path (the ledger) keeps acking on the same worker processes."""
+    submit(cluster, FAULTY, "faulty", "topology.workers=2", f"ledger.dir={tmp_path}",
+           "ledger.messages=100000", "ledger.rate=200", "faulty.rate=2000",
+           "topology.error.throttle.interval.secs=2")
+    wait_until(lambda: len(topology_workers(cluster, "faulty")) == 2, 40, "two workers")
+    workers = {slot: beat["pid"] for slot, beat in topology_workers(cluster, "faulty").items()}
+    addresses = {f"127.0.0.1:{port}" for _sid, port in workers}
+    wait_until(lambda: len(acked_ids(tmp_path)) > 100, 40, "the first acks")
+    wait_until(lambda: "more like it" in cluster.cli("errors", "faulty").stdout, 40,
+               "a summary of the throttled errors to reach nimbus")
+
+    result = cluster.cli("errors", "faulty", "--limit", "6")
+    assert result.returncode == 0, result.stderr
+    header, *lines = result.stdout.splitlines()
+    assert header.split() == ["time", "component", "task", "worker", "error"]
+    assert len(lines) == 6, result.stdout
+    seen_at = set()
+    for line in lines:
+        _date, _time, component, task, worker, *error = line.split()
+        assert component == "explode" and task.isdigit(), line
+        assert worker in addresses, (line, addresses)
+        assert "ValueError: cannot handle" in " ".join(error), line
+        seen_at.add(worker)
+    stack = cluster.cli("errors", "faulty", "--limit", "40", "--stack").stdout
+    assert "raise ValueError(f\"cannot handle {tup['n']}\")" in stack
+    assert addresses == {line.split()[4] for line in stack.splitlines()[1:]
+                         if " explode " in line}, "both workers' explode tasks report"
+
+    zk = KazooClient(hosts=cluster.zk.hosts)
+    zk.start()
+    try:
+        def standbys() -> list[int]:
+            leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])["port"]
+            ports = [json.loads(zk.get(f"/stormlet/nimbus/hosts/{n}")[0])["port"]
+                     for n in zk.get_children("/stormlet/nimbus/hosts")]
+            return [p for p in ports if p != leader]
+
+        if not standbys():   # an earlier test killed one
+            cluster.add_nimbus()
+            wait_until(standbys, 30, "a standby nimbus")
+        standby = standbys()[0]
+        reports = [len(zk.get(f"/stormlet/heartbeats/{sid}")[0]) for sid in cluster.supervisors]
+    finally:
+        zk.stop()
+        zk.close()
+    answer = cluster.cli("errors", "faulty", "--limit", "3", "--nimbus", f"127.0.0.1:{standby}")
+    assert answer.returncode == 0 and len(answer.stdout.splitlines()) == 4, answer.stderr
+    assert max(reports) < 100_000   # the supervisors' reports stay small
+
+    def listed_errors() -> int:
+        row = next(line.split() for line in cluster.cli("list").stdout.splitlines()
+                   if line.startswith("faulty "))
+        assert row[7] == "ago", row   # name status workers executors uptime errors last: X ago
+        return int(row[5])
+
+    first = listed_errors()
+    assert first > 1000
+    wait_until(lambda: listed_errors() > first + 1000, 30, "the error count to keep growing")
+    progress = len(acked_ids(tmp_path))
+    wait_until(lambda: len(acked_ids(tmp_path)) > progress + 200, 30,
+               "the healthy path to keep acking")
+    assert {slot: beat["pid"] for slot, beat
+            in topology_workers(cluster, "faulty").items()} == workers
+
+    unknown = cluster.cli("errors", "nope")
+    assert unknown.returncode != 0 and "no topology named 'nope'" in unknown.stderr
+    kill_and_wait(cluster, "faulty")
+
+
+def test_a_worker_whose_executor_dies_says_why_before_it_is_restarted(cluster, tmp_path):
+    """An `explode` task raises SystemExit, which ends its executor's thread: the worker logs
+    it, writes one last heartbeat and exits; the supervisor restarts it, logs the worker's last
+    error and keeps it, so `stormlet errors` still shows it after the restart."""
+    submit(cluster, FAULTY, "quits", f"ledger.dir={tmp_path}", "ledger.rate=100",
+           "faulty.rate=100", "faulty.quit=true")
+    wait_until(lambda: (tmp_path / "quit").exists(), 40, "explode to quit")
+
+    def death() -> list[str]:
+        listing = cluster.cli("errors", "quits", "--limit", "100").stdout.splitlines()
+        return [line for line in listing if "died: SystemExit: explode quits" in line]
+
+    wait_until(death, 40, "the dead executor's error to reach nimbus")
+    (line,) = death()
+    _date, _time, component, task, worker, *_ = line.split()
+    assert component == "explode" and task.isdigit()
+    (slot, beat), = topology_workers(cluster, "quits").items()
+    assert worker == f"127.0.0.1:{slot[1]}"
+    progress = len(acked_ids(tmp_path))
+    wait_until(lambda: len(acked_ids(tmp_path)) > progress + 100, 40,
+               "the restarted worker to ack again")
+    assert death() == [line]   # kept by the supervisor after the new worker started
+    worker_log = (cluster.base / slot[0] / "logs" / f"worker-{slot[1]}.log").read_text()
+    said = f"component explode task {task}: executor "
+    assert said in worker_log
+    supervisor_log = (cluster.base / f"{slot[0]}.log").read_text()
+    assert f"exited with 1; restarting in 2s; it said: {said}" in supervisor_log, \
+        supervisor_log[-3000:]
+    kill_and_wait(cluster, "quits")

@@ -1,9 +1,9 @@
 """Nimbus: accepts topologies, schedules them onto supervisors' slots, and keeps them placed.
 
 Several nimbus processes may run; one leads (a kazoo election) and does everything that writes
-cluster state. Standbys answer read-only requests (``list``), copy every topology's code from the
-leader so that they can take over, and refuse the rest with the leader's address. Running
-topologies do not need nimbus: workers keep going while none is up.
+cluster state. Standbys answer read-only requests (``list``, ``errors``), copy every topology's
+code from the leader so that they can take over, and refuse the rest with the leader's address.
+Running topologies do not need nimbus: workers keep going while none is up.
 
     nimbus = Nimbus("127.0.0.1:2181", port=6627, data_dir="/var/lib/stormlet/nimbus")
     nimbus.start()    # returns; serves from threads until nimbus.stop()
@@ -28,6 +28,7 @@ from kazoo.protocol.states import KazooState
 from .. import config as cfg
 from . import rpc
 from .code import CodeError, inspect_package, unpack
+from .errors import topology_error_summary, topology_errors
 from .scheduler import SchedulingError, even_schedule, pick_slots, plan_from_summary, repair
 from .zk_state import DEFAULT_ROOT, ClusterState, connect, rpc_address
 
@@ -36,6 +37,8 @@ log = logging.getLogger(__name__)
 ACTIVE, INACTIVE, KILLED = "active", "inactive", "killed"
 # How often the leader checks placements, kills and unscheduled topologies.
 MONITOR_SECS = 1.0
+# Most errors one `errors` request returns.
+MAX_ERRORS = 1000
 
 
 class Nimbus:
@@ -148,6 +151,7 @@ class Nimbus:
             "submit": self.submit, "list": self.list_topologies, "kill": self.kill,
             "activate": self.activate, "deactivate": self.deactivate,
             "rebalance": self.rebalance, "get_code": self.get_code, "cluster": self.cluster_info,
+            "errors": self.errors,
         }
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
@@ -214,16 +218,27 @@ class Nimbus:
         return path.read_bytes()
 
     def list_topologies(self) -> list[dict]:
-        """Answered by standbys too: it only reads ZooKeeper."""
+        """Answered by standbys too: it only reads ZooKeeper. ``errors`` counts what the
+        topology's workers counted (see cluster/errors.py); ``last_error`` is a time or None."""
         assignments = self.state.assignments()
+        reports = self.state.heartbeats()
         rows = []
         for tid, record in self.state.topologies().items():
             executors = assignments.get(tid, {}).get("executors", [])
             rows.append({"name": record.get("name"), "id": tid, "status": record.get("status"),
                          "workers": len({tuple(e[2:5]) for e in executors}),
                          "executors": len(executors),
-                         "uptime": time.time() - float(record.get("launched", time.time()))})
+                         "uptime": time.time() - float(record.get("launched", time.time())),
+                         **topology_error_summary(reports, tid)})
         return rows
+
+    def errors(self, name: str, limit: int = 20) -> list[dict]:
+        """A topology's newest errors, newest first, as its supervisors last reported them:
+        component, task, time, error, detail, host, port. Answered by standbys too."""
+        if not isinstance(limit, int) or limit < 1:
+            raise rpc.RpcError(f"limit must be a positive number, got {limit!r}")
+        tid, _record = self._find(name)
+        return topology_errors(self.state.heartbeats(), tid, min(limit, MAX_ERRORS))
 
     def cluster_info(self) -> dict:
         return {"leader": self.state.leader(), "nimbuses": self.state.nimbuses(),

@@ -4,7 +4,9 @@ It registers itself in ZooKeeper (an ephemeral node: nimbus sees it vanish when 
 every second compares what runs on its slots with the assignments: it starts missing workers
 (fetching topology code from nimbus once), restarts workers that exited or stopped heartbeating,
 and kills workers no longer assigned here. Every few seconds it writes one report on its workers
-to ZooKeeper: one write per node, not one per worker.
+to ZooKeeper: one write per node, not one per worker. The report carries each worker's metrics
+and recent errors, and the last errors of the last worker that exited on each slot, so that a
+worker's dying words outlive it (see errors.py for what is kept and how big it may get).
 
 A ZooKeeper outage does not stop workers: the supervisor keeps the last assignment it read and
 only acts on what it can observe locally until ZooKeeper is back.
@@ -29,6 +31,7 @@ from kazoo.protocol.states import KazooState
 
 from . import rpc
 from .code import unpack
+from .errors import cap_report, report_errors
 from .worker import executor_key
 from .zk_state import DEFAULT_ROOT, ClusterState, connect
 
@@ -68,6 +71,8 @@ class Supervisor:
         self.not_before: dict[int, float] = {}
         self.stopping = threading.Event()
         self._assignments: dict[str, dict] = {}
+        # Port -> what the last worker that exited there left: its last metrics and errors.
+        self.exited: dict[int, dict] = {}
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
@@ -192,13 +197,15 @@ class Supervisor:
                 quick = (time.time() - running.started < 10 and exit_code != -signal.SIGKILL)
                 self.quick_exits[port] = self.quick_exits.get(port, 0) + 1 if quick else 0
                 delay = min(30.0, 2.0 ** self.quick_exits[port]) if quick else 0.0
-                log.warning("worker %s:%d of %s exited with %s; restarting in %.0fs", self.host,
-                            port, tid, exit_code, delay)
+                log.warning("worker %s:%d of %s exited with %s; restarting in %.0fs%s",
+                            self.host, port, tid, exit_code, delay,
+                            self._keep_last_words(port, running, exit_code))
                 del self.workers[port]
                 self.not_before[port] = time.monotonic() + delay
             elif self._heartbeat_stale(running):
-                log.warning("worker %s:%d of %s stopped heartbeating; killing and restarting",
-                            self.host, port, tid)
+                log.warning("worker %s:%d of %s stopped heartbeating; killing and restarting%s",
+                            self.host, port, tid,
+                            self._keep_last_words(port, running, "no heartbeat"))
                 self._kill(port, "heartbeat timed out", hard=True)
                 self._launch(port, tid, key)
 
@@ -213,6 +220,8 @@ class Supervisor:
                     shutil.rmtree(path, ignore_errors=True)
         for key in [k for k in self.restarts if k[0] not in in_use]:
             del self.restarts[key]
+        for port in [p for p, e in self.exited.items() if e["topology_id"] not in in_use]:
+            del self.exited[port]
 
     def _heartbeat_stale(self, worker: WorkerProcess) -> bool:
         try:
@@ -283,18 +292,44 @@ class Supervisor:
                 process.kill()
                 process.wait()
 
+    def _last_beat(self, worker: WorkerProcess) -> dict:
+        try:
+            beat = json.loads(worker.heartbeat_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        return beat if isinstance(beat, dict) else {}
+
+    def _keep_last_words(self, port: int, worker: WorkerProcess, exit_code: object) -> str:
+        """Keep what an ending worker last reported (before a new worker's start deletes its
+        heartbeat file); returns why it stopped, or its newest error, for the log line."""
+        beat = self._last_beat(worker)
+        errors = report_errors(beat.get("errors"))
+        self.exited[port] = {"topology_id": worker.topology_id, "pid": worker.process.pid,
+                             "exit": str(exit_code), "time": time.time(),
+                             "metrics": beat.get("metrics", {}), "errors": errors}
+        if isinstance(beat.get("stopping"), str):
+            return f"; it said: {beat['stopping'][:500]}"
+        if errors:
+            newest = errors[-1]
+            return (f"; its last error: {newest['component']} task {newest['task']}: "
+                    f"{newest['error']}")
+        return ""
+
     def _report(self) -> None:
         if self.client.state != KazooState.CONNECTED:
             return
         workers = {}
         for port, worker in self.workers.items():
             entry = {"topology_id": worker.topology_id, "pid": worker.process.pid,
-                     "uptime": time.time() - worker.started, "restarts": worker.restarts}
-            try:
-                beat = json.loads(worker.heartbeat_file.read_text())
+                     "uptime": time.time() - worker.started, "restarts": worker.restarts,
+                     "errors": []}
+            beat = self._last_beat(worker)
+            if beat:
                 entry["metrics"] = beat.get("metrics", {})
                 entry["heartbeat"] = beat.get("time")
-            except (OSError, ValueError):
-                pass
+                entry["errors"] = report_errors(beat.get("errors"))
             workers[str(port)] = entry
-        self.state.set_heartbeat(self.supervisor_id, {"time": time.time(), "workers": workers})
+        exited = {str(port): dict(entry) for port, entry in self.exited.items()}
+        cap_report([*workers.values(), *exited.values()])
+        self.state.set_heartbeat(self.supervisor_id, {"time": time.time(), "host": self.host,
+                                                      "workers": workers, "exited": exited})

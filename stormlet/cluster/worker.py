@@ -4,8 +4,10 @@ Started by a supervisor as ``python -m stormlet.cluster.worker ...``. It loads t
 binds the slot's port, connects to the other workers, and runs its executors with the same engine
 as local mode. It follows the topology's status (active/inactive) and where other workers' tasks
 live; when its own executors change (a rebalance) it exits and its supervisor starts it afresh.
-It writes a heartbeat file every second, which its supervisor watches. Moving tuples never
-needs ZooKeeper: a ZooKeeper outage only pauses status and placement updates.
+It writes a heartbeat file every second, which its supervisor watches and reports on: its
+metrics and its tasks' recent errors. If an executor thread dies, the worker writes one more
+heartbeat (so the cause reaches ``stormlet errors``) and exits; its supervisor starts it afresh.
+Moving tuples never needs ZooKeeper: a ZooKeeper outage only pauses status and placement updates.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
 from ..runtime.tuning import tune_for_streaming
 from ..wire import FrameDecoder
+from .errors import heartbeat_errors
 from .transport import Receiver, RemoteRoute, Sender, make_deliver
 from .zk_state import ClusterState, connect, decode_node
 
@@ -80,6 +83,8 @@ class Worker:
                                  FrameDecoder(self.runtime.layout, topology_id),
                                  make_deliver(self.runtime.routes), self.stopping)
         self.status = record.get("status")
+        self.started = time.time()
+        self._beat_lock = threading.Lock()   # the heartbeat thread and a last beat at exit
 
     def _remote_routes(self, assignment: dict) -> dict:
         routes = {}
@@ -101,11 +106,18 @@ class Worker:
         log.info("worker %s:%d of %s running %d executors", self.host, self.port,
                  self.topology_id, len(self.executors))
         while not self.done.wait(0.5):
-            dead = [e.name for e in self.runtime.all_executors() if e.finished.is_set()]
+            dead = [e for e in self.runtime.all_executors() if e.finished.is_set()]
             if dead:
                 # Half a worker is worse than none: exit, and the supervisor starts a whole one.
+                # The executor logged and recorded why; one last heartbeat carries that to the
+                # supervisor, which keeps it after this process is gone.
                 self.failed = True
-                self.stop(f"executor {dead[0]} died")
+                reason = dead[0].death or f"executor {dead[0].name} ended"
+                try:
+                    self._write_heartbeat(stopping=reason)
+                except Exception:
+                    log.exception("could not write the last heartbeat")
+                self.stop(reason)
         log.info("worker %s:%d stopping: %s", self.host, self.port, self.exit_reason)
         self.shutdown()
 
@@ -158,15 +170,24 @@ class Worker:
             self.sender.retire(address)
 
     def _heartbeat(self) -> None:
-        started = time.time()
-        partial = self.heartbeat_file.with_suffix(".part")
         while not self.done.is_set():
-            beat = {"time": time.time(), "pid": os.getpid(), "started": started,
-                    "topology_id": self.topology_id, "port": self.port,
-                    "metrics": self.runtime.summary()}
+            try:
+                self._write_heartbeat()
+            except Exception:  # a full disk, say: the supervisor will notice the silence
+                log.exception("could not write the heartbeat file %s", self.heartbeat_file)
+            self.done.wait(HEARTBEAT_SECS)
+
+    def _write_heartbeat(self, stopping: str | None = None) -> None:
+        beat = {"time": time.time(), "pid": os.getpid(), "started": self.started,
+                "topology_id": self.topology_id, "port": self.port,
+                "metrics": self.runtime.summary(),
+                "errors": heartbeat_errors(self.runtime.errors())}
+        if stopping:
+            beat["stopping"] = stopping   # why this worker is about to exit
+        with self._beat_lock:
+            partial = self.heartbeat_file.with_suffix(".part")
             partial.write_text(json.dumps(beat))
             os.replace(partial, self.heartbeat_file)
-            self.done.wait(HEARTBEAT_SECS)
 
     def shutdown(self) -> None:
         # Drain briefly: the topology is going away or this worker is being replaced; what is

@@ -4,7 +4,8 @@
     <root>/nimbus/leader          ephemeral: {"host", "port"} of the leading nimbus
     <root>/nimbus/hosts/<id>      ephemeral: every live nimbus, leader or standby
     <root>/supervisors/<id>       ephemeral: {"host", "slots", "started"}
-    <root>/heartbeats/<id>        a supervisor's report on its workers, rewritten every few seconds
+    <root>/heartbeats/<id>        a supervisor's report on its workers (metrics, recent errors),
+                                  rewritten every few seconds
     <root>/topologies/<tid>       {"name", "status", "conf", "launched", "summary", ...}
     <root>/assignments/<tid>      {"executors": [[component, tasks, supervisor, host, port]], ...}
 
@@ -158,6 +159,10 @@ class ClusterState:
 
     def set_heartbeat(self, supervisor_id: str, report: dict) -> None:
         self._write(self._path("heartbeats", supervisor_id), report)
+
+    def heartbeats(self) -> dict[str, dict]:
+        """Every supervisor's latest report, by supervisor id (a dead supervisor's stays)."""
+        return self._children("heartbeats")
 
     # ----- topologies
 

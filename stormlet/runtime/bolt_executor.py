@@ -1,12 +1,14 @@
 """Runs bolt tasks: executes each tuple of each batch, then flushes what the bolts emitted.
 
-An exception from ``execute`` is logged and recorded with the component and task, and the input
-is failed with reason ``error`` carrying the error text, so the spout hears why at once instead of
-waiting for a timeout. The executor keeps running: one bad tuple does not take the worker down.
+An exception from ``execute`` is counted, logged and recorded with the component and task (the
+first of a kind in full, then a summary per interval: see errors.py), and the input is failed with
+reason ``error`` carrying the error text, so the spout hears why at once instead of waiting for a
+timeout. The executor keeps running: one bad tuple does not take the worker down.
 """
 
 from __future__ import annotations
 
+from time import monotonic
 from typing import Any
 
 from ..components import BasicBolt
@@ -65,7 +67,7 @@ class BoltTask(TaskBase):
         self.run_batch([Tuple([self.tick_secs], TICK_INFO, SYSTEM_TASK, None)])
 
     def on_error(self, tup: Tuple, exc: Exception) -> None:
-        self.report(f"execute raised on {tup!r}", exc)
+        self.report("execute raised", exc, on=tup)
         self.collector.fail_with_error(tup, exc)
 
     def cleanup(self) -> None:
@@ -78,7 +80,9 @@ class BoltTask(TaskBase):
 class BoltExecutor(ExecutorThread):
     def loop(self) -> None:
         for task in self.tasks:
+            self.busy = (monotonic(), task, "prepare")
             task.prepare()
+        self.busy = None
         self.ready.set()
         inbox = self.inbox
         get = inbox.get
@@ -87,9 +91,15 @@ class BoltExecutor(ExecutorThread):
         while True:
             kind, dest, _src, payload = get()
             if kind == DATA:
-                tasks[dest].run_batch(payload)
+                task = tasks[dest]
+                self.busy = (monotonic(), task, "execute")
+                task.run_batch(payload)
+                self.busy = None
             elif kind == TICK:
-                tasks[dest].run_tick()
+                task = tasks[dest]
+                self.busy = (monotonic(), task, "execute")
+                task.run_tick()
+                self.busy = None
             elif kind == STOP:
                 break
             since_flush += 1

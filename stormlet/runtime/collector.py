@@ -294,8 +294,9 @@ class BoltCollector(_Emitter):
                 resets[root % n].append(root)
 
     def report_error(self, error: BaseException | str) -> None:
-        self.metrics.error(str(error))
-        log.error("%s:%d reported: %s", self.component_id, self.task, error)
+        """Report an error without failing anything: counted, logged (throttled like errors
+        raised from execute) and shown by ``stormlet errors``."""
+        self.metrics.errors.report("reported", error)
 
 
 class BasicOutputCollector:

@@ -27,12 +27,14 @@ from ..topology import ComponentSpec, Topology
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
 from .collector import BoltCollector, SpoutCollector
+from .errors import ErrorRecord, TaskErrors
 from .executor import ExecutorThread, TaskBase
 from .inbox import Inbox
-from .metrics import ErrorRecord, TaskMetrics, summarize
+from .metrics import TaskMetrics, summarize
 from .routing import build_routes
 from .spout_executor import SpoutExecutor, SpoutTask
 from .transfer import Transfer
+from .watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +98,7 @@ class TopologyRuntime:
         self.executors: dict[str, list[ExecutorThread]] = {}
         self.started_at: float | None = None
         self._ticker: threading.Thread | None = None
+        self._watchdog: Watchdog | None = None
         self._build(plan if plan is not None else executor_plan(topology, self.layout),
                     remote_routes or {})
 
@@ -132,15 +135,26 @@ class TopologyRuntime:
         spec = self.topology.components[component_id]
         conf = self._component_conf(spec)
         built = [self._task(spec, task, conf, local_tasks) for task in tasks]
+        executor: ExecutorThread
         if spec.is_spout:
-            return SpoutExecutor(name, inbox, built, self.stopping,
-                                 timeout_secs=self.timeout_secs,
-                                 wait_secs=float(conf[cfg.TOPOLOGY_SPOUT_WAIT_MS]) / 1000)
-        return BoltExecutor(name, inbox, built, self.stopping)
+            executor = SpoutExecutor(name, inbox, built, self.stopping,
+                                     timeout_secs=self.timeout_secs,
+                                     wait_secs=float(conf[cfg.TOPOLOGY_SPOUT_WAIT_MS]) / 1000)
+        else:
+            executor = BoltExecutor(name, inbox, built, self.stopping)
+        executor.hang_secs = float(conf.get(cfg.TOPOLOGY_HANG_WARNING_SECS) or 0)
+        return executor
+
+    def _task_metrics(self, component_id: str, task: int, conf: dict[str, Any]) -> TaskMetrics:
+        errors = TaskErrors(component_id, task,
+                            window_secs=float(conf[cfg.TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS]),
+                            per_window=int(conf[cfg.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL]))
+        metrics = TaskMetrics(component_id, task, errors)
+        self.metrics.append(metrics)
+        return metrics
 
     def _acker_task(self, task: int) -> TaskBase:
-        metrics = TaskMetrics(ACKER_COMPONENT, task)
-        self.metrics.append(metrics)
+        metrics = self._task_metrics(ACKER_COMPONENT, task, self.conf)
         transfer = Transfer(task, self.routes, [], [], self.stopping)
         return TaskBase(task, ACKER_COMPONENT, None, self.conf, None, transfer, metrics)
 
@@ -151,8 +165,7 @@ class TopologyRuntime:
         rng = random.Random(os.urandom(16))
         routes, targets = build_routes(layout, spec.id, task, local_tasks, context, rng)
         transfer = Transfer(task, self.routes, targets, layout.acker_tasks, self.stopping)
-        metrics = TaskMetrics(spec.id, task)
-        self.metrics.append(metrics)
+        metrics = self._task_metrics(spec.id, task, conf)
         tracking = bool(layout.acker_tasks)
         debug = bool(conf.get(cfg.TOPOLOGY_DEBUG))
         obj = spec.new_instance()
@@ -176,6 +189,9 @@ class TopologyRuntime:
         return [e for e in self.all_executors() if isinstance(e, SpoutExecutor)]
 
     def start(self, active: bool = True) -> None:
+        # Watching before open/prepare: one that never returns is reported, not just waited on.
+        self._watchdog = Watchdog(self.name, self.all_executors(), self.metrics, self.stopping)
+        self._watchdog.start()
         for executor in self.all_executors():
             executor.start()
         for executor in self.all_executors():
@@ -237,6 +253,10 @@ class TopologyRuntime:
                 executor.finished.wait()
         if self._ticker:
             self._ticker.join()
+        if self._watchdog:
+            self._watchdog.join()
+            for metrics in self.metrics:   # the last summaries, while they are still news
+                metrics.errors.flush(everything=True)
 
     def _stop_order(self) -> list[str]:
         """Spouts, then bolts so that each stops after every component feeding it (cycles broken
@@ -261,7 +281,8 @@ class TopologyRuntime:
         return summarize(self.metrics)
 
     def errors(self) -> list[ErrorRecord]:
-        found = [e for m in self.metrics for e in m.errors]
+        """The recent errors of every task here (at most errors.RECENT per task), oldest first."""
+        found = [e for m in self.metrics for e in m.errors.recent_records()]
         return sorted(found, key=lambda e: e.time)
 
     def instances(self, component_id: str) -> list[Any]:

@@ -3,6 +3,10 @@
 An executor is one thread running one or more tasks of one component. It takes message batches
 from its inbox, runs them, and flushes its tasks' outgoing buffers when the inbox runs dry or
 after a few batches, so that output batches grow with load and latency stays low when idle.
+
+While it is inside user code (a batch of ``execute`` calls, a burst of ``next_tuple``) its
+``busy`` says since when, for which task and in what call; the watchdog reads it to report hangs.
+Setting it once per batch is the whole cost of hang detection.
 """
 
 from __future__ import annotations
@@ -35,11 +39,10 @@ class TaskBase:
         self.transfer = transfer
         self.metrics = metrics
 
-    def report(self, what: str, error: BaseException) -> None:
-        text = f"{what}: {type(error).__name__}: {error}"
-        self.metrics.error(text)
-        log.error("%s task %d %s\n%s", self.component_id, self.task_id, text,
-                  "".join(traceback.format_exception(error)).rstrip())
+    def report(self, what: str, error: BaseException, on: Any = None) -> None:
+        """Count, and log and record unless throttled, an error at ``what`` (a fixed phrase,
+        "execute raised"), optionally on tuple ``on``. Cheap when throttled: see errors.py."""
+        self.metrics.errors.report(what, error, on)
 
 
 class ExecutorThread(threading.Thread):
@@ -51,6 +54,11 @@ class ExecutorThread(threading.Thread):
         self.stopping = stopping
         self.ready = threading.Event()   # set once open/prepare ran on every task
         self.finished = threading.Event()
+        # (monotonic start, task, call) while in user code, else None. One tuple assignment, so
+        # the watchdog never reads a start time of one call with the task of another.
+        self.busy: tuple[float, TaskBase, str] | None = None
+        self.hang_secs = 0.0   # 0: the watchdog leaves this executor alone
+        self.death: str | None = None   # why the thread ended, if it broke
 
     def flush(self) -> None:
         for task in self.tasks:
@@ -60,11 +68,19 @@ class ExecutorThread(threading.Thread):
         try:
             self.loop()
         except BaseException as exc:  # the loop itself broke: say so loudly, never vanish
-            log.critical("executor %s died: %s\n%s", self.name, exc,
-                         "".join(traceback.format_exception(exc)).rstrip())
+            # Counted and recorded for every task it ran (a worker writes one more heartbeat
+            # with it before it exits), logged once with the whole traceback.
+            tasks = ",".join(str(t.task_id) for t in self.tasks)
+            component = self.tasks[0].component_id if self.tasks else "?"
+            detail = "".join(traceback.format_exception(exc)).rstrip()
+            self.death = (f"component {component} task {tasks}: executor {self.name} died: "
+                          f"{type(exc).__name__}: {exc}")
+            log.critical("%s\n%s", self.death, detail)
             for task in self.tasks:
-                task.metrics.error(f"executor died: {type(exc).__name__}: {exc}")
+                task.metrics.errors.note(f"executor {self.name} died: {type(exc).__name__}: {exc}",
+                                         detail=detail, level=None)
         finally:
+            self.busy = None
             self.ready.set()
             self.finished.set()
 

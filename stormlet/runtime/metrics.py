@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
-import time
-from collections import Counter, deque
-from dataclasses import dataclass
+from collections import Counter
+
+from .errors import ErrorRecord, TaskErrors
+
+__all__ = ["ErrorRecord", "LatencyHistogram", "TaskMetrics", "summarize"]
 
 # Log-scale buckets: 40 per factor of 10, i.e. about 6% resolution, from 1 µs to 10^4 s.
 _BUCKETS_PER_DECADE = 40
@@ -49,21 +51,14 @@ class LatencyHistogram:
         return self.sum / self.total if self.total else None
 
 
-@dataclass
-class ErrorRecord:
-    component: str
-    task: int
-    time: float
-    error: str
-
-
 class TaskMetrics:
-    """Counters for one task. Written by its executor thread only; reads may be a moment stale."""
+    """Counters for one task. Written by its executor thread only (except ``errors``, which
+    takes its own lock: the watchdog adds to it too); reads may be a moment stale."""
 
     __slots__ = ("component", "task", "emitted", "executed", "acked", "failed", "fail_reasons",
                  "complete_latency", "errors")
 
-    def __init__(self, component: str, task: int):
+    def __init__(self, component: str, task: int, errors: TaskErrors | None = None):
         self.component = component
         self.task = task
         self.emitted = 0
@@ -72,10 +67,7 @@ class TaskMetrics:
         self.failed = 0
         self.fail_reasons: Counter[str] = Counter()
         self.complete_latency = LatencyHistogram()
-        self.errors: deque[ErrorRecord] = deque(maxlen=20)
-
-    def error(self, text: str) -> None:
-        self.errors.append(ErrorRecord(self.component, self.task, time.time(), text))
+        self.errors = errors or TaskErrors(component, task)
 
 
 def summarize(tasks: list[TaskMetrics]) -> dict[str, dict]:
@@ -102,7 +94,7 @@ def summarize(tasks: list[TaskMetrics]) -> dict[str, dict]:
                 "p50": _ms(latency.percentile(50)),
                 "p99": _ms(latency.percentile(99)),
             },
-            "errors": sum(len(m.errors) for m in ms),
+            "errors": sum(m.errors.count for m in ms),   # every one, logged or not
         }
     return summary
 

@@ -192,9 +192,13 @@ class SpoutExecutor(ExecutorThread):
         kind, dest, _src, payload = message
         task = self.tasks_by_id.get(dest)
         if kind == SPOUT_ACK:
+            self.busy = (time.monotonic(), task, "ack")
             task.on_acks(payload)
+            self.busy = None
         elif kind == SPOUT_FAIL:
+            self.busy = (time.monotonic(), task, "fail")
             task.on_fails(payload)
+            self.busy = None
         elif kind == SPOUT_RESET:
             task.on_resets(payload)
         elif kind == STOP:
@@ -209,13 +213,18 @@ class SpoutExecutor(ExecutorThread):
         for task in self.tasks:
             if task.opened:
                 if want:
+                    self.busy = (time.monotonic(), task, "activate")
                     task.call("activate raised", task.obj.activate)
                 else:
+                    self.busy = (time.monotonic(), task, "deactivate")
                     task.call("deactivate raised", task.obj.deactivate)
+        self.busy = None
 
     def loop(self) -> None:
         for task in self.tasks:
+            self.busy = (time.monotonic(), task, "open")
             task.open()
+        self.busy = None
         self.ready.set()
         inbox = self.inbox
         get_nowait = inbox.get_nowait
@@ -236,7 +245,9 @@ class SpoutExecutor(ExecutorThread):
             emitted = 0
             if self.active:
                 for task in self.tasks:
+                    self.busy = (time.monotonic(), task, "next_tuple")
                     emitted += task.emit_burst()
+                self.busy = None
             self.flush()
             self._publish_in_flight()
             if not emitted:

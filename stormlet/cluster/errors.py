@@ -1,0 +1,118 @@
+"""Errors on a cluster: from a worker's heartbeat, through its supervisor's report in ZooKeeper,
+to nimbus, which answers ``stormlet errors`` and the errors column of ``stormlet list``.
+
+    worker heartbeat file   "errors": its tasks' recent errors (errors.RECENT per task), as dicts
+    supervisor report (ZK)  per worker, its newest PER_WORKER errors with shorter texts; per
+                            slot, the same of the last worker there that exited; all of a
+                            report's errors together at most REPORT_BYTES of JSON
+    nimbus                  one topology's errors from every report, with host:port, newest first
+
+An error as a dict: ``{"component", "task", "time" (epoch seconds), "error", "detail"}``. Anything
+read back from a file or ZooKeeper is checked field by field: a malformed entry is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from ..runtime.errors import ErrorRecord, clip, clip_tail
+
+HEARTBEAT_TEXT = 1000
+HEARTBEAT_DETAIL = 2000
+PER_WORKER = 10
+REPORT_TEXT = 300
+REPORT_DETAIL = 800
+REPORT_BYTES = 64 * 1024
+
+
+def heartbeat_errors(records: Iterable[ErrorRecord]) -> list[dict]:
+    return [{"component": r.component, "task": r.task, "time": r.time,
+             "error": clip(r.error, HEARTBEAT_TEXT),
+             "detail": clip_tail(r.detail, HEARTBEAT_DETAIL)} for r in records]
+
+
+def _valid(entry: Any) -> bool:
+    return (isinstance(entry, dict) and isinstance(entry.get("component"), str)
+            and isinstance(entry.get("task"), int) and isinstance(entry.get("time"), (int, float))
+            and isinstance(entry.get("error"), str) and isinstance(entry.get("detail", ""), str))
+
+
+def report_errors(beat_errors: Any, limit: int = PER_WORKER) -> list[dict]:
+    """A worker's newest ``limit`` errors from its heartbeat, shortened for ZooKeeper."""
+    if not isinstance(beat_errors, list):
+        return []
+    valid = sorted((e for e in beat_errors if _valid(e)), key=lambda e: e["time"])[-limit:]
+    return [{"component": e["component"], "task": e["task"], "time": e["time"],
+             "error": clip(e["error"], REPORT_TEXT),
+             "detail": clip_tail(e.get("detail", ""), REPORT_DETAIL)} for e in valid]
+
+
+def error_count(metrics: Any) -> int:
+    """Every error a worker counted, from its heartbeat's per-component metrics."""
+    if not isinstance(metrics, dict):
+        return 0
+    return sum(m.get("errors", 0) for m in metrics.values()
+               if isinstance(m, dict) and isinstance(m.get("errors", 0), int))
+
+
+def cap_report(entries: Iterable[dict], limit: int = REPORT_BYTES) -> None:
+    """Keep the newest errors of ``entries`` (dicts with an "errors" list) that fit in ``limit``
+    bytes of JSON together, drop the rest: a supervisor rewrites its report every few seconds,
+    and ZooKeeper holds every node in memory."""
+    entries = list(entries)
+    newest_first = sorted(((e["time"], i, j) for i, entry in enumerate(entries)
+                           for j, e in enumerate(entry["errors"])), reverse=True)
+    keep, size = set(), 0
+    for _time, i, j in newest_first:
+        size += len(json.dumps(entries[i]["errors"][j])) + 2
+        if size > limit:
+            break
+        keep.add((i, j))
+    for i, entry in enumerate(entries):
+        entry["errors"] = [e for j, e in enumerate(entry["errors"]) if (i, j) in keep]
+
+
+def _slots(report: Any) -> Iterable[tuple[str, dict]]:
+    """(port, entry) of every worker a supervisor report describes, running or exited."""
+    if not isinstance(report, dict):
+        return
+    for group in ("workers", "exited"):
+        entries = report.get(group)
+        if isinstance(entries, dict):
+            for port, entry in entries.items():
+                if isinstance(entry, dict):
+                    yield port, entry
+
+
+def topology_errors(reports: dict[str, Any], topology_id: str, limit: int) -> list[dict]:
+    """The newest ``limit`` errors of a topology from every supervisor's report, newest first,
+    each with the worker's ``host`` and ``port``."""
+    found = []
+    for report in reports.values():
+        host = report.get("host", "?") if isinstance(report, dict) else "?"
+        for port, entry in _slots(report):
+            if entry.get("topology_id") != topology_id:
+                continue
+            for error in entry.get("errors", []) if isinstance(entry.get("errors"), list) else []:
+                if _valid(error):
+                    found.append({**error, "host": host,
+                                  "port": int(port) if str(port).isdigit() else port})
+    found.sort(key=lambda e: e["time"], reverse=True)
+    return found[:limit]
+
+
+def topology_error_summary(reports: dict[str, Any], topology_id: str) -> dict:
+    """``{"errors": count, "last_error": time or None}``: what the topology's workers counted
+    (the running ones, and the last exited one of each slot), and when the newest reported
+    error happened."""
+    count, last = 0, None
+    for report in reports.values():
+        for _port, entry in _slots(report):
+            if entry.get("topology_id") != topology_id:
+                continue
+            count += error_count(entry.get("metrics"))
+            for error in entry.get("errors", []) if isinstance(entry.get("errors"), list) else []:
+                if _valid(error) and (last is None or error["time"] > last):
+                    last = error["time"]
+    return {"errors": count, "last_error": last}
