@@ -87,6 +87,10 @@ class Spout(Component):
     def fail(self, msg_id: Any, reason: Any) -> None:
         pass
 
+    def dead_lettered(self, msg_id: Any, reason: Any) -> None:
+        """The message failed ``topology.spout.dead.letter.attempts`` times and went to the
+        failed-message log instead of to ``fail``: forget it (do not replay it)."""
+
     def activate(self) -> None:
         pass
 

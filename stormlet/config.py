@@ -19,6 +19,7 @@ TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
 TOPOLOGY_TRANSFER_BATCH_SIZE = "topology.transfer.batch.size"
 TOPOLOGY_SPOUT_WAIT_MS = "topology.spout.wait.ms"
 TOPOLOGY_HANG_WARNING_SECS = "topology.hang.warning.secs"
+TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS = "topology.spout.dead.letter.attempts"
 TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS = "topology.error.throttle.interval.secs"
 TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL = "topology.max.error.report.per.interval"
 STORMLET_TOPOLOGY_ID = "stormlet.topology.id"
@@ -81,6 +82,11 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
         "set by workers: the cluster's ZooKeeper hosts (offset spouts commit there)",
     ),
     STORMLET_ZOOKEEPER_ROOT: (None, "set by workers: the cluster's root node in ZooKeeper"),
+    TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS: (
+        None,
+        "after this many fails of one message id, a spout's message goes to the failed-message "
+        "log instead of to fail() (Spout.dead_lettered is called); None: never",
+    ),
     STORMLET_FAILED_DIR: (
         None,
         "directory of the failed-message log (dead letters); on a cluster, a shared path",

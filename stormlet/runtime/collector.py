@@ -18,7 +18,7 @@ import random
 from time import monotonic
 from typing import Any, Iterable
 
-from ..fail_reason import ERROR, FAIL
+from ..fail_reason import ERROR, FAIL, FailReason
 from ..protocol import DEFAULT_STREAM
 from ..serialization import SerializationError, PLAIN_TYPES, check_values
 from ..tuples import Tuple
@@ -102,9 +102,11 @@ class SpoutCollector(_Emitter):
     """``emit(values, msg_id=None, stream="default")``: with a ``msg_id`` the tuple is tracked and
     the spout's ``ack`` or ``fail`` is called with that id once, when its tree completes or fails."""
 
-    def __init__(self, *args: Any, pending: Any, **kwargs: Any):
+    def __init__(self, *args: Any, pending: Any, dead_letters: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._pending = pending   # RotatingMap root -> (msg_id, emit time), owned by the executor
+        # RotatingMap root -> (msg_id, emit time, values), owned by the executor.
+        self._pending = pending
+        self._dead_letters = dead_letters
         self._inits = self._transfer.inits
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
         self.closed = False       # set at shutdown: later emits are refused
@@ -127,6 +129,16 @@ class SpoutCollector(_Emitter):
         route = self._route(stream, True)
         return self._send(route, self._checked(values, route), msg_id, task)
 
+    def dead_letter(self, values: Any, msg_id: Any = None, reason: Any = None,
+                    attempts: int = 1) -> None:
+        """Put a message in the failed-message log (``stormlet.failed.dir``) instead of emitting
+        it, durably: for a message the spout gives up on (``reason``: a ``FailReason`` or a
+        text, the spout's own words)."""
+        if not isinstance(reason, FailReason):
+            reason = FailReason(FAIL, self.component_id, reason or "dead-lettered by the spout")
+        self._dead_letters.write(values, msg_id, reason, attempts)
+        self._dead_letters.flush()
+
     def _send(self, route: StreamRoute, values: list, msg_id: Any,
               direct_task: int | None) -> list[int]:
         tasks = self._targets(route, values, direct_task)
@@ -148,7 +160,7 @@ class SpoutCollector(_Emitter):
                 data[t].append(Tuple(values, info, src, (root, edge)))
             self._inits[root % self._n_ackers].extend((root, xor, src))
             # Timed here, so a tuple emitted from open(), ack() or fail() is timed right too.
-            self._pending.buckets[0][root] = (msg_id, monotonic())
+            self._pending.buckets[0][root] = (msg_id, monotonic(), values)
         self.metrics.emitted += 1
         return tasks
 

@@ -27,6 +27,7 @@ from ..topology import ComponentSpec, Topology
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
 from .collector import BoltCollector, SpoutCollector
+from .dead_letters import DeadLetterBox
 from .errors import ErrorRecord, TaskErrors
 from .executor import ExecutorThread, TaskBase
 from .inbox import Inbox
@@ -172,10 +173,13 @@ class TopologyRuntime:
         common = (task, spec.id, obj, conf, context, transfer, metrics)
         if spec.is_spout:
             pending: RotatingMap = RotatingMap(2)
+            dead_letters = DeadLetterBox(conf.get(cfg.STORMLET_FAILED_DIR), self.name, spec.id,
+                                         task, conf.get(cfg.TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS))
             collector = SpoutCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
-                                       pending=pending)
+                                       pending=pending, dead_letters=dead_letters)
             return SpoutTask(*common, collector=collector, pending=pending,
-                             max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout)
+                             max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout,
+                             dead_letters=dead_letters)
         collector = BoltCollector(spec.id, task, routes, transfer, tracking, metrics, debug)
         tick = conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
         return BoltTask(*common, collector=collector, tick_secs=tick)

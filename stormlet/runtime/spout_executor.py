@@ -19,6 +19,7 @@ from ..fail_reason import TIMEOUT, FailReason
 from ..protocol import SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP
 from ..rotating_map import RotatingMap
 from .collector import SpoutCollector
+from .dead_letters import DeadLetterBox
 from .executor import ExecutorThread, TaskBase
 
 # next_tuple calls per task between looks at the inbox.
@@ -28,9 +29,11 @@ LATENCY_SAMPLE = 4
 
 class SpoutTask(TaskBase):
     def __init__(self, *args: Any, collector: SpoutCollector, pending: RotatingMap,
-                 max_pending: int | None, layout: TopologyLayout, **kwargs: Any):
+                 max_pending: int | None, layout: TopologyLayout, dead_letters: DeadLetterBox,
+                 **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.collector = collector
+        self.dead_letters = dead_letters
         self.pending = pending
         self.max_pending = max_pending or 0
         self.layout = layout
@@ -107,16 +110,19 @@ class SpoutTask(TaskBase):
         record = self.metrics.complete_latency.record
         ack = self.obj.ack
         metrics = self.metrics
+        dead_letters = self.dead_letters
         for root in roots:
             entry = take(root)
             if entry is None:
                 continue  # failed or timed out already: the first verdict stands
-            msg_id, emitted_at = entry
+            msg_id, emitted_at = entry[0], entry[1]
             # Latency of one ack in LATENCY_SAMPLE (Storm samples 5%): percentiles stay accurate
             # at any useful rate, and the log per ack is off the hot path.
             if not metrics.acked % LATENCY_SAMPLE:
                 record(now - emitted_at)
             metrics.acked += 1
+            if dead_letters.attempts:
+                dead_letters.forget(msg_id)
             try:
                 ack(msg_id)
             except Exception as exc:
@@ -129,13 +135,35 @@ class SpoutTask(TaskBase):
             if entry is None:
                 continue
             kind, component, message = batch[i + 1], batch[i + 2], batch[i + 3]
-            self._deliver_fail(entry[0], FailReason(kind, self.layout.component_name(component),
-                                                    message))
+            self._deliver_fail(entry, FailReason(kind, self.layout.component_name(component),
+                                                 message))
+        self._flush_dead_letters()
 
-    def _deliver_fail(self, msg_id: Any, reason: FailReason) -> None:
+    def _deliver_fail(self, entry: tuple, reason: FailReason, counts: bool = True) -> None:
+        """``entry`` is the pending entry: (msg id, emit time, values)."""
+        msg_id = entry[0]
         self.metrics.failed += 1
         self.metrics.fail_reasons[reason.kind] += 1
+        box = self.dead_letters
+        if counts and box.attempts:
+            failures = box.failed(msg_id)
+            if box.exhausted(failures):
+                try:
+                    box.write(entry[2], msg_id, reason, failures)
+                except Exception as exc:
+                    # The log cannot take it: the spout gets the fail and replays as before.
+                    self.report("writing a dead letter failed", exc)
+                else:
+                    self.call("dead_lettered raised", self.obj.dead_lettered, msg_id, reason)
+                    return
         self.call("fail raised", self.obj.fail, msg_id, reason)
+
+    def _flush_dead_letters(self) -> None:
+        if self.dead_letters.unflushed:
+            try:
+                self.dead_letters.flush()
+            except Exception as exc:
+                self.report("flushing dead letters failed", exc)
 
     def on_resets(self, roots: list[int]) -> None:
         newest = self.pending.buckets[0]
@@ -148,8 +176,9 @@ class SpoutTask(TaskBase):
     def rotate(self) -> None:
         """One message timeout passed: ask the ackers about roots that expired now, and fail the
         ones asked about last time that no acker answered for."""
-        for msg_id, _ in self.expiring_before.values():
-            self._deliver_fail(msg_id, FailReason(TIMEOUT, None, "no acker answered for it"))
+        for entry in self.expiring_before.values():
+            self._deliver_fail(entry, FailReason(TIMEOUT, None, "no acker answered for it"))
+        self._flush_dead_letters()
         self.expiring_before = self.expiring
         self.expiring = self.pending.rotate()
         timeouts = self.transfer.timeouts
@@ -165,8 +194,9 @@ class SpoutTask(TaskBase):
             bucket.clear()
         self.expiring.clear()
         self.expiring_before.clear()
-        for msg_id, _ in entries:
-            self._deliver_fail(msg_id, FailReason(TIMEOUT, None, message))
+        for entry in entries:
+            # The topology is stopping, the message did not fail: no attempt is counted.
+            self._deliver_fail(entry, FailReason(TIMEOUT, None, message), counts=False)
 
 
 class SpoutExecutor(ExecutorThread):
@@ -267,3 +297,4 @@ class SpoutExecutor(ExecutorThread):
             task.fail_all_in_flight("topology stopped before the tuple tree completed")
             if task.opened:
                 task.call("close raised", task.obj.close)
+            task.call("closing the dead-letter log failed", task.dead_letters.close)

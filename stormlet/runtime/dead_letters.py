@@ -1,0 +1,96 @@
+"""Dead letters for any reliable spout: after N failures of one message id, the message goes to
+the failed-message log instead of back to the spout.
+
+Enabled per spout with ``topology.spout.dead.letter.attempts`` (N). The spout executor counts
+``fail`` verdicts per message id (a spout that replays a failed message emits it again under the
+same id); the N-th one is not delivered to ``Spout.fail``: the tuple's values are written to the
+failed-message log (``stormlet.failed.dir``) with the reason, and ``Spout.dead_lettered(msg_id,
+reason)`` is called so the spout can forget the message. A spout may also dead-letter a message
+itself with ``collector.dead_letter(values, msg_id, reason)``.
+
+Offset-tracking spouts do their own dead-lettering (with the source's partition and offset) and
+need none of this.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import OrderedDict
+from typing import Any
+
+from ..failed import FailedMessageWriter, FailedRecord
+
+log = logging.getLogger(__name__)
+
+# Failure counts kept per task at most: a spout that never replays its failures must not make
+# this grow without bound (the oldest counts are forgotten first).
+MAX_TRACKED = 100_000
+DEFAULT_DIR = "stormlet-failed"
+
+
+class DeadLetterBox:
+    def __init__(self, directory: str | None, topology: str, component: str, task: int,
+                 attempts: int | None):
+        self.directory = os.path.abspath(directory or DEFAULT_DIR)
+        self.topology, self.component, self.task = topology, component, task
+        self.attempts = attempts
+        self._failures: OrderedDict[Any, list] = OrderedDict()  # msg id -> [count, first time]
+        self._writer: FailedMessageWriter | None = None
+        self.unflushed = 0
+
+    def failed(self, msg_id: Any) -> int:
+        """Count one failure of ``msg_id``; returns the count, or 0 when counting is off or the
+        id cannot be counted (not hashable)."""
+        if not self.attempts:
+            return 0
+        try:
+            history = self._failures.pop(msg_id, None)
+        except TypeError:
+            return 0
+        if history is None:
+            history = [0, time.time()]
+            if len(self._failures) >= MAX_TRACKED:
+                self._failures.popitem(last=False)
+        history[0] += 1
+        self._failures[msg_id] = history
+        return history[0]
+
+    def exhausted(self, count: int) -> bool:
+        return bool(self.attempts) and count >= self.attempts
+
+    def forget(self, msg_id: Any) -> None:
+        if self._failures:
+            try:
+                self._failures.pop(msg_id, None)
+            except TypeError:
+                pass
+
+    def write(self, values: Any, msg_id: Any, reason: Any, attempts: int = 1) -> None:
+        """Write one message to the failed-message log, durably (dead letters are rare: one
+        small file per batch of them is fine)."""
+        history = None
+        try:
+            history = self._failures.pop(msg_id, None)
+        except TypeError:
+            pass
+        now = time.time()
+        if self._writer is None:
+            self._writer = FailedMessageWriter(self.directory, self.topology, self.component,
+                                               self.task)
+        self._writer.write(FailedRecord(message_id=msg_id, reason=reason, attempts=attempts,
+                                        first_failed_at=history[1] if history else now,
+                                        last_failed_at=now, value=values))
+        self.unflushed += 1
+        log.warning("%s:%d dead-lettered message %r after %d attempts: %s", self.component,
+                    self.task, msg_id, attempts, reason)
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+        self.unflushed = 0
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
