@@ -1,0 +1,96 @@
+"""Replay throughput: failed-message records per second through the replay job on local Spark,
+from the failed-message log back into a local partitioned log.
+
+    python benchmarks/replay.py [--records 1000000] [--master local[2]] [--profile]
+
+Writes ``--records`` failed records (four spout tasks' files, ~100-byte str values with str keys,
+each from its own offset of a 4-partition log), then prints: the Spark session's start-up; the
+replay's planning (read, filter, de-duplicate, write the plan) and writing (plan back to the
+driver, appended to the log, journaled) times; messages/s end to end; and what a second,
+no-op replay costs. ``--profile`` also prints the driver's cProfile of the writing phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+from stormlet.fail_reason import FailReason
+from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef
+from stormlet.sources.partitioned_log import PartitionedLog
+from stormlet.spark import replay as replay_module
+from stormlet.spark.replay import replay
+from stormlet.spark.session import build_session
+
+PARTITIONS = 4
+
+
+def failed_log(base: Path, records: int) -> tuple[Path, Path]:
+    log_path = base / "log"
+    log = PartitionedLog.create(log_path, PARTITIONS)
+    name = str(log.path.resolve())
+    log.close()
+    failed_dir = base / "failed"
+    reason = FailReason("error", "parse", "ValueError: cannot parse the record")
+    payload = "x" * 90
+    writers = [FailedMessageWriter(failed_dir, "bench", "events", task) for task in range(4)]
+    now = time.time()
+    for i in range(records):
+        p = i % PARTITIONS
+        writers[p].write(FailedRecord(
+            message_id=[p, i], reason=reason, attempts=3, first_failed_at=now - 10,
+            last_failed_at=now, key=f"user-{i % 10_000}", value=f"{i:09d}{payload}",
+            source=SourceRef(kind="log", name=name, partition=p, offset=i // PARTITIONS)))
+    for writer in writers:
+        writer.close()
+    return failed_dir, log_path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--chunk-size", type=int, default=replay_module.DEFAULT_CHUNK)
+    parser.add_argument("--profile", action="store_true",
+                        help="print the driver's cProfile of the writing phase")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        failed_dir, log_path = failed_log(Path(tmp), args.records)
+        size = sum(f.stat().st_size for f in failed_dir.rglob("*.jsonl")) / 1e6
+        print(f"{args.records:,} failed records written ({size:,.0f} MB of JSON) in "
+              f"{time.perf_counter() - started:.1f}s")
+
+        started = time.perf_counter()
+        spark = build_session("stormlet-replay-bench", args.master)
+        print(f"Spark session ({args.master}) started in {time.perf_counter() - started:.1f}s")
+
+        profiler = cProfile.Profile() if args.profile else None
+        write_run = replay_module._write_run
+        if profiler is not None:
+            def profiled(*a, **kw):  # type: ignore[no-untyped-def]
+                return profiler.runcall(write_run, *a, **kw)
+            replay_module._write_run = profiled
+        summary = replay(failed_dir, f"log:{log_path}", chunk_size=args.chunk_size)
+        replay_module._write_run = write_run
+        assert summary.run is not None and summary.written == args.records, summary
+        writing = summary.run.seconds
+        print(f"replay: planning {summary.plan_seconds:.1f}s, writing {writing:.1f}s, "
+              f"total {summary.seconds:.1f}s")
+        print(f"replay throughput: {args.records / summary.seconds:>10,.0f} msgs/s end to end "
+              f"(planning {args.records / summary.plan_seconds:,.0f}/s, "
+              f"writing {args.records / writing:,.0f}/s)")
+        again = replay(failed_dir, f"log:{log_path}")
+        assert again.written == 0 and again.replayed_before == args.records, again
+        print(f"second replay (nothing to do):  {again.seconds:.1f}s")
+        spark.stop()
+        if profiler is not None:
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

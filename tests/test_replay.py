@@ -1,0 +1,459 @@
+"""The replay job of the failed-message log (``stormlet replay``), on a real local Spark session.
+
+End to end: a topology whose bolt fails a known subset of messages dead-letters them with their
+reasons; replay pushes them back into the local log (or the Kafka topic) the spout reads; the
+"fixed" topology, resuming from its commits, processes exactly those messages once; a second
+replay writes nothing. Then: de-duplication and payload types, partitioning, a replay killed with
+SIGKILL part-way and re-run, and the errors a user sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import support
+from stormlet import Bolt, FailReason, TopologyBuilder
+from stormlet.cli import main
+from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef, read_failed
+from stormlet.replay_cli import parse_time
+from stormlet.sources import KafkaSpout, LogSpout, RetryPolicy
+from stormlet.sources.offset_store import FileOffsetStore
+from stormlet.sources.partitioned_log import PartitionedLog, partition_for_key
+from stormlet.spark.replay import (HEADER_KEY, HEADER_RUN, REPLAYS_DIR, ReplayError,
+                                   parse_target, replay)
+from stormlet.spark.session import build_session
+
+ROOT = Path(__file__).resolve().parent.parent
+SPOUT_ID = "reader"
+FAST = {"topology.message.timeout.secs": 5}
+RETRY = RetryPolicy(initial_delay=0.05, max_attempts=2)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session for every test here (starting one costs ~5 s); ``replay`` uses
+    the active session."""
+    session = build_session("stormlet-replay-tests", "local[2]",
+                            {"spark.sql.shuffle.partitions": "2"})
+    yield session
+    session.stop()
+
+
+# ----- a topology whose bolt fails a known subset, until it is "fixed"
+
+
+def number(value) -> int:
+    return int((value.decode() if isinstance(value, bytes) else value)[1:])
+
+
+class Flaky(Bolt):
+    """Raises on m3, m13, ... (reason ``error``) and fails m7, m17, ... (reason ``fail``), unless
+    the topology config says ``test.fixed``; records each value it acks."""
+
+    outputs = ["value"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.fixed = conf.get("test.fixed", False)
+        self.processed: list = []
+
+    def execute(self, tup):
+        value = tup["value"]
+        if not self.fixed and number(value) % 10 == 3:
+            raise ValueError(f"cannot parse {value!r}")
+        if not self.fixed and number(value) % 10 == 7:
+            self.collector.fail(tup, "rejected")
+            return
+        self.processed.append(value)
+        self.collector.ack(tup)
+
+
+def flaky_topology(spout):
+    builder = TopologyBuilder()
+    builder.set_spout("source", spout, parallelism=2)
+    builder.set_bolt("sink", Flaky(), parallelism=2).shuffle_grouping("source")
+    return builder.build()
+
+
+def processed(cluster) -> Counter:
+    return Counter(v for sink in cluster.instances("test", "sink") for v in sink.processed)
+
+
+def bad(values) -> list:
+    return [v for v in values if number(v) % 10 in (3, 7)]
+
+
+def part(value) -> int:
+    """The partition a test message is written to: blocks of ten, so each holds bad ones."""
+    return number(value) // 10 % 2
+
+
+def log_commits(log_path: Path) -> dict[int, int]:
+    return {p: r["offset"] for p, r in FileOffsetStore(log_path / "_offsets").all()
+            .get(SPOUT_ID, {}).items()}
+
+
+def ends(log: PartitionedLog) -> dict[int, int]:
+    return {p: log.end_offset(p) for p in range(log.partitions)}
+
+
+def run_log_topology(log_path: Path, log: PartitionedLog, fixed: bool) -> Counter:
+    spout = LogSpout(str(log_path), spout_id=SPOUT_ID, retry=RETRY, commit_interval=0.2)
+    with support.running(flaky_topology(spout), {**FAST, "test.fixed": fixed}) as cluster:
+        cluster.wait_for(lambda: log_commits(log_path) == ends(log), timeout=30)
+        return processed(cluster)
+
+
+def test_end_to_end_through_the_local_log(spark, tmp_path):
+    path = tmp_path / "events"
+    values = [f"m{i}" for i in range(200)]
+    log = PartitionedLog.create(path, 2)
+    for i, value in enumerate(values):
+        log.append(value, key=f"k{i}", partition=part(value))
+    log.flush()
+    failed_dir = path / "_failed"
+
+    first = run_log_topology(path, log, fixed=False)
+    assert first == Counter(v for v in values if v not in bad(values))
+    records = list(read_failed(failed_dir))
+    assert sorted(r["payload"]["value"] for r in records) == sorted(bad(values))
+    reasons = {r["payload"]["value"]: r["reason"] for r in records}
+    assert reasons["m3"]["kind"] == "error" and "cannot parse 'm3'" in reasons["m3"]["message"]
+    assert reasons["m7"] == {"kind": "fail", "component": "sink", "message": "rejected"}
+
+    # Dry run, through the CLI: counts by reason and component, nothing written.
+    before = ends(log)
+    result = CliRunner().invoke(main, ["replay", "--failed-dir", str(failed_dir), "--to",
+                                       f"log:{path}", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "dry run: would replay 40 messages" in result.output
+    assert "test" in result.output and "source" in result.output
+    assert ends(log) == before and not (failed_dir / REPLAYS_DIR).exists()
+
+    summary = replay(failed_dir, f"log:{path}", chunk_size=15)
+    assert summary.planned == summary.written == 40
+    assert summary.by_reason() == {"error": 20, "fail": 20}
+    assert summary.by_component() == {("test", "source"): 40}
+    # Each message went back to the partition it came from, with its key.
+    for p in range(2):
+        again = log.read(p, before[p], 100)
+        assert [(r.key, r.value) for r in again] == [
+            (f"k{number(v)}", v) for v in bad(values) if part(v) == p]
+
+    second = run_log_topology(path, log, fixed=True)
+    assert second == Counter(bad(values))                      # exactly the replayed ones, once
+    assert first + second == Counter(values)                   # every message processed once
+    assert len(list(read_failed(failed_dir))) == 40            # nothing failed again
+
+    again = replay(failed_dir, f"log:{path}")
+    assert again.planned == again.written == 0 and again.replayed_before == 40
+    assert again.run is None and ends(log) == {0: 120, 1: 120}
+
+
+def test_end_to_end_through_kafka(spark, mock_kafka, tmp_path):
+    topic = "replay-e2e"
+    mock_kafka.create_topic(topic, 2)
+    values = [f"m{i}" for i in range(100)]
+    for p in range(2):
+        mock_kafka.produce(topic, [v for v in values if part(v) == p], partition=p)
+    store = FileOffsetStore(tmp_path / "offsets")
+    failed_dir = tmp_path / "failed"
+
+    def run(fixed: bool, expected_commits: dict[int, int]) -> Counter:
+        spout = KafkaSpout(mock_kafka.bootstrap_servers, topic, spout_id=SPOUT_ID, offsets=store,
+                           retry=RETRY, commit_interval=0.2, failed_dir=str(failed_dir))
+        with support.running(flaky_topology(spout), {**FAST, "test.fixed": fixed}) as cluster:
+            cluster.wait_for(lambda: {p: r["offset"] for p, r in
+                                      store.all().get(SPOUT_ID, {}).items()} == expected_commits,
+                             timeout=30)
+            return processed(cluster)
+
+    first = run(False, {0: 50, 1: 50})
+    encoded = [v.encode() for v in values]
+    assert first == Counter(v for v in encoded if v not in bad(encoded))
+    records = list(read_failed(failed_dir))
+    assert sorted(r["payload"]["value"] for r in records) == sorted(bad(encoded))
+    assert {r["source"]["kind"] for r in records} == {"kafka"}
+
+    target = f"kafka://{mock_kafka.bootstrap_servers}/{topic}"
+    summary = replay(failed_dir, target, reason="error")
+    assert summary.written == 10 and summary.by_reason() == {"error": 10}
+    summary = replay(failed_dir, target)
+    assert summary.written == 10 and summary.replayed_before == 10
+    assert summary.by_reason() == {"fail": 10}
+
+    second = run(True, {0: 60, 1: 60})   # 10 replayed messages came back to each partition
+    assert second == Counter(bad(encoded))
+    assert first + second == Counter(encoded)
+    assert replay(failed_dir, target).written == 0
+
+
+# ----- which record wins, what is written
+
+
+def write_records(failed_dir: Path, records: list[FailedRecord], topology="t",
+                  component="source") -> None:
+    with FailedMessageWriter(failed_dir, topology, component, 1) as writer:
+        for record in records:
+            writer.write(record)
+
+
+def rec(message_id, value, *, key=None, source=None, last=10.0, kind="error",
+        first=1.0) -> FailedRecord:
+    return FailedRecord(message_id=message_id, reason=FailReason(kind, "sink", "x"), attempts=2,
+                        first_failed_at=first, last_failed_at=last, key=key, value=value,
+                        source=source)
+
+
+def test_latest_attempt_wins_types_are_kept_and_ids_compare_as_json(spark, tmp_path):
+    log = PartitionedLog.create(tmp_path / "log", 3)
+    name = str(log.path.resolve())
+
+    def src(p, o):
+        return SourceRef(kind="log", name=name, partition=p, offset=o)
+
+    write_records(tmp_path / "failed", [
+        rec([0, 5], "old", key="k", source=src(0, 5), last=10),
+        rec([0, 5], b"newer", key=b"k", source=src(0, 5), last=20),     # same offset: wins
+        rec([2, 1], b"\x00\xffraw", key=None, source=src(2, 1)),
+        rec([1, 9], '{"base64": "aGk="}', key='{"base64": "aGk="}', source=src(1, 9)),
+        rec("42", "str id"), rec(42, "int id", last=5), rec(42, "int id later", last=6),
+        rec([1, 2], {"not": "replayable"}, source=src(1, 2)),
+    ])
+    write_records(tmp_path / "failed", [rec([0, 5], "other topology, same message", last=15,
+                                            source=src(0, 5))], topology="u")
+    summary = replay(tmp_path / "failed", f"log:{tmp_path / 'log'}", chunk_size=2)
+    assert (summary.matched, summary.duplicates, summary.unreplayable) == (9, 3, 1)
+    assert summary.planned == summary.written == 5
+    found = {(p, r.key, r.value) for p in range(3) for r in log.read(p, 0)}
+    assert {(0, b"k", b"newer"), (2, None, b"\x00\xffraw"),
+            (1, '{"base64": "aGk="}', '{"base64": "aGk="}')} <= found
+    assert {v for _, _, v in found if isinstance(v, str)} == {
+        '{"base64": "aGk="}', "int id later", "str id"}
+    assert len(found) == 5
+
+
+def test_filters_and_partitioning_by_key(spark, tmp_path):
+    other = SourceRef(kind="log", name="/elsewhere", partition=7, offset=0)
+    write_records(tmp_path / "failed", [
+        rec(i, f"v{i}", key=f"user-{i}", last=100.0 + i, kind="error" if i % 2 else "timeout",
+            source={**other, "offset": i})
+        for i in range(20)])
+    write_records(tmp_path / "failed", [rec(99, "other component")], component="other")
+    log = PartitionedLog.create(tmp_path / "log", 4)
+    preview = replay(tmp_path / "failed", f"log:{tmp_path / 'log'}", reason="error",
+                     since=105, until=115, dry_run=True)
+    assert preview.planned == 5 and preview.by_reason() == {"error": 5}      # 105 .. 113, odd
+    assert not (tmp_path / "failed" / REPLAYS_DIR).exists()
+    summary = replay(tmp_path / "failed", f"log:{tmp_path / 'log'}", component="source")
+    assert summary.written == 20
+    # Not from this log: partition 7 means nothing here, so each goes by its key.
+    for p in range(4):
+        for r in log.read(p, 0):
+            assert partition_for_key(r.key, 4) == p
+    assert replay(tmp_path / "failed", f"log:{tmp_path / 'log'}").written == 1
+
+
+# ----- crash safety
+
+
+CRASHING_REPLAY = """
+import os, signal, sys
+from stormlet.sources.partitioned_log import PartitionedLog
+from stormlet.spark.replay import replay
+
+original = PartitionedLog.append_many
+calls = 0
+
+def append_then_die(self, values, keys=None, partition=None):
+    # The fourth chunk (the first of the second partition written): another writer slips a
+    # message in, half the chunk lands, then kill -9.
+    global calls
+    calls += 1
+    if calls < 4:
+        return original(self, values, keys, partition)
+    original(PartitionedLog(self.path), ["foreign before"], None, partition)
+    half = len(values) // 2
+    original(self, values[:half], keys[:half] if keys else None, partition)
+    self.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+PartitionedLog.append_many = append_then_die
+replay(sys.argv[1], sys.argv[2])
+"""
+
+
+class Died(Exception):
+    """Stands for a crash of the replaying process."""
+
+
+def die(*args, **kwargs):
+    raise Died()
+
+
+def test_a_replay_killed_part_way_finishes_on_rerun_without_duplicates(spark, tmp_path,
+                                                                        monkeypatch):
+    from stormlet.spark import replay as replay_module
+
+    log = PartitionedLog.create(tmp_path / "log", 2)
+    name = str(log.path.resolve())
+    write_records(tmp_path / "failed", [
+        rec([i % 2, i], f"m{i}", key=f"k{i}",
+            source=SourceRef(kind="log", name=name, partition=i % 2, offset=i))
+        for i in range(3000)])
+    target = f"log:{tmp_path / 'log'}"
+    # First attempt: dies once its plan is complete, before writing anything.
+    with monkeypatch.context() as patch:
+        patch.setattr(replay_module, "_write_run", die)
+        with pytest.raises(Died):
+            replay(tmp_path / "failed", target, chunk_size=500)
+    assert ends(log) == {0: 0, 1: 0}
+    # Second attempt, in a process killed with SIGKILL half-way through its fourth chunk. (It
+    # finishes the planned run first, so it never needs a Spark session of its own.)
+    script = tmp_path / "crash.py"
+    script.write_text(textwrap.dedent(CRASHING_REPLAY))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "failed"), target],
+                          check=False, env=env, capture_output=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    [run_dir] = [p for p in (tmp_path / "failed" / REPLAYS_DIR).iterdir() if p.is_dir()]
+    journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    assert [(e["chunk"], e["state"]) for e in journal][-2:] == [(2, "done"), (3, "start")]
+    assert not (run_dir / "summary.json").exists()
+    # One partition's 1500 messages were chunks 0-2; chunk 3, the other's first, half landed.
+    [half] = [p for p, end in ends(log).items() if end == 251]
+    assert ends(log)[1 - half] == 1500
+    log.append("foreign after", partition=half)
+    # And a run that died while Spark wrote its plan: no run.json, so it wrote nothing.
+    debris = tmp_path / "failed" / REPLAYS_DIR / "20000101T000000Z-000000"
+    (debris / "plan").mkdir(parents=True)
+    (debris / "plan" / "part-00000.json").write_text('{"partition": 0}\n')
+
+    summary = replay(tmp_path / "failed", target)
+    assert not debris.exists()
+    assert summary.planned == 0 and summary.run is None
+    [resumed] = summary.resumed
+    assert (resumed.planned, resumed.written, resumed.already_landed) == (3000, 1250, 250)
+    values = Counter(r.value for p in range(2) for r in log.read(p, 0, 10_000))
+    assert values == Counter([f"m{i}" for i in range(3000)] + ["foreign before", "foreign after"])
+    # Each partition holds its messages in their source order.
+    for p in range(2):
+        order = [r.value for r in log.read(p, 0, 10_000) if r.value.startswith("m")]
+        assert order == [f"m{i}" for i in range(p, 3000, 2)]
+    assert (run_dir / "summary.json").exists()
+    assert replay(tmp_path / "failed", target).written == 0
+
+
+def test_a_kafka_replay_interrupted_part_way_finishes_by_its_headers(spark, mock_kafka, tmp_path,
+                                                                      monkeypatch):
+    from confluent_kafka import Consumer, TopicPartition
+
+    from stormlet.spark import replay as replay_module
+
+    topic = "replay-crash"
+    mock_kafka.create_topic(topic, 1)
+    write_records(tmp_path / "failed", [
+        rec([0, i], f"m{i}".encode(), source=SourceRef(kind="kafka", name=topic, partition=0,
+                                                       offset=i))
+        for i in range(300)])
+    original = replay_module._KafkaTarget.write
+    calls = []
+
+    def write_half_then_crash(self, partition, messages, run_id):
+        calls.append(len(messages))
+        if len(calls) == 2:
+            original(self, partition, messages[:40], run_id)
+            self.flush()
+            raise KeyboardInterrupt("simulated crash")
+        original(self, partition, messages, run_id)
+
+    monkeypatch.setattr(replay_module._KafkaTarget, "write", write_half_then_crash)
+    target = f"kafka://{mock_kafka.bootstrap_servers}/{topic}"
+    with pytest.raises(KeyboardInterrupt):
+        replay(tmp_path / "failed", target, chunk_size=100)
+    monkeypatch.setattr(replay_module._KafkaTarget, "write", original)
+    summary = replay(tmp_path / "failed", target)
+    [resumed] = summary.resumed
+    assert (resumed.written, resumed.already_landed) == (160, 40)
+
+    consumer = Consumer({"bootstrap.servers": mock_kafka.bootstrap_servers, "group.id": "check",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    while len(got) < 300:
+        got += [m for m in consumer.consume(500, 1.0) if m.error() is None]
+    consumer.close()
+    assert Counter(m.value() for m in got) == Counter(f"m{i}".encode() for i in range(300))
+    headers = dict(got[0].headers())
+    assert headers[HEADER_RUN] == resumed.run_id.encode()
+    assert json.loads(headers[HEADER_KEY]) == ["source", "kafka", topic, 0, 0]
+
+
+# ----- what the user sees when something is wrong
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--failed-dir", "{tmp}/nowhere", "--to", "log:{tmp}/log"], "does not exist"),
+    (["--failed-dir", "{tmp}/file", "--to", "log:{tmp}/log"], "is not a directory"),
+    (["--failed-dir", "{tmp}/failed", "--to", "log:{tmp}/missing"], "no log at"),
+    (["--failed-dir", "{tmp}/failed", "--to", "kafka://127.0.0.1:{port}/t", "--timeout", "1"],
+     "is the broker running and reachable?"),
+])
+def test_errors_exit_non_zero_with_one_clear_line_and_write_nothing(tmp_path, args, message):
+    write_records(tmp_path / "failed", [rec(1, "v")])
+    PartitionedLog.create(tmp_path / "log", 1)
+    (tmp_path / "file").write_text("")
+    args = [a.format(tmp=tmp_path, port=free_port()) for a in args]
+    result = CliRunner().invoke(main, ["replay", *args])
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], lines
+    assert not (tmp_path / "failed" / REPLAYS_DIR).exists()
+    assert PartitionedLog(tmp_path / "log").end_offset(0) == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--to", "logs:/x"], "is not a target"),
+    (["--to", "kafka://broker/topic"], "expected kafka://HOST:PORT"),
+    (["--to", "log:/x", "--since", "yesterday"], "is not a time"),
+])
+def test_bad_arguments_are_usage_errors(tmp_path, args, message):
+    result = CliRunner().invoke(main, ["replay", "--failed-dir", str(tmp_path), *args])
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_targets_and_times_parse():
+    assert str(parse_target("log:data/x")) == f"log:{os.path.abspath('data/x')}"
+    spec = parse_target("kafka://a:9092,b:9093/orders.v1")
+    assert (spec.location, spec.topic) == ("a:9092,b:9093", "orders.v1")
+    assert parse_time("2h", now=10_000.0) == 10_000.0 - 7200
+    assert parse_time("1970-01-02") == 86400.0
+    assert parse_time("1970-01-01T01:00:00+01:00") == 0.0
+    assert parse_time("12.5") == 12.5
+
+
+def test_an_unfinished_run_to_another_target_must_be_finished_first(tmp_path):
+    run = tmp_path / "failed" / REPLAYS_DIR / "20240101T000000Z-abcdef"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"target": "log:/somewhere/else", "planned": 1}))
+    write_records(tmp_path / "failed", [rec(1, "v")])
+    PartitionedLog.create(tmp_path / "log", 1)
+    with pytest.raises(ReplayError, match="did not finish; finish it first.*log:/somewhere/else"):
+        replay(tmp_path / "failed", f"log:{tmp_path / 'log'}")
