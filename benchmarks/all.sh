@@ -7,3 +7,7 @@ echo
 python benchmarks/cluster_wordcount.py
 echo
 python benchmarks/offset_spout.py
+echo
+python benchmarks/backfill.py
+echo
+python benchmarks/replay.py

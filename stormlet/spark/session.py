@@ -36,6 +36,10 @@ def build_session(app_name: str, master: str | None = None,
     }
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers run PYSPARK_PYTHON, by default whatever `python3` is on the PATH; run
+        # under an interpreter without stormlet (a venv's CLI called by its path), they could not
+        # import the jobs' functions.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         settings.update({"spark.driver.host": "127.0.0.1",
                          "spark.driver.bindAddress": "127.0.0.1"})
     settings.update(conf or {})

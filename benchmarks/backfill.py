@@ -1,0 +1,94 @@
+"""Backfill throughput: the word-count topology's bolts over a text file in local Spark.
+
+    python benchmarks/backfill.py [--lines 1000000] [--master local[2]]
+
+Times the whole job (text read, the split bolt, a shuffle by word into the count bolt, the counts
+written as JSON Lines) over ``--lines`` sentences of the example corpus, after a small warm-up job
+that starts Spark's Python workers; the session's own start is timed apart. Prints messages
+(lines) and words per second, and the CPU time the job's processes used (this process, Spark's
+JVM and its Python workers, from /proc), which other work on the machine does not inflate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from stormlet.loader import load_topology_file
+from stormlet.spark.backfill import Backfill, InputOptions
+from stormlet.spark.session import build_session
+
+TOPOLOGY = Path(__file__).resolve().parent.parent / "topologies" / "word_count.py"
+
+
+def write_lines(path: Path, n: int) -> None:
+    import sys
+
+    load_topology_file(TOPOLOGY)
+    corpus = sys.modules["stormlet_topology_word_count"].CORPUS
+    with open(path, "w") as f:
+        for i in range(n):
+            f.write(corpus[i % len(corpus)] + "\n")
+
+
+def cpu_seconds(root: int) -> float:
+    """User and system CPU of ``root`` and every process below it, and of this process."""
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue   # exited meanwhile
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        times[pid] = sum(int(x) for x in fields[11:15])   # utime stime cutime cstime
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0)
+        todo += children.get(pid, [])
+    own = os.times()
+    return total / os.sysconf("SC_CLK_TCK") + own.user + own.system
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lines", type=int, default=1_000_000)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="stormlet-backfill-bench-") as tmp:
+        directory = Path(tmp)
+        write_lines(directory / "warmup.txt", 1000)
+        write_lines(directory / "lines.txt", args.lines)
+        started = time.perf_counter()
+        spark = build_session("stormlet-backfill-bench", args.master,
+                              {"spark.ui.showConsoleProgress": "false"})
+        session_secs = time.perf_counter() - started
+        jvm = spark.sparkContext._gateway.proc.pid   # spark-submit, which runs the JVM
+        try:
+            Backfill(TOPOLOGY, InputOptions(str(directory / "warmup.txt"))).run(
+                spark, str(directory / "warmup-out"), progress=lambda line: None)
+            job = Backfill(TOPOLOGY, InputOptions(str(directory / "lines.txt")))
+            cpu_before = cpu_seconds(jvm)
+            result = job.run(spark, str(directory / "out"), progress=lambda line: None)
+            cpu = cpu_seconds(jvm) - cpu_before
+        finally:
+            spark.stop()
+    words = result.components["count"]["executed"]
+    print(f"backfill, word count, {args.master}: {result.messages:,} lines ({words:,} words) in "
+          f"{result.seconds:.1f} s: {result.messages / result.seconds:,.0f} messages/s, "
+          f"{words / result.seconds:,.0f} words/s; {cpu:.1f} CPU-seconds "
+          f"({result.messages / cpu:,.0f} messages per CPU-second); Spark session start: "
+          f"{session_secs:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
