@@ -70,13 +70,13 @@ def main() -> None:
         print(f"Spark session ({args.master}) started in {time.perf_counter() - started:.1f}s")
 
         profiler = cProfile.Profile() if args.profile else None
-        write_run = replay_module._write_run
+        write_run = replay_module.write_run
         if profiler is not None:
             def profiled(*a, **kw):  # type: ignore[no-untyped-def]
                 return profiler.runcall(write_run, *a, **kw)
-            replay_module._write_run = profiled
+            replay_module.write_run = profiled
         summary = replay(failed_dir, f"log:{log_path}", chunk_size=args.chunk_size)
-        replay_module._write_run = write_run
+        replay_module.write_run = write_run
         assert summary.run is not None and summary.written == args.records, summary
         writing = summary.run.seconds
         print(f"replay: planning {summary.plan_seconds:.1f}s, writing {writing:.1f}s, "

@@ -45,7 +45,7 @@ def ls_command(failed_dir: Path, topology: str | None) -> None:
         click.echo(f"{failed_dir}: {_count(summary.records, 'failed message')} in "
                    f"{_count(summary.files, 'file')}, "
                    f"{_count(len(summary.by_topology()), 'topology', 'topologies')}")
-        click.echo(_table(summary.counts))
+        click.echo(table(summary.counts))
     if summary.in_progress:
         click.echo(f"not counted: {_count(summary.in_progress, 'in-progress file')} (being "
                    f"written, or left by a crashed writer until its task restarts)")
@@ -55,7 +55,10 @@ def _count(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n} {singular if n == 1 else plural or singular + 's'}"
 
 
-def _table(counts: dict[tuple[str, str, str], int]) -> str:
+def table(counts: dict[tuple[str, str, str], int]) -> str:
+    """Counts by (topology, component, reason kind) as a table: a row per topology and
+    component, a column per reason kind and a total, and a total row when there are
+    several."""
     reasons = [*STANDARD_REASONS, *sorted({k[2] for k in counts} - set(STANDARD_REASONS))]
     rows: dict[tuple[str, str], dict[str, int]] = {}
     for (topology, component, reason), n in counts.items():

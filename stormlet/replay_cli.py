@@ -17,8 +17,7 @@ from typing import Any
 
 import click
 
-from .failed_cli import FAILED_DIR_OPTION, TOPOLOGY_OPTION
-from .failed_cli import _table as counts_table
+from .failed_cli import FAILED_DIR_OPTION, TOPOLOGY_OPTION, table
 
 _AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -141,4 +140,4 @@ def replay(failed_dir: Path, topology: str | None, component: str | None, reason
                f"{summary.replayed_before:,} replayed before, "
                f"{summary.unreplayable:,} unreplayable (value not str or bytes)")
     if summary.counts:
-        click.echo(counts_table(summary.counts))
+        click.echo(table(summary.counts))

@@ -315,7 +315,7 @@ def test_a_replay_killed_part_way_finishes_on_rerun_without_duplicates(spark, tm
     target = f"log:{tmp_path / 'log'}"
     # First attempt: dies once its plan is complete, before writing anything.
     with monkeypatch.context() as patch:
-        patch.setattr(replay_module, "_write_run", die)
+        patch.setattr(replay_module, "write_run", die)
         with pytest.raises(Died):
             replay(tmp_path / "failed", target, chunk_size=500)
     assert ends(log) == {0: 0, 1: 0}
@@ -359,7 +359,7 @@ def test_a_kafka_replay_interrupted_part_way_finishes_by_its_headers(spark, mock
                                                                       monkeypatch):
     from confluent_kafka import Consumer, TopicPartition
 
-    from stormlet.spark import replay as replay_module
+    from stormlet.spark.replay_targets import KafkaTarget
 
     topic = "replay-crash"
     mock_kafka.create_topic(topic, 1)
@@ -367,7 +367,7 @@ def test_a_kafka_replay_interrupted_part_way_finishes_by_its_headers(spark, mock
         rec([0, i], f"m{i}".encode(), source=SourceRef(kind="kafka", name=topic, partition=0,
                                                        offset=i))
         for i in range(300)])
-    original = replay_module._KafkaTarget.write
+    original = KafkaTarget.write
     calls = []
 
     def write_half_then_crash(self, partition, messages, run_id):
@@ -378,11 +378,11 @@ def test_a_kafka_replay_interrupted_part_way_finishes_by_its_headers(spark, mock
             raise KeyboardInterrupt("simulated crash")
         original(self, partition, messages, run_id)
 
-    monkeypatch.setattr(replay_module._KafkaTarget, "write", write_half_then_crash)
+    monkeypatch.setattr(KafkaTarget, "write", write_half_then_crash)
     target = f"kafka://{mock_kafka.bootstrap_servers}/{topic}"
     with pytest.raises(KeyboardInterrupt):
         replay(tmp_path / "failed", target, chunk_size=100)
-    monkeypatch.setattr(replay_module._KafkaTarget, "write", original)
+    monkeypatch.setattr(KafkaTarget, "write", original)
     summary = replay(tmp_path / "failed", target)
     [resumed] = summary.resumed
     assert (resumed.written, resumed.already_landed) == (160, 40)

@@ -1,0 +1,129 @@
+"""Writing a run's plan to its target, chunk by chunk with each chunk journaled, and finishing a
+run that crashed part-way without writing anything twice; with what a run reports as it goes
+(``ReplayProgress``) and when it is done (``RunResult``).
+
+**Crash safety.** Chunks of the plan are written one after the other, from the driver. Before a
+chunk the journal records the target's end offset of each partition the chunk writes to; after it
+(and after the log's fsync, or Kafka's acknowledgements) it records "done". A run that died leaves
+a run without a summary; the next ``replay`` on the same failed-message directory finishes it first,
+before planning anything new: done chunks are skipped, and for the chunk that was being written it
+reads the target from the recorded end offsets to find what already landed (how each target tells:
+``replay_targets``), and writes only the rest.
+
+**Why the driver writes.** The local log is a directory on the driver's machine, appended to
+under per-partition file locks, and the journal must record, in order, what was written. Spark
+does the heavy part (parse, filter, de-duplicate, exclude earlier runs, partition, sort) on the
+executors and writes the plan; the driver then streams the plan's files a line at a time, so a
+million messages never sit in memory at once, and finishing a crashed run needs no Spark at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, Callable, Iterator
+
+from .replay_error import ReplayError
+from .replay_manifest import Run
+from .replay_plan import plan_messages
+from .replay_targets import KafkaTarget, LogTarget, Message
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    """What one run wrote in this call."""
+
+    run_id: str
+    planned: int
+    written: int = 0
+    #: Messages found already in the target when finishing a run that had crashed.
+    already_landed: int = 0
+    #: Seconds spent writing (reading the plan back included).
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class ReplayProgress:
+    """Reported after each chunk is written."""
+
+    run_id: str
+    chunk: int            # 1-based
+    chunks: int
+    written: int          # messages of the run in the target so far
+    planned: int
+    seconds: float        # since the run's writing started
+
+
+def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    while True:
+        chunk = list(islice(items, size))
+        if not chunk:
+            return
+        yield chunk
+
+
+def _by_partition(chunk: list[tuple[int, Message]]) -> dict[int, list[Message]]:
+    groups: dict[int, list[Message]] = {}
+    for partition, message in chunk:
+        group = groups.get(partition)
+        if group is None:
+            group = groups[partition] = []
+        group.append(message)
+    return groups
+
+
+def write_run(run: Run, target: LogTarget | KafkaTarget,
+              progress: Callable[[ReplayProgress], None] | None) -> RunResult:
+    """Write the run's plan to the target, chunk by chunk, journaling each; finish a run that
+    crashed part-way without writing anything twice."""
+    began = time.monotonic()
+    meta = run.meta
+    planned, size = meta["planned"], meta["chunk_size"]
+    chunks = -(-planned // size)
+    result = RunResult(run.id, planned)
+    done, started = run.journal()
+    # Chunks are written in order, so the done ones are the first ones.
+    first = len(done)
+    if done != set(range(first)):
+        raise ReplayError(f"replay run {run.path}: its journal is inconsistent (done chunks "
+                          f"{sorted(done)}); inspect {run.journal_path}")
+    lines = run.plan_lines()
+    written = sum(1 for _ in islice(lines, first * size))
+    for index, chunk in enumerate(_chunks(plan_messages(lines), size), start=first):
+        groups = _by_partition(chunk)
+        if index in started:
+            ends = started[index]
+            remaining = {p: target.unlanded(p, ends[p], msgs, run.id) for p, msgs in groups.items()}
+            landed = sum(len(groups[p]) - len(remaining[p]) for p in groups)
+            result.already_landed += landed
+            log.info("replay %s: chunk %d was being written when the last run stopped: %d of "
+                     "its %d messages are in %s, writing the rest", run.id, index + 1, landed,
+                     len(chunk), target.spec)
+            groups = {p: msgs for p, msgs in remaining.items() if msgs}
+        else:
+            run.record(state="start", chunk=index, messages=len(chunk), at=time.time(),
+                       ends={str(p): o for p, o in target.end_offsets(sorted(groups)).items()})
+        for p, msgs in sorted(groups.items()):
+            target.write(p, msgs, run.id)
+        spans = target.flush()
+        run.record(state="done", chunk=index, at=time.time(),
+                   written={str(p): [s, e] for p, (s, e) in spans.items()})
+        result.written += sum(len(msgs) for msgs in groups.values())
+        written += len(chunk)
+        if progress is not None:
+            progress(ReplayProgress(run.id, index + 1, chunks, written, planned,
+                                    time.monotonic() - began))
+    if written != planned:
+        raise ReplayError(f"replay run {run.path}: its plan holds {written} messages, its "
+                          f"run.json says {planned}; the manifest is damaged")
+    run.finish({"run_id": run.id, "finished_at": time.time(), "planned": planned,
+                "target": meta["target"], "written_by_last_attempt": result.written,
+                "already_landed": result.already_landed, "offsets": run.written()})
+    result.seconds = time.monotonic() - began
+    log.info("replay %s: done, %d messages in %s in %.1fs", run.id, planned, target.spec,
+             result.seconds)
+    return result
