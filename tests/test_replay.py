@@ -335,6 +335,21 @@ def test_a_replay_killed_part_way_finishes_on_rerun_without_duplicates(spark, tm
     [half] = [p for p, end in ends(log).items() if end == 251]
     assert ends(log)[1 - half] == 1500
     log.append("foreign after", partition=half)
+    # A third attempt dies too, after 100 more messages of that chunk landed, and another
+    # writer appends again: the landed part no longer adjoins the rest.
+    from stormlet.spark import replay_targets
+    original_write = replay_targets.LogTarget.write
+
+    def write_some_then_die(self, partition, messages, run_id):
+        original_write(self, partition, messages[:100], run_id)
+        self.flush()
+        raise Died()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(replay_targets.LogTarget, "write", write_some_then_die)
+        with pytest.raises(Died):
+            replay(tmp_path / "failed", target)
+    log.append("foreign again", partition=half)
     # And a run that died while Spark wrote its plan: no run.json, so it wrote nothing.
     debris = tmp_path / "failed" / REPLAYS_DIR / "20000101T000000Z-000000"
     (debris / "plan").mkdir(parents=True)
@@ -344,9 +359,10 @@ def test_a_replay_killed_part_way_finishes_on_rerun_without_duplicates(spark, tm
     assert not debris.exists()
     assert summary.planned == 0 and summary.run is None
     [resumed] = summary.resumed
-    assert (resumed.planned, resumed.written, resumed.already_landed) == (3000, 1250, 250)
+    assert (resumed.planned, resumed.written, resumed.already_landed) == (3000, 1150, 350)
     values = Counter(r.value for p in range(2) for r in log.read(p, 0, 10_000))
-    assert values == Counter([f"m{i}" for i in range(3000)] + ["foreign before", "foreign after"])
+    assert values == Counter([f"m{i}" for i in range(3000)] +
+                             ["foreign before", "foreign after", "foreign again"])
     # Each partition holds its messages in their source order.
     for p in range(2):
         order = [r.value for r in log.read(p, 0, 10_000) if r.value.startswith("m")]

@@ -130,13 +130,17 @@ class Run:
             if isinstance(entry, dict):
                 yield entry
 
-    def journal(self) -> tuple[set[int], dict[int, dict[int, int]]]:
-        """(chunks done, {chunk started but not done: its target end offsets per partition})."""
+    def journal(self) -> tuple[set[int], dict[int, tuple[dict[int, int], dict[int, int]]]]:
+        """(chunks done, {chunk started but not done: (the target's end offset per partition
+        when its latest attempt began, how many of its messages per partition had landed
+        before that attempt)}). A resumed chunk is journaled again, so a second crash is
+        measured from where the second attempt began."""
         done: set[int] = set()
-        started: dict[int, dict[int, int]] = {}
+        started: dict[int, tuple[dict[int, int], dict[int, int]]] = {}
         for entry in self.entries():
             if entry.get("state") == "start":
-                started[entry["chunk"]] = {int(p): o for p, o in entry["ends"].items()}
+                started[entry["chunk"]] = ({int(p): o for p, o in entry["ends"].items()},
+                                           {int(p): n for p, n in entry.get("skip", {}).items()})
             elif entry.get("state") == "done":
                 done.add(entry["chunk"])
         return done, {c: ends for c, ends in started.items() if c not in done}

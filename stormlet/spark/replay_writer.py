@@ -96,13 +96,19 @@ def write_run(run: Run, target: LogTarget | KafkaTarget,
     for index, chunk in enumerate(_chunks(plan_messages(lines), size), start=first):
         groups = _by_partition(chunk)
         if index in started:
-            ends = started[index]
-            remaining = {p: target.unlanded(p, ends[p], msgs, run.id) for p, msgs in groups.items()}
-            landed = sum(len(groups[p]) - len(remaining[p]) for p in groups)
-            result.already_landed += landed
+            ends, skip = started[index]
+            remaining = {p: target.unlanded(p, ends[p], msgs[skip.get(p, 0):], run.id)
+                         for p, msgs in groups.items()}
+            landed = {p: len(groups[p]) - len(remaining[p]) for p in groups}
+            result.already_landed += sum(landed.values())
             log.info("replay %s: chunk %d was being written when the last run stopped: %d of "
-                     "its %d messages are in %s, writing the rest", run.id, index + 1, landed,
-                     len(chunk), target.spec)
+                     "its %d messages are in %s, writing the rest", run.id, index + 1,
+                     sum(landed.values()), len(chunk), target.spec)
+            # Journal this attempt too: if it dies as well, the next one measures from here
+            # (other writers may append in between, so the landed part need not adjoin it).
+            run.record(state="start", chunk=index, messages=len(chunk), at=time.time(),
+                       ends={str(p): o for p, o in target.end_offsets(sorted(groups)).items()},
+                       skip={str(p): n for p, n in landed.items()})
             groups = {p: msgs for p, msgs in remaining.items() if msgs}
         else:
             run.record(state="start", chunk=index, messages=len(chunk), at=time.time(),
