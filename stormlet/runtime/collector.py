@@ -29,6 +29,22 @@ from .transfer import Transfer
 log = logging.getLogger(__name__)
 
 
+
+def check_stream(component_id: str, stream: str, route: Any, declared: Any, direct: bool) -> None:
+    """Refuse an emit on an undeclared stream, or with ``emit``/``emit_direct`` not matching how
+    the stream was declared; ``route`` is the stream's (None if undeclared), ``declared`` every
+    declared stream id. Shared by every collector, so all say it the same way."""
+    if route is None:
+        names = sorted(declared) or "none"
+        raise ValueError(f"{component_id!r} emitted on stream {stream!r}, which it does not "
+                         f"declare (it declares {names})")
+    if route.direct != direct:
+        if direct:
+            raise ValueError(f"{component_id!r} called emit_direct on stream {stream!r}, "
+                             f"which is not declared direct")
+        raise ValueError(f"{component_id!r} emitted on direct stream {stream!r}: "
+                         f"use emit_direct(task, ...)")
+
 class _Emitter:
     def __init__(self, component_id: str, task: int, routes: dict[str, StreamRoute],
                  transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False):
@@ -56,16 +72,7 @@ class _Emitter:
 
     def _route(self, stream: str, direct: bool) -> StreamRoute:
         route = self._routes.get(stream)
-        if route is None:
-            declared = sorted(self._routes) or "none"
-            raise ValueError(f"{self.component_id!r} emitted on stream {stream!r}, which it does not "
-                             f"declare (it declares {declared})")
-        if route.direct != direct:
-            if direct:
-                raise ValueError(f"{self.component_id!r} called emit_direct on stream {stream!r}, "
-                                 f"which is not declared direct")
-            raise ValueError(f"{self.component_id!r} emitted on direct stream {stream!r}: "
-                             f"use emit_direct(task, ...)")
+        check_stream(self.component_id, stream, route, self._routes, direct)
         return route
 
     def _checked(self, values: Any, route: StreamRoute) -> list:
