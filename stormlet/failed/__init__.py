@@ -47,10 +47,11 @@ Usage::
 A writer is not thread-safe: each spout task owns one and calls it from its own thread.
 """
 
+from .dead_letters import DeadLetterBox
 from .reader import FailedSummary, final_files, inprogress_files, read_failed, summarize, topologies
 from .record import FailedRecord, SourceRef, decode_record, decode_value, encode_value
 from .writer import FailedMessageWriter, recover_leftovers
 
-__all__ = ["FailedMessageWriter", "FailedRecord", "FailedSummary", "SourceRef", "decode_record",
-           "decode_value", "encode_value", "final_files", "inprogress_files", "read_failed",
+__all__ = ["DeadLetterBox", "FailedMessageWriter", "FailedRecord", "FailedSummary", "SourceRef",
+           "decode_record", "decode_value", "encode_value", "final_files", "inprogress_files", "read_failed",
            "recover_leftovers", "summarize", "topologies"]

@@ -27,7 +27,7 @@ from ..topology import ComponentSpec, Topology
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
 from .collector import BoltCollector, SpoutCollector
-from .dead_letters import DeadLetterBox
+from ..failed import DeadLetterBox
 from .errors import ErrorRecord, TaskErrors
 from .executor import ExecutorThread, TaskBase
 from .inbox import Inbox

@@ -19,7 +19,7 @@ from ..fail_reason import TIMEOUT, FailReason
 from ..protocol import SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP
 from ..rotating_map import RotatingMap
 from .collector import SpoutCollector
-from .dead_letters import DeadLetterBox
+from ..failed import DeadLetterBox
 from .executor import ExecutorThread, TaskBase
 
 # next_tuple calls per task between looks at the inbox.

@@ -36,6 +36,7 @@ from typing import Any, Callable
 from .. import config as cfg
 from ..components import Spout
 from ..fail_reason import ERROR, FAIL, FailReason
+from ..failed import DeadLetterBox, FailedRecord, SourceRef
 from .offset_store import MemoryOffsetStore, OffsetStore, ZooKeeperOffsetStore
 from .partition_offsets import DeadLetter, PartitionOffsets
 from .retry import RetryPolicy
@@ -138,8 +139,8 @@ class OffsetSpout(Spout):
         self.store = self.offsets or self._default_store(conf)
         self.failed_dir = (self.failed_dir or conf.get(cfg.STORMLET_FAILED_DIR)
                            or self.default_failed_dir())
-        self._failed_writer: Any = None
-        self._unflushed_dead_letters = False
+        self.dead_letters = DeadLetterBox(self.failed_dir, self.topology_name,
+                                          self.component_id, self.task_id, attempts=None)
         self.tracked = self.guarantee == "at_least_once"
         self.partitions: dict[int, PartitionOffsets] = {}
         self.saved: dict[int, int] = {}       # partition -> offset last written to the store
@@ -175,8 +176,7 @@ class OffsetSpout(Spout):
                          self.component_id, self.task_id, self.source.name, p, m["committed"],
                          m["lag"], m["dead_lettered"])
         finally:
-            if self._failed_writer is not None:
-                self._failed_writer.close()
+            self.dead_letters.close()
             self.source.close()
             self.store.close()
 
@@ -365,23 +365,14 @@ class OffsetSpout(Spout):
                 self.next_due = due
 
     def _dead_letter(self, letter: DeadLetter) -> None:
-        from ..failed import FailedMessageWriter, FailedRecord, SourceRef
-
-        if self._failed_writer is None:
-            self._failed_writer = FailedMessageWriter(self.failed_dir, self.topology_name,
-                                                      self.component_id, self.task_id)
         record = letter.record
         wall = self.wall_clock_offset
-        self._failed_writer.write(FailedRecord(
+        self.dead_letters.put(FailedRecord(
             message_id=[record.partition, record.offset], reason=letter.reason,
             attempts=letter.attempts, first_failed_at=letter.first_failed_at + wall,
             last_failed_at=letter.last_failed_at + wall, key=record.key, value=record.value,
             source=SourceRef(kind=self.source_kind(), name=self.source.name,
                              partition=record.partition, offset=record.offset)))
-        self._unflushed_dead_letters = True
-        log.warning("%s:%d dead-lettered %s partition %d offset %d after %d attempts: %s",
-                    self.component_id, self.task_id, self.source.name, record.partition,
-                    record.offset, letter.attempts, letter.reason)
 
     # ----- commits
 
@@ -411,9 +402,8 @@ class OffsetSpout(Spout):
                 changes[p] = offset
         if not changes:
             return
-        if self._unflushed_dead_letters:
-            self._failed_writer.flush()
-            self._unflushed_dead_letters = False
+        if self.dead_letters.unflushed:
+            self.dead_letters.flush()
         for p, offset in changes.items():
             if not self._save(p, offset):
                 return

@@ -16,7 +16,6 @@ sampled four times a second, so the report can say how long each fault held thro
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -25,11 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
-
 from chaos_topology import ID_WIDTH
 from cluster_support import LoopbackCluster, wait_until
+from stormlet.cluster.zk_state import ClusterState, connect
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
 
@@ -181,16 +178,12 @@ class ChaosRun:
         self._threads.append(timer)
 
     def _leader(self) -> dict:
-        client = KazooClient(hosts=self.cluster.zk.hosts)
-        client.start(timeout=15)
+        client = connect(self.cluster.zk.hosts)
         try:
-            data, _ = client.get("/stormlet/nimbus/leader")
-        except NoNodeError:
-            return {}
+            return ClusterState(client).leader() or {}
         finally:
             client.stop()
             client.close()
-        return json.loads(data)
 
     # ----- the end
 

@@ -1,5 +1,5 @@
-"""Dead letters for any reliable spout: after N failures of one message id, the message goes to
-the failed-message log instead of back to the spout.
+"""A spout task's dead letters: the one writer of its failed-message log files, and, for any
+reliable spout, the count of failures per message id.
 
 Enabled per spout with ``topology.spout.dead.letter.attempts`` (N). The spout executor counts
 ``fail`` verdicts per message id (a spout that replays a failed message emits it again under the
@@ -8,8 +8,8 @@ failed-message log (``stormlet.failed.dir``) with the reason, and ``Spout.dead_l
 reason)`` is called so the spout can forget the message. A spout may also dead-letter a message
 itself with ``collector.dead_letter(values, msg_id, reason)``.
 
-Offset-tracking spouts do their own dead-lettering (with the source's partition and offset) and
-need none of this.
+Offset-tracking spouts count attempts themselves (per partition offset) and hand complete
+records, with the source's partition and offset, to ``put``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from ..failed import FailedMessageWriter, FailedRecord
+from .record import FailedRecord
+from .writer import FailedMessageWriter
 
 log = logging.getLogger(__name__)
 
@@ -68,23 +69,30 @@ class DeadLetterBox:
                 pass
 
     def write(self, values: Any, msg_id: Any, reason: Any, attempts: int = 1) -> None:
-        """Write one message to the failed-message log, durably (dead letters are rare: one
-        small file per batch of them is fine)."""
+        """Write one message, with the failure times this box counted for it."""
         history = None
         try:
             history = self._failures.pop(msg_id, None)
         except TypeError:
             pass
         now = time.time()
+        self.put(FailedRecord(message_id=msg_id, reason=reason, attempts=attempts,
+                              first_failed_at=history[1] if history else now,
+                              last_failed_at=now, value=values))
+
+    def put(self, record: FailedRecord) -> None:
+        """Write one record; it is durable after the next ``flush``, which callers make before
+        anything may count the message as done."""
         if self._writer is None:
             self._writer = FailedMessageWriter(self.directory, self.topology, self.component,
                                                self.task)
-        self._writer.write(FailedRecord(message_id=msg_id, reason=reason, attempts=attempts,
-                                        first_failed_at=history[1] if history else now,
-                                        last_failed_at=now, value=values))
+        self._writer.write(record)
         self.unflushed += 1
-        log.warning("%s:%d dead-lettered message %r after %d attempts: %s", self.component,
-                    self.task, msg_id, attempts, reason)
+        where = record.source
+        log.warning("%s:%d dead-lettered message %r%s after %d attempts: %s", self.component,
+                    self.task, record.message_id,
+                    f" ({where['name']} partition {where['partition']} offset {where['offset']})"
+                    if where else "", record.attempts, record.reason)
 
     def flush(self) -> None:
         if self._writer is not None:
