@@ -27,6 +27,7 @@ STORMLET_ZOOKEEPER_CONNECT = "stormlet.zookeeper.connect"
 STORMLET_ZOOKEEPER_ROOT = "stormlet.zookeeper.root"
 STORMLET_FAILED_DIR = "stormlet.failed.dir"
 OFFSETS_START_OVER = "offsets.start.over"
+TOPOLOGY_METRICS_REPORT_SECS = "topology.metrics.report.secs"
 
 #: Every key stormlet reads, with its default and what it means.
 DEFAULTS: dict[str, tuple[Any, str]] = {
@@ -90,6 +91,10 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     STORMLET_FAILED_DIR: (
         None,
         "directory of the failed-message log (dead letters); on a cluster, a shared path",
+    ),
+    TOPOLOGY_METRICS_REPORT_SECS: (
+        5,
+        "how often each worker sends its metrics (one message per worker) to the nimbus leader",
     ),
     OFFSETS_START_OVER: (
         False,
