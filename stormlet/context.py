@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from .metrics.user import Counter, Gauge, Histogram, UserMetrics
 from .protocol import ACKER_COMPONENT, SYSTEM_COMPONENT
 from .topology import Topology
 
@@ -35,14 +37,43 @@ class TopologyLayout:
 
 
 class TopologyContext:
-    """Passed to ``open`` and ``prepare``: who this task is and what the topology looks like."""
+    """Passed to ``open`` and ``prepare``: who this task is and what the topology looks like,
+    and where the task registers its own metrics.
 
-    def __init__(self, layout: TopologyLayout, task_id: int, conf: dict[str, Any]):
+    User metrics (Storm 2's ``registerCounter`` etc.) are per task, shown with the task's
+    built-in metrics (``stormlet ui``, the REST API, ``/metrics``), and registered once, usually
+    in ``open`` or ``prepare``; registering a name again returns the same metric::
+
+        self.parsed = context.register_counter("parsed")      # self.parsed.inc()
+        self.sizes = context.register_histogram("size_bytes") # self.sizes.update(len(raw))
+        context.register_gauge("cache_entries", lambda: len(self.cache))
+
+    A gauge's function is called when metrics are read, on another thread: let it read a
+    value, not change one.
+    """
+
+    def __init__(self, layout: TopologyLayout, task_id: int, conf: dict[str, Any],
+                 user_metrics: UserMetrics | None = None):
         self._layout = layout
         self.task_id = task_id
         self.component_id = layout.task_component.get(task_id, SYSTEM_COMPONENT)
         self.topology_name = layout.name
         self.conf = conf
+        self._user_metrics = user_metrics or UserMetrics(
+            f"component {self.component_id!r} task {task_id}")
+
+    def register_counter(self, name: str) -> Counter:
+        """A count that only goes up: ``counter.inc()`` or ``counter.inc(n)``."""
+        return self._user_metrics.counter(name)
+
+    def register_gauge(self, name: str, fn: Callable[[], Any]) -> Gauge:
+        """A value read by calling ``fn()`` whenever metrics are read."""
+        return self._user_metrics.gauge(name, fn)
+
+    def register_histogram(self, name: str) -> Histogram:
+        """A distribution: ``histogram.update(value)``; shown as count, mean, median and 99th
+        percentile (the percentiles over the last 1024 values)."""
+        return self._user_metrics.histogram(name)
 
     def get_component_tasks(self, component: str) -> list[int]:
         return list(self._layout.component_tasks.get(component, []))

@@ -89,6 +89,19 @@ class LocalCluster:
         """Per component: tasks, emitted, executed, acked, failed, fail_reasons, complete latency."""
         return self._get(name).summary()
 
+    def metrics_snapshot(self, name: str) -> dict:
+        """Everything measured, per task and window, as a worker reports it to nimbus (see
+        ``TopologyRuntime.metrics_snapshot``); ``stormlet.metrics.views`` makes tables of it."""
+        return self._get(name).metrics_snapshot()
+
+    def structure(self, name: str) -> dict:
+        """The topology's components, streams and subscriptions as plain data."""
+        return self._get(name).structure
+
+    def runtime(self, name: str) -> TopologyRuntime:
+        """The running topology itself: its id, start time, activation (for the UI)."""
+        return self._get(name)
+
     def errors(self, name: str) -> list[ErrorRecord]:
         """Recent errors, oldest first: component, task, time, error (the message) and detail
         (traceback, or a hung component's stack). Errors of one kind beyond the first few per

@@ -1,5 +1,6 @@
 """``python -m stormlet.cluster.inspect FILE``: load a topology file and print, as one JSON line,
-what nimbus needs to schedule it, or the reason it cannot run."""
+what nimbus needs to schedule it (and, under "structure", what the UI draws), or the reason it
+cannot run."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import sys
 
 from ..loader import TopologyFileError, load_topology_file
+from ..metrics.structure import topology_structure
 
 
 def summary(path: str) -> dict:
@@ -20,7 +22,8 @@ def summary(path: str) -> dict:
     for cid, spec in topology.components.items():
         components[cid] = {"spout": spec.is_spout, "tasks": spec.tasks, "executors": spec.executors,
                            "inputs": sorted({sub.source for sub in spec.inputs})}
-    return {"ok": True, "config": config, "components": components}
+    return {"ok": True, "config": config, "components": components,
+            "structure": topology_structure(topology)}
 
 
 def main() -> None:

@@ -7,8 +7,17 @@ import time
 from typing import Any
 
 from ..acker import Acker
-from ..protocol import (ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, SPOUT_ACK,
-                        SPOUT_FAIL, SPOUT_RESET, STOP)
+from ..protocol import (
+    ACK_ACK,
+    ACK_FAIL,
+    ACK_INIT,
+    ACK_RESET,
+    ACK_TIMEOUT,
+    SPOUT_ACK,
+    SPOUT_FAIL,
+    SPOUT_RESET,
+    STOP,
+)
 from .executor import FLUSH_EVERY, ExecutorThread
 
 
@@ -64,11 +73,13 @@ class AckerExecutor(ExecutorThread):
             if kind == STOP:
                 break
             if kind is not None:
+                started = time.monotonic()
                 try:
                     self.handle(kind, src, payload)
                 except Exception as exc:  # a malformed batch: drop it, keep the ledger serving
                     self.tasks[0].report(f"dropped a malformed batch of kind {kind} from task "
                                          f"{src}", exc)
+                self.metrics.busy_secs += time.monotonic() - started
                 since_flush += 1
             if since_flush >= FLUSH_EVERY or empty():
                 self.send_verdicts()

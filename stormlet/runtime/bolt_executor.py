@@ -1,5 +1,9 @@
 """Runs bolt tasks: executes each tuple of each batch, then flushes what the bolts emitted.
 
+Each batch is timed once: its time counts as the task's busy time (capacity), and its time per
+tuple as the execute latency of each of its tuples. Its first tuple is timed to its ack (process
+latency, see collector.py).
+
 An exception from ``execute`` is counted, logged and recorded with the component and task (the
 first of a kind in full, then a summary per interval: see errors.py), and the input is failed with
 reason ``error`` carrying the error text, so the spout hears why at once instead of waiting for a
@@ -50,21 +54,32 @@ class BoltTask(TaskBase):
         self.obj.execute(tup, self._basic)
         self.collector.ack(tup)
 
-    def run_batch(self, batch: list[Tuple]) -> None:
+    def run_batch(self, batch: list[Tuple], started: float) -> None:
+        """Execute ``batch``, which the executor started on at ``started`` (monotonic)."""
         if self.broken is not None:
             for tup in batch:
                 self.collector.fail_with_error(tup, self.broken)
             return
+        if batch:
+            self.collector.sample_process(batch[0], started)
+            self._execute(batch, started)
+
+    def run_tick(self, started: float) -> None:
+        self._execute([Tuple([self.tick_secs], TICK_INFO, SYSTEM_TASK, None)], started)
+
+    def _execute(self, batch: list[Tuple], started: float) -> None:
         execute = self.execute
         for tup in batch:
             try:
                 execute(tup)
             except Exception as exc:
                 self.on_error(tup, exc)
-        self.metrics.executed += len(batch)
-
-    def run_tick(self) -> None:
-        self.run_batch([Tuple([self.tick_secs], TICK_INFO, SYSTEM_TASK, None)])
+        n = len(batch)
+        elapsed = monotonic() - started
+        metrics = self.metrics
+        metrics.executed += n
+        metrics.busy_secs += elapsed
+        metrics.execute_latency.record_many(elapsed / n, n)
 
     def on_error(self, tup: Tuple, exc: Exception) -> None:
         self.report("execute raised", exc, on=tup)
@@ -92,13 +107,15 @@ class BoltExecutor(ExecutorThread):
             kind, dest, _src, payload = get()
             if kind == DATA:
                 task = tasks[dest]
-                self.busy = (monotonic(), task, "execute")
-                task.run_batch(payload)
+                started = monotonic()
+                self.busy = (started, task, "execute")
+                task.run_batch(payload, started)
                 self.busy = None
             elif kind == TICK:
                 task = tasks[dest]
-                self.busy = (monotonic(), task, "execute")
-                task.run_tick()
+                started = monotonic()
+                self.busy = (started, task, "execute")
+                task.run_tick(started)
                 self.busy = None
             elif kind == STOP:
                 break

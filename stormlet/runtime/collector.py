@@ -15,12 +15,13 @@ from __future__ import annotations
 import logging
 import os
 import random
+from collections.abc import Iterable
 from time import monotonic
-from typing import Any, Iterable
+from typing import Any
 
 from ..fail_reason import ERROR, FAIL, FailReason
 from ..protocol import DEFAULT_STREAM
-from ..serialization import SerializationError, PLAIN_TYPES, check_values
+from ..serialization import PLAIN_TYPES, SerializationError, check_values
 from ..tuples import Tuple
 from .metrics import TaskMetrics
 from .routing import StreamRoute
@@ -28,6 +29,8 @@ from .transfer import Transfer
 
 log = logging.getLogger(__name__)
 
+# Tuples whose process latency a bolt task times at once (one per batch is started).
+PROCESS_SAMPLES = 64
 
 
 def check_stream(component_id: str, stream: str, route: Any, declared: Any, direct: bool) -> None:
@@ -45,6 +48,7 @@ def check_stream(component_id: str, stream: str, route: Any, declared: Any, dire
         raise ValueError(f"{component_id!r} emitted on direct stream {stream!r}: "
                          f"use emit_direct(task, ...)")
 
+
 class _Emitter:
     def __init__(self, component_id: str, task: int, routes: dict[str, StreamRoute],
                  transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False):
@@ -57,6 +61,7 @@ class _Emitter:
         self._n_ackers = max(1, len(transfer.acker_tasks))
         self._rb = random.Random(os.urandom(16)).getrandbits
         self.metrics = metrics
+        self._emitted = metrics.emitted   # per stream, every declared stream present
         self._plain_routes = {stream: route for stream, route in routes.items() if not route.direct}
         if debug:
             self._send = self._logged(self._send)  # type: ignore[method-assign]
@@ -117,6 +122,7 @@ class SpoutCollector(_Emitter):
         self._inits = self._transfer.inits
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
         self.closed = False       # set at shutdown: later emits are refused
+        self.emits = 0            # on every stream: how the executor sees next_tuple emit
 
     def _refuse(self, values: Any) -> list[int]:
         log.warning("%s:%d emitted %r while the topology was stopping; not sent",
@@ -168,7 +174,8 @@ class SpoutCollector(_Emitter):
             self._inits[root % self._n_ackers].extend((root, xor, src))
             # Timed here, so a tuple emitted from open(), ack() or fail() is timed right too.
             self._pending.buckets[0][root] = (msg_id, monotonic(), values)
-        self.metrics.emitted += 1
+        self._emitted[info.stream] += 1
+        self.emits += 1
         return tasks
 
 
@@ -176,11 +183,15 @@ class BoltCollector(_Emitter):
     """``emit(values, anchors=(), stream="default")``, ``ack(t)``, ``fail(t, reason)``,
     ``reset_timeout(t)``. Every input tuple must be acked or failed, or its tree times out."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, timeout_secs: float = 30.0, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._acks = self._transfer.acks
         self._fails = self._transfer.fails
         self._resets = self._transfer.resets
+        # Sampled tuples -> when their execute started, oldest first: see sample_process.
+        self._started: dict[Tuple, float] = {}
+        self._timeout_secs = timeout_secs
+        self._process_latency = self.metrics.process_latency
 
     def emit(self, values: Any, anchors: Tuple | Iterable[Tuple] = (),
              stream: str = DEFAULT_STREAM) -> list[int]:
@@ -221,7 +232,7 @@ class BoltCollector(_Emitter):
         else:
             for t in tasks:
                 data[t].append(Tuple(values, info, src, None))
-        self.metrics.emitted += 1
+        self._emitted[stream] += 1
         return tasks
 
     def _emit_general(self, values: Any, anchors: Any, stream: str) -> list[int]:
@@ -250,7 +261,7 @@ class BoltCollector(_Emitter):
             anchor = self._anchor
             for t in tasks:
                 data[t].append(Tuple(values, info, src, anchor(anchors)))
-        self.metrics.emitted += 1
+        self._emitted[info.stream] += 1
         return tasks
 
     def _anchor(self, anchors: tuple | list) -> tuple[int, ...] | None:
@@ -286,6 +297,22 @@ class BoltCollector(_Emitter):
                     combined = acks[root % n]
                     combined[root] = combined.get(root, 0) ^ roots[i + 1] ^ value
         self.metrics.acked += 1
+        if self._started:
+            started = self._started.pop(tup, None)
+            if started is not None:
+                self._process_latency.record(monotonic() - started)
+
+    def sample_process(self, tup: Tuple, started: float) -> None:
+        """Time ``tup`` from ``started`` (its execute's start) to its ack. At most
+        PROCESS_SAMPLES wait for their ack; the oldest is given up once older than the message
+        timeout (its tree has timed out), so a bolt that holds tuples a while is still timed."""
+        waiting = self._started
+        if len(waiting) >= PROCESS_SAMPLES:
+            oldest = next(iter(waiting))
+            if started - waiting[oldest] < self._timeout_secs:
+                return
+            del waiting[oldest]
+        waiting[tup] = started
 
     def fail(self, tup: Tuple, reason: Any = None) -> None:
         self._fail(tup, FAIL, None if reason is None else str(reason))
@@ -297,8 +324,9 @@ class BoltCollector(_Emitter):
             n = self._n_ackers
             for root in roots[::2]:
                 fails[root % n].extend((root, kind, message))
-        self.metrics.failed += 1
-        self.metrics.fail_reasons[kind] += 1
+        self.metrics.count_fail(kind, self.component_id)
+        if self._started:
+            self._started.pop(tup, None)
 
     def fail_with_error(self, tup: Tuple, error: BaseException) -> None:
         self._fail(tup, ERROR, f"{type(error).__name__}: {error}")
@@ -344,4 +372,4 @@ class BasicOutputCollector:
         self._collector.report_error(error)
 
 
-__all__ = ["SpoutCollector", "BoltCollector", "BasicOutputCollector", "SerializationError"]
+__all__ = ["BasicOutputCollector", "BoltCollector", "SerializationError", "SpoutCollector"]

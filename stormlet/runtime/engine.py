@@ -7,37 +7,49 @@ groupings are the same objects.
 Shutdown is Storm's: deactivate the spouts, let in-flight trees finish (or fail them when the
 wait runs out), then stop executors in topological order so that everything a component emitted
 reaches the next one before that one stops, and clean every component up on its own thread.
+
+``metrics_snapshot()`` is everything measured here, per task and per window, as plain data: a
+worker sends it to nimbus, local mode hands it to the UI. Reading it costs a copy of each task's
+counters (a few microseconds per task); the executors never wait for it.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import os
+import random
 import threading
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import config as cfg
 from ..context import TopologyContext, TopologyLayout
+from ..failed import DeadLetterBox
+from ..metrics.process import ProcessStats
+from ..metrics.structure import topology_structure
+from ..metrics.windows import RollingWindows
 from ..protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK
 from ..rotating_map import RotatingMap
 from ..topology import ComponentSpec, Topology
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
 from .collector import BoltCollector, SpoutCollector
-from ..failed import DeadLetterBox
 from .errors import ErrorRecord, TaskErrors
 from .executor import ExecutorThread, TaskBase
 from .inbox import Inbox
-from .metrics import TaskMetrics, summarize
+from .metrics import TaskMetrics, summarize, window_stats
 from .routing import build_routes
 from .spout_executor import SpoutExecutor, SpoutTask
 from .transfer import Transfer
 from .watchdog import Watchdog
 
 log = logging.getLogger(__name__)
+
+# Seconds between samples for the rolling windows, taken whether or not anyone reads them (a
+# window keeps one sample per 1/20 of its length: see stormlet.metrics.windows).
+SAMPLE_SECS = 5.0
 
 
 def split_tasks(tasks: list[int], executors: int) -> list[list[int]]:
@@ -96,6 +108,12 @@ class TopologyRuntime:
         self.layout = TopologyLayout(name, topology, n_ackers)
         self.timeout_secs = float(self.conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
         self.metrics: list[TaskMetrics] = []
+        self.structure = topology_structure(topology)
+        self.process_stats = ProcessStats()
+        self._windows: dict[int, RollingWindows] = {}
+        self._windows_lock = threading.Lock()
+        # task -> (kind, its executor's inbox, its executor's first and last task)
+        self._placement: dict[int, tuple[str, Inbox, list[int]]] = {}
         self.executors: dict[str, list[ExecutorThread]] = {}
         self.started_at: float | None = None
         self._ticker: threading.Thread | None = None
@@ -118,6 +136,10 @@ class TopologyRuntime:
         for component_id, tasks, inbox in local:
             executor = self._executor(component_id, tasks, inbox, self.local_tasks)
             self.executors.setdefault(component_id, []).append(executor)
+            kind = ("acker" if component_id == ACKER_COMPONENT else
+                    "spout" if self.topology.components[component_id].is_spout else "bolt")
+            for task in tasks:
+                self._placement[task] = (kind, inbox, [tasks[0], tasks[-1]])
 
     def _component_conf(self, spec: ComponentSpec) -> dict[str, Any]:
         return cfg.merged(self.conf, spec.obj.get_component_configuration(), spec.config)
@@ -146,27 +168,30 @@ class TopologyRuntime:
         executor.hang_secs = float(conf.get(cfg.TOPOLOGY_HANG_WARNING_SECS) or 0)
         return executor
 
-    def _task_metrics(self, component_id: str, task: int, conf: dict[str, Any]) -> TaskMetrics:
+    def _task_metrics(self, component_id: str, task: int, conf: dict[str, Any],
+                      streams: list[str]) -> TaskMetrics:
         errors = TaskErrors(component_id, task,
                             window_secs=float(conf[cfg.TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS]),
                             per_window=int(conf[cfg.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL]))
-        metrics = TaskMetrics(component_id, task, errors)
+        metrics = TaskMetrics(component_id, task, errors, streams)
         self.metrics.append(metrics)
+        self._windows[task] = RollingWindows(time.monotonic(), metrics.sample())
         return metrics
 
     def _acker_task(self, task: int) -> TaskBase:
-        metrics = self._task_metrics(ACKER_COMPONENT, task, self.conf)
-        transfer = Transfer(task, self.routes, [], [], self.stopping)
+        metrics = self._task_metrics(ACKER_COMPONENT, task, self.conf, [])
+        transfer = Transfer(task, self.routes, [], [], self.stopping, metrics)
         return TaskBase(task, ACKER_COMPONENT, None, self.conf, None, transfer, metrics)
 
     def _task(self, spec: ComponentSpec, task: int, conf: dict[str, Any],
               local_tasks: set[int]) -> TaskBase:
         layout = self.layout
-        context = TopologyContext(layout, task, conf)
+        metrics = self._task_metrics(spec.id, task, conf, list(spec.streams))
+        context = TopologyContext(layout, task, conf, metrics.user)
         rng = random.Random(os.urandom(16))
         routes, targets = build_routes(layout, spec.id, task, local_tasks, context, rng)
-        transfer = Transfer(task, self.routes, targets, layout.acker_tasks, self.stopping)
-        metrics = self._task_metrics(spec.id, task, conf)
+        transfer = Transfer(task, self.routes, targets, layout.acker_tasks, self.stopping,
+                            metrics)
         tracking = bool(layout.acker_tasks)
         debug = bool(conf.get(cfg.TOPOLOGY_DEBUG))
         obj = spec.new_instance()
@@ -180,7 +205,8 @@ class TopologyRuntime:
             return SpoutTask(*common, collector=collector, pending=pending,
                              max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout,
                              dead_letters=dead_letters)
-        collector = BoltCollector(spec.id, task, routes, transfer, tracking, metrics, debug)
+        collector = BoltCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
+                                  timeout_secs=self.timeout_secs)
         tick = conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
         return BoltTask(*common, collector=collector, tick_secs=tick)
 
@@ -215,10 +241,15 @@ class TopologyRuntime:
         for executor in self.spout_executors():
             executor.want_active = False
 
+    def is_active(self) -> bool:
+        """Whether the spouts are asked to emit (activated, not deactivated)."""
+        return any(e.want_active for e in self.spout_executors())
+
     def in_flight(self) -> int:
         return sum(e.in_flight() for e in self.spout_executors())
 
     def _tick_loop(self) -> None:
+        """Send tick tuples when due, and sample the metrics windows every SAMPLE_SECS."""
         schedule = []
         for executor in self.all_executors():
             for task in executor.tasks:
@@ -226,15 +257,17 @@ class TopologyRuntime:
                 if secs:
                     schedule.append([time.monotonic() + float(secs), float(secs), task.task_id,
                                      executor.inbox])
-        if not schedule:
-            return
+        next_sample = time.monotonic() + SAMPLE_SECS
         while not self.stopping.is_set():
             now = time.monotonic()
             for entry in schedule:
                 if now >= entry[0]:
                     entry[0] += entry[1]
                     entry[3].put((TICK, entry[2], SYSTEM_TASK, None))
-            wake = min(entry[0] for entry in schedule)
+            if now >= next_sample:
+                next_sample = now + SAMPLE_SECS
+                self.sample_windows(now)
+            wake = min([next_sample] + [entry[0] for entry in schedule])
             self.stopping.wait(max(0.0, wake - time.monotonic()))
 
     def stop(self, wait_secs: float | None = None) -> None:
@@ -283,6 +316,41 @@ class TopologyRuntime:
 
     def summary(self) -> dict[str, dict]:
         return summarize(self.metrics)
+
+    def sample_windows(self, now: float) -> None:
+        """Give every task's rolling windows a sample, where one is due (``now``: monotonic)."""
+        with self._windows_lock:
+            for metrics in self.metrics:
+                self._windows[metrics.task].add(now, metrics.sample())
+
+    def metrics_snapshot(self, host: str | None = None, port: int | None = None) -> dict:
+        """Everything measured here, JSON- and msgpack-able: the worker (``host`` and ``port``
+        as given, the process's pid, CPU and memory) and, per task, its counters and latencies
+        over each window (see stormlet.metrics.windows), queue depth and user metrics."""
+        now = time.monotonic()
+        rows = []
+        with self._windows_lock:
+            for metrics in self.metrics:
+                current = metrics.sample()
+                windows = self._windows[metrics.task]
+                windows.add(now, current)
+                rows.append(self._task_row(metrics, {
+                    key: window_stats(seconds, delta)
+                    for key, (seconds, delta) in windows.deltas(now, current).items()}))
+        return {"topology_id": self.conf[cfg.STORMLET_TOPOLOGY_ID], "name": self.name,
+                "time": time.time(),
+                "worker": {"host": host, "port": port, **self.process_stats.read()},
+                "tasks": rows}
+
+    def _task_row(self, metrics: TaskMetrics, windows: dict[str, dict]) -> dict:
+        kind, inbox, executor = self._placement[metrics.task]
+        row = {"component": metrics.component, "task": metrics.task, "kind": kind,
+               "executor": executor, "queue_depth": inbox.qsize(),
+               "queue_capacity": inbox.capacity, "windows": windows,
+               "user": metrics.user.read()}
+        if metrics.partitions is not None:
+            row["partitions"] = metrics.partitions
+        return row
 
     def errors(self) -> list[ErrorRecord]:
         """The recent errors of every task here (at most errors.RECENT per task), oldest first."""

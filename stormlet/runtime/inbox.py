@@ -15,7 +15,7 @@ Message = tuple  # (kind, dest_task, src_task, payload)
 
 
 class Inbox:
-    __slots__ = ("_queue", "capacity", "put", "get", "get_nowait", "qsize", "empty")
+    __slots__ = ("_queue", "capacity", "empty", "get", "get_nowait", "put", "qsize")
 
     def __init__(self, capacity: int = 64):
         self._queue: queue.SimpleQueue[Message] = queue.SimpleQueue()
@@ -30,11 +30,19 @@ class Inbox:
     def full(self) -> bool:
         return self._queue.qsize() >= self.capacity
 
-    def put_data(self, message: Message, stopping: Any = None) -> None:
-        """Put a data batch, waiting while the inbox is full (unless ``stopping`` is set)."""
-        if self._queue.qsize() >= self.capacity:
-            delay = 0.0002
-            while self._queue.qsize() >= self.capacity and not (stopping and stopping.is_set()):
-                time.sleep(delay)
-                delay = min(delay * 2, 0.005)
+    def accepting(self, _task: int) -> bool:
+        return self._queue.qsize() < self.capacity
+
+    def put_data(self, message: Message, stopping: Any = None) -> float:
+        """Put a data batch, waiting while the inbox is full (unless ``stopping`` is set).
+        Returns the seconds it waited: the sender's time throttled by backpressure."""
+        if self._queue.qsize() < self.capacity:
+            self._queue.put(message)
+            return 0.0
+        started = time.monotonic()
+        delay = 0.0002
+        while self._queue.qsize() >= self.capacity and not (stopping and stopping.is_set()):
+            time.sleep(delay)
+            delay = min(delay * 2, 0.005)
         self._queue.put(message)
+        return time.monotonic() - started

@@ -1,103 +1,147 @@
-"""Cheap counters and a latency histogram, owned by one executor thread and read by anyone."""
+"""Per task counters, cheap on the hot path: owned by one executor thread and read by anyone.
+
+Most are counted per batch, not per tuple: busy time and execute latency per batch of
+``execute`` calls, transferred tuples per flush, time throttled per refused handoff. Emits are
+counted per stream in the collector (one dict increment, replacing the single counter there was).
+
+Latencies, and how they are measured:
+
+- execute: a batch's time in ``execute`` divided by its size, recorded once with the batch's
+  weight (so a batch of 200 quick tuples and one slow one read as 201 of the mean).
+- process (bolts): Storm's definition, the time from the start of a tuple's ``execute`` to its
+  ack, for the first tuple of each batch (a sample; the few still unacked are held in the
+  collector, and one never acked is dropped after the message timeout).
+- complete (spouts): emit to the spout's ack, one ack in 4.
+
+Counters are cumulative; windows (10 min, 3 h, 1 day) are differences of samples, see
+``stormlet.metrics.windows``.
+"""
 
 from __future__ import annotations
 
-import math
-from collections import Counter
-
+from ..metrics.histogram import LatencyHistogram, summary_ms, to_wire
+from ..metrics.user import UserMetrics
 from .errors import ErrorRecord, TaskErrors
 
-__all__ = ["ErrorRecord", "LatencyHistogram", "TaskMetrics", "summarize"]
+__all__ = ["ErrorRecord", "LatencyHistogram", "TaskMetrics", "summarize", "window_stats"]
 
-# Log-scale buckets: 40 per factor of 10, i.e. about 6% resolution, from 1 µs to 10^4 s.
-_BUCKETS_PER_DECADE = 40
-_BUCKETS = 10 * _BUCKETS_PER_DECADE
-
-
-class LatencyHistogram:
-    """Latencies in seconds, kept as bucket counts so memory does not grow with the count."""
-
-    def __init__(self) -> None:
-        self.counts = [0] * _BUCKETS
-        self.total = 0
-        self.sum = 0.0
-
-    def record(self, seconds: float) -> None:
-        micros = seconds * 1e6
-        bucket = int(math.log10(micros) * _BUCKETS_PER_DECADE) if micros > 1 else 0
-        self.counts[bucket if bucket < _BUCKETS else _BUCKETS - 1] += 1
-        self.total += 1
-        self.sum += seconds
-
-    def merge(self, other: LatencyHistogram) -> None:
-        self.counts = [a + b for a, b in zip(self.counts, other.counts)]
-        self.total += other.total
-        self.sum += other.sum
-
-    def percentile(self, p: float) -> float | None:
-        """The ``p``-th percentile (0-100) in seconds, or None without samples."""
-        if not self.total:
-            return None
-        rank = max(1, math.ceil(self.total * p / 100))
-        seen = 0
-        for bucket, count in enumerate(self.counts):
-            seen += count
-            if seen >= rank:
-                # The bucket's upper edge: never reports less than was measured.
-                return 10 ** ((bucket + 1) / _BUCKETS_PER_DECADE) / 1e6
-        return None
-
-    def mean(self) -> float | None:
-        return self.sum / self.total if self.total else None
+LATENCIES = ("execute", "process", "complete")
 
 
 class TaskMetrics:
     """Counters for one task. Written by its executor thread only (except ``errors``, which
     takes its own lock: the watchdog adds to it too); reads may be a moment stale."""
 
-    __slots__ = ("component", "task", "emitted", "executed", "acked", "failed", "fail_reasons",
-                 "complete_latency", "errors")
+    __slots__ = (
+        "acked",
+        "busy_secs",
+        "complete_latency",
+        "component",
+        "emitted",
+        "errors",
+        "execute_latency",
+        "executed",
+        "fail_reasons",
+        "failed",
+        "partitions",
+        "process_latency",
+        "task",
+        "throttled_secs",
+        "transferred",
+        "user",
+    )
 
-    def __init__(self, component: str, task: int, errors: TaskErrors | None = None):
+    def __init__(self, component: str, task: int, errors: TaskErrors | None = None,
+                 streams: tuple[str, ...] | list[str] = ()):
         self.component = component
         self.task = task
-        self.emitted = 0
+        # Per stream, every declared stream present from the start: the collector increments
+        # without a lookup for a missing key.
+        self.emitted: dict[str, int] = dict.fromkeys(streams, 0)
+        self.transferred = 0
         self.executed = 0
         self.acked = 0
         self.failed = 0
-        self.fail_reasons: Counter[str] = Counter()
+        # (kind, component) -> count; the component is the one that failed the tuple or, for a
+        # timeout, the last one its tree reached (None if unknown). A bolt's are its own fails.
+        self.fail_reasons: dict[tuple[str, str | None], int] = {}
+        self.busy_secs = 0.0
+        self.throttled_secs = 0.0
+        self.execute_latency = LatencyHistogram()
+        self.process_latency = LatencyHistogram()
         self.complete_latency = LatencyHistogram()
         self.errors = errors or TaskErrors(component, task)
+        self.user = UserMetrics(f"component {component!r} task {task}")
+        # An offset-tracking spout's partition rows (lag etc.), refreshed on the spout's thread.
+        self.partitions: list[dict] | None = None
+
+    def count_fail(self, kind: str, component: str | None) -> None:
+        key = (kind, component)
+        self.fail_reasons[key] = self.fail_reasons.get(key, 0) + 1
+        self.failed += 1
+
+    def emitted_total(self) -> int:
+        return sum(list(self.emitted.values()))
+
+    def sample(self) -> dict:
+        """The cumulative counters, as nested dicts of numbers (see windows.subtract)."""
+        return {
+            "emitted": dict(self.emitted), "transferred": self.transferred,
+            "executed": self.executed, "acked": self.acked, "failed": self.failed,
+            "fail_reasons": dict(self.fail_reasons),
+            "busy_secs": self.busy_secs, "throttled_secs": self.throttled_secs,
+            "execute": self.execute_latency.sample(), "process": self.process_latency.sample(),
+            "complete": self.complete_latency.sample(),
+        }
+
+
+def window_stats(seconds: float, delta: dict) -> dict:
+    """One window of the metrics snapshot (``W`` in the contract) from a difference of samples:
+    latencies summarized in ms, and their histograms in wire form for merging across tasks."""
+    reasons = sorted(((kind, component or "", component, n)
+                      for (kind, component), n in delta["fail_reasons"].items() if n))
+    stats = {
+        "seconds": round(seconds, 3),
+        "emitted": delta["emitted"],
+        "transferred": delta["transferred"],
+        "executed": delta["executed"],
+        "acked": delta["acked"],
+        "failed": delta["failed"],
+        "fail_reasons": [[kind, component, n] for kind, _, component, n in reasons],
+        "busy_secs": round(delta["busy_secs"], 6),
+        "throttled_secs": round(delta["throttled_secs"], 6),
+    }
+    for name in LATENCIES:
+        h = delta[name]
+        stats[f"{name}_latency_ms"] = summary_ms(h["count"], h["sum"], h["buckets"])
+    stats["histograms"] = {name: to_wire(delta[name]["count"], delta[name]["sum"],
+                                         delta[name]["buckets"]) for name in LATENCIES}
+    return stats
 
 
 def summarize(tasks: list[TaskMetrics]) -> dict[str, dict]:
-    """Per component totals, with complete latency percentiles in milliseconds."""
+    """Per component totals since the start, with complete latency percentiles in ms (what
+    ``LocalCluster.metrics``, ``stormlet local`` and heartbeats show)."""
     by_component: dict[str, list[TaskMetrics]] = {}
     for m in tasks:
         by_component.setdefault(m.component, []).append(m)
     summary = {}
     for component, ms in sorted(by_component.items()):
         latency = LatencyHistogram()
-        reasons: Counter[str] = Counter()
+        reasons: dict[str, int] = {}
         for m in ms:
             latency.merge(m.complete_latency)
-            reasons.update(m.fail_reasons)
+            for (kind, _), n in list(m.fail_reasons.items()):
+                reasons[kind] = reasons.get(kind, 0) + n
         summary[component] = {
             "tasks": len(ms),
-            "emitted": sum(m.emitted for m in ms),
+            "emitted": sum(m.emitted_total() for m in ms),
             "executed": sum(m.executed for m in ms),
             "acked": sum(m.acked for m in ms),
             "failed": sum(m.failed for m in ms),
-            "fail_reasons": dict(reasons),
-            "complete_latency_ms": {
-                "mean": _ms(latency.mean()),
-                "p50": _ms(latency.percentile(50)),
-                "p99": _ms(latency.percentile(99)),
-            },
+            "fail_reasons": reasons,
+            "complete_latency_ms": summary_ms(latency.total, latency.sum,
+                                              dict(enumerate(latency.counts))),
             "errors": sum(m.errors.count for m in ms),   # every one, logged or not
         }
     return summary
-
-
-def _ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 3)

@@ -7,6 +7,18 @@ expired root is not failed on the spot: the spout asks its acker, which forgets 
 answers with the component the tree last reached, and that answer becomes the timeout's
 ``FailReason``. A root whose acker does not answer by the next rotation fails anyway. Exactly one
 of ``ack`` or ``fail`` is called per tracked message: whichever arrives first removes the entry.
+
+A spout never blocks on backpressure: while a destination of its data is full (a bolt's inbox,
+or a bolt in another worker that asked for data to be held), its batch stays buffered, the spout
+emits nothing more, and it goes on taking acks and fails. Tuples queued behind backpressure are
+alive, so the timeout clock stands still while the spout waits: a message times out after T to
+2T of time in which its spout was free to emit, and a slow bolt does not turn a deep queue into a
+storm of timeouts and replays.
+
+Time in ``next_tuple``, ``ack`` and ``fail`` counts as the task's busy time. A spout with
+``partition_metrics()`` (an offset-tracking spout) has it called here every PARTITIONS_SECS, on
+the spout's own thread, which is the only one allowed to read its offsets; the metrics snapshot
+shows that copy.
 """
 
 from __future__ import annotations
@@ -16,15 +28,19 @@ from typing import Any
 
 from ..context import TopologyLayout
 from ..fail_reason import TIMEOUT, FailReason
+from ..failed import DeadLetterBox
 from ..protocol import SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP
 from ..rotating_map import RotatingMap
 from .collector import SpoutCollector
-from ..failed import DeadLetterBox
 from .executor import ExecutorThread, TaskBase
 
 # next_tuple calls per task between looks at the inbox.
 BURST = 100
 LATENCY_SAMPLE = 4
+# Seconds between refreshes of an offset spout's partition rows (lag etc.).
+PARTITIONS_SECS = 2.0
+# How long a throttled spout waits for an ack or a fail before it tries its held data again.
+THROTTLED_WAIT_SECS = 0.002
 
 
 class SpoutTask(TaskBase):
@@ -41,6 +57,7 @@ class SpoutTask(TaskBase):
         self.expiring: dict[int, tuple] = {}
         self.expiring_before: dict[int, tuple] = {}
         self.opened = False
+        self.partition_metrics = getattr(self.obj, "partition_metrics", None)
 
     def in_flight(self) -> int:
         return len(self.pending) + len(self.expiring) + len(self.expiring_before)
@@ -62,30 +79,29 @@ class SpoutTask(TaskBase):
         """Call next_tuple until it emits nothing, the burst ends or max pending is reached."""
         if not self.opened:
             return 0
-        metrics = self.metrics
         collector = self.collector
         next_tuple = self.obj.next_tuple
         max_pending = self.max_pending
-        start = metrics.emitted
+        start = collector.emits
         # Room under max pending, counted down by what each call emits, so in-flight is not
         # recounted per call and a spout emitting several tuples per call overshoots by one call.
         room = max_pending - self.in_flight() if max_pending else BURST
         for _ in range(BURST):
             if room <= 0:
                 break
-            before = metrics.emitted
+            before = collector.emits
             try:
                 next_tuple()
             except Exception as exc:
                 self.report("next_tuple raised", exc)
                 break
-            emitted = metrics.emitted - before
+            emitted = collector.emits - before
             if not emitted:
                 break
             room -= emitted
         if collector.acked_at_emit:
             self._ack_untracked()
-        return metrics.emitted - start
+        return collector.emits - start
 
     def _ack_untracked(self) -> None:
         # With no ackers a tracked emit counts as done at once, as in Storm.
@@ -142,8 +158,7 @@ class SpoutTask(TaskBase):
     def _deliver_fail(self, entry: tuple, reason: FailReason, counts: bool = True) -> None:
         """``entry`` is the pending entry: (msg id, emit time, values)."""
         msg_id = entry[0]
-        self.metrics.failed += 1
-        self.metrics.fail_reasons[reason.kind] += 1
+        self.metrics.count_fail(reason.kind, reason.component)
         box = self.dead_letters
         if counts and box.attempts:
             failures = box.failed(msg_id)
@@ -187,6 +202,15 @@ class SpoutTask(TaskBase):
             for root in self.expiring:
                 timeouts[root % n].append(root)
 
+    def refresh_partitions(self) -> None:
+        if self.opened and self.partition_metrics is not None:
+            try:
+                rows = self.partition_metrics()
+            except Exception as exc:
+                self.report("partition_metrics raised", exc)
+                return
+            self.metrics.partitions = [{"partition": p, **row} for p, row in rows.items()]
+
     def fail_all_in_flight(self, message: str) -> None:
         entries = [entry for bucket in self.pending.buckets for entry in bucket.values()]
         entries += list(self.expiring.values()) + list(self.expiring_before.values())
@@ -222,13 +246,17 @@ class SpoutExecutor(ExecutorThread):
         kind, dest, _src, payload = message
         task = self.tasks_by_id.get(dest)
         if kind == SPOUT_ACK:
-            self.busy = (time.monotonic(), task, "ack")
+            started = time.monotonic()
+            self.busy = (started, task, "ack")
             task.on_acks(payload)
             self.busy = None
+            task.metrics.busy_secs += time.monotonic() - started
         elif kind == SPOUT_FAIL:
-            self.busy = (time.monotonic(), task, "fail")
+            started = time.monotonic()
+            self.busy = (started, task, "fail")
             task.on_fails(payload)
             self.busy = None
+            task.metrics.busy_secs += time.monotonic() - started
         elif kind == SPOUT_RESET:
             task.on_resets(payload)
         elif kind == STOP:
@@ -250,6 +278,10 @@ class SpoutExecutor(ExecutorThread):
                     task.call("deactivate raised", task.obj.deactivate)
         self.busy = None
 
+    def _flush_or_hold(self) -> list[SpoutTask]:
+        """Hand over what every task emitted; the tasks whose data was held back."""
+        return [task for task in self.tasks if task.transfer.flush(hold_back=True)]
+
     def loop(self) -> None:
         for task in self.tasks:
             self.busy = (time.monotonic(), task, "open")
@@ -259,6 +291,8 @@ class SpoutExecutor(ExecutorThread):
         inbox = self.inbox
         get_nowait = inbox.get_nowait
         next_rotation = time.monotonic() + self.timeout_secs
+        next_partitions = 0.0
+        throttled: list[SpoutTask] = []
         running = True
         while running:
             while not inbox.empty():
@@ -268,19 +302,40 @@ class SpoutExecutor(ExecutorThread):
             if not running:
                 break
             self._follow_activation()
-            if time.monotonic() >= next_rotation:
+            now = time.monotonic()
+            if now >= next_rotation:
                 next_rotation += self.timeout_secs
                 for task in self.tasks:
                     task.rotate()
-            emitted = 0
-            if self.active:
+            if now >= next_partitions:
+                next_partitions = now + PARTITIONS_SECS
                 for task in self.tasks:
-                    self.busy = (time.monotonic(), task, "next_tuple")
-                    emitted += task.emit_burst()
+                    self.busy = (now, task, "partition_metrics")
+                    task.refresh_partitions()
                 self.busy = None
-            self.flush()
+            emitted = 0
+            if self.active and not throttled:
+                for task in self.tasks:
+                    started = time.monotonic()
+                    self.busy = (started, task, "next_tuple")
+                    emitted += task.emit_burst()
+                    task.metrics.busy_secs += time.monotonic() - started
+                self.busy = None
+            throttled = self._flush_or_hold()
             self._publish_in_flight()
-            if not emitted:
+            if throttled:
+                started = time.monotonic()
+                try:
+                    message = inbox.get(timeout=THROTTLED_WAIT_SECS)
+                except Exception:  # queue.Empty
+                    message = None
+                waited = time.monotonic() - started
+                next_rotation += waited
+                for task in throttled:
+                    task.metrics.throttled_secs += waited
+                if message is not None:
+                    running = self.handle(message)
+            elif not emitted:
                 try:
                     message = inbox.get(timeout=self.wait_secs if self.active else 0.05)
                 except Exception:  # queue.Empty: nothing arrived while we waited

@@ -2,15 +2,18 @@
 over as one message per destination when the executor flushes.
 
 Batching is what lets Python threads move hundreds of thousands of tuples per second: a handoff
-costs about a microsecond whether it carries one tuple or five hundred.
+costs about a microsecond whether it carries one tuple or five hundred. The task's transferred
+count and time throttled by backpressure are counted here, per handoff.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from ..protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA
+from .metrics import TaskMetrics
 
 
 class Route(Protocol):
@@ -18,12 +21,17 @@ class Route(Protocol):
 
     def put(self, message: tuple) -> None: ...
 
-    def put_data(self, message: tuple, stopping: threading.Event | None = None) -> None: ...
+    def put_data(self, message: tuple,
+                 stopping: threading.Event | None = None) -> float | None:
+        """Hand over a data batch, waiting while the receiver is full; the seconds waited."""
+
+    def accepting(self, task: int) -> bool:
+        """Whether a data batch for ``task`` would be taken now without waiting."""
 
 
 class Transfer:
     def __init__(self, src_task: int, routes: Sequence[Route | None], data_targets: list[int],
-                 acker_tasks: list[int], stopping: threading.Event):
+                 acker_tasks: list[int], stopping: threading.Event, metrics: TaskMetrics):
         self.src_task = src_task
         self.routes = routes
         self.data_targets = sorted(set(data_targets))
@@ -41,11 +49,14 @@ class Transfer:
         self._acker_kinds = ((ACK_INIT, self.inits), (ACK_ACK, self.acks), (ACK_FAIL, self.fails),
                              (ACK_RESET, self.resets), (ACK_TIMEOUT, self.timeouts))
         self.stopping = stopping
+        self.metrics = metrics
 
     def pending_tuples(self) -> int:
         return sum(len(self.data[t]) for t in self.data_targets)
 
-    def flush(self) -> None:
+    def flush(self, hold_back: bool = False) -> bool:
+        """Hand everything over. With ``hold_back``, data for a destination that is not accepting
+        (backpressure) stays buffered instead of waiting; returns whether any did."""
         src = self.src_task
         routes = self.routes
         # Acker messages first: an init that reaches the acker before the acks of its tree keeps
@@ -57,8 +68,16 @@ class Transfer:
                     task = self.acker_tasks[i]
                     routes[task].put((kind, task, src, buf))
         data = self.data
+        held = False
         for task in self.data_targets:
             buf = data[task]
             if buf:
+                if hold_back and not routes[task].accepting(task):
+                    held = True
+                    continue
                 data[task] = []
-                routes[task].put_data((DATA, task, src, buf), self.stopping)
+                self.metrics.transferred += len(buf)
+                waited = routes[task].put_data((DATA, task, src, buf), self.stopping)
+                if waited:
+                    self.metrics.throttled_secs += waited
+        return held
