@@ -31,3 +31,6 @@ SPOUT_FAIL = 21    # [root, kind, component, message, ...]
 SPOUT_RESET = 22   # [root, ...]
 
 STOP = 30          # payload is None: finish what is queued, then stop
+
+# Between workers, from and to SYSTEM_TASK: [task, overloaded (1/0), ...] (cluster/backpressure.py).
+BACKPRESSURE = 40

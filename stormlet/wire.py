@@ -21,12 +21,22 @@ from typing import Any
 import msgpack
 
 from .context import TopologyLayout
-from .protocol import (ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA, SPOUT_ACK,
-                       SPOUT_FAIL, SPOUT_RESET)
+from .protocol import (
+    ACK_ACK,
+    ACK_FAIL,
+    ACK_INIT,
+    ACK_RESET,
+    ACK_TIMEOUT,
+    BACKPRESSURE,
+    DATA,
+    SPOUT_ACK,
+    SPOUT_FAIL,
+    SPOUT_RESET,
+)
 from .tuples import StreamInfo, Tuple
 
 KNOWN_KINDS = frozenset((DATA, ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET, ACK_TIMEOUT, SPOUT_ACK,
-                         SPOUT_FAIL, SPOUT_RESET))
+                         SPOUT_FAIL, SPOUT_RESET, BACKPRESSURE))
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 
 
@@ -105,6 +115,10 @@ class FrameDecoder:
         kind, dest, src, payload = item
         if kind not in KNOWN_KINDS or type(dest) is not int or type(src) is not int:
             raise WireError(f"message header {item[:3]!r} is not a known kind with task numbers")
+        if kind == BACKPRESSURE:   # worker to worker: no task sent it
+            if type(payload) is not list or len(payload) % 2 or not _ints(payload):
+                raise WireError("backpressure payload is not a list of [task, flag] pairs")
+            return (kind, dest, src, payload)
         component = self.layout.task_component.get(src)
         if component is None:
             raise WireError(f"message from unknown task {src}")

@@ -12,12 +12,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
-
 from cluster_support import REPO, LoopbackCluster, wait_until
+from kazoo.client import KazooClient
+from zookeeper_server import zookeeper_available
+
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
-from zookeeper_server import zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
@@ -212,12 +212,23 @@ def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving
     req.setsockopt(zmq.RCVTIMEO, 10000)
     req.setsockopt(zmq.LINGER, 0)
     req.connect(f"tcp://{leader['host']}:{leader['port']}")
-    for junk in (b"\xc1\xff not msgpack", msgpack.packb([1, 2, 3]), msgpack.packb({"op": "nope"})):
+    listing = msgpack.packb({"op": "list"})
+    for junk in (b"\xc1\xff not msgpack", msgpack.packb([1, 2, 3]), msgpack.packb({"op": "nope"}),
+                 listing[:-3]):   # truncated
         req.send(junk)
         reply = msgpack.unpackb(req.recv())
         assert reply["ok"] is False and reply["error"], reply
     req.close()
     (slot, beat), = topology_workers(cluster, "junk").items()
+    tid = beat["topology_id"]
+    push = zmq.Context.instance().socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(f"tcp://127.0.0.1:{slot[1]}")
+    data = msgpack.packb([tid, [[0, 1, 1, ["default", [[7]], [None]]]]])
+    for junk in (b"\xc1\xff not msgpack", data[: len(data) // 2], b"",
+                 msgpack.packb([tid, [[0, 10**6, 1, ["default", [[7]], [None]]]]])):
+        push.send(junk)
+    push.close()
     for port in (leader["port"], slot[1]):  # raw bytes that are not even ZeroMQ
         with socket.create_connection(("127.0.0.1", port)) as raw:
             raw.sendall(b"GET / HTTP/1.0\r\n\r\n" + bytes(range(256)) * 50)
@@ -226,6 +237,9 @@ def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving
     assert cluster.cli("list").returncode == 0
     assert topology_workers(cluster, "junk")[slot]["pid"] == beat["pid"]
     kill_and_wait(cluster, "junk")
+    logs = "".join(path.read_text() for path in cluster.base.rglob("*.log"))
+    assert logs.count("rejected a frame") >= 4, "each bad frame is logged by the worker"
+    assert "malformed request" in logs
 
 
 def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path):
@@ -486,3 +500,28 @@ def test_a_worker_whose_executor_dies_says_why_before_it_is_restarted(cluster, t
     assert f"exited with 1; restarting in 2s; it said: {said}" in supervisor_log, \
         supervisor_log[-3000:]
     kill_and_wait(cluster, "quits")
+
+
+def test_a_slow_bolt_in_another_worker_throttles_the_spout_without_timeouts(cluster, tmp_path):
+    """Backpressure across workers, no max spout pending: the spout is held back by the slow
+    bolt's worker, so messages in flight and memory stay bounded and nothing times out."""
+    slow = Path(__file__).resolve().parent / "cluster_topologies" / "slow_bolt.py"
+    submit(cluster, slow, "slow", f"slow.dir={tmp_path}", "slow.ms=2",
+           "topology.message.timeout.secs=10")
+
+    def status(name):
+        try:
+            return json.loads((tmp_path / f"{name}.json").read_text())
+        except (OSError, ValueError):
+            return {}
+
+    wait_until(lambda: status("bolt").get("executed", 0) > 0, 60, "the bolt to start")
+    time.sleep(25)   # more than twice the message timeout
+    spout, bolt = status("spout"), status("bolt")
+    kill_and_wait(cluster, "slow")
+    # The spout alone could emit some 50,000 a second; the bolt takes 500. Without backpressure
+    # between the workers, what is in flight would grow by the difference every second.
+    assert spout["max_in_flight"] < 40_000, spout
+    assert spout["acked"] > 3_000, spout
+    assert bolt["max_rss"] < 200 * 2**20, bolt
+    assert spout["timeouts"] == 0, spout

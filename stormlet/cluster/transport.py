@@ -6,6 +6,9 @@ and sends one msgpack frame per destination on a PUSH socket, so the frame size 
 (one message when idle, thousands under load) without a timer. Each worker binds one PULL socket
 on its slot port; its receiver thread decodes frames and puts the messages in local inboxes.
 
+A worker whose executor falls behind asks its peers to hold data for it (backpressure.py): the
+receiver never blocks, the senders' data routes wait instead.
+
 ZeroMQ sockets are not thread-safe: the PUSH sockets belong to the sender thread, the PULL socket
 to the receiver thread.
 """
@@ -20,7 +23,9 @@ from typing import Any, Callable
 
 import zmq
 
+from ..protocol import BACKPRESSURE, DATA
 from ..wire import FrameDecoder, WireError, encode_frame
+from .backpressure import OverloadWatch, PausedTasks
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,7 @@ class Sender(threading.Thread):
         self.stopping = stopping
         self.queue: queue.SimpleQueue[tuple[str, tuple]] = queue.SimpleQueue()
         self._sockets: dict[str, zmq.Socket] = {}
+        self.paused = PausedTasks()   # remote tasks whose workers asked us to hold their data
         self.frames_sent = 0
         self.messages_dropped = 0
 
@@ -61,24 +67,41 @@ class Sender(threading.Thread):
 
     def run(self) -> None:
         get = self.queue.get
+        paused = self.paused.paused
+        # Data for tasks whose worker asked us to hold it, in arrival order: what was queued
+        # before the pause arrived waits here instead of swamping that worker.
+        held: list[tuple[str, tuple]] = []
         while not self.stopping.is_set():
-            try:
-                first = get(timeout=0.2)
-            except queue.Empty:
-                continue
             by_address: dict[str, list[tuple]] = {}
-            item = first
+            if held:
+                still_held = []
+                for address, message in held:
+                    if paused(message[1]):
+                        still_held.append((address, message))
+                    else:
+                        by_address.setdefault(address, []).append(message)
+                held = still_held
+            try:
+                item = get(timeout=0.01 if held else 0.2)
+            except queue.Empty:
+                item = None
             for _ in range(MAX_MESSAGES_PER_DRAIN):
+                if item is None:
+                    break
                 address, message = item
                 if message is None:
                     self._close(address)
                     by_address.pop(address, None)  # nothing more goes to a retired worker
+                    held = [h for h in held if h[0] != address]
+                elif message[0] == DATA and (held or paused(message[1])) and \
+                        (paused(message[1]) or any(h[1][1] == message[1] for h in held)):
+                    held.append((address, message))   # behind its task's held data, in order
                 else:
                     by_address.setdefault(address, []).append(message)
                 try:
                     item = self.queue.get_nowait()
                 except queue.Empty:
-                    break
+                    item = None
             for address, messages in by_address.items():
                 self._send(address, messages)
         for sock in self._sockets.values():
@@ -127,21 +150,35 @@ class RemoteRoute:
     def put(self, message: tuple) -> None:
         self.sender.queue.put((self.address, message))
 
-    def put_data(self, message: tuple, stopping: threading.Event | None = None) -> None:
-        q = self.sender.queue
-        if q.qsize() >= SEND_QUEUE_LIMIT:
-            delay = 0.0002
-            while q.qsize() >= SEND_QUEUE_LIMIT and not (stopping and stopping.is_set()):
-                time.sleep(delay)
-                delay = min(delay * 2, 0.005)
+    def accepting(self, task: int) -> bool:
+        return not self.sender.paused.paused(task) and self.sender.queue.qsize() < SEND_QUEUE_LIMIT
+
+    def put_data(self, message: tuple, stopping: threading.Event | None = None) -> float:
+        """Queue a data batch, first waiting while its task's worker holds data back or the
+        send queue is full; returns the seconds waited."""
+        sender = self.sender
+        q = sender.queue
+        paused = sender.paused.paused
+        dest = message[1]
+        if not (paused(dest) or q.qsize() >= SEND_QUEUE_LIMIT):
+            q.put((self.address, message))
+            return 0.0
+        started = time.monotonic()
+        delay = 0.0002
+        while (paused(dest) or q.qsize() >= SEND_QUEUE_LIMIT) and \
+                not (stopping and stopping.is_set()):
+            time.sleep(delay)
+            delay = min(delay * 2, 0.005)
         q.put((self.address, message))
+        return time.monotonic() - started
 
 
 class Receiver(threading.Thread):
     """Binds the worker's port and delivers incoming messages to local inboxes."""
 
     def __init__(self, context: zmq.Context, bind: str, decoder: FrameDecoder,
-                 deliver: Callable[[tuple], None], stopping: threading.Event):
+                 deliver: Callable[[tuple], None], stopping: threading.Event,
+                 overload: OverloadWatch | None = None):
         super().__init__(name="transfer-receiver", daemon=True)
         self.socket = context.socket(zmq.PULL)
         self.socket.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
@@ -150,13 +187,18 @@ class Receiver(threading.Thread):
         self.decoder = decoder
         self.deliver = deliver
         self.stopping = stopping
+        self.overload = overload
         self.frames_rejected = 0
 
     def run(self) -> None:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
+        overload = self.overload
         while not self.stopping.is_set():
-            if not poller.poll(200):
+            if overload is not None:
+                overload.check()
+            # Look at overloaded inboxes often, so peers resume soon after they drain.
+            if not poller.poll(20 if overload is not None and overload.busy() else 200):
                 continue
             frame = self.socket.recv(copy=False)
             try:
@@ -170,18 +212,26 @@ class Receiver(threading.Thread):
         self.socket.close(linger=0)
 
 
-def make_deliver(routes: list[Any]) -> Callable[[tuple], None]:
+def make_deliver(routes: list[Any], paused: PausedTasks | None = None,
+                 overload: OverloadWatch | None = None) -> Callable[[tuple], None]:
     """Deliver to the local inbox of the message's destination task. A message for a task that is
-    not here (it moved) is dropped: tracked tuples in it time out and are replayed."""
+    not here (it moved) is dropped: tracked tuples in it time out and are replayed. A peer's
+    backpressure state goes to ``paused``; data deliveries are reported to ``overload``."""
 
     def deliver(message: tuple) -> None:
-        dest = message[1]
+        kind, dest = message[0], message[1]
+        if kind == BACKPRESSURE:
+            if paused is not None:
+                paused.apply(message[3])
+            return
         inbox = routes[dest] if 0 <= dest < len(routes) else None
         if inbox is None or isinstance(inbox, RemoteRoute):
             log.warning("dropped a message for task %s, which is not in this worker", dest)
             return
         # Never block the receiver: it also carries acks, and blocking it on one full inbox
-        # could stall trees in every other executor.
+        # could stall trees in every other executor. Peers hold back instead, when told.
         inbox.put(message)
+        if kind == DATA and overload is not None:
+            overload.delivered(inbox)
 
     return deliver

@@ -1,0 +1,255 @@
+"""Worker-to-worker transport over real ZeroMQ sockets on loopback: backpressure between workers,
+and hostile frames refused while the receiver keeps serving."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+import msgpack
+import pytest
+import zmq
+from zookeeper_server import free_port
+
+from stormlet import Bolt, Spout, TopologyBuilder
+from stormlet.cluster import backpressure
+from stormlet.cluster.backpressure import OverloadWatch, PausedTasks
+from stormlet.cluster.transport import Receiver, Sender, make_deliver
+from stormlet.context import TopologyLayout
+from stormlet.protocol import ACK_ACK, BACKPRESSURE, DATA, SYSTEM_TASK
+from stormlet.runtime.inbox import Inbox
+from stormlet.tuples import StreamInfo, Tuple
+from stormlet.wire import FrameDecoder, encode_frame
+
+TOPOLOGY = "t-1"
+
+
+class Numbers(Spout):
+    outputs = {"default": ["n"]}
+
+
+class Sink(Bolt):
+    def execute(self, tup):
+        pass
+
+
+@pytest.fixture(scope="module")
+def layout():
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("sink", Sink()).shuffle_grouping("numbers")
+    return TopologyLayout("t", b.build(), 1)
+
+
+def tasks(layout):
+    return layout.component_tasks["numbers"][0], layout.component_tasks["sink"][0]
+
+
+def batch(layout, first: int, size: int = 10) -> list[Tuple]:
+    src, _ = tasks(layout)
+    info = StreamInfo("numbers", "default", ["n"])
+    return [Tuple([n], info, src, None) for n in range(first, first + size)]
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# ----- the two halves, alone
+
+def test_a_pause_holds_until_resumed_or_until_its_owner_goes_quiet():
+    clock = FakeClock()
+    paused = PausedTasks(clock)
+    paused.apply([7, 1, 8, 1])
+    assert paused.paused(7) and paused.paused(8) and not paused.paused(9)
+    paused.apply([7, 0])
+    assert not paused.paused(7) and paused.paused(8)
+    clock.now += backpressure.PAUSE_TTL_SECS - 0.1
+    paused.apply([8, 1])   # a refresh keeps it
+    clock.now += backpressure.PAUSE_TTL_SECS - 0.1
+    assert paused.tasks() == [8]
+    clock.now += 0.2       # its worker said nothing more: the pause lifts by itself
+    assert not paused.paused(8) and paused.tasks() == []
+
+
+def test_an_inbox_at_capacity_pauses_its_tasks_at_every_peer_until_it_drains_to_half():
+    clock = FakeClock()
+    inbox, other = Inbox(capacity=4), Inbox(capacity=4)
+    routes = [None, inbox, inbox, other]   # tasks 1 and 2 share one executor's inbox
+    sent = []
+    watch = OverloadWatch(routes, lambda: ["tcp://a", "tcp://b"],
+                          lambda address, message: sent.append((address, message)), clock)
+    for _ in range(3):
+        inbox.put((DATA, 1, 0, []))
+        watch.delivered(inbox)
+    watch.check()
+    assert sent == [] and not watch.busy()
+    inbox.put((DATA, 1, 0, []))
+    watch.delivered(inbox)
+    watch.check()
+    pause = (BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK, [1, 1, 2, 1])
+    assert sent == [("tcp://a", pause), ("tcp://b", pause)]
+    sent.clear()
+    inbox.get()   # 3 left: above half
+    watch.check()
+    assert sent == []
+    clock.now += backpressure.REFRESH_SECS
+    watch.check()   # still behind: the state is repeated, so a peer that missed it learns
+    assert [m for _, m in sent] == [pause, pause]
+    sent.clear()
+    inbox.get()   # 2 left: half
+    watch.check()
+    assert [m for _, m in sent] == [(BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK, [1, 0, 2, 0])] * 2
+    assert not watch.busy() and watch.pauses == 1
+
+
+# ----- two workers' transports on loopback
+
+class Endpoint:
+    """One worker's transport: a sender, and a receiver delivering to ``routes``."""
+
+    def __init__(self, layout, routes: list, context: zmq.Context, peers: list[str]):
+        self.port = free_port()
+        self.address = f"tcp://127.0.0.1:{self.port}"
+        self.stopping = threading.Event()
+        self.sender = Sender(context, self.stopping, TOPOLOGY)
+        self.watch = OverloadWatch(routes, lambda: peers,
+                                   lambda address, message: self.sender.queue.put((address, message)))
+        self.receiver = Receiver(context, f"tcp://127.0.0.1:{self.port}",
+                                 FrameDecoder(layout, TOPOLOGY),
+                                 make_deliver(routes, self.sender.paused, self.watch),
+                                 self.stopping, self.watch)
+        self.sender.start()
+        self.receiver.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.sender.join(5)
+        self.receiver.join(5)
+
+
+@pytest.fixture
+def context():
+    ctx = zmq.Context()
+    yield ctx
+    ctx.term()
+
+
+def run_slow_consumer(layout, context, with_backpressure: bool, batches: int = 300):
+    """A producer in worker A sends ``batches`` data batches, one every half millisecond (ten
+    times faster than it is consumed), to a task in worker B whose executor takes 5 ms a batch. Returns B's largest inbox depth, the producer's
+    seconds spent waiting, and every number B received."""
+    _, sink = tasks(layout)
+    inbox = Inbox(capacity=8)
+    b_routes: list = [None] * (layout.max_task + 1)
+    b_routes[sink] = inbox
+    a_peers: list[str] = []
+    b_peers: list[str] = []
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, a_peers)
+    b = Endpoint(layout, b_routes, context, b_peers)
+    if not with_backpressure:
+        b.watch.peers = lambda: []
+    b_peers.append(a.address)
+    a_peers.append(b.address)
+    route = a.sender.route(b.address)
+    received: list[int] = []
+    deepest = 0
+    done = threading.Event()
+
+    def consume() -> None:
+        nonlocal deepest
+        while len(received) < batches * 10:
+            deepest = max(deepest, inbox.qsize())
+            try:
+                message = inbox.get(timeout=10)
+            except Exception:
+                break
+            received.extend(t.values[0] for t in message[3])
+            time.sleep(0.005)
+        done.set()
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    waited = 0.0
+    try:
+        for i in range(batches):
+            waited += route.put_data((DATA, sink, tasks(layout)[0], batch(layout, i * 10)))
+            time.sleep(0.0005)
+        assert done.wait(30), f"only {len(received)} of {batches * 10} tuples arrived"
+    finally:
+        a.stop()
+        b.stop()
+    return deepest, waited, received
+
+
+def test_a_slow_executor_in_another_worker_slows_the_sender_and_its_inbox_stays_bounded(
+        layout, context):
+    deepest, waited, received = run_slow_consumer(layout, context, with_backpressure=True)
+    assert sorted(received) == list(range(3000)), "every tuple arrives exactly once"
+    # Capacity 8, plus what was in flight while the pause travelled.
+    assert deepest <= 8 + 20, deepest
+    assert waited > 0.5   # the sender waited for most of the 1.5 s the consumer needed
+
+
+def test_without_the_pause_the_receiving_inbox_grows_with_the_backlog(layout, context):
+    # The contrast that shows the test above can fail: the receiver itself never blocks.
+    deepest, waited, received = run_slow_consumer(layout, context, with_backpressure=False)
+    assert sorted(received) == list(range(3000))
+    assert deepest > 100 and waited < 0.5
+
+
+def test_acks_are_never_held_for_a_paused_task(layout, context):
+    src, sink = tasks(layout)
+    inbox = Inbox(capacity=8)
+    routes: list = [None] * (layout.max_task + 1)
+    routes[src] = inbox
+    b = Endpoint(layout, routes, context, [])
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [])
+    try:
+        a.sender.paused.apply([src, 1])
+        route = a.sender.route(b.address)
+        route.put((ACK_ACK, src, sink, {5: 6}))
+        message = inbox.get(timeout=5)
+        assert message[0] == ACK_ACK and message[3] == {5: 6}
+    finally:
+        a.stop()
+        b.stop()
+
+
+# ----- hostile frames
+
+def test_garbage_truncated_and_oversized_frames_are_refused_with_a_warning_and_the_rest_delivered(
+        layout, context, monkeypatch, caplog):
+    monkeypatch.setattr("stormlet.wire.MAX_FRAME_BYTES", 64 * 1024)
+    src, sink = tasks(layout)
+    inbox = Inbox(capacity=100)
+    routes: list = [None] * (layout.max_task + 1)
+    routes[sink] = inbox
+    b = Endpoint(layout, routes, context, [])
+    push = context.socket(zmq.PUSH)
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(b.address)
+    good = encode_frame([(DATA, sink, src, batch(layout, 0))], TOPOLOGY)
+    hostile = [b"\xc1 not msgpack at all", good[: len(good) // 2],
+               msgpack.packb([TOPOLOGY, [[DATA, sink, src, ["x" * 100_000]]]]),
+               msgpack.packb(["another-topology", []]), b""]
+    try:
+        with caplog.at_level(logging.WARNING, logger="stormlet.cluster.transport"):
+            for frame in hostile:
+                push.send(frame)
+            push.send(good)
+            message = inbox.get(timeout=10)
+            assert [t.values[0] for t in message[3]] == list(range(10))
+            assert b.receiver.frames_rejected == len(hostile)
+            assert inbox.qsize() == 0
+        text = caplog.text
+        assert "undecodable" in text and "over the 65536 limit" in text
+        assert "another-topology" in text
+    finally:
+        push.close(0)
+        b.stop()
