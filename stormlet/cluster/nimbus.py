@@ -5,6 +5,9 @@ cluster state. Standbys answer read-only requests (``list``, ``errors``), copy e
 code from the leader so that they can take over, and refuse the rest with the leader's address.
 Running topologies do not need nimbus: workers keep going while none is up.
 
+Workers push their metrics to the leader, which keeps them in memory only (``metrics_store``) and
+serves them with ``metrics`` and ``topology_info``: a standby has none to serve.
+
     nimbus = Nimbus("127.0.0.1:2181", port=6627, data_dir="/var/lib/stormlet/nimbus")
     nimbus.start()    # returns; serves from threads until nimbus.stop()
 """
@@ -29,7 +32,14 @@ from .. import config as cfg
 from . import rpc
 from .code import CodeError, inspect_package, unpack
 from .errors import topology_error_summary, topology_errors
-from .scheduler import SchedulingError, even_schedule, pick_slots, plan_from_summary, repair
+from .metrics_store import MetricsStore
+from .scheduler import (
+    SchedulingError,
+    even_schedule,
+    pick_slots,
+    plan_from_summary,
+    repair,
+)
 from .zk_state import DEFAULT_ROOT, ClusterState, connect, rpc_address
 
 log = logging.getLogger(__name__)
@@ -39,6 +49,10 @@ ACTIVE, INACTIVE, KILLED = "active", "inactive", "killed"
 MONITOR_SECS = 1.0
 # Most errors one `errors` request returns.
 MAX_ERRORS = 1000
+# Recent errors in a `topology_info` answer.
+INFO_ERRORS = 20
+# A worker's snapshot is dropped after this many report intervals without a newer one.
+STALE_REPORTS = 3
 
 
 class Nimbus:
@@ -59,6 +73,7 @@ class Nimbus:
         self.session_lost = threading.Event()
         self._lock = threading.Lock()   # leader state changes happen one at a time
         self._good_assignments: dict[str, dict] = {}   # the last well-formed ones seen
+        self.metrics_store = MetricsStore()
         self._threads: list[threading.Thread] = []
 
     # ----- lifecycle
@@ -151,7 +166,8 @@ class Nimbus:
             "submit": self.submit, "list": self.list_topologies, "kill": self.kill,
             "activate": self.activate, "deactivate": self.deactivate,
             "rebalance": self.rebalance, "get_code": self.get_code, "cluster": self.cluster_info,
-            "errors": self.errors,
+            "errors": self.errors, "report_metrics": self.report_metrics,
+            "metrics": self.metrics, "topology_info": self.topology_info,
         }
         poller = zmq.Poller()
         poller.register(self._socket, zmq.POLLIN)
@@ -188,7 +204,8 @@ class Nimbus:
             merged[cfg.TOPOLOGY_ACKER_EXECUTORS] = workers if ackers is None else int(ackers)
             record = {"name": name, "id": topology_id, "status": ACTIVE, "conf": merged,
                       "launched": time.time(), "workers": workers, "executors": {},
-                      "summary": summary["components"], "kill_at": None}
+                      "summary": summary["components"], "structure": summary.get("structure"),
+                      "kill_at": None}
             self.state.set_topology(topology_id, record)
             self._schedule(topology_id, record)
         log.info("submitted %s as %s", name, topology_id)
@@ -241,8 +258,56 @@ class Nimbus:
         return topology_errors(self.state.heartbeats(), tid, min(limit, MAX_ERRORS))
 
     def cluster_info(self) -> dict:
+        """Nimbuses and supervisors; each supervisor's record (host, slots as ports, started)
+        gains "used_slots": how many of its slots the assignments use."""
+        used: dict[str, set[int]] = {}
+        for assignment in self.state.assignments().values():
+            for _component, _tasks, sid, _host, port in assignment.get("executors", []):
+                used.setdefault(sid, set()).add(port)
+        supervisors = {}
+        for sid, info in self.state.supervisors().items():
+            in_use = used.get(sid, set()) & set(info.get("slots", []))
+            supervisors[sid] = {**info, "used_slots": len(in_use)}
         return {"leader": self.state.leader(), "nimbuses": self.state.nimbuses(),
-                "supervisors": self.state.supervisors()}
+                "supervisors": supervisors}
+
+    # ----- metrics
+
+    def report_metrics(self, topology_id: str, host: str, port: int, snapshot: dict) -> None:
+        """A worker's newest metrics (its ``TopologyRuntime.metrics_snapshot()``). Only the
+        leader keeps them: a standby refuses, so the worker looks the leader up again."""
+        self._require_leader()
+        try:
+            self.metrics_store.put(topology_id, host, port, snapshot)
+        except ValueError as exc:
+            log.warning("rejected a metrics report from %s:%s: %s", host, port, exc)
+            raise rpc.RpcError(f"malformed metrics report: {exc}") from None
+
+    def metrics(self, name: str) -> list[dict]:
+        """The newest snapshot of each of the topology's assigned workers that reported within
+        the last STALE_REPORTS intervals, in (host, port) order. Only the leader has them: a
+        standby refuses rather than answer with none."""
+        self._require_leader()
+        tid, record = self._find(name)
+        executors = (self.state.assignment(tid) or {}).get("executors", [])
+        interval = float(cfg.merged(record.get("conf"))[cfg.TOPOLOGY_METRICS_REPORT_SECS])
+        return self.metrics_store.snapshots(tid, {(e[3], e[4]) for e in executors},
+                                            max_age=STALE_REPORTS * interval)
+
+    def topology_info(self, name: str) -> dict:
+        """What a topology page shows apart from the numbers: status, uptime, placement (each
+        executor as [component, tasks, supervisor, host, port]), each worker slot's process as
+        its supervisor last reported it (pid, uptime, restarts), and recent errors."""
+        tid, record = self._find(name)
+        executors = (self.state.assignment(tid) or {}).get("executors", [])
+        reports = self.state.heartbeats()
+        return {"id": tid, "name": record.get("name"), "status": record.get("status"),
+                "uptime": time.time() - float(record.get("launched", time.time())),
+                "workers": len({tuple(e[2:5]) for e in executors}),
+                "executors": len(executors), "conf": record.get("conf", {}),
+                "structure": record.get("structure"), "assignment": executors,
+                "worker_slots": worker_slots(reports, tid, executors),
+                "errors": topology_errors(reports, tid, INFO_ERRORS)}
 
     def _set_status(self, name: str, status: str, **extra: Any) -> dict:
         self._require_leader()
@@ -327,7 +392,9 @@ class Nimbus:
             assignments[tid] = {**previous, "version": previous.get("version", 0) + 1}
             self.state.set_assignment(tid, assignments[tid])
         self._good_assignments = assignments
-        for tid, record in self.state.topologies().items():
+        topologies = self.state.topologies()
+        self.metrics_store.retain(set(topologies))
+        for tid, record in topologies.items():
             if record.get("status") == KILLED and time.time() >= float(record.get("kill_at") or 0):
                 self.state.remove_topology(tid)
                 (self.code_dir / f"{tid}.zip").unlink(missing_ok=True)
@@ -387,3 +454,17 @@ class Nimbus:
                     break
                 except rpc.RpcError as exc:
                     log.debug("no code for %s at %s: %s", tid, address, exc)
+
+
+def worker_slots(reports: dict[str, dict], topology_id: str, executors: list[list]) -> list[dict]:
+    """Each slot the topology is assigned, with the worker process its supervisor last reported
+    there: {"supervisor", "host", "port", "pid", "uptime", "restarts"}; the last three are None
+    until the supervisor reports a worker of this topology at that port."""
+    rows = []
+    for sid, host, port in sorted({tuple(e[2:5]) for e in executors}):
+        worker = reports.get(sid, {}).get("workers", {}).get(str(port))
+        if not isinstance(worker, dict) or worker.get("topology_id") != topology_id:
+            worker = {}
+        rows.append({"supervisor": sid, "host": host, "port": port, "pid": worker.get("pid"),
+                     "uptime": worker.get("uptime"), "restarts": worker.get("restarts")})
+    return rows

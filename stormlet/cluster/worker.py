@@ -7,12 +7,15 @@ live; when its own executors change (a rebalance) it exits and its supervisor st
 It writes a heartbeat file every second, which its supervisor watches and reports on: its
 metrics and its tasks' recent errors. If an executor thread dies, the worker writes one more
 heartbeat (so the cause reaches ``stormlet errors``) and exits; its supervisor starts it afresh.
+Every ``topology.metrics.report.secs`` it sends its metrics snapshot to the nimbus leader
+(see metrics_reporter).
 Moving tuples never needs ZooKeeper: a ZooKeeper outage only pauses status and placement updates.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -30,7 +33,9 @@ from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
 from ..runtime.tuning import tune_for_streaming
 from ..wire import FrameDecoder
+from .backpressure import OverloadWatch
 from .errors import heartbeat_errors
+from .metrics_reporter import MetricsReporter
 from .transport import Receiver, RemoteRoute, Sender, make_deliver
 from .zk_state import ClusterState, connect, decode_node
 
@@ -79,12 +84,18 @@ class Worker:
                 cfg.STORMLET_TOPOLOGY_ID: topology_id}
         self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
                                        remote_routes=self._remote_routes(assignment))
+        overload = OverloadWatch(self.runtime.routes, self._peers,
+                                 lambda address, message: self.sender.queue.put((address, message)))
         self.receiver = Receiver(self.context, f"tcp://{host}:{port}",
                                  FrameDecoder(self.runtime.layout, topology_id),
-                                 make_deliver(self.runtime.routes), self.stopping)
+                                 make_deliver(self.runtime.routes, self.sender.paused, overload),
+                                 self.stopping, overload)
         self.status = record.get("status")
         self.started = time.time()
         self._beat_lock = threading.Lock()   # the heartbeat thread and a last beat at exit
+        self.reporter = MetricsReporter(
+            functools.partial(self.runtime.metrics_snapshot, host, port), self.state.leader,
+            topology_id, host, port, float(self.runtime.conf[cfg.TOPOLOGY_METRICS_REPORT_SECS]))
 
     def _remote_routes(self, assignment: dict) -> dict:
         routes = {}
@@ -95,11 +106,17 @@ class Worker:
                     routes[task] = route
         return routes
 
+    def _peers(self) -> set[str]:
+        """The other workers of this topology, as this worker reaches them now."""
+        return {r.address for r in self.runtime.routes if isinstance(r, RemoteRoute)}
+
     def run(self) -> None:
         self.receiver.start()
         self.sender.start()
         self.runtime.start(active=self.status == "active")
         threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()
+        threading.Thread(target=self.reporter.run, args=(self.done,), name="metrics-reporter",
+                         daemon=True).start()
         self._watch(self.state.topology_path(self.topology_id), "topology", self._on_topology)
         self._watch(self.state.assignment_path(self.topology_id), "assignment",
                     self._on_assignment)
@@ -160,13 +177,12 @@ class Worker:
             self.stop("its executors were reassigned")
             return
         # Others moved: point their tasks at their new workers, and let go of the old ones.
-        old = {r.address for r in self.runtime.routes if isinstance(r, RemoteRoute)}
+        old = self._peers()
         for task, route in self._remote_routes(assignment).items():
             current = self.runtime.routes[task]
             if getattr(current, "address", None) != route.address:
                 self.runtime.routes[task] = route
-        current = {r.address for r in self.runtime.routes if isinstance(r, RemoteRoute)}
-        for address in old - current:
+        for address in old - self._peers():
             self.sender.retire(address)
 
     def _heartbeat(self) -> None:
@@ -193,6 +209,8 @@ class Worker:
         # Drain briefly: the topology is going away or this worker is being replaced; what is
         # still in flight fails now or times out at its spout and is replayed.
         self.runtime.stop(wait_secs=min(5.0, self.runtime.timeout_secs))
+        # The final counts, while this slot may still be assigned (its supervisor stopping, say).
+        self.reporter.report(lookup=False)
         self.stopping.set()
         self.sender.join(timeout=2)
         self.receiver.join(timeout=2)

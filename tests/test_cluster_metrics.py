@@ -1,0 +1,263 @@
+"""Workers' metrics on a cluster: pushed to the nimbus leader, kept in its memory, served over its
+RPC (``metrics``, ``topology_info``, ``cluster``). One real loopback cluster runs one reliable
+topology with a known input for the cluster tests here; the store's expiry is tested directly."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import msgpack
+import pytest
+import zmq
+from cluster_support import LoopbackCluster, wait_until
+from zookeeper_server import zookeeper_available
+
+from stormlet.cluster import rpc
+from stormlet.cluster.metrics_reporter import MetricsReporter
+from stormlet.cluster.metrics_store import MetricsStore
+from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
+
+LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
+MESSAGES = 2000
+NAME = "metered"
+
+needs_zookeeper = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+
+
+def snapshot(topology_id: str = "t-1", host: str = "127.0.0.1", port: int = 6700,
+             pid: int = 42) -> dict:
+    return {"topology_id": topology_id, "name": "t", "time": time.time(),
+            "worker": {"host": host, "port": port, "pid": pid},
+            "tasks": [{"component": "source", "task": 1, "kind": "spout", "windows": {"all": {}}}]}
+
+
+# ----- the store, on its own
+
+def test_the_store_keeps_the_newest_snapshot_of_each_assigned_worker_that_is_fresh():
+    store = MetricsStore()
+    store.put("t-1", "127.0.0.1", 6700, snapshot(pid=1))
+    store.put("t-1", "127.0.0.1", 6700, snapshot(pid=2))
+    store.put("t-1", "127.0.0.1", 6701, snapshot(port=6701, pid=3))
+    store.put("t-2", "127.0.0.1", 6702, snapshot("t-2", port=6702, pid=4))
+    assigned = {("127.0.0.1", 6700), ("127.0.0.1", 6701)}
+    pids = [s["worker"]["pid"] for s in store.snapshots("t-1", assigned, max_age=60)]
+    assert pids == [2, 3]
+    # 6701 moved away: gone from the answer, and from memory.
+    assert [s["worker"]["pid"] for s in store.snapshots("t-1", {("127.0.0.1", 6700)}, 60)] == [2]
+    assert [s["worker"]["pid"] for s in store.snapshots("t-1", assigned, 60)] == [2]
+    time.sleep(0.05)
+    assert store.snapshots("t-1", assigned, max_age=0.01) == []   # silent too long
+    store.retain({"t-1"})   # t-2 was killed
+    assert store.snapshots("t-2", {("127.0.0.1", 6702)}, max_age=60) == []
+
+
+@pytest.mark.parametrize("args, problem", [
+    (("", "h", 1, snapshot("")), "topology_id"),
+    (("t-1", None, 6700, snapshot()), "host"),
+    (("t-1", "127.0.0.1", "6700", snapshot()), "port"),
+    (("t-1", "127.0.0.1", 6700, [1, 2]), "must be a map"),
+    (("t-1", "127.0.0.1", 6700, snapshot("t-9")), "of topology 't-9'"),
+    (("t-1", "127.0.0.1", 6700, snapshot(port=6799)), "worker is not 127.0.0.1:6700"),
+    (("t-1", "127.0.0.1", 6700, {**snapshot(), "tasks": {}}), "tasks must be a list"),
+    (("t-1", "127.0.0.1", 6700, {**snapshot(), "tasks": [{"component": "x"}]}), "task #0"),
+])
+def test_the_store_refuses_a_malformed_report_and_says_what_is_wrong(args, problem):
+    store = MetricsStore()
+    with pytest.raises(ValueError, match=problem):
+        store.put(*args)
+    assert store.snapshots("t-1", {("127.0.0.1", 6700)}, max_age=60) == []
+
+
+# ----- the reporter, against nimbus stand-ins
+
+class FakeNimbus:
+    """A REP socket on loopback answering every request with ``answer(request)``."""
+
+    def __init__(self, answer):
+        self.requests: list[dict] = []
+        self.socket = zmq.Context.instance().socket(zmq.REP)
+        self.port = self.socket.bind_to_random_port("tcp://127.0.0.1")
+        self.info = {"host": "127.0.0.1", "port": self.port}
+        self.thread = threading.Thread(target=self._serve, args=(answer,), daemon=True)
+        self.thread.start()
+
+    def _serve(self, answer):
+        if self.socket.poll(5000):
+            self.requests.append(msgpack.unpackb(self.socket.recv()))
+            self.socket.send(msgpack.packb(answer(self.requests[-1])))
+        self.socket.close(linger=0)
+
+
+def test_the_reporter_sends_its_snapshot_and_asks_anew_for_the_leader_after_a_refusal():
+    standby = FakeNimbus(lambda r: {"ok": False, "error": f"{rpc.NOT_LEADER}; the leader is at x"})
+    leader = FakeNimbus(lambda r: {"ok": True, "result": None})
+    leaders = [standby.info, leader.info]
+    reporter = MetricsReporter(snapshot, lambda: leaders.pop(0), "t-1", "127.0.0.1", 6700,
+                               interval=1)
+    assert reporter.report() is False
+    assert reporter.report() is True
+    (request,) = leader.requests
+    assert request["op"] == "report_metrics"
+    assert (request["topology_id"], request["host"], request["port"]) == ("t-1", "127.0.0.1", 6700)
+    assert request["snapshot"] == {**snapshot(), "time": request["snapshot"]["time"]}
+
+
+def test_a_report_to_a_silent_nimbus_is_dropped_within_the_interval():
+    silent = zmq.Context.instance().socket(zmq.ROUTER)   # takes the request, never answers
+    port = silent.bind_to_random_port("tcp://127.0.0.1")
+    reporter = MetricsReporter(snapshot, lambda: {"host": "127.0.0.1", "port": port},
+                               "t-1", "127.0.0.1", 6700, interval=0.5)
+    started = time.monotonic()
+    assert reporter.report() is False
+    assert time.monotonic() - started < 1.0
+    silent.close(linger=0)
+
+
+# ----- a real cluster
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if not zookeeper_available():
+        pytest.skip("ZooKeeper is not installed: run deploy/zookeeper.sh install")
+    base = tmp_path_factory.mktemp("metrics-cluster")
+    with LoopbackCluster(base) as c:
+        c.add_nimbus()
+        c.add_supervisor("s1", 3)
+        try:
+            wait_until(lambda: c.cli("list").returncode == 0, 30, "nimbus to lead")
+            yield c
+        except BaseException:
+            print(c.logs())
+            raise
+
+
+@pytest.fixture(scope="module")
+def leader(cluster) -> str:
+    client = connect(cluster.zk.hosts)
+    try:
+        return rpc_address(ClusterState(client).leader())
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def ledger(cluster, tmp_path_factory) -> Path:
+    """The ledger topology on two workers, every one of its MESSAGES acked."""
+    directory = tmp_path_factory.mktemp("ledger")
+    result = cluster.cli("submit", str(LEDGER), "--name", NAME, "-c", "topology.workers=2",
+                         "-c", f"ledger.dir={directory}", "-c", f"ledger.messages={MESSAGES}",
+                         "-c", "topology.metrics.report.secs=1",
+                         "-c", "topology.message.timeout.secs=30")
+    assert result.returncode == 0, result.stderr
+    wait_until(lambda: len(acked_ids(directory)) == MESSAGES, 60, "every message to be acked")
+    return directory
+
+
+@pytest.fixture(autouse=True)
+def logs_on_failure(request):
+    yield
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed and "cluster" in request.fixturenames:
+        print(request.getfixturevalue("cluster").logs())
+
+
+def acked_ids(directory: Path) -> set[int]:
+    ids: set[int] = set()
+    for path in directory.glob("acked-*.log"):
+        ids |= {int(line) for line in path.read_text().split()}
+    return ids
+
+
+def spout_total(snapshots: list[dict], key: str) -> int:
+    total = 0
+    for snap in snapshots:
+        for task in snap["tasks"]:
+            if task["component"] == "source":
+                value = task["windows"]["all"][key]
+                total += sum(value.values()) if isinstance(value, dict) else value
+    return total
+
+
+@needs_zookeeper
+def test_the_acks_summed_over_every_worker_s_snapshot_are_exactly_the_spout_s(leader, ledger):
+    def snapshots() -> list[dict]:
+        return rpc.call(leader, "metrics", timeout=5, name=NAME)
+
+    # Reports come every second: wait for the ones taken after the last ack.
+    wait_until(lambda: spout_total(snapshots(), "acked") >= MESSAGES, 15,
+               "the workers' reports to count every ack")
+    found = snapshots()
+    assert spout_total(found, "acked") == MESSAGES
+    assert spout_total(found, "emitted") == MESSAGES + spout_total(found, "failed")
+    info = rpc.call(leader, "topology_info", timeout=5, name=NAME)
+    slots = {(host, port) for _c, _t, _sid, host, port in info["assignment"]}
+    assert len(slots) == 2
+    assert {(s["worker"]["host"], s["worker"]["port"]) for s in found} == slots
+    assert all(s["topology_id"] == info["id"] for s in found)
+
+
+@needs_zookeeper
+def test_topology_info_and_cluster_info_describe_the_placement(leader, ledger):
+    info = rpc.call(leader, "topology_info", timeout=5, name=NAME)
+    assert (info["name"], info["status"], info["workers"]) == (NAME, "active", 2)
+    assert info["executors"] == len(info["assignment"]) == 2 + 2 + 2 + 2   # 3 components, 2 ackers
+    assert info["conf"]["ledger.messages"] == MESSAGES
+    assert set(info["structure"]["components"]) == {"source", "relay", "sink"}
+    assert info["errors"] == []
+    snapshot_pids = {(s["worker"]["host"], s["worker"]["port"]): s["worker"]["pid"]
+                     for s in rpc.call(leader, "metrics", timeout=5, name=NAME)}
+    wait_until(lambda: all(row["pid"] for row in rpc.call(leader, "topology_info", timeout=5,
+                                                         name=NAME)["worker_slots"]),
+               10, "the supervisor to report its workers")
+    rows = rpc.call(leader, "topology_info", timeout=5, name=NAME)["worker_slots"]
+    assert {(r["host"], r["port"]): r["pid"] for r in rows} == snapshot_pids
+    assert [r["restarts"] for r in rows] == [0, 0]
+    supervisor = rpc.call(leader, "cluster", timeout=5)["supervisors"]["s1"]
+    assert (len(supervisor["slots"]), supervisor["used_slots"]) == (3, 2)
+
+
+@needs_zookeeper
+def test_a_garbage_report_is_refused_and_nimbus_keeps_serving(leader, ledger):
+    before = rpc.call(leader, "metrics", timeout=5, name=NAME)
+    (host, port) = before[0]["worker"]["host"], before[0]["worker"]["port"]
+    tid = before[0]["topology_id"]
+    for garbage in ({"snapshot": "not a map"}, {"snapshot": {"topology_id": tid, "tasks": 3}},
+                    {"snapshot": {**before[0], "tasks": [{"component": 1}]}}):
+        with pytest.raises(rpc.RpcError, match="malformed metrics report"):
+            rpc.call(leader, "report_metrics", timeout=5, topology_id=tid, host=host, port=port,
+                     **garbage)
+    with pytest.raises(rpc.RpcError):
+        rpc.call(leader, "report_metrics", timeout=5, topology_id=tid)   # arguments missing
+    # The worker's own report still stands, and nimbus still answers.
+    after = rpc.call(leader, "metrics", timeout=5, name=NAME)
+    assert [s["worker"]["pid"] for s in after] == [s["worker"]["pid"] for s in before]
+    assert spout_total(after, "acked") == MESSAGES
+
+
+@needs_zookeeper
+def test_a_killed_worker_s_replacement_reports_with_a_new_pid(leader, ledger):
+    def pids() -> dict[tuple[str, int], int]:
+        return {(s["worker"]["host"], s["worker"]["port"]): s["worker"]["pid"]
+                for s in rpc.call(leader, "metrics", timeout=5, name=NAME)}
+
+    before = pids()
+    slot, victim = min(before.items())
+    os.kill(victim, signal.SIGKILL)
+    wait_until(lambda: pids().get(slot, victim) != victim, 40,
+               "the restarted worker to report")
+    after = pids()
+    assert after.keys() == before.keys()
+    assert after[slot] != victim
+
+    def restarts() -> dict[tuple[str, int], int]:
+        rows = rpc.call(leader, "topology_info", timeout=5, name=NAME)["worker_slots"]
+        return {(r["host"], r["port"]): r["restarts"] for r in rows}
+
+    wait_until(lambda: restarts()[slot] == 1, 10, "the supervisor to report the restart")
+    assert sum(restarts().values()) == 1
