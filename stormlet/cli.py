@@ -38,20 +38,31 @@ def _conf_options(pairs: tuple[str, ...]) -> dict[str, Any]:
         raise click.BadParameter(str(exc), param_hint="-c") from None
 
 
+# How long `stormlet local` runs without --ui (with it: until Ctrl-C or a kill from the UI).
+LOCAL_DURATION_SECS = 10.0
+
+
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--duration", type=float, default=10.0, show_default=True,
-              help="seconds to run before a clean shutdown (Ctrl-C stops earlier)")
+@click.option("--duration", type=float, default=None,
+              help=f"seconds to run before a clean shutdown (default: {LOCAL_DURATION_SECS:g}; "
+                   f"with --ui, until Ctrl-C or a kill from the UI)")
 @click.option("--name", default=None, help="topology name (default: the file's stem)")
 @click.option("-c", "conf_pairs", multiple=True, metavar="KEY=VALUE",
               help="config override, repeatable (e.g. -c topology.max.spout.pending=500)")
 @click.option("--drain", type=float, default=None,
               help="seconds to wait for in-flight tuples at shutdown (default: message timeout)")
-def local(file: Path, duration: float, name: str | None, conf_pairs: tuple[str, ...],
-          drain: float | None) -> None:
-    """Run the topology defined in FILE inside this process."""
+@click.option("--ui", "with_ui", is_flag=True, help="serve the web UI while the topology runs")
+@click.option("--ui-port", default=8080, show_default=True, type=int,
+              help="the UI's port (on 127.0.0.1; 0 picks a free one)")
+def local(file: Path, duration: float | None, name: str | None, conf_pairs: tuple[str, ...],
+          drain: float | None, with_ui: bool, ui_port: int) -> None:
+    """Run the topology defined in FILE inside this process.
+
+    On a terminal, one line shows totals and rates while it runs."""
     from .local import LocalCluster
     from .runtime.tuning import tune_for_streaming
+    from .ui.progress import ProgressLine, totals
 
     overrides = _conf_options(conf_pairs)
     try:
@@ -60,6 +71,9 @@ def local(file: Path, duration: float, name: str | None, conf_pairs: tuple[str, 
         raise click.ClickException(str(exc)) from None
     conf.update(overrides)
     name = name or file.stem
+    if duration is None and not with_ui:
+        duration = LOCAL_DURATION_SECS
+    spouts = {cid for cid, spec in topology.components.items() if spec.is_spout}
     tune_for_streaming()
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -67,15 +81,49 @@ def local(file: Path, duration: float, name: str | None, conf_pairs: tuple[str, 
     try:
         with LocalCluster() as cluster:
             cluster.submit(name, conf, topology)
-            click.echo(f"running {name} in local mode for {duration:g}s (Ctrl-C to stop)", err=True)
-            stop.wait(duration)
-            click.echo("shutting down: spouts deactivated, draining in-flight tuples", err=True)
-            report = cluster.kill(name, wait_secs=drain)
+            source, server = _local_ui(cluster, ui_port) if with_ui else (None, None)
+            how_long = "until Ctrl-C" if duration is None else f"for {duration:g}s (Ctrl-C to stop)"
+            click.echo(f"running {name} in local mode {how_long}", err=True)
+            if server:
+                click.echo(f"UI at {server.url}", err=True)
+            progress = None
+            if sys.stdout.isatty():
+                progress = ProgressLine(lambda: totals(cluster.metrics(name), spouts),
+                                        sys.stdout).start()
+            deadline = None if duration is None else time.monotonic() + duration
+            # Until the time is up, Ctrl-C, or a kill from the UI.
+            while not (stop.wait(0.2) or (deadline and time.monotonic() >= deadline)
+                       or (source and source.killed(name))):
+                pass
+            if progress:
+                progress.stop()
+            killed = source.killed(name) if source else None
+            if killed:
+                click.echo("killed from the UI: draining in-flight tuples", err=True)
+                report = killed.result()
+            else:
+                click.echo("shutting down: spouts deactivated, draining in-flight tuples",
+                           err=True)
+                report = cluster.kill(name, wait_secs=drain)
+            if server:
+                server.stop()
     finally:
         signal.signal(signal.SIGINT, previous)
     click.echo(format_summary(name, report.metrics, time.monotonic() - started))
     for error in report.errors[-5:]:
         click.echo(f"error in {error.component}:{error.task}: {error.error}")
+
+
+def _local_ui(cluster: Any, port: int) -> tuple[Any, Any]:
+    from .ui.app import serve
+    from .ui.source import LocalSource
+
+    source = LocalSource(cluster)
+    try:
+        return source, serve(source, "127.0.0.1", port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve the UI on port {port}: {exc.strerror} "
+                                   f"(choose another with --ui-port)") from None
 
 
 def format_summary(name: str, summary: dict[str, dict], seconds: float) -> str:
@@ -103,56 +151,17 @@ NIMBUS_OPTION = click.option("--nimbus", "nimbus_address", default=None, metavar
                              help="talk to this nimbus instead of finding the leader in ZooKeeper")
 
 
-READ_ONLY_OPS = frozenset({"list", "cluster", "errors"})
-
-
-def _nimbus_addresses(zk: str, zk_root: str, nimbus_address: str | None) -> list[str]:
-    """The leader first, then the standbys (which can answer read-only requests)."""
-    if nimbus_address:
-        return [nimbus_address if "://" in nimbus_address else f"tcp://{nimbus_address}"]
-    from .cluster.zk_state import ClusterState, connect
-
-    try:
-        client = connect(zk, timeout=10)
-    except Exception:
-        raise click.ClickException(f"cannot reach ZooKeeper at {zk} to find nimbus "
-                                   f"(use --zk, or --nimbus host:port)") from None
-    try:
-        addresses = ClusterState(client, zk_root).nimbus_addresses()
-    finally:
-        client.stop()
-        client.close()
-    if not addresses:
-        raise click.ClickException("no nimbus is running (none registered in ZooKeeper)")
-    return addresses
-
-
-# How long a change needing the leader waits out a leadership change (a leader that just died
-# stays registered until its ZooKeeper session expires).
-LEADER_WAIT_SECS = 15.0
-
-
 def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 15, **args: Any) -> Any:
-    from .cluster.rpc import NOT_LEADER, NimbusUnavailable, RpcError, call
+    """``op`` on nimbus (see cluster/nimbus_client.py), its refusal as the command's error."""
+    from .cluster.nimbus_client import NimbusClient
+    from .cluster.rpc import RpcError
 
-    deadline = time.monotonic() + (0 if op in READ_ONLY_OPS else LEADER_WAIT_SECS)
-    while True:
-        addresses = _nimbus_addresses(*ctx_args)
-        if op not in READ_ONLY_OPS:
-            addresses = addresses[:1]
-        for address in addresses:
-            try:
-                return call(address, op, timeout=timeout if op not in READ_ONLY_OPS else 5,
-                            **args)
-            except NimbusUnavailable as exc:
-                problem = str(exc)
-            except RpcError as exc:
-                if not str(exc).startswith(NOT_LEADER):
-                    raise click.ClickException(str(exc)) from None
-                problem = str(exc)
-        if time.monotonic() >= deadline or ctx_args[2]:
-            raise click.ClickException(problem)
-        time.sleep(0.5)
+    zk, zk_root, nimbus_address = ctx_args
+    try:
+        with NimbusClient(zk, zk_root, nimbus_address) as client:
+            return client.call(op, timeout=timeout, **args)
+    except RpcError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @main.command()
@@ -334,6 +343,30 @@ def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...], z
                    executors=executors)
     click.echo(f"rebalanced {name} to {result['workers']} workers")
 
+
+
+@main.command()
+@click.option("--port", default=8080, show_default=True, type=int, help="port to serve on")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to serve on")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def ui(port: int, host: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+    """Serve the web UI and its REST API (/api/v1/) and Prometheus metrics (/metrics) for the
+    cluster whose nimbus is found in ZooKeeper (or given with --nimbus)."""
+    from .ui.app import serve
+    from .ui.source import ClusterSource
+
+    source = ClusterSource(zk, zk_root, nimbus_address)
+    try:
+        server = serve(source, host, port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror}") from None
+    click.echo(f"stormlet UI at {server.url}", err=True)
+    try:
+        _run_until_signal(server)
+    finally:
+        source.close()
 
 main.add_command(failed)
 main.add_command(log_group)

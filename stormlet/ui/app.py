@@ -1,0 +1,105 @@
+"""The UI's web server: the REST API, the pages and ``/metrics``, served by waitress.
+
+    server = serve(LocalSource(cluster), "127.0.0.1", 0)   # port 0: any free port
+    print(f"http://127.0.0.1:{server.port}/")
+    ...
+    server.stop()
+
+Pages are static HTML and JavaScript (``static/``) that read the REST API, so everything a page
+shows is also available as JSON.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from flask import Flask, Response, redirect, send_from_directory
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.registry import CollectorRegistry
+from waitress import create_server
+
+from .api import api_blueprint
+from .prometheus import SourceCollector
+from .source import UiSource
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).parent / "static"
+PAGES = ("index.html", "topology.html", "component.html")
+# How long the serving loop waits for socket events before checking whether to stop.
+POLL_SECS = 0.2
+
+
+def create_app(source: UiSource) -> Flask:
+    app = Flask(__name__, static_folder=None)
+    app.json.sort_keys = False   # keep components in their declared order
+    app.register_blueprint(api_blueprint(source))
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SourceCollector(source))
+
+    @app.get("/")
+    def index() -> Response:
+        return redirect("/index.html")
+
+    @app.get("/<page>")
+    def page(page: str) -> Response:
+        if page not in PAGES:
+            return Response(f"no page {page!r}\n", status=404, mimetype="text/plain")
+        return send_from_directory(STATIC, page)
+
+    @app.get("/static/<path:name>")
+    def static_file(name: str) -> Response:
+        return send_from_directory(STATIC, name)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+class UiServer:
+    """A running server; ``port`` is the one it bound (useful after asking for port 0)."""
+
+    def __init__(self, source: UiSource, host: str, port: int, threads: int = 8):
+        self._server = create_server(create_app(source), host=host, port=port, threads=threads,
+                                     ident="stormlet-ui")
+        self.host = host
+        self.port: int = self._server.effective_port
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stormlet-ui", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/"
+
+    def start(self) -> UiServer:
+        self._thread.start()
+        log.info("UI serving on %s", self.url)
+        return self
+
+    def _run(self) -> None:
+        # waitress's own run() loops until every connection closes, and a browser keeps its
+        # connections open: step the loop ourselves so that stop() is prompt.
+        server = self._server
+        while not self._stopping.is_set():
+            server.asyncore.loop(timeout=POLL_SECS, map=server._map, use_poll=True, count=1)
+        for channel in list(server._map.values()):
+            channel.close()
+        server.task_dispatcher.shutdown()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=10)
+
+    def wait(self) -> None:
+        """Serve until stop() is called from another thread (or the process is interrupted)."""
+        while self._thread.is_alive():
+            self._thread.join(timeout=0.5)
+
+
+def serve(source: UiSource, host: str = "127.0.0.1", port: int = 8080) -> UiServer:
+    """Start serving ``source`` on a background thread; returns at once."""
+    return UiServer(source, host, port).start()

@@ -1,0 +1,244 @@
+"""Where the UI's data comes from: a LocalCluster in this process, or a cluster's nimbus.
+
+Both answer the same questions in the same shapes, so the REST API and the pages do not know
+which one they show:
+
+    cluster_summary() -> {"mode", "nimbuses": [{"host", "port", "leader", "uptime"}],
+                          "supervisors": [{"id", "host", "uptime", "slots", "used_slots"}]}
+    topologies()      -> [{"id", "name", "status", "uptime", "workers", "executors",
+                           "errors" (how many)}], and "tasks" where known
+    topology(key)     -> one such row plus "conf", "structure" (metrics/structure.py), "snapshots"
+                         (one metrics snapshot per worker, see TopologyRuntime.metrics_snapshot)
+                         and "recent_errors": [{"component", "task", "host", "port", "time",
+                         "error"}], newest first; on a cluster also "worker_slots" (each
+                         slot's worker as its supervisor reports it, with "restarts")
+    activate(key), deactivate(key), rebalance(key, wait, workers, executors), kill(key, wait)
+
+``key`` is a topology's id or its name. Failures are the exceptions below, each of which the API
+turns into one status code.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from concurrent.futures import Future
+from typing import Any, Protocol
+
+from .. import config as cfg
+from ..local import LocalCluster, UnknownTopologyError
+
+ACTIVE, INACTIVE, KILLED = "active", "inactive", "killed"
+
+
+class UnknownTopology(LookupError):
+    """No running topology has that id or name (HTTP 404)."""
+
+
+class SourceUnavailable(RuntimeError):
+    """Nimbus (or ZooKeeper, to find it) did not answer (HTTP 503)."""
+
+
+class ActionRefused(RuntimeError):
+    """The action cannot be done: not supported here, or refused by nimbus (HTTP 409)."""
+
+
+class UiSource(Protocol):
+    mode: str
+
+    def cluster_summary(self) -> dict[str, Any]: ...
+    def topologies(self) -> list[dict[str, Any]]: ...
+    def topology(self, key: str) -> dict[str, Any]: ...
+    def activate(self, key: str) -> None: ...
+    def deactivate(self, key: str) -> None: ...
+    def rebalance(self, key: str, wait: float, workers: int | None,
+                  executors: dict[str, int]) -> None: ...
+    def kill(self, key: str, wait: float) -> None: ...
+
+
+class LocalSource:
+    """The topologies of a LocalCluster in this process: one worker each, no nimbus."""
+
+    mode = "local"
+
+    def __init__(self, cluster: LocalCluster):
+        self.cluster = cluster
+        self.started = time.time()
+        self.host = socket.gethostname()
+        self._lock = threading.Lock()
+        self._kills: dict[str, Future] = {}   # name -> the FinalReport of a kill from the UI
+
+    def cluster_summary(self) -> dict[str, Any]:
+        return {"mode": self.mode, "nimbuses": [], "supervisors": [],
+                "process": {"host": self.host, "pid": os.getpid(),
+                            "uptime": time.time() - self.started}}
+
+    def topologies(self) -> list[dict[str, Any]]:
+        rows = []
+        for name in self.cluster.topologies():
+            try:
+                rows.append(self._row(name, self.cluster.runtime(name)))
+            except UnknownTopologyError:
+                continue   # killed since we listed it
+        return rows
+
+    def _row(self, name: str, runtime: Any) -> dict[str, Any]:
+        if name in self._kills:
+            status = KILLED
+        elif runtime.is_active():
+            status = ACTIVE
+        else:
+            status = INACTIVE
+        started = runtime.started_at or time.time()
+        return {"id": runtime.conf[cfg.STORMLET_TOPOLOGY_ID], "name": name, "status": status,
+                "uptime": time.time() - started, "workers": 1,
+                "executors": len(runtime.all_executors()), "tasks": len(runtime.metrics),
+                "errors": sum(m.errors.count for m in runtime.metrics)}
+
+    def _find(self, key: str) -> tuple[str, Any]:
+        for name in self.cluster.topologies():
+            try:
+                runtime = self.cluster.runtime(name)
+            except UnknownTopologyError:
+                continue
+            if key in (name, runtime.conf[cfg.STORMLET_TOPOLOGY_ID]):
+                return name, runtime
+        raise UnknownTopology(f"no topology with id or name {key!r} is running")
+
+    def topology(self, key: str) -> dict[str, Any]:
+        name, runtime = self._find(key)
+        errors = [{"component": e.component, "task": e.task, "host": None, "port": None,
+                   "time": e.time, "error": e.error} for e in reversed(runtime.errors())]
+        return {**self._row(name, runtime), "conf": runtime.conf, "structure": runtime.structure,
+                "snapshots": [runtime.metrics_snapshot()], "recent_errors": errors}
+
+    def activate(self, key: str) -> None:
+        self._live(key).activate()
+
+    def deactivate(self, key: str) -> None:
+        self._live(key).deactivate()
+
+    def _live(self, key: str) -> Any:
+        name, runtime = self._find(key)
+        if name in self._kills:
+            raise ActionRefused(f"topology {name!r} is being killed")
+        return runtime
+
+    def rebalance(self, key: str, wait: float, workers: int | None,
+                  executors: dict[str, int]) -> None:
+        self._find(key)
+        raise ActionRefused("rebalance is not supported in local mode: a local topology runs "
+                            "in one process with the executors it was submitted with")
+
+    def kill(self, key: str, wait: float) -> None:
+        """Returns at once, as on a cluster: the topology is deactivated now and removed after
+        ``wait`` seconds (sooner once nothing is in flight)."""
+        name, runtime = self._find(key)
+        with self._lock:
+            if name in self._kills:
+                raise ActionRefused(f"topology {name!r} is being killed")
+            future: Future = Future()
+            self._kills[name] = future
+        runtime.deactivate()
+        threading.Thread(target=self._kill, args=(name, wait, future), name=f"ui-kill-{name}",
+                         daemon=True).start()
+
+    def _kill(self, name: str, wait: float, future: Future) -> None:
+        try:
+            future.set_result(self.cluster.kill(name, wait_secs=wait))
+        except BaseException as exc:   # handed to whoever waits on the kill
+            future.set_exception(exc)
+
+    def killed(self, name: str) -> Future | None:
+        """The FinalReport of ``name``'s kill from the UI, or None if the UI did not kill it."""
+        return self._kills.get(name)
+
+
+class ClusterSource:
+    """A cluster, through its nimbus (found in ZooKeeper unless an address is given)."""
+
+    mode = "cluster"
+
+    def __init__(self, zk: str = "127.0.0.1:2181", zk_root: str = "/stormlet",
+                 nimbus_address: str | None = None):
+        from ..cluster.nimbus_client import NimbusClient
+
+        self.client = NimbusClient(zk, zk_root, nimbus_address)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _call(self, op: str, **args: Any) -> Any:
+        from ..cluster.rpc import NimbusUnavailable, RpcError
+
+        try:
+            return self.client.call(op, **args)
+        except NimbusUnavailable as exc:
+            raise SourceUnavailable(str(exc)) from None
+        except RpcError as exc:
+            if str(exc).startswith("no topology named"):
+                raise UnknownTopology(str(exc)) from None
+            raise ActionRefused(str(exc)) from None
+
+    def cluster_summary(self) -> dict[str, Any]:
+        info = self._call("cluster")
+        leader = info.get("leader") or {}
+        now = time.time()
+        nimbuses = [{"host": n.get("host"), "port": n.get("port"),
+                     "leader": leader.get("id") == nid,
+                     "uptime": now - n["started"] if n.get("started") else None}
+                    for nid, n in sorted(info.get("nimbuses", {}).items())]
+        supervisors = [{"id": sid, "host": s.get("host"),
+                        "uptime": now - s["started"] if s.get("started") else None,
+                        "slots": _count(s.get("slots")), "used_slots": _count(s.get("used_slots"))}
+                       for sid, s in sorted(info.get("supervisors", {}).items())]
+        return {"mode": self.mode, "nimbuses": nimbuses, "supervisors": supervisors}
+
+    def topologies(self) -> list[dict[str, Any]]:
+        return self._call("list")
+
+    def _row(self, key: str) -> dict[str, Any]:
+        for row in self._call("list"):
+            if key in (row["id"], row["name"]):
+                return row
+        raise UnknownTopology(f"no topology with id or name {key!r} is running")
+
+    def _name(self, key: str) -> str:
+        return self._row(key)["name"]
+
+    def topology(self, key: str) -> dict[str, Any]:
+        row = self._row(key)
+        info = self._call("topology_info", name=row["name"])
+        # None for a topology submitted before nimbus kept structures: no graph, no components.
+        structure = info.get("structure") or {"components": {}}
+        errors = [{k: e.get(k) for k in ("component", "task", "host", "port", "time", "error")}
+                  for e in info.get("errors", [])]
+        return {**row, "tasks": sum(c["tasks"] for c in structure["components"].values()),
+                "conf": info.get("conf", {}), "structure": structure,
+                "snapshots": self._call("metrics", name=row["name"]), "recent_errors": errors,
+                "assignment": info.get("assignment", []),
+                "worker_slots": info.get("worker_slots", [])}
+
+    def activate(self, key: str) -> None:
+        self._call("activate", name=self._name(key))
+
+    def deactivate(self, key: str) -> None:
+        self._call("deactivate", name=self._name(key))
+
+    def rebalance(self, key: str, wait: float, workers: int | None,
+                  executors: dict[str, int]) -> None:
+        # stormlet's rebalance moves executors at once (there is no wait): ``wait`` is accepted
+        # for Storm's URL and ignored.
+        self._call("rebalance", name=self._name(key), workers=workers, executors=executors)
+
+    def kill(self, key: str, wait: float) -> None:
+        self._call("kill", name=self._name(key), wait=wait)
+
+
+def _count(slots: Any) -> int:
+    """A slot count from nimbus, which sends either a number or the list of ports."""
+    if isinstance(slots, (list, tuple)):
+        return len(slots)
+    return int(slots or 0)

@@ -1,0 +1,233 @@
+"""The UI's REST API and /metrics against running topologies: the numbers it serves are the
+topology's real counts, its actions act, its errors say what is wrong with the right status."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from cluster_support import LoopbackCluster
+from prometheus_client.parser import text_string_to_metric_families
+from ui_support import (
+    COUNT,
+    FAIL_EVERY,
+    FINITE,
+    SPOUT_TASKS,
+    get,
+    post,
+    request,
+    topology,
+    ui_cluster,
+    wait_until,
+)
+from zookeeper_server import zookeeper_available
+
+from stormlet.ui.app import serve
+from stormlet.ui.source import ClusterSource
+
+MESSAGES = COUNT * SPOUT_TASKS
+FAILS = MESSAGES // FAIL_EVERY
+
+
+@pytest.fixture(scope="module")
+def ui():
+    with ui_cluster("finite", "steady") as (cluster, server):
+        yield cluster, server
+
+
+def component(page: dict, cid: str) -> dict:
+    return next(c for c in page["spouts"] + page["bolts"] if c["id"] == cid)
+
+
+def finished(server) -> dict:
+    """The "finite" topology's page once every message is acked."""
+    wait_until(lambda: component(get(server, "/api/v1/topology/finite"), "numbers")["acked"]
+               >= MESSAGES, 20, "every finite message acked")
+    return get(server, "/api/v1/topology/finite")
+
+
+def test_topology_numbers_are_the_topologys_real_counts(ui):
+    cluster, server = ui
+    page = finished(server)
+    numbers, double, sink = (component(page, c) for c in ("numbers", "double", "sink"))
+    # Every message acked once, every explicit fail counted and replayed.
+    assert numbers["acked"] == MESSAGES
+    assert numbers["failed"] == FAILS
+    assert numbers["emitted"] == MESSAGES + FAILS
+    assert double["executed"] == sink["executed"] == MESSAGES + FAILS
+    assert double["emitted"] == MESSAGES + FAILS
+    # The same as the runtime's own counters.
+    real = cluster.metrics("finite")
+    for row in (numbers, double, sink):
+        for key in ("emitted", "executed", "acked", "failed"):
+            assert row[key] == real[row["id"]][key], (row["id"], key)
+    stats = page["topologyStats"]
+    assert (stats["acked"], stats["failed"]) == (MESSAGES, FAILS)
+    assert stats["failed_by_kind"] == {"fail": FAILS}
+    assert stats["failed_by_component"] == [["sink", FAILS]]
+    assert page["status"] == "active" and page["workersTotal"] == 1
+    assert [(e["from"], e["to"]) for e in page["graph"]["edges"]] == [("numbers", "double"),
+                                                                       ("double", "sink")]
+    assert set(page["graph"]["components"]) == {"numbers", "double", "sink"}
+    # A young topology's 10-minute window holds everything it did.
+    recent = get(server, "/api/v1/topology/finite?window=600")
+    assert component(recent, "numbers")["acked"] == MESSAGES
+    assert recent["window"] == "600" and page["window"] == ":all-time"
+
+
+def test_component_page_has_one_row_per_task_adding_up_to_the_component(ui):
+    _cluster, server = ui
+    finished(server)
+    sink = get(server, "/api/v1/topology/finite/component/sink")
+    assert sink["type"] == "bolt"
+    assert len(sink["tasks"]) == 2
+    assert sum(t["executed"] for t in sink["tasks"]) == sink["stats"]["executed"] \
+        == MESSAGES + FAILS
+    assert [e["from"] for e in sink["inputs"]] == ["double"] and sink["outputs"] == []
+    spout = get(server, "/api/v1/topology/finite/component/numbers")
+    assert len({t["task"] for t in spout["tasks"]}) == SPOUT_TASKS
+    assert sum(t["acked"] for t in spout["tasks"]) == MESSAGES
+
+
+def test_cluster_and_topology_summaries_list_what_runs(ui):
+    _cluster, server = ui
+    summary = get(server, "/api/v1/cluster/summary")
+    assert summary["mode"] == "local" and summary["topologies"] == 2
+    rows = {t["name"]: t for t in get(server, "/api/v1/topology/summary")["topologies"]}
+    assert set(rows) == {"finite", "steady"}
+    assert rows["finite"]["status"] == "active" and rows["finite"]["workersTotal"] == 1
+    # A topology is found by its id as well as its name.
+    assert get(server, f"/api/v1/topology/{rows['finite']['id']}")["name"] == "finite"
+    assert get(server, "/api/v1/nimbus/summary") == {"nimbuses": []}
+    assert get(server, "/api/v1/supervisor/summary") == {"supervisors": []}
+
+
+def emitted(server, name: str) -> int:
+    return component(get(server, f"/api/v1/topology/{name}"), "numbers")["emitted"]
+
+
+def test_deactivate_stops_emission_and_activate_resumes_it(ui):
+    _cluster, server = ui
+    first = emitted(server, "steady")
+    wait_until(lambda: emitted(server, "steady") > first + 50, 10, "steady emitting")
+    post(server, "/api/v1/topology/steady/deactivate")
+    assert get(server, "/api/v1/topology/steady")["status"] == "inactive"
+    # Replays of trees in flight may still go out for a moment; then nothing.
+    previous = [emitted(server, "steady")]
+
+    def settled() -> bool:
+        time.sleep(0.5)
+        now = emitted(server, "steady")
+        stable, previous[0] = now == previous[0], now
+        return stable
+
+    wait_until(settled, 10, "emission to stop after deactivate")
+    time.sleep(1.0)
+    assert emitted(server, "steady") == previous[0]
+    post(server, "/api/v1/topology/steady/activate")
+    assert get(server, "/api/v1/topology/steady")["status"] == "active"
+    wait_until(lambda: emitted(server, "steady") > previous[0] + 50, 10, "emission to resume")
+
+
+def test_errors_are_json_with_the_right_status(ui):
+    _cluster, server = ui
+    cases = [
+        ("GET", "/api/v1/topology/nope", 404, "no topology with id or name 'nope'"),
+        ("GET", "/api/v1/topology/finite/component/nope", 404, "has no component 'nope'"),
+        ("POST", "/api/v1/topology/nope/deactivate", 404, "'nope'"),
+        ("GET", "/api/v1/topology/finite?window=60", 400, "window must be one of"),
+        ("POST", "/api/v1/topology/finite/kill/soon", 400, "wait time"),
+        ("POST", "/api/v1/topology/finite/rebalance/0", 409, "not supported in local mode"),
+    ]
+    for method, path, status, message in cases:
+        got, body = request(server, path, method, {} if method == "POST" else None)
+        assert got == status, (path, got, body)
+        assert message in body["error"], (path, body)
+
+
+def samples(server, name: str, **labels: str) -> float:
+    """The sum of one metric's samples with these labels, from /metrics."""
+    with urllib.request.urlopen(f"{server.url}metrics", timeout=10) as response:
+        text = response.read().decode()
+    total, found = 0.0, False
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total, found = total + sample.value, True
+    assert found, f"no {name} {labels} in /metrics"
+    return total
+
+
+def test_prometheus_metrics_carry_the_same_counts(ui):
+    _cluster, server = ui
+    finished(server)
+    finite = {"topology": "finite"}
+    assert samples(server, "stormlet_acked_total", component="numbers", **finite) == MESSAGES
+    assert samples(server, "stormlet_failures_total", component="numbers", reason="fail",
+                   failed_component="sink", **finite) == FAILS
+    assert samples(server, "stormlet_executed_total", component="sink", **finite) \
+        == MESSAGES + FAILS
+    assert samples(server, "stormlet_emitted_total", component="double", stream="default",
+                   **finite) == MESSAGES + FAILS
+    assert samples(server, "stormlet_worker_rss_bytes", **finite) > 0
+    assert samples(server, "stormlet_queue_capacity", component="sink", **finite) > 0
+    assert samples(server, "stormlet_ui_source_up") == 1
+
+
+def test_kill_removes_the_topology(ui):
+    cluster, server = ui
+    cluster.submit("doomed", FINITE, topology())
+    post(server, "/api/v1/topology/doomed/kill/0")
+    wait_until(lambda: "doomed" not in cluster.topologies(), 10, "the killed topology to go")
+    assert "doomed" not in {t["name"] for t in get(server, "/api/v1/topology/summary")["topologies"]}
+    assert request(server, "/api/v1/topology/doomed")[0] == 404
+
+
+# ----- on a cluster
+
+LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
+LEDGER_MESSAGES = 500
+
+
+@pytest.mark.skipif(not zookeeper_available(),
+                    reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+def test_on_a_cluster_the_api_serves_nimbus_s_numbers_and_actions(tmp_path):
+    with LoopbackCluster(tmp_path) as cluster:
+        try:
+            cluster.add_nimbus()
+            cluster.add_supervisor("s1", 2)
+            wait_until(lambda: cluster.cli("list").returncode == 0, 30, "nimbus to lead")
+            result = cluster.cli("submit", str(LEDGER), "--name", "ledger",
+                                 "-c", "topology.workers=2", "-c", f"ledger.dir={tmp_path}",
+                                 "-c", f"ledger.messages={LEDGER_MESSAGES}",
+                                 "-c", "topology.metrics.report.secs=1")
+            assert result.returncode == 0, result.stderr
+            source = ClusterSource(cluster.zk.hosts)
+            server = serve(source, "127.0.0.1", 0)
+            try:
+                check_cluster_ui(server)
+            finally:
+                server.stop()
+                source.close()
+        except BaseException:
+            print(cluster.logs())
+            raise
+
+
+def check_cluster_ui(server) -> None:
+    # Both workers' snapshots add up to every message acked once.
+    wait_until(lambda: component(get(server, "/api/v1/topology/ledger"), "source")["acked"]
+               == LEDGER_MESSAGES, 60, "every ledger message acked, as reported to nimbus")
+    page = get(server, "/api/v1/topology/ledger")
+    assert page["status"] == "active" and page["workersTotal"] == 2
+    assert len(page["workers"]) == 2 and all(w["restarts"] == 0 for w in page["workers"])
+    assert component(page, "sink")["executed"] >= LEDGER_MESSAGES
+    summary = get(server, "/api/v1/cluster/summary")
+    assert (summary["mode"], summary["supervisors"], summary["slotsTotal"],
+            summary["slotsUsed"]) == ("cluster", 1, 2, 2)
+    assert [n["status"] for n in get(server, "/api/v1/nimbus/summary")["nimbuses"]] == ["Leader"]
+    post(server, "/api/v1/topology/ledger/deactivate")
+    assert get(server, "/api/v1/topology/ledger")["status"] == "inactive"
+    assert request(server, "/api/v1/topology/nope")[0] == 404

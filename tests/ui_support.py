@@ -1,0 +1,138 @@
+"""A LocalCluster with the UI serving it, for the UI's API and browser tests.
+
+Two topologies of the same shape run side by side (numbers -> double -> sink):
+
+- "finite": each spout task emits ``COUNT`` numbered messages, then stops; the sink fails every
+  FAIL_EVERY-th number once (an explicit fail, replayed by the spout), so once it is done the
+  spouts acked exactly ``2 * COUNT`` messages and failed ``2 * COUNT / FAIL_EVERY`` trees.
+- "steady": emits a message every few milliseconds for as long as it runs, so its numbers keep
+  changing and deactivating it visibly stops them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet.ui.app import serve
+from stormlet.ui.source import LocalSource
+
+COUNT = 200          # messages per spout task of "finite"
+SPOUT_TASKS = 2
+FAIL_EVERY = 50      # the sink fails each number divisible by this, once
+COMPONENTS = ("numbers", "double", "sink")
+
+
+class Numbers(Spout):
+    outputs = ["n"]
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.count = int(conf["ui.count"])          # 0: without end
+        self.interval = float(conf["ui.interval"])  # seconds between emits
+        self.base = context.this_task_index * 1_000_000
+        self.next_i = 0
+        self.next_time = time.monotonic()
+
+    def next_tuple(self):
+        if self.count and self.next_i >= self.count:
+            return
+        if time.monotonic() < self.next_time:
+            time.sleep(0.001)
+            return
+        self.next_time += self.interval
+        n = self.base + self.next_i
+        self.next_i += 1
+        self.collector.emit([n], msg_id=n)
+
+    def fail(self, msg_id, reason):
+        self.collector.emit([msg_id], msg_id=msg_id)
+
+
+class Double(BasicBolt):
+    outputs = ["n", "double"]
+
+    def execute(self, tup, collector):
+        collector.emit([tup[0], 2 * tup[0]])
+
+
+class Sink(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.failed_once = set()
+
+    def execute(self, tup):
+        n = tup[0]
+        if n % FAIL_EVERY == 0 and n not in self.failed_once:
+            self.failed_once.add(n)
+            self.collector.fail(tup)
+        else:
+            self.collector.ack(tup)
+
+
+def topology():
+    builder = TopologyBuilder()
+    builder.set_spout("numbers", Numbers(), parallelism=SPOUT_TASKS)
+    builder.set_bolt("double", Double(), parallelism=2).shuffle_grouping("numbers")
+    builder.set_bolt("sink", Sink(), parallelism=2).fields_grouping("double", ["n"])
+    return builder.build()
+
+
+FINITE = {"ui.count": COUNT, "ui.interval": 0.002, "topology.message.timeout.secs": 10}
+STEADY = {"ui.count": 0, "ui.interval": 0.005, "topology.message.timeout.secs": 10}
+
+
+@contextmanager
+def ui_cluster(*names: str) -> Iterator[tuple[LocalCluster, Any]]:
+    """A LocalCluster running the named topologies ("finite", "steady") and the UI serving it on
+    a free port; everything stopped at the end."""
+    confs = {"finite": FINITE, "steady": STEADY}
+    with LocalCluster() as cluster:
+        for name in names:
+            cluster.submit(name, confs[name], topology())
+        server = serve(LocalSource(cluster), "127.0.0.1", 0)
+        try:
+            yield cluster, server
+        finally:
+            server.stop()
+            for name in cluster.topologies():
+                cluster.kill(name, wait_secs=0)
+
+
+def request(server: Any, path: str, method: str = "GET",
+            body: Any = None) -> tuple[int, Any]:
+    """(status, decoded JSON) of one request to the UI (JSON errors included)."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{server.url}{path.lstrip('/')}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def get(server: Any, path: str) -> Any:
+    status, value = request(server, path)
+    assert status == 200, (path, status, value)
+    return value
+
+
+def post(server: Any, path: str, body: Any = None) -> Any:
+    status, value = request(server, path, "POST", body if body is not None else {})
+    assert status == 200, (path, status, value)
+    return value
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
