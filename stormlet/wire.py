@@ -116,8 +116,10 @@ class FrameDecoder:
         if kind not in KNOWN_KINDS or type(dest) is not int or type(src) is not int:
             raise WireError(f"message header {item[:3]!r} is not a known kind with task numbers")
         if kind == BACKPRESSURE:   # worker to worker: no task sent it
-            if type(payload) is not list or len(payload) % 2 or not _ints(payload):
-                raise WireError("backpressure payload is not a list of [task, flag] pairs")
+            if type(payload) is not list or len(payload) % 2 or not _ints(payload) or \
+                    not all(0 <= task <= self.layout.max_task for task in payload[::2]):
+                raise WireError("backpressure payload is not a list of [task, flag] pairs "
+                                "naming this topology's tasks")
             return (kind, dest, src, payload)
         component = self.layout.task_component.get(src)
         if component is None:

@@ -77,6 +77,33 @@ def test_a_pause_holds_until_resumed_or_until_its_owner_goes_quiet():
     assert not paused.paused(8) and paused.tasks() == []
 
 
+def test_a_flapping_inbox_does_not_keep_another_inbox_s_pause_from_being_repeated():
+    clock = FakeClock()
+    steady, flapping = Inbox(capacity=2), Inbox(capacity=2)
+    routes = [None, steady, flapping]
+    sent = []
+    watch = OverloadWatch(routes, lambda: ["tcp://a"], lambda _a, m: sent.append(m[3]), clock)
+    for inbox in (steady, steady):
+        inbox.put((DATA, 1, 0, []))
+        watch.delivered(inbox)
+    watch.check()
+    paused = PausedTasks(clock)
+    for _ in range(10):   # task 2's inbox fills and drains every half second, for 5 s
+        clock.now += 0.5
+        for message in sent:
+            paused.apply(message)
+        sent.clear()
+        if flapping.qsize():
+            flapping.get()
+            flapping.get()
+        else:
+            flapping.put((DATA, 2, 0, []))
+            flapping.put((DATA, 2, 0, []))
+            watch.delivered(flapping)
+        watch.check()
+        assert paused.paused(1), "task 1's inbox is still full: its pause must hold"
+
+
 def test_an_inbox_at_capacity_pauses_its_tasks_at_every_peer_until_it_drains_to_half():
     clock = FakeClock()
     inbox, other = Inbox(capacity=4), Inbox(capacity=4)
@@ -201,6 +228,31 @@ def test_without_the_pause_the_receiving_inbox_grows_with_the_backlog(layout, co
     deepest, waited, received = run_slow_consumer(layout, context, with_backpressure=False)
     assert sorted(received) == list(range(3000))
     assert deepest > 100 and waited < 0.5
+
+
+def test_data_queued_before_a_pause_is_held_and_delivered_in_order_after_it(layout, context):
+    src, sink = tasks(layout)
+    inbox = Inbox(capacity=1000)
+    routes: list = [None] * (layout.max_task + 1)
+    routes[sink] = inbox
+    b = Endpoint(layout, routes, context, [])
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [])
+    try:
+        a.sender.paused.apply([sink, 1])
+        for i in range(50):   # queued straight to the sender, as if before the pause arrived
+            a.sender.queue.put((b.address, (DATA, sink, src, batch(layout, i * 10))))
+        time.sleep(0.3)
+        assert inbox.qsize() == 0, "held while paused"
+        a.sender.paused.apply([sink, 0])
+        route = a.sender.route(b.address)
+        route.put_data((DATA, sink, src, batch(layout, 500)))
+        received = []
+        while len(received) < 510:
+            received += [t.values[0] for t in inbox.get(timeout=5)[3]]
+        assert received == list(range(510))
+    finally:
+        a.stop()
+        b.stop()
 
 
 def test_acks_are_never_held_for_a_paused_task(layout, context):

@@ -7,7 +7,7 @@ import pytest
 
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.context import TopologyLayout
-from stormlet.protocol import ACK_ACK, ACK_INIT, DATA, SPOUT_FAIL
+from stormlet.protocol import ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, SPOUT_FAIL
 from stormlet.tuples import StreamInfo, Tuple
 from stormlet.wire import FrameDecoder, WireError, encode_frame
 
@@ -102,6 +102,8 @@ def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
     (ACK_INIT, [1, "x", 3]),
     (SPOUT_FAIL, [1, "timeout", "comp", None]),
     (SPOUT_FAIL, [1, "timeout", 2]),
+    (BACKPRESSURE, [1, 1, 2]),
+    (BACKPRESSURE, [10**6, 1]),
 ])
 def test_control_records_with_wrong_fields_are_refused(decoder, kind, payload):
     with pytest.raises(WireError):

@@ -104,10 +104,11 @@ class OverloadWatch:
         refresh = self.overloaded and now - self._last_sent >= REFRESH_SECS
         if not (self._changed or refresh):
             return
+        # Every message carries every overloaded task, not only the changes: one inbox flapping
+        # must not keep another's pause from being repeated before peers let it lapse.
         state = dict(self._changed)
-        if refresh:
-            for inbox in self.overloaded.values():
-                state.update((task, 1) for task in self._tasks_of(inbox))
+        for inbox in self.overloaded.values():
+            state.update((task, 1) for task in self._tasks_of(inbox))
         self._changed.clear()
         self._last_sent = now
         payload = [x for task, flag in sorted(state.items()) for x in (task, flag)]

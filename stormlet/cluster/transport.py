@@ -68,19 +68,14 @@ class Sender(threading.Thread):
     def run(self) -> None:
         get = self.queue.get
         paused = self.paused.paused
-        # Data for tasks whose worker asked us to hold it, in arrival order: what was queued
-        # before the pause arrived waits here instead of swamping that worker.
-        held: list[tuple[str, tuple]] = []
+        # Data for tasks whose worker asked us to hold it, per task in arrival order: what was
+        # queued before the pause arrived waits here instead of swamping that worker.
+        held: dict[int, tuple[str, list[tuple]]] = {}
         while not self.stopping.is_set():
             by_address: dict[str, list[tuple]] = {}
-            if held:
-                still_held = []
-                for address, message in held:
-                    if paused(message[1]):
-                        still_held.append((address, message))
-                    else:
-                        by_address.setdefault(address, []).append(message)
-                held = still_held
+            for task in [task for task in held if not paused(task)]:
+                address, messages = held.pop(task)
+                by_address.setdefault(address, []).extend(messages)
             try:
                 item = get(timeout=0.01 if held else 0.2)
             except queue.Empty:
@@ -92,10 +87,9 @@ class Sender(threading.Thread):
                 if message is None:
                     self._close(address)
                     by_address.pop(address, None)  # nothing more goes to a retired worker
-                    held = [h for h in held if h[0] != address]
-                elif message[0] == DATA and (held or paused(message[1])) and \
-                        (paused(message[1]) or any(h[1][1] == message[1] for h in held)):
-                    held.append((address, message))   # behind its task's held data, in order
+                    held = {t: h for t, h in held.items() if h[0] != address}
+                elif message[0] == DATA and (message[1] in held or paused(message[1])):
+                    held.setdefault(message[1], (address, []))[1].append(message)
                 else:
                     by_address.setdefault(address, []).append(message)
                 try:
