@@ -3,6 +3,7 @@ topology's real counts, its actions act, its errors say what is wrong with the r
 
 from __future__ import annotations
 
+import io
 import time
 import urllib.request
 from pathlib import Path
@@ -14,6 +15,7 @@ from ui_support import (
     COUNT,
     FAIL_EVERY,
     FINITE,
+    NOT_FINITE,
     SPOUT_TASKS,
     get,
     post,
@@ -25,6 +27,7 @@ from ui_support import (
 from zookeeper_server import zookeeper_available
 
 from stormlet.ui.app import serve
+from stormlet.ui.progress import ProgressLine
 from stormlet.ui.source import ClusterSource
 
 MESSAGES = COUNT * SPOUT_TASKS
@@ -183,6 +186,73 @@ def test_kill_removes_the_topology(ui):
     wait_until(lambda: "doomed" not in cluster.topologies(), 10, "the killed topology to go")
     assert "doomed" not in {t["name"] for t in get(server, "/api/v1/topology/summary")["topologies"]}
     assert request(server, "/api/v1/topology/doomed")[0] == 404
+
+
+def test_an_action_without_the_pages_header_is_refused_and_does_nothing(ui):
+    cluster, server = ui
+    before = get(server, "/api/v1/topology/steady")["status"]
+    # What another site's HTML form can send: no custom header.
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for path in ("/api/v1/topology/steady/deactivate", "/api/v1/topology/steady/activate",
+                 "/api/v1/topology/steady/kill/0", "/api/v1/topology/steady/rebalance/0"):
+        status, body = request(server, path, "POST", {}, headers=form)
+        assert status == 403, (path, status, body)
+        assert "X-Requested-By: stormlet-ui" in body["error"], body
+    # A wrong value is refused too.
+    status, _ = request(server, "/api/v1/topology/steady/deactivate", "POST", {},
+                        headers={"X-Requested-By": "someone-else"})
+    assert status == 403
+    time.sleep(0.3)   # a kill would be under way by now
+    assert "steady" in cluster.topologies()
+    assert get(server, "/api/v1/topology/steady")["status"] == before
+
+
+def test_non_finite_metric_values_are_served_as_null(ui):
+    cluster, server = ui
+    cluster.submit("odd", NOT_FINITE, topology())
+    try:
+        def gauged() -> bool:
+            # request() parses as a browser does: NaN or Infinity in the reply fails here.
+            sink = get(server, "/api/v1/topology/odd/component/sink")
+            return all("nan" in t["user"] for t in sink["tasks"])
+
+        wait_until(gauged, 10, "the sink's gauges in its task rows")
+        sink = get(server, "/api/v1/topology/odd/component/sink")
+        assert all(t["user"]["nan"] is None for t in sink["tasks"])
+        assert all(t["user"]["infinite"]["mean"] is None for t in sink["tasks"])
+        page = get(server, "/api/v1/topology/odd")
+        assert page["configuration"]["ui.limit"] is None
+    finally:
+        cluster.kill("odd", wait_secs=0)
+
+
+def test_a_topology_resubmitted_under_a_killed_ones_name_is_live(ui):
+    cluster, server = ui
+    cluster.submit("again", FINITE, topology())
+    post(server, "/api/v1/topology/again/kill/0")
+    wait_until(lambda: "again" not in cluster.topologies(), 10, "the killed topology to go")
+    cluster.submit("again", FINITE, topology())
+    assert get(server, "/api/v1/topology/again")["status"] == "active"
+    post(server, "/api/v1/topology/again/deactivate")
+    assert get(server, "/api/v1/topology/again")["status"] == "inactive"
+    post(server, "/api/v1/topology/again/kill/0")   # and the UI can kill it again
+    wait_until(lambda: "again" not in cluster.topologies(), 10, "the second one to go")
+
+
+def test_the_progress_line_survives_a_topology_missing_at_first():
+    reads = iter([LookupError("not there yet")])
+
+    def read() -> dict[str, int]:
+        for problem in reads:
+            raise problem
+        return {"emitted": 10, "acked": 9, "failed": 0, "executed": 20}
+
+    out = io.StringIO()
+    progress = ProgressLine(read, out, interval=0.02).start()
+    try:
+        wait_until(lambda: "emitted 10" in out.getvalue(), 5, "a progress line")
+    finally:
+        progress.stop()
 
 
 # ----- on a cluster

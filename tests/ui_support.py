@@ -66,6 +66,9 @@ class Sink(Bolt):
     def prepare(self, conf, context, collector):
         self.collector = collector
         self.failed_once = set()
+        if conf.get("ui.not_finite"):   # metrics JSON cannot hold as they are
+            context.register_gauge("nan", lambda: float("nan"))
+            context.register_histogram("infinite").update(float("inf"))
 
     def execute(self, tup):
         n = tup[0]
@@ -86,6 +89,10 @@ def topology():
 
 FINITE = {"ui.count": COUNT, "ui.interval": 0.002, "topology.message.timeout.secs": 10}
 STEADY = {"ui.count": 0, "ui.interval": 0.005, "topology.message.timeout.secs": 10}
+# Its sink's gauge reads NaN and its histogram holds infinity; its conf holds infinity too.
+NOT_FINITE = {**FINITE, "ui.not_finite": True, "ui.limit": float("inf")}
+# The header the UI's pages send with every action; the API refuses actions without it.
+ACTION_HEADERS = {"X-Requested-By": "stormlet-ui"}
 
 
 @contextmanager
@@ -105,17 +112,28 @@ def ui_cluster(*names: str) -> Iterator[tuple[LocalCluster, Any]]:
                 cluster.kill(name, wait_secs=0)
 
 
-def request(server: Any, path: str, method: str = "GET",
-            body: Any = None) -> tuple[int, Any]:
-    """(status, decoded JSON) of one request to the UI (JSON errors included)."""
+def request(server: Any, path: str, method: str = "GET", body: Any = None,
+            headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """(status, decoded JSON) of one request to the UI (JSON errors included). A POST sends
+    the pages' action header unless ``headers`` are given."""
     data = None if body is None else json.dumps(body).encode()
+    if headers is None:
+        headers = {"Content-Type": "application/json",
+                   **(ACTION_HEADERS if method == "POST" else {})}
     req = urllib.request.Request(f"{server.url}{path.lstrip('/')}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+                                 headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=10) as response:
-            return response.status, json.loads(response.read())
+            return response.status, strict_json(response.read())
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+        return exc.code, strict_json(exc.read())
+
+
+def strict_json(text: bytes) -> Any:
+    """JSON as a browser parses it: Python's json.loads would accept NaN and Infinity."""
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON: a browser cannot parse this reply")
+    return json.loads(text, parse_constant=refuse)
 
 
 def get(server: Any, path: str) -> Any:

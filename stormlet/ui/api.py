@@ -10,9 +10,13 @@
     POST /api/v1/topology/<id>/rebalance/<wait>   body {"workers": n, "executors": {comp: n}}
     POST /api/v1/topology/<id>/kill/<wait>
 
+Every POST must carry the header ``X-Requested-By: stormlet-ui`` (403 without it): a browser
+sends no custom header cross-origin without a CORS preflight, which this server never grants,
+so another site's form or script cannot act on a topology through a visitor's browser.
+
 ``<id>`` is a topology's id or name. ``W`` is 600, 10800, 86400 or ``:all-time`` (the default)
-as in Storm. Errors are ``{"error": message}`` with 400 (bad request), 404 (unknown topology or
-component), 409 (action refused) or 503 (nimbus unavailable).
+as in Storm. Errors are ``{"error": message}`` with 400 (bad request), 403 (POST without the
+header), 404 (unknown topology or component), 409 (action refused) or 503 (nimbus unavailable).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from .source import ActionRefused, SourceUnavailable, UiSource, UnknownTopology
 WINDOWS = {"600": "600", "10800": "10800", "86400": "86400", ":all-time": "all", "all": "all"}
 WINDOW_HINTS = {"600": "10m 0s", "10800": "3h 0m 0s", "86400": "1d 0h 0m 0s", "all": "All time"}
 DEFAULT_WINDOW = ":all-time"
+# The header (and value) every POST must send: see the module docstring.
+ACTION_HEADER, ACTION_HEADER_VALUE = "X-Requested-By", "stormlet-ui"
 
 
 class BadRequest(ValueError):
@@ -47,6 +53,15 @@ def api_blueprint(source: UiSource) -> Blueprint:
     @api.errorhandler(SourceUnavailable)
     def refused(exc: Exception) -> tuple[Response, int]:
         return jsonify(error=str(exc)), ERROR_STATUS[type(exc)]
+
+    @api.before_request
+    def same_origin_actions_only() -> tuple[Response, int] | None:
+        if request.method == "POST" and \
+                request.headers.get(ACTION_HEADER) != ACTION_HEADER_VALUE:
+            return jsonify(error=f"refused: an action must send the header "
+                                 f"'{ACTION_HEADER}: {ACTION_HEADER_VALUE}' (a guard against "
+                                 f"cross-site requests)"), 403
+        return None
 
     @api.get("/cluster/summary")
     def cluster_summary() -> Response:

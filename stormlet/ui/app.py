@@ -12,10 +12,13 @@ shows is also available as JSON.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from pathlib import Path
+from typing import Any
 
 from flask import Flask, Response, redirect, send_from_directory
+from flask.json.provider import DefaultJSONProvider
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 from waitress import create_server
@@ -32,8 +35,27 @@ PAGES = ("index.html", "topology.html", "component.html")
 POLL_SECS = 0.2
 
 
+class FiniteJSONProvider(DefaultJSONProvider):
+    """JSON with every NaN or infinity as null: Python's json writes them as ``NaN`` and
+    ``Infinity``, which no browser parses, and one user gauge's NaN would break a whole page."""
+
+    def dumps(self, obj: Any, **kwargs: Any) -> str:
+        return super().dumps(_finite(obj), **kwargs)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def create_app(source: UiSource) -> Flask:
     app = Flask(__name__, static_folder=None)
+    app.json = FiniteJSONProvider(app)
     app.json.sort_keys = False   # keep components in their declared order
     app.register_blueprint(api_blueprint(source))
     registry = CollectorRegistry(auto_describe=False)

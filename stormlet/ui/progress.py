@@ -64,16 +64,24 @@ class ProgressLine:
 
     def _run(self) -> None:
         started = last_time = time.monotonic()
-        last = self.read()
+        last = self._read()
         while not self._stopping.wait(self.interval):
-            try:
-                now_time, now = time.monotonic(), self.read()
-            except LookupError:   # the topology is gone (killed from the UI): nothing to show
+            now_time, now = time.monotonic(), self._read()
+            if now is None:
                 continue
-            span = max(now_time - last_time, 1e-9)
-            rates = {k: max(0, now[k] - last[k]) / span for k in FIELDS}
-            self._write(format_line(now_time - started, now, rates))
+            if last is not None:   # rates need a previous read
+                span = max(now_time - last_time, 1e-9)
+                rates = {k: max(0, now[k] - last[k]) / span for k in FIELDS}
+                self._write(format_line(now_time - started, now, rates))
             last, last_time = now, now_time
+
+    def _read(self) -> dict[str, int] | None:
+        """The totals, or None while there are none: every read, the first included, goes
+        through here, so that a missing topology never ends the thread."""
+        try:
+            return self.read()
+        except LookupError:   # the topology is gone (killed from the UI) or not there yet
+            return None
 
     def _write(self, line: str) -> None:
         width = shutil.get_terminal_size().columns - 1   # the last column would wrap

@@ -68,7 +68,9 @@ class LocalSource:
         self.started = time.time()
         self.host = socket.gethostname()
         self._lock = threading.Lock()
-        self._kills: dict[str, Future] = {}   # name -> the FinalReport of a kill from the UI
+        # name -> (the killed topology's id, the FinalReport of its kill from the UI). The id
+        # tells a topology resubmitted under the same name (not killed) from the one killed.
+        self._kills: dict[str, tuple[str, Future]] = {}
 
     def cluster_summary(self) -> dict[str, Any]:
         return {"mode": self.mode, "nimbuses": [], "supervisors": [],
@@ -84,8 +86,12 @@ class LocalSource:
                 continue   # killed since we listed it
         return rows
 
+    def _being_killed(self, name: str, runtime: Any) -> bool:
+        kill = self._kills.get(name)
+        return kill is not None and kill[0] == runtime.conf[cfg.STORMLET_TOPOLOGY_ID]
+
     def _row(self, name: str, runtime: Any) -> dict[str, Any]:
-        if name in self._kills:
+        if self._being_killed(name, runtime):
             status = KILLED
         elif runtime.is_active():
             status = ACTIVE
@@ -122,7 +128,7 @@ class LocalSource:
 
     def _live(self, key: str) -> Any:
         name, runtime = self._find(key)
-        if name in self._kills:
+        if self._being_killed(name, runtime):
             raise ActionRefused(f"topology {name!r} is being killed")
         return runtime
 
@@ -137,10 +143,10 @@ class LocalSource:
         ``wait`` seconds (sooner once nothing is in flight)."""
         name, runtime = self._find(key)
         with self._lock:
-            if name in self._kills:
+            if self._being_killed(name, runtime):
                 raise ActionRefused(f"topology {name!r} is being killed")
             future: Future = Future()
-            self._kills[name] = future
+            self._kills[name] = (runtime.conf[cfg.STORMLET_TOPOLOGY_ID], future)
         runtime.deactivate()
         threading.Thread(target=self._kill, args=(name, wait, future), name=f"ui-kill-{name}",
                          daemon=True).start()
@@ -152,8 +158,10 @@ class LocalSource:
             future.set_exception(exc)
 
     def killed(self, name: str) -> Future | None:
-        """The FinalReport of ``name``'s kill from the UI, or None if the UI did not kill it."""
-        return self._kills.get(name)
+        """The FinalReport of ``name``'s latest kill from the UI, or None if the UI did not
+        kill it. Kept after the kill is done, for whoever waits on it (``stormlet local``)."""
+        kill = self._kills.get(name)
+        return kill[1] if kill else None
 
 
 class ClusterSource:

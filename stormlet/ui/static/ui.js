@@ -27,7 +27,8 @@ UI.api = async function (path, options) {
 UI.post = function (path, body) {
   return UI.api(path, {
     method: "POST",
-    headers: {"Content-Type": "application/json"},
+    // The server refuses actions without this header: another site's page cannot send it.
+    headers: {"Content-Type": "application/json", "X-Requested-By": "stormlet-ui"},
     body: JSON.stringify(body || {}),
   });
 };
