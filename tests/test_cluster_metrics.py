@@ -14,12 +14,16 @@ import msgpack
 import pytest
 import zmq
 from cluster_support import LoopbackCluster, wait_until
+from support import running
 from zookeeper_server import zookeeper_available
 
+from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.cluster import rpc
 from stormlet.cluster.metrics_reporter import MetricsReporter
 from stormlet.cluster.metrics_store import MetricsStore
 from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
+from stormlet.metrics.shape import EVERY_WINDOW
+from stormlet.runtime.metrics import TaskMetrics, window_stats
 
 LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
 MESSAGES = 2000
@@ -29,11 +33,31 @@ needs_zookeeper = pytest.mark.skipif(
     not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 
+def task_row() -> dict:
+    """A task row as the engine makes one: every field a view or /metrics reads."""
+    metrics = TaskMetrics("source", 1, streams=["default"])
+    metrics.emitted["default"] = 3
+    metrics.count_fail("timeout", None)
+    metrics.complete_latency.record(0.01)
+    window = window_stats(1.0, metrics.sample())
+    return {"component": "source", "task": 1, "kind": "spout", "executor": [1, 1],
+            "queue_depth": 0, "queue_capacity": 1024, "user": {"lines": 3},
+            "windows": {key: window for key in EVERY_WINDOW}}
+
+
 def snapshot(topology_id: str = "t-1", host: str = "127.0.0.1", port: int = 6700,
              pid: int = 42) -> dict:
     return {"topology_id": topology_id, "name": "t", "time": time.time(),
-            "worker": {"host": host, "port": port, "pid": pid},
-            "tasks": [{"component": "source", "task": 1, "kind": "spout", "windows": {"all": {}}}]}
+            "worker": {"host": host, "port": port, "pid": pid, "started": 1.0, "uptime": 2.0,
+                       "cpu_percent": 0.5, "rss_bytes": 1000},
+            "tasks": [task_row()]}
+
+
+def altered(change) -> dict:
+    """A valid snapshot, then ``change(snapshot)``."""
+    snap = snapshot()
+    change(snap)
+    return snap
 
 
 # ----- the store, on its own
@@ -65,12 +89,83 @@ def test_the_store_keeps_the_newest_snapshot_of_each_assigned_worker_that_is_fre
     (("t-1", "127.0.0.1", 6700, snapshot(port=6799)), "worker is not 127.0.0.1:6700"),
     (("t-1", "127.0.0.1", 6700, {**snapshot(), "tasks": {}}), "tasks must be a list"),
     (("t-1", "127.0.0.1", 6700, {**snapshot(), "tasks": [{"component": "x"}]}), "task #0"),
+    # Every field the views and /metrics read, with its type:
+    (("t-1", "127.0.0.1", 6700, {**snapshot(), "time": "now"}), "time"),
+    (("t-1", "127.0.0.1", 6700, altered(lambda s: s["worker"].pop("cpu_percent"))),
+     "cpu_percent"),
+    (("t-1", "127.0.0.1", 6700, altered(lambda s: s["worker"].update(uptime=float("nan")))),
+     "uptime"),
+    (("t-1", "127.0.0.1", 6700, altered(lambda s: s["tasks"][0]["windows"].pop("600"))),
+     "window '600'"),
+    (("t-1", "127.0.0.1", 6700, altered(lambda s: s["tasks"][0]["windows"].update(all=3))),
+     "window 'all'"),
+    (("t-1", "127.0.0.1", 6700,
+      altered(lambda s: s["tasks"][0]["windows"].update(all={**task_row()["windows"]["all"],
+                                                            "emitted": [1]}))), "emitted"),
+    (("t-1", "127.0.0.1", 6700,
+      altered(lambda s: s["tasks"][0]["windows"].update(all={**task_row()["windows"]["all"],
+                                                            "acked": "3"}))), "acked"),
+    (("t-1", "127.0.0.1", 6700,
+      altered(lambda s: s["tasks"][0]["windows"].update(all={**task_row()["windows"]["all"],
+                                                            "fail_reasons": [["timeout"]]}))),
+     "fail_reasons"),
+    (("t-1", "127.0.0.1", 6700,
+      altered(lambda s: s["tasks"][0]["windows"].update(all={**task_row()["windows"]["all"],
+                                                            "histograms": {}}))), "histogram"),
+    (("t-1", "127.0.0.1", 6700,
+      altered(lambda s: s["tasks"][0]["windows"].update(all={
+          **task_row()["windows"]["all"], "execute_latency_ms": {"p50": "fast"}}))),
+     "execute_latency_ms"),
+    (("t-1", "127.0.0.1", 6700, altered(lambda s: s["tasks"][0].pop("queue_depth"))),
+     "queue_depth"),
+    (("t-1", "127.0.0.1", 6700, altered(lambda s: s["tasks"][0].update(user=[]))), "user"),
+    (("t-1", "127.0.0.1", 6700, altered(lambda s: s["tasks"][0].update(executor="1-1"))),
+     "executor"),
+    (("t-1", "127.0.0.1", 6700, altered(lambda s: s["tasks"][0].update(partitions=[3]))),
+     "partitions"),
 ])
 def test_the_store_refuses_a_malformed_report_and_says_what_is_wrong(args, problem):
     store = MetricsStore()
     with pytest.raises(ValueError, match=problem):
         store.put(*args)
     assert store.snapshots("t-1", {("127.0.0.1", 6700)}, max_age=60) == []
+
+
+def test_the_store_takes_a_snapshot_as_the_engine_makes_it():
+    b = TopologyBuilder()
+    b.set_spout("source", OneSpout())
+    b.set_bolt("sink", Measured()).shuffle_grouping("source")
+    with running(b.build(), {}) as cluster:
+        runtime = cluster.runtime("test")
+        cluster.wait_for(lambda: runtime.summary()["sink"]["acked"] >= 1, timeout=10)
+        snap = msgpack.unpackb(msgpack.packb(runtime.metrics_snapshot("127.0.0.1", 6700)))
+    store = MetricsStore()
+    store.put(snap["topology_id"], "127.0.0.1", 6700, snap)
+    assert store.snapshots(snap["topology_id"], {("127.0.0.1", 6700)}, 60) == [snap]
+
+
+class OneSpout(Spout):
+    outputs = ["value"]
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.sent = False
+
+    def next_tuple(self):
+        if not self.sent:
+            self.sent = True
+            self.collector.emit([1.5], msg_id=1)
+
+
+class Measured(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.sizes = context.register_histogram("sizes")
+        context.register_gauge("name", lambda: "a string")
+
+    def execute(self, tup):
+        self.sizes.update(tup["value"])
+        self.collector.ack(tup)
 
 
 # ----- the reporter, against nimbus stand-ins

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -532,3 +533,193 @@ def test_structure_describes_components_streams_and_groupings(tmp_path):
     assert inspect_summary(str(topology_file))["structure"]["components"]["source"] == {
         "kind": "spout", "tasks": 2, "executors": 2,
         "streams": {"default": ["partition", "offset", "key", "value"]}, "inputs": []}
+
+
+# ----- a broken metric, spout or snapshot must not break anything else
+
+
+class JunkPartitionsSpout(Spout):
+    """Emits tracked tuples forever; its partition_metrics returns ``test.junk``, which is not
+    the dict of dicts it should be."""
+
+    outputs = ["value"]
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.junk = conf["test.junk"]
+        self.n = 0
+        self.acked = []
+
+    def next_tuple(self):
+        self.n += 1
+        self.collector.emit([self.n], msg_id=self.n)
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id, reason):
+        pass
+
+    def partition_metrics(self):
+        return self.junk
+
+
+@pytest.mark.parametrize("junk", [["not", "a", "dict"], {0: 5}])
+def test_a_spout_whose_partition_metrics_returns_junk_keeps_emitting(monkeypatch, junk):
+    from stormlet.runtime import spout_executor
+    monkeypatch.setattr(spout_executor, "PARTITIONS_SECS", 0.05)
+    b = TopologyBuilder()
+    b.set_spout("spout", JunkPartitionsSpout())
+    b.set_bolt("sink", Sink()).shuffle_grouping("spout")
+    conf = {"test.junk": junk, "topology.max.spout.pending": 50}
+    with support.running(b.build(), conf) as cluster:
+        cluster.wait_for(lambda: cluster.errors("test"), timeout=10)
+        (spout,) = cluster.instances("test", "spout")
+        acked = len(spout.acked)
+        # Refreshed every 50 ms: several more refreshes fail while the spout goes on.
+        cluster.wait_for(lambda: len(spout.acked) >= acked + 500, timeout=10)
+        errors = cluster.errors("test")
+        (row,) = tasks_of(snapshot(cluster), "spout")
+    assert errors[0].component == "spout" and "partition_metrics" in errors[0].error
+    assert "partitions" not in row
+
+
+class TickCounter(Bolt):
+    def prepare(self, conf, context, collector):
+        self.ticks = 0
+
+    def execute(self, tup):
+        if tup.is_tick():
+            self.ticks += 1
+
+
+def test_ticks_go_on_when_sampling_the_windows_fails(monkeypatch, caplog):
+    from stormlet.runtime import engine
+
+    def broken(self, now):
+        raise RuntimeError("sampling broke")
+
+    monkeypatch.setattr(engine, "SAMPLE_SECS", 0.01)
+    monkeypatch.setattr(engine.TopologyRuntime, "sample_windows", broken)
+    b = TopologyBuilder()
+    b.set_spout("spout", ListSpout())
+    b.set_bolt("ticked", TickCounter()).shuffle_grouping("spout")
+    conf = {"test.values": [], "topology.tick.tuple.freq.secs": 0.02}
+    with support.running(b.build(), conf) as cluster:
+        (bolt,) = cluster.instances("test", "ticked")
+        cluster.wait_for(lambda: bolt.ticks >= 20, timeout=10)
+    failures = [r for r in caplog.records if "sampling the metrics windows failed" in r.message]
+    assert len(failures) == 1   # logged once, though it failed every 10 ms
+
+
+GAUGE_ENTERED = threading.Event()
+GAUGE_GATE = threading.Event()
+
+
+def slow_gauge():
+    GAUGE_ENTERED.set()
+    GAUGE_GATE.wait(10)
+    return 7
+
+
+class Gauged(Bolt):
+    """Gauges that are slow, broken, or not a number JSON can carry."""
+
+    def prepare(self, conf, context, collector):
+        context.register_gauge("slow", slow_gauge)
+        context.register_gauge("broken", lambda: 1 / 0)
+        context.register_gauge("nan", lambda: float("nan"))
+
+    def execute(self, tup):
+        pass
+
+
+def test_a_slow_gauge_does_not_hold_up_sampling_and_a_broken_one_reads_as_none(caplog):
+    b = TopologyBuilder()
+    b.set_spout("spout", ListSpout())
+    b.set_bolt("gauged", Gauged()).shuffle_grouping("spout")
+    GAUGE_ENTERED.clear()
+    GAUGE_GATE.clear()
+    with support.running(b.build(), {"test.values": []}) as cluster:
+        runtime = cluster.runtime("test")
+        taken: list[dict] = []
+        snapshotting = threading.Thread(target=lambda: taken.append(runtime.metrics_snapshot()))
+        snapshotting.start()
+        try:
+            assert GAUGE_ENTERED.wait(5)
+            # The snapshot is stuck in the gauge; sampling (the tick thread's) is not.
+            sampling = threading.Thread(target=runtime.sample_windows, args=(time.monotonic(),))
+            sampling.start()
+            sampling.join(2)
+            assert not sampling.is_alive()
+        finally:
+            GAUGE_GATE.set()
+            snapshotting.join(10)
+        again = snapshot(cluster)
+    for snap in (taken[0], again):
+        (row,) = tasks_of(snap, "gauged")
+        assert row["user"] == {"slow": 7, "broken": None, "nan": None}
+        json.dumps(snap, allow_nan=False)
+    assert len([r for r in caplog.records if "raised" in r.message]) == 1   # once, not per read
+
+
+def test_user_metric_values_json_cannot_carry_read_as_none():
+    from stormlet.metrics.user import UserMetrics
+    metrics = UserMetrics()
+    metrics.gauge("nan", lambda: float("nan"))
+    metrics.gauge("inf", lambda: float("-inf"))
+    metrics.gauge("fine", lambda: 1.5)
+    metrics.histogram("infinite").update(float("inf"))
+    mixed = metrics.histogram("mixed")
+    mixed.update(1.0)
+    mixed.update(float("nan"))
+    read = metrics.read()
+    assert read["nan"] is None and read["inf"] is None and read["fine"] == 1.5
+    assert read["infinite"] == {"count": 1, "mean": None, "p50": None, "p99": None}
+    assert read["mixed"]["count"] == 2 and read["mixed"]["mean"] is None
+    json.dumps(read, allow_nan=False)
+
+
+def good_row(component: str, task: int, kind: str) -> dict:
+    metrics = TaskMetrics(component, task, streams=["default"])
+    metrics.emitted["default"] = 10
+    metrics.acked = 10
+    metrics.complete_latency.record(0.01)
+    windows = RollingWindows(0.0, TaskMetrics(component, task, streams=["default"]).sample())
+    return {"component": component, "task": task, "kind": kind, "executor": [task, task],
+            "queue_depth": 0, "queue_capacity": 1024, "user": {},
+            "windows": {key: window_stats(seconds, delta) for key, (seconds, delta)
+                        in windows.deltas(60.0, metrics.sample()).items()}}
+
+
+def test_the_views_skip_a_malformed_task_row_or_snapshot():
+    structure = topology_structure(word_count_topology())
+    no_emitted = good_row("split", 3, "bolt")
+    del no_emitted["windows"]["600"]["emitted"]
+    bad_buckets = good_row("count", 5, "bolt")
+    bad_buckets["windows"]["all"]["histograms"]["execute"]["buckets"] = [[1]]
+    bad_rows = [
+        "not a row",
+        {"component": "split", "task": 4, "kind": "bolt"},   # no windows, queues or user
+        no_emitted,
+        bad_buckets,
+        {**good_row("count", 6, "bolt"), "user": None},
+        {**good_row("count", 7, "bolt"), "queue_depth": "full"},
+    ]
+    worker = {"host": None, "port": None, "pid": 1, "started": 0.0, "uptime": 60.0,
+              "cpu_percent": 1.0, "rss_bytes": 1}
+    good = {"topology_id": "t-1", "name": "t", "time": 100.0, "worker": worker,
+            "tasks": [good_row("spout", 1, "spout"), *bad_rows]}
+    bad_snapshot = {**good, "time": None, "tasks": [good_row("spout", 2, "spout")]}
+    for window in WINDOWS:
+        stats = component_stats(structure, [good, bad_snapshot], window)
+        assert [row["task"] for row in stats["spout"]["task_rows"]] == [1]
+        assert stats["spout"]["emitted"] == 10 and stats["spout"]["acked"] == 10
+        assert topology_stats(structure, [good, bad_snapshot], window)["acked"] == 10
+        edge_rates(structure, [good, bad_snapshot], window)
+    # The row with a bad histogram is bad in the "all" window only: other windows show it.
+    assert [r["task"] for r in component_stats(structure, [good], "600")["count"]["task_rows"]] \
+        == [5]
+    assert component_stats(structure, [good], "all")["count"]["task_rows"] == []
+    (row,) = worker_stats([good, bad_snapshot])
+    assert row["pid"] == 1 and row["components"] == ["count", "split", "spout"]

@@ -19,8 +19,9 @@ import threading
 import time
 from typing import Any
 
+from ..metrics.shape import snapshot_problem, task_row_problem
+
 WorkerKey = tuple[str, str, int]   # (topology_id, host, port)
-TASK_KINDS = ("spout", "bolt", "acker")
 
 
 class MetricsStore:
@@ -58,8 +59,10 @@ class MetricsStore:
 
 
 def check_report(topology_id: Any, host: Any, port: Any, snapshot: Any) -> None:
-    """Raise ValueError naming the first thing wrong with a report: the shape every reader of
-    a snapshot relies on (contract: ``TopologyRuntime.metrics_snapshot``)."""
+    """Raise ValueError naming the first thing wrong with a report: every field, with its type,
+    that a reader of a snapshot relies on (see stormlet.metrics.shape; contract:
+    ``TopologyRuntime.metrics_snapshot``). A report that passes cannot break a page or a
+    scrape."""
     if not isinstance(topology_id, str) or not topology_id:
         raise ValueError(f"topology_id must be a non-empty string, got {topology_id!r}")
     if not isinstance(host, str) or not host:
@@ -76,12 +79,10 @@ def check_report(topology_id: Any, host: Any, port: Any, snapshot: Any) -> None:
         raise ValueError(f"the snapshot's worker is not {host}:{port}")
     if not isinstance(worker.get("pid"), int):
         raise ValueError("the snapshot's worker has no pid")
-    tasks = snapshot.get("tasks")
-    if not isinstance(tasks, list):
-        raise ValueError("the snapshot's tasks must be a list")
-    for i, task in enumerate(tasks):
-        if not (isinstance(task, dict) and isinstance(task.get("component"), str)
-                and isinstance(task.get("task"), int) and task.get("kind") in TASK_KINDS
-                and isinstance(task.get("windows"), dict)
-                and all(isinstance(w, dict) for w in task["windows"].values())):
-            raise ValueError(f"the snapshot's task #{i} lacks component, task, kind or windows")
+    problem = snapshot_problem(snapshot)
+    if problem:
+        raise ValueError(f"the snapshot: {problem}")
+    for i, task in enumerate(snapshot["tasks"]):
+        problem = task_row_problem(task)
+        if problem:
+            raise ValueError(f"the snapshot's task #{i}: {problem}")

@@ -43,21 +43,35 @@ class Counter:
         return self.value
 
 
-class Gauge:
-    """A value read when the snapshot is taken, by calling ``fn()``."""
+def _finite(value: Any) -> Any:
+    """``value``, or None for NaN and infinities: JSON has no such numbers, and a snapshot that
+    holds one cannot be sent or shown."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
-    __slots__ = ("fn",)
+
+class Gauge:
+    """A value read when the snapshot is taken, by calling ``fn()``; None when it raises."""
+
+    __slots__ = ("fn", "logged")
 
     def __init__(self, fn: Callable[[], Any]):
         self.fn = fn
+        self.logged = False   # a gauge that keeps raising is logged once, not every snapshot
 
     def read(self) -> Any:
         try:
             value = self.fn()
         except Exception:  # a broken gauge must not break the snapshot of every other metric
-            log.debug("gauge %r raised", self.fn, exc_info=True)
+            if not self.logged:
+                self.logged = True
+                log.warning("gauge %r raised; it reads as None (logged once)", self.fn,
+                            exc_info=True)
             return None
-        return value if isinstance(value, (int, float)) or value is None else str(value)
+        if isinstance(value, (int, float)):
+            return _finite(value)
+        return None if value is None else str(value)
 
 
 class Histogram:
@@ -80,8 +94,9 @@ class Histogram:
         recent = sorted(self.recent)   # copied in one C call: never torn by an update
         if not self.count or not recent:
             return {"count": self.count, "mean": None, "p50": None, "p99": None}
-        return {"count": self.count, "mean": self.sum / self.count,
-                "p50": _nearest_rank(recent, 50), "p99": _nearest_rank(recent, 99)}
+        return {"count": self.count, "mean": _finite(self.sum / self.count),
+                "p50": _finite(_nearest_rank(recent, 50)),
+                "p99": _finite(_nearest_rank(recent, 99))}
 
 
 def _nearest_rank(ordered: list[float], p: float) -> float:

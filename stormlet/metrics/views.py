@@ -13,28 +13,50 @@ System components (the ackers) are left out: they are not in the structure.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from .histogram import merge_wire, summary_ms
+from .shape import snapshot_problem, task_row_problem
+
+log = logging.getLogger(__name__)
 
 LATENCIES = ("execute", "process", "complete")
 
 
-def _newest_rows(snapshots: Iterable[dict]) -> dict[int, tuple[dict, dict]]:
-    """task -> (snapshot, task row), from the newest snapshot holding the task: after a worker
-    moves, its old and new workers may both report the task for a moment."""
-    found: dict[int, tuple[dict, dict]] = {}
+def _usable(snapshots: Iterable[dict]) -> list[dict]:
+    """The snapshots whose own fields are sound; a malformed one is left out, not shown as an
+    error on every page (nimbus refuses such reports already: this guards the pages anyway)."""
+    usable = []
     for snapshot in snapshots:
+        problem = snapshot_problem(snapshot)
+        if problem:
+            log.debug("a metrics snapshot is left out: %s", problem)
+        else:
+            usable.append(snapshot)
+    return usable
+
+
+def _newest_rows(snapshots: Iterable[dict], window: str) -> dict[int, tuple[dict, dict]]:
+    """task -> (snapshot, task row), from the newest snapshot holding the task: after a worker
+    moves, its old and new workers may both report the task for a moment. A row lacking a field
+    the views read (in ``window``) is skipped, so one bad row cannot break a page."""
+    found: dict[int, tuple[dict, dict]] = {}
+    for snapshot in _usable(snapshots):
         for row in snapshot["tasks"]:
+            problem = task_row_problem(row, (window,))
+            if problem:
+                log.debug("a task row of a metrics snapshot is left out: %s", problem)
+                continue
             held = found.get(row["task"])
             if held is None or held[0]["time"] < snapshot["time"]:
                 found[row["task"]] = (snapshot, row)
     return found
 
 
-def _by_component(snapshots: Iterable[dict]) -> dict[str, list[tuple[dict, dict]]]:
+def _by_component(snapshots: Iterable[dict], window: str) -> dict[str, list[tuple[dict, dict]]]:
     grouped: dict[str, list[tuple[dict, dict]]] = {}
-    newest = _newest_rows(snapshots)
+    newest = _newest_rows(snapshots, window)
     for task in sorted(newest):
         snapshot, row = newest[task]
         grouped.setdefault(row["component"], []).append((snapshot, row))
@@ -103,7 +125,7 @@ def component_stats(structure: dict, snapshots: list[dict], window: str = "600")
     (``{name}_latency_ms``: execute, process, complete), capacity (the busiest task's), queue
     depth (summed over executors), per task rows under ``task_rows`` and, for offset spouts,
     every partition's row (with its task) under ``partitions``."""
-    grouped = _by_component(snapshots)
+    grouped = _by_component(snapshots, window)
     stats = {}
     for cid, shape in structure["components"].items():
         held = grouped.get(cid, [])
@@ -131,7 +153,7 @@ def topology_stats(structure: dict, snapshots: list[dict], window: str = "600") 
     ``failed_by_kind`` ({kind: count}) and ``failed_by_component`` ([[component, count]], the
     component that failed the tuple or, for a timeout, the last one its tree reached; null when
     no acker could say)."""
-    grouped = _by_component(snapshots)
+    grouped = _by_component(snapshots, window)
     kinds = {cid: shape["kind"] for cid, shape in structure["components"].items()}
     every = [row["windows"][window] for cid, held in grouped.items() if cid in kinds
              for _s, row in held]
@@ -162,7 +184,7 @@ def edge_rates(structure: dict, snapshots: list[dict], window: str = "600") -> l
     """One row per subscription: ``{"from", "to", "stream", "grouping", "rate"}``, the rate being
     the tuples per second its source emitted on that stream over the window (what every
     subscriber of the stream is offered)."""
-    grouped = _by_component(snapshots)
+    grouped = _by_component(snapshots, window)
     edges = []
     for cid, shape in structure["components"].items():
         for sub in shape["inputs"]:
@@ -179,8 +201,9 @@ def worker_stats(snapshots: list[dict]) -> list[dict]:
     """One row per worker snapshot: its worker fields (host, port, pid, started, uptime,
     cpu_percent, rss_bytes), the snapshot's time, and its tasks and components."""
     rows = []
-    for snapshot in snapshots:
-        tasks = snapshot["tasks"]
+    for snapshot in _usable(snapshots):
+        tasks = [row for row in snapshot["tasks"]
+                 if isinstance(row, dict) and isinstance(row.get("component"), str)]
         rows.append({**snapshot["worker"], "topology_id": snapshot["topology_id"],
                      "time": snapshot["time"], "tasks": len(tasks),
                      "components": sorted({row["component"] for row in tasks})})

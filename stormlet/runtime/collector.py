@@ -114,8 +114,10 @@ class SpoutCollector(_Emitter):
     """``emit(values, msg_id=None, stream="default")``: with a ``msg_id`` the tuple is tracked and
     the spout's ``ack`` or ``fail`` is called with that id once, when its tree completes or fails."""
 
-    def __init__(self, *args: Any, pending: Any, dead_letters: Any, **kwargs: Any):
+    def __init__(self, *args: Any, pending: Any, dead_letters: Any,
+                 local_ackers: list[int] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
+        self._acker_shift = self._shift_to(local_ackers)
         # RotatingMap root -> (msg_id, emit time, values), owned by the executor.
         self._pending = pending
         self._dead_letters = dead_letters
@@ -123,6 +125,17 @@ class SpoutCollector(_Emitter):
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
         self.closed = False       # set at shutdown: later emits are refused
         self.emits = 0            # on every stream: how the executor sees next_tuple emit
+
+    def _shift_to(self, local_ackers: list[int] | None) -> list[int] | None:
+        """For each ``root % n_ackers``, what to add to the root so that its acker is one of
+        ``local_ackers`` (indices into the acker tasks, those in this process). The root stays
+        random in all but its residue, and the init and the spout's ack never leave the worker.
+        None when every acker is local, or none is."""
+        n = self._n_ackers
+        if not local_ackers or len(local_ackers) >= n:
+            return None
+        local = sorted(local_ackers)
+        return [0 if r in local else local[r % len(local)] - r for r in range(n)]
 
     def _refuse(self, values: Any) -> list[int]:
         log.warning("%s:%d emitted %r while the topology was stopping; not sent",
@@ -166,6 +179,11 @@ class SpoutCollector(_Emitter):
         else:
             rb = self._rb
             root = rb(64) or 1
+            shift = self._acker_shift
+            if shift is not None:
+                root += shift[root % self._n_ackers]
+                if not 0 < root < 1 << 64:   # moved off either end: one step the other way
+                    root += self._n_ackers if root <= 0 else -self._n_ackers
             xor = 0
             for t in tasks:
                 edge = rb(64) or 1
@@ -188,7 +206,11 @@ class BoltCollector(_Emitter):
         self._acks = self._transfer.acks
         self._fails = self._transfer.fails
         self._resets = self._transfer.resets
-        # Sampled tuples -> when their execute started, oldest first: see sample_process.
+        # The newest sampled tuple and when its execute started: most bolts ack it before the
+        # next is sampled, so an ack usually costs one identity test (see sample_process).
+        self._sampled: Tuple | None = None
+        self._sampled_at = 0.0
+        # Older samples still unacked (a bolt holding tuples) -> start time, oldest first.
         self._started: dict[Tuple, float] = {}
         self._timeout_secs = timeout_secs
         self._process_latency = self.metrics.process_latency
@@ -297,7 +319,10 @@ class BoltCollector(_Emitter):
                     combined = acks[root % n]
                     combined[root] = combined.get(root, 0) ^ roots[i + 1] ^ value
         self.metrics.acked += 1
-        if self._started:
+        if tup is self._sampled:
+            self._sampled = None
+            self._process_latency.record(monotonic() - self._sampled_at)
+        elif self._started:
             started = self._started.pop(tup, None)
             if started is not None:
                 self._process_latency.record(monotonic() - started)
@@ -306,13 +331,19 @@ class BoltCollector(_Emitter):
         """Time ``tup`` from ``started`` (its execute's start) to its ack. At most
         PROCESS_SAMPLES wait for their ack; the oldest is given up once older than the message
         timeout (its tree has timed out), so a bolt that holds tuples a while is still timed."""
+        previous, previous_at = self._sampled, self._sampled_at
+        self._sampled, self._sampled_at = tup, started
+        if previous is None:
+            return   # the common case: the last sample was acked already
+        # Still unacked: it waits with the older ones if there is room (the newest sample is
+        # one of the PROCESS_SAMPLES).
         waiting = self._started
-        if len(waiting) >= PROCESS_SAMPLES:
+        if len(waiting) >= PROCESS_SAMPLES - 1:
             oldest = next(iter(waiting))
             if started - waiting[oldest] < self._timeout_secs:
                 return
             del waiting[oldest]
-        waiting[tup] = started
+        waiting[previous] = previous_at
 
     def fail(self, tup: Tuple, reason: Any = None) -> None:
         self._fail(tup, FAIL, None if reason is None else str(reason))
@@ -325,7 +356,9 @@ class BoltCollector(_Emitter):
             for root in roots[::2]:
                 fails[root % n].extend((root, kind, message))
         self.metrics.count_fail(kind, self.component_id)
-        if self._started:
+        if tup is self._sampled:
+            self._sampled = None
+        elif self._started:
             self._started.pop(tup, None)
 
     def fail_with_error(self, tup: Tuple, error: BaseException) -> None:

@@ -112,6 +112,7 @@ class TopologyRuntime:
         self.process_stats = ProcessStats()
         self._windows: dict[int, RollingWindows] = {}
         self._windows_lock = threading.Lock()
+        self._sample_errors: set[str] = set()   # kinds of sampling error already logged
         # task -> (kind, its executor's inbox, its executor's first and last task)
         self._placement: dict[int, tuple[str, Inbox, list[int]]] = {}
         self.executors: dict[str, list[ExecutorThread]] = {}
@@ -200,8 +201,11 @@ class TopologyRuntime:
             pending: RotatingMap = RotatingMap(2)
             dead_letters = DeadLetterBox(conf.get(cfg.STORMLET_FAILED_DIR), self.name, spec.id,
                                          task, conf.get(cfg.TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS))
+            local_ackers = [i for i, acker in enumerate(self.layout.acker_tasks)
+                            if acker in self.local_tasks]
             collector = SpoutCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
-                                       pending=pending, dead_letters=dead_letters)
+                                       pending=pending, dead_letters=dead_letters,
+                                       local_ackers=local_ackers)
             return SpoutTask(*common, collector=collector, pending=pending,
                              max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout,
                              dead_letters=dead_letters)
@@ -266,7 +270,7 @@ class TopologyRuntime:
                     entry[3].put((TICK, entry[2], SYSTEM_TASK, None))
             if now >= next_sample:
                 next_sample = now + SAMPLE_SECS
-                self.sample_windows(now)
+                self._sample_safely(now)
             wake = min([next_sample] + [entry[0] for entry in schedule])
             self.stopping.wait(max(0.0, wake - time.monotonic()))
 
@@ -323,20 +327,35 @@ class TopologyRuntime:
             for metrics in self.metrics:
                 self._windows[metrics.task].add(now, metrics.sample())
 
+    def _sample_safely(self, now: float) -> None:
+        """sample_windows on the tick thread: an error there must not end the thread, which
+        would stop every bolt's tick tuples without a word. Logged once per kind of error."""
+        try:
+            self.sample_windows(now)
+        except Exception as exc:
+            kind = type(exc).__name__
+            if kind not in self._sample_errors:
+                self._sample_errors.add(kind)
+                log.exception("topology %s: sampling the metrics windows failed (%s is logged "
+                              "once; ticks go on)", self.name, kind)
+
     def metrics_snapshot(self, host: str | None = None, port: int | None = None) -> dict:
         """Everything measured here, JSON- and msgpack-able: the worker (``host`` and ``port``
         as given, the process's pid, CPU and memory) and, per task, its counters and latencies
         over each window (see stormlet.metrics.windows), queue depth and user metrics."""
         now = time.monotonic()
-        rows = []
+        windows_of = {}
+        # Only the windows need the lock. User gauges (user code, maybe slow) and queue depths
+        # are read after it is released, so a slow gauge cannot hold up sampling and ticks.
         with self._windows_lock:
             for metrics in self.metrics:
                 current = metrics.sample()
                 windows = self._windows[metrics.task]
                 windows.add(now, current)
-                rows.append(self._task_row(metrics, {
+                windows_of[metrics.task] = {
                     key: window_stats(seconds, delta)
-                    for key, (seconds, delta) in windows.deltas(now, current).items()}))
+                    for key, (seconds, delta) in windows.deltas(now, current).items()}
+        rows = [self._task_row(metrics, windows_of[metrics.task]) for metrics in self.metrics]
         return {"topology_id": self.conf[cfg.STORMLET_TOPOLOGY_ID], "name": self.name,
                 "time": time.time(),
                 "worker": {"host": host, "port": port, **self.process_stats.read()},

@@ -13,7 +13,9 @@ or a bolt in another worker that asked for data to be held), its batch stays buf
 emits nothing more, and it goes on taking acks and fails. Tuples queued behind backpressure are
 alive, so the timeout clock stands still while the spout waits: a message times out after T to
 2T of time in which its spout was free to emit, and a slow bolt does not turn a deep queue into a
-storm of timeouts and replays.
+storm of timeouts and replays. The clock never stands still for long enough to push a rotation
+more than TIMEOUT_STRETCH timeouts late, so a tuple lost in a dead worker is still replayed
+(within 2 x (1 + TIMEOUT_STRETCH) x T) while a slow bolt keeps the spout held back.
 
 Time in ``next_tuple``, ``ack`` and ``fail`` counts as the task's busy time. A spout with
 ``partition_metrics()`` (an offset-tracking spout) has it called here every PARTITIONS_SECS, on
@@ -41,6 +43,8 @@ LATENCY_SAMPLE = 4
 PARTITIONS_SECS = 2.0
 # How long a throttled spout waits for an ack or a fail before it tries its held data again.
 THROTTLED_WAIT_SECS = 0.002
+# Time held back by backpressure postpones a rotation by at most this many message timeouts.
+TIMEOUT_STRETCH = 5
 
 
 class SpoutTask(TaskBase):
@@ -204,12 +208,16 @@ class SpoutTask(TaskBase):
 
     def refresh_partitions(self) -> None:
         if self.opened and self.partition_metrics is not None:
+            # Building the rows is inside the try too: a spout returning anything but a dict of
+            # dicts must be reported, not kill this executor (on a cluster, a crash loop).
             try:
                 rows = self.partition_metrics()
+                partitions = [{"partition": p, **row} for p, row in rows.items()]
             except Exception as exc:
-                self.report("partition_metrics raised", exc)
+                self.report("partition_metrics raised or returned something other than a "
+                            "dict of dicts", exc)
                 return
-            self.metrics.partitions = [{"partition": p, **row} for p, row in rows.items()]
+            self.metrics.partitions = partitions
 
     def fail_all_in_flight(self, message: str) -> None:
         entries = [entry for bucket in self.pending.buckets for entry in bucket.values()]
@@ -290,7 +298,8 @@ class SpoutExecutor(ExecutorThread):
         self.ready.set()
         inbox = self.inbox
         get_nowait = inbox.get_nowait
-        next_rotation = time.monotonic() + self.timeout_secs
+        last_rotation = time.monotonic()
+        next_rotation = last_rotation + self.timeout_secs
         next_partitions = 0.0
         throttled: list[SpoutTask] = []
         running = True
@@ -304,7 +313,7 @@ class SpoutExecutor(ExecutorThread):
             self._follow_activation()
             now = time.monotonic()
             if now >= next_rotation:
-                next_rotation += self.timeout_secs
+                last_rotation, next_rotation = now, now + self.timeout_secs
                 for task in self.tasks:
                     task.rotate()
             if now >= next_partitions:
@@ -314,8 +323,10 @@ class SpoutExecutor(ExecutorThread):
                     task.refresh_partitions()
                 self.busy = None
             emitted = 0
-            if self.active and not throttled:
+            if self.active:
                 for task in self.tasks:
+                    if task in throttled:
+                        continue   # its last batch is still held back
                     started = time.monotonic()
                     self.busy = (started, task, "next_tuple")
                     emitted += task.emit_burst()
@@ -323,14 +334,17 @@ class SpoutExecutor(ExecutorThread):
                 self.busy = None
             throttled = self._flush_or_hold()
             self._publish_in_flight()
-            if throttled:
+            if throttled and not emitted:
                 started = time.monotonic()
                 try:
                     message = inbox.get(timeout=THROTTLED_WAIT_SECS)
                 except Exception:  # queue.Empty
                     message = None
                 waited = time.monotonic() - started
-                next_rotation += waited
+                # The timeout clock stands still while the spout is held back, up to a limit,
+                # so that a tuple lost elsewhere still times out while backpressure lasts.
+                next_rotation = min(next_rotation + waited,
+                                    last_rotation + TIMEOUT_STRETCH * self.timeout_secs)
                 for task in throttled:
                     task.metrics.throttled_secs += waited
                 if message is not None:
