@@ -1,11 +1,19 @@
 """The UI's REST API and /metrics against running topologies: the numbers it serves are the
-topology's real counts, its actions act, its errors say what is wrong with the right status."""
+topology's real counts, its actions act, its errors say what is wrong with the right status.
+Also the live progress line of `stormlet local`, on a terminal and not into a pipe."""
 
 from __future__ import annotations
 
 import io
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
 import time
 import urllib.request
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -15,14 +23,21 @@ from ui_support import (
     COUNT,
     FAIL_EVERY,
     FINITE,
+    LOG_CONF,
+    LOG_RECORDS,
     NOT_FINITE,
     SPOUT_TASKS,
+    append,
+    caught_up,
     get,
+    log_topology,
+    partition_rows,
     post,
     request,
     topology,
     ui_cluster,
     wait_until,
+    write_log,
 )
 from zookeeper_server import zookeeper_available
 
@@ -253,6 +268,101 @@ def test_the_progress_line_survives_a_topology_missing_at_first():
         wait_until(lambda: "emitted 10" in out.getvalue(), 5, "a progress line")
     finally:
         progress.stop()
+
+
+def test_an_offset_spouts_component_page_shows_each_partitions_lag(ui, tmp_path):
+    cluster, server = ui
+    log = write_log(tmp_path / "log")
+    cluster.submit("logged", LOG_CONF, log_topology(tmp_path / "log"))
+    try:
+        # The rows are refreshed every 2 s: once the log is read, nothing lags.
+        wait_until(lambda: caught_up(server, "logged"), 20, "every partition committed")
+        rows = partition_rows(server, "logged")
+        assert [r["partition"] for r in rows] == [0, 1, 2]
+        assert [r["acked"] for r in rows] == list(LOG_RECORDS)
+        tasks = {t["task"] for t in get(server, "/api/v1/topology/logged/component/reader")
+                 ["tasks"]}
+        assert {r["task"] for r in rows} == tasks and len(tasks) == 2
+        # Deactivated, the spout reads nothing: whatever is appended is lag.
+        post(server, "/api/v1/topology/logged/deactivate")
+        appended = (2, 0, 4)
+        append(log, appended)
+        wait_until(lambda: [r["lag"] for r in partition_rows(server, "logged")]
+                   == list(appended), 10, "the appended records to show as lag")
+        assert [r["committed"] for r in partition_rows(server, "logged")] == list(LOG_RECORDS)
+    finally:
+        cluster.kill("logged", wait_secs=0)
+
+
+# ----- the progress line of `stormlet local`, through the real CLI
+
+ROOT = Path(__file__).resolve().parent.parent
+# A small word count (2 spout tasks x 5 lines x 600), done well within the first second.
+SENTENCES = 2 * 5 * 600
+LOCAL = [sys.executable, "-m", "stormlet.cli", "local", "topologies/word_count.py",
+         "-c", "wordcount.repeats=600", "--duration"]
+PROGRESS = re.compile(r"\r(\d+)s  emitted ([\d,]+) [\d.]+k?/s  acked ([\d,]+) [\d.]+k?/s  "
+                      r"failed ([\d,]+)(?: [\d.]+k?/s)?  executed ([\d,]+) ([\d.]+k?)/s")
+SUMMARY_ROW = re.compile(r"^(\S+) +\d+ +(\d+) +(\d+) +(\d+) +(\d+)  ", re.MULTILINE)
+
+
+def progress_lines(output: str) -> list[tuple[int, ...]]:
+    """(seconds, emitted, acked, failed, executed) of each progress line written."""
+    return [tuple(int(v.replace(",", "")) for v in m.groups()[:5])
+            for m in PROGRESS.finditer(output)]
+
+
+def final_totals(output: str) -> tuple[int, ...]:
+    """(emitted, acked, failed, executed) from the summary table printed at the end."""
+    rows = {m[1]: [int(v) for v in m.groups()[1:]] for m in SUMMARY_ROW.finditer(output)}
+    emitted, _executed, acked, failed = rows.pop("sentences")
+    rows.pop("__acker")   # bookkeeping, not the user's bolts
+    return emitted, acked, failed, sum(row[1] for row in rows.values())
+
+
+def on_a_terminal(args: list[str]) -> str:
+    """What the command writes to its stdout when that is a (pseudo-)terminal; at most 30 s."""
+    main, replica = pty.openpty()
+    env = {**os.environ, "COLUMNS": "200"}   # wide enough for the whole line
+    process = subprocess.Popen(args, stdout=replica, stderr=subprocess.DEVNULL, cwd=ROOT,
+                               env=env)
+    os.close(replica)
+    output, deadline = b"", time.monotonic() + 30
+    try:
+        while (select.select([main], [], [], max(0.0, deadline - time.monotonic()))[0]
+               and (chunk := os.read(main, 4096))):
+            output += chunk
+    except OSError:   # the terminal is gone: the process closed it
+        pass
+    finally:
+        os.close(main)
+        if process.poll() is None:
+            process.kill()
+    assert process.wait() == 0
+    return output.decode()
+
+
+def test_stormlet_local_on_a_terminal_shows_a_live_progress_line():
+    text = on_a_terminal(LOCAL + ["3"])
+    lines = progress_lines(text)
+    assert len(lines) >= 2, text
+    # Rewritten in place about once a second, never going backwards.
+    assert all(a <= b for first, later in pairwise(lines) for a, b in zip(first, later))
+    # The rates: something moved while it ran.
+    assert any(m[6] != "0" for m in PROGRESS.finditer(text)), text
+    # The totals: once the topology is done, the line shows what the final summary does.
+    assert lines[-1][1:] == final_totals(text) and lines[-1][1] == SENTENCES
+    assert text.index("topology word_count: ran") > text.rindex("\r" + " " * 100)  # erased
+
+
+def test_stormlet_local_into_a_pipe_shows_no_progress_line():
+    # 2 s: a progress line would be written after one.
+    result = subprocess.run(LOCAL + ["2"], capture_output=True, cwd=ROOT, timeout=30,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    output = result.stdout.decode()   # not text=True: that would turn each "\r" into "\n"
+    assert "topology word_count: ran" in output
+    assert "\r" not in output and progress_lines(output) == []
 
 
 # ----- on a cluster

@@ -11,7 +11,17 @@ import re
 from pathlib import Path
 
 import pytest
-from ui_support import COMPONENTS, get, ui_cluster, wait_until
+from ui_support import (
+    COMPONENTS,
+    LOG_CONF,
+    caught_up,
+    get,
+    log_topology,
+    partition_rows,
+    ui_cluster,
+    wait_until,
+    write_log,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -138,6 +148,27 @@ def test_component_page_has_a_row_per_task(page, ui):
     assert page.locator("#name").inner_text() == "double"
     no_error_shown(page)
 
+
+
+def test_an_offset_spouts_component_page_shows_its_partitions(page, ui, tmp_path):
+    cluster, server = ui
+    write_log(tmp_path / "log")
+    cluster.submit("logged", LOG_CONF, log_topology(tmp_path / "log"))
+    try:
+        wait_until(lambda: caught_up(server, "logged"), 20, "every partition committed")
+        page.goto(f"/component.html?id=logged&component=reader&{REFRESH}")
+        rows = page.locator("#partitions tr[data-partition]")
+        rows.first.wait_for()
+        assert page.locator("#partition-section").is_visible()
+        fields = ("task", "partition", "lag", "committed", "acked")
+        shown = [[int(row.locator(f"td[data-field={f}]").get_attribute("data-value"))
+                  for f in fields] for row in rows.all()]
+        rest = partition_rows(server, "logged")   # by partition
+        assert sorted(shown, key=lambda row: row[1]) == [[r[f] for f in fields] for r in rest]
+        assert len(shown) == 3
+        no_error_shown(page)
+    finally:
+        cluster.kill("logged", wait_secs=0)
 
 def test_the_deactivate_button_deactivates_after_confirmation(page, ui):
     _cluster, server = ui

@@ -7,6 +7,9 @@ Two topologies of the same shape run side by side (numbers -> double -> sink):
   spouts acked exactly ``2 * COUNT`` messages and failed ``2 * COUNT / FAIL_EVERY`` trees.
 - "steady": emits a message every few milliseconds for as long as it runs, so its numbers keep
   changing and deactivating it visibly stops them.
+
+``log_topology`` is a third shape, for the partitions table of an offset-tracking spout: a
+``LogSpout`` ("reader") over a local partitioned log, and a bolt that acks everything.
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet.sources import LogSpout
+from stormlet.sources.partitioned_log import PartitionedLog
 from stormlet.ui.app import serve
 from stormlet.ui.source import LocalSource
 
@@ -154,3 +160,51 @@ def wait_until(condition, timeout: float, what: str, interval: float = 0.1) -> N
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+# ----- an offset-tracking spout over a local partitioned log
+
+LOG_RECORDS = (3, 5, 8)   # records first written to partitions 0, 1 and 2
+LOG_CONF = {"topology.message.timeout.secs": 10}
+
+
+class AckAll(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        self.collector.ack(tup)
+
+
+def append(log: PartitionedLog, counts: Sequence[int]) -> None:
+    """Appends ``counts[p]`` records to partition p."""
+    for partition, count in enumerate(counts):
+        for i in range(count):
+            log.append(f"p{partition}-{i}", partition=partition)
+    log.flush()
+
+
+def write_log(path: Path) -> PartitionedLog:
+    log = PartitionedLog.create(path, len(LOG_RECORDS))
+    append(log, LOG_RECORDS)
+    return log
+
+
+def log_topology(path: Path):
+    builder = TopologyBuilder()
+    builder.set_spout("reader", LogSpout(str(path), spout_id="ui", commit_interval=0.1),
+                      parallelism=2)
+    builder.set_bolt("ack", AckAll()).shuffle_grouping("reader")
+    return builder.build()
+
+
+def partition_rows(server: Any, name: str) -> list[dict]:
+    """The partition rows of the reader's component page, by partition."""
+    rows = get(server, f"/api/v1/topology/{name}/component/reader")["partitions"]
+    return sorted(rows, key=lambda row: row["partition"])
+
+
+def caught_up(server: Any, name: str) -> bool:
+    """Every record of the log acked and committed, as the component page says."""
+    rows = partition_rows(server, name)
+    return [(r["lag"], r["committed"]) for r in rows] == [(0, n) for n in LOG_RECORDS]

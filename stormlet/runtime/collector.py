@@ -114,10 +114,8 @@ class SpoutCollector(_Emitter):
     """``emit(values, msg_id=None, stream="default")``: with a ``msg_id`` the tuple is tracked and
     the spout's ``ack`` or ``fail`` is called with that id once, when its tree completes or fails."""
 
-    def __init__(self, *args: Any, pending: Any, dead_letters: Any,
-                 local_ackers: list[int] | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, pending: Any, dead_letters: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        self._acker_shift = self._shift_to(local_ackers)
         # RotatingMap root -> (msg_id, emit time, values), owned by the executor.
         self._pending = pending
         self._dead_letters = dead_letters
@@ -125,17 +123,6 @@ class SpoutCollector(_Emitter):
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
         self.closed = False       # set at shutdown: later emits are refused
         self.emits = 0            # on every stream: how the executor sees next_tuple emit
-
-    def _shift_to(self, local_ackers: list[int] | None) -> list[int] | None:
-        """For each ``root % n_ackers``, what to add to the root so that its acker is one of
-        ``local_ackers`` (indices into the acker tasks, those in this process). The root stays
-        random in all but its residue, and the init and the spout's ack never leave the worker.
-        None when every acker is local, or none is."""
-        n = self._n_ackers
-        if not local_ackers or len(local_ackers) >= n:
-            return None
-        local = sorted(local_ackers)
-        return [0 if r in local else local[r % len(local)] - r for r in range(n)]
 
     def _refuse(self, values: Any) -> list[int]:
         log.warning("%s:%d emitted %r while the topology was stopping; not sent",
@@ -179,11 +166,6 @@ class SpoutCollector(_Emitter):
         else:
             rb = self._rb
             root = rb(64) or 1
-            shift = self._acker_shift
-            if shift is not None:
-                root += shift[root % self._n_ackers]
-                if not 0 < root < 1 << 64:   # moved off either end: one step the other way
-                    root += self._n_ackers if root <= 0 else -self._n_ackers
             xor = 0
             for t in tasks:
                 edge = rb(64) or 1

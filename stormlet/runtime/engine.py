@@ -201,11 +201,8 @@ class TopologyRuntime:
             pending: RotatingMap = RotatingMap(2)
             dead_letters = DeadLetterBox(conf.get(cfg.STORMLET_FAILED_DIR), self.name, spec.id,
                                          task, conf.get(cfg.TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS))
-            local_ackers = [i for i, acker in enumerate(self.layout.acker_tasks)
-                            if acker in self.local_tasks]
             collector = SpoutCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
-                                       pending=pending, dead_letters=dead_letters,
-                                       local_ackers=local_ackers)
+                                       pending=pending, dead_letters=dead_letters)
             return SpoutTask(*common, collector=collector, pending=pending,
                              max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout,
                              dead_letters=dead_letters)

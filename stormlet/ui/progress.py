@@ -17,18 +17,21 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from ..protocol import ACKER_COMPONENT
+
 # Shown in this order; the rate of each is per second since the previous refresh.
 FIELDS = ("emitted", "acked", "failed", "executed")
 
 
 def totals(summary: dict[str, dict], spouts: set[str]) -> dict[str, int]:
     """From ``LocalCluster.metrics()``: what the spouts emitted, acked and failed (whole tuple
-    trees) and what the bolts executed."""
+    trees) and what the user's bolts executed (not the ackers' bookkeeping)."""
     return {
         "emitted": sum(m["emitted"] for c, m in summary.items() if c in spouts),
         "acked": sum(m["acked"] for c, m in summary.items() if c in spouts),
         "failed": sum(m["failed"] for c, m in summary.items() if c in spouts),
-        "executed": sum(m["executed"] for c, m in summary.items() if c not in spouts),
+        "executed": sum(m["executed"] for c, m in summary.items()
+                        if c not in spouts and c != ACKER_COMPONENT),
     }
 
 
