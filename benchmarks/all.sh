@@ -6,6 +6,10 @@ python benchmarks/wordcount.py "$@"
 echo
 python benchmarks/cluster_wordcount.py
 echo
+python benchmarks/backpressure.py
+echo
+python benchmarks/metrics_cost.py
+echo
 python benchmarks/offset_spout.py
 echo
 python benchmarks/backfill.py
