@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from zookeeper_server import ZooKeeperServer, free_port
 
@@ -78,6 +78,19 @@ class LoopbackCluster:
                         self.base / f"{sid}.log").start()
         self.supervisors[sid] = daemon
         return daemon
+
+    def wait_for_leader(self) -> None:
+        wait_until(lambda: self.cli("list").returncode == 0, 30, "nimbus to lead")
+
+    def serving(self) -> Iterator["LoopbackCluster"]:
+        """For a module fixture: yields this cluster once a nimbus leads, and prints every
+        daemon's log if what ran with it failed."""
+        try:
+            self.wait_for_leader()
+            yield self
+        except BaseException:
+            print(self.logs())
+            raise
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING",

@@ -34,12 +34,7 @@ def cluster(tmp_path_factory):
         c.add_nimbus()
         c.add_supervisor("s1", 2)
         c.add_supervisor("s2", 2)
-        try:
-            wait_until(lambda: c.cli("list").returncode == 0, 30, "nimbus to lead")
-            yield c
-        except BaseException:
-            print(c.logs())
-            raise
+        yield from c.serving()
 
 
 @pytest.fixture(autouse=True)

@@ -223,12 +223,7 @@ def cluster(tmp_path_factory):
     with LoopbackCluster(base) as c:
         c.add_nimbus()
         c.add_supervisor("s1", 3)
-        try:
-            wait_until(lambda: c.cli("list").returncode == 0, 30, "nimbus to lead")
-            yield c
-        except BaseException:
-            print(c.logs())
-            raise
+        yield from c.serving()
 
 
 @pytest.fixture(scope="module")

@@ -378,7 +378,7 @@ def test_on_a_cluster_the_api_serves_nimbus_s_numbers_and_actions(tmp_path):
         try:
             cluster.add_nimbus()
             cluster.add_supervisor("s1", 2)
-            wait_until(lambda: cluster.cli("list").returncode == 0, 30, "nimbus to lead")
+            cluster.wait_for_leader()
             result = cluster.cli("submit", str(LEDGER), "--name", "ledger",
                                  "-c", "topology.workers=2", "-c", f"ledger.dir={tmp_path}",
                                  "-c", f"ledger.messages={LEDGER_MESSAGES}",

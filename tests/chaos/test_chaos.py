@@ -23,7 +23,7 @@ def chaos_cluster(base) -> LoopbackCluster:
     cluster.add_nimbus()
     for sid in ("s1", "s2", "s3"):
         cluster.add_supervisor(sid, 2)
-    wait_until(lambda: cluster.cli("list").returncode == 0, 30, "nimbus to lead")
+    cluster.wait_for_leader()
     return cluster
 
 
