@@ -87,7 +87,7 @@ class OverloadWatch:
 
     def delivered(self, inbox: Any) -> None:
         """After a data delivery to ``inbox``."""
-        if inbox.qsize() >= inbox.capacity and id(inbox) not in self.overloaded:
+        if inbox.full() and id(inbox) not in self.overloaded:
             self.overloaded[id(inbox)] = inbox
             self.pauses += 1
             for task in self._tasks_of(inbox):

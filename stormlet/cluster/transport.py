@@ -24,6 +24,7 @@ from typing import Any, Callable
 import zmq
 
 from ..protocol import BACKPRESSURE, DATA
+from ..runtime.inbox import wait_for_room
 from ..wire import FrameDecoder, WireError, encode_frame
 from .backpressure import OverloadWatch, PausedTasks
 
@@ -150,21 +151,10 @@ class RemoteRoute:
     def put_data(self, message: tuple, stopping: threading.Event | None = None) -> float:
         """Queue a data batch, first waiting while its task's worker holds data back or the
         send queue is full; returns the seconds waited."""
-        sender = self.sender
-        q = sender.queue
-        paused = sender.paused.paused
         dest = message[1]
-        if not (paused(dest) or q.qsize() >= SEND_QUEUE_LIMIT):
-            q.put((self.address, message))
-            return 0.0
-        started = time.monotonic()
-        delay = 0.0002
-        while (paused(dest) or q.qsize() >= SEND_QUEUE_LIMIT) and \
-                not (stopping and stopping.is_set()):
-            time.sleep(delay)
-            delay = min(delay * 2, 0.005)
-        q.put((self.address, message))
-        return time.monotonic() - started
+        waited = 0.0 if self.accepting(dest) else wait_for_room(self.accepting, dest, stopping)
+        self.sender.queue.put((self.address, message))
+        return waited
 
 
 class Receiver(threading.Thread):

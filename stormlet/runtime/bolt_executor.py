@@ -105,17 +105,14 @@ class BoltExecutor(ExecutorThread):
         since_flush = 0
         while True:
             kind, dest, _src, payload = get()
-            if kind == DATA:
+            if kind == DATA or kind == TICK:
                 task = tasks[dest]
                 started = monotonic()
                 self.busy = (started, task, "execute")
-                task.run_batch(payload, started)
-                self.busy = None
-            elif kind == TICK:
-                task = tasks[dest]
-                started = monotonic()
-                self.busy = (started, task, "execute")
-                task.run_tick(started)
+                if kind == DATA:
+                    task.run_batch(payload, started)
+                else:
+                    task.run_tick(started)
                 self.busy = None
             elif kind == STOP:
                 break

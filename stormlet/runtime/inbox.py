@@ -9,9 +9,21 @@ from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Callable
 from typing import Any
 
 Message = tuple  # (kind, dest_task, src_task, payload)
+
+
+def wait_for_room(accepting: Callable[[int], bool], task: int, stopping: Any = None) -> float:
+    """Sleep, a little longer each time, until ``accepting(task)`` (or ``stopping`` is set);
+    the seconds waited. How every data route waits out backpressure."""
+    started = time.monotonic()
+    delay = 0.0002
+    while not accepting(task) and not (stopping and stopping.is_set()):
+        time.sleep(delay)
+        delay = min(delay * 2, 0.005)
+    return time.monotonic() - started
 
 
 class Inbox:
@@ -31,18 +43,11 @@ class Inbox:
         return self._queue.qsize() >= self.capacity
 
     def accepting(self, _task: int) -> bool:
-        return self._queue.qsize() < self.capacity
+        return not self.full()
 
     def put_data(self, message: Message, stopping: Any = None) -> float:
         """Put a data batch, waiting while the inbox is full (unless ``stopping`` is set).
         Returns the seconds it waited: the sender's time throttled by backpressure."""
-        if self._queue.qsize() < self.capacity:
-            self._queue.put(message)
-            return 0.0
-        started = time.monotonic()
-        delay = 0.0002
-        while self._queue.qsize() >= self.capacity and not (stopping and stopping.is_set()):
-            time.sleep(delay)
-            delay = min(delay * 2, 0.005)
+        waited = 0.0 if self.accepting(0) else wait_for_room(self.accepting, 0, stopping)
         self._queue.put(message)
-        return time.monotonic() - started
+        return waited

@@ -179,10 +179,7 @@ class SpoutTask(TaskBase):
 
     def _flush_dead_letters(self) -> None:
         if self.dead_letters.unflushed:
-            try:
-                self.dead_letters.flush()
-            except Exception as exc:
-                self.report("flushing dead letters failed", exc)
+            self.call("flushing dead letters failed", self.dead_letters.flush)
 
     def on_resets(self, roots: list[int]) -> None:
         newest = self.pending.buckets[0]
