@@ -387,3 +387,41 @@ def test_reading_goes_on_while_zookeeper_is_down_and_commits_catch_up(tmp_path):
             assert seen(cluster) == Counter([f"a{i}" for i in range(100)] +
                                             [f"b{i}" for i in range(100)])
         reader.close()
+
+
+def test_a_partition_paused_at_the_cap_resumes_after_a_reassignment_keeps_it(tmp_path):
+    """The periodic re-listing reassigns the partitions a task already has; one paused at the
+    uncommitted cap must still resume once acks bring it under the cap."""
+    path = tmp_path / "log"
+    make_log(path, 2, [f"m{i}" for i in range(40)])
+    emitted = []
+
+    class Collector:
+        closed = False
+
+        def emit(self, values, msg_id=None):
+            emitted.append(msg_id)
+
+    class Context:
+        component_id, task_id, this_task_index, topology_name = "source", 1, 0, "by-hand"
+
+        def get_this_component_tasks(self):
+            return [1]
+
+    spout = LogSpout(str(path), spout_id="by-hand", commit_interval=60, max_uncommitted=5,
+                     fetch_max=1)
+    spout.open({}, Context(), Collector())
+    for _ in range(30):
+        spout.next_tuple()
+    assert max(o for p, o in emitted if p == 0) < 10, "held at the cap"
+    spout._reassign([0, 1])
+    acked = 0
+    for _ in range(20):   # ack what went out, then read on, as acks come back in a topology
+        for msg_id in emitted[acked:]:
+            spout.ack(msg_id)
+        acked = len(emitted)
+        for _ in range(10):
+            spout.next_tuple()
+    assert sorted(o for p, o in emitted if p == 0) == list(range(20)), \
+        "partition 0 is read to its end once under the cap again"
+    spout.close()

@@ -206,8 +206,8 @@ class OffsetSpout(Spout):
                          self.task_id, self.source.name, p, start, why)
         # Every partition is re-read from its emit point, so what was buffered would come twice.
         self.buffer.clear()
+        # The source keeps a partition that stays here paused, as self.paused still says.
         self.source.assign({p: state.emitted_to for p, state in self.partitions.items()})
-        self.paused.clear()  # a new assignment starts unpaused
 
     def _start_offset(self, partition: int) -> tuple[int, str]:
         record = self.store.load(self.spout_id, partition)
