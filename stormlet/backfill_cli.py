@@ -59,13 +59,13 @@ def backfill(file: Path, input_path: str, output: str, input_format: str, spout:
              progress_every: float) -> None:
     """Run the bolts of the topology in FILE over a historical dataset, in Spark."""
     from .spark.backfill import Backfill, BackfillError, InputOptions
-    from .spark.session import SparkUnavailable, spark_session
+    from .spark.session import SparkUnavailable, quiet_py4j, spark_session
 
     try:
         overrides = cfg.parse_cli_pairs(conf_pairs)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="-c") from None
-    logging.getLogger("py4j").setLevel(logging.WARNING)   # its connection chatter
+    quiet_py4j()
     try:
         job = Backfill(file, InputOptions(input_path, input_format), spout=spout,
                        spout_stream=spout_stream, components=components, conf=overrides,

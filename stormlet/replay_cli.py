@@ -9,7 +9,6 @@ job: ``stormlet.spark.replay``).
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import re
 import time
 from pathlib import Path
@@ -109,9 +108,9 @@ def replay(failed_dir: Path, topology: str | None, component: str | None, reason
     """
     from .spark.replay import ReplayError, ReplayProgress
     from .spark.replay import replay as run_replay
-    from .spark.session import SparkUnavailable
+    from .spark.session import SparkUnavailable, quiet_py4j
 
-    logging.getLogger("py4j").setLevel(logging.WARNING)  # its connection chatter at INFO
+    quiet_py4j()
 
     def show(p: ReplayProgress) -> None:
         rate = f", {p.written / p.seconds:,.0f}/s" if p.seconds > 0 else ""

@@ -13,8 +13,8 @@ import msgpack
 # Types that always encode. ints need a range check, and strs a look at their characters: an
 # ASCII str always encodes, but a lone surrogate ("\ud800") does not.
 PLAIN_TYPES = frozenset((float, bool, type(None), bytes))
-_INT_MIN = -(2**63)
-_INT_MAX = 2**64 - 1
+INT_MIN = -(2**63)     # the ints msgpack encodes
+INT_MAX = 2**64 - 1
 
 
 class SerializationError(TypeError):
@@ -39,7 +39,7 @@ def check_values(values: Any, component: str, stream: str, fields: list[str]) ->
         kind = type(value)
         if kind in plain or kind is str and value.isascii():
             continue
-        if kind is int and _INT_MIN <= value <= _INT_MAX:
+        if kind is int and INT_MIN <= value <= INT_MAX:
             continue
         try:
             msgpack.packb(value, use_bin_type=True)

@@ -13,6 +13,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import config as cfg
 from . import groupings as g
 from .components import BasicBolt, Bolt, Component, Spout, StreamDeclaration, declared_streams
 from .protocol import DEFAULT_STREAM
@@ -51,6 +52,11 @@ class ComponentSpec:
     def new_instance(self) -> Component:
         """A private copy of the user's object for one task, as Storm deserializes one per task."""
         return copy.deepcopy(self.obj)
+
+    def component_conf(self, conf: dict[str, Any]) -> dict[str, Any]:
+        """The config this component's tasks see: the topology's ``conf``, then the component's
+        own configuration, then what was set on its declarer."""
+        return cfg.merged(conf, self.obj.get_component_configuration(), self.config)
 
 
 @dataclass

@@ -143,7 +143,7 @@ class TopologyRuntime:
                 self._placement[task] = (kind, inbox, [tasks[0], tasks[-1]])
 
     def _component_conf(self, spec: ComponentSpec) -> dict[str, Any]:
-        return cfg.merged(self.conf, spec.obj.get_component_configuration(), spec.config)
+        return spec.component_conf(self.conf)
 
     def _executor(self, component_id: str, tasks: list[int], inbox: Inbox,
                   local_tasks: set[int]) -> ExecutorThread:

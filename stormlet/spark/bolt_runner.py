@@ -39,10 +39,12 @@ from ..cluster.code import MANIFEST, unpack
 from ..components import BasicBolt
 from ..context import TopologyContext, TopologyLayout
 from ..loader import load_topology_file
-from ..protocol import DEFAULT_STREAM, SYSTEM_COMPONENT, SYSTEM_TASK, TICK_STREAM
+from ..protocol import DEFAULT_STREAM, SYSTEM_TASK
+from ..runtime.bolt_executor import TICK_INFO
 from ..runtime.collector import check_stream
+from ..runtime.routing import _nobody
 from ..runtime.tuning import tune_for_streaming
-from ..serialization import PLAIN_TYPES, check_values
+from ..serialization import INT_MAX, INT_MIN, PLAIN_TYPES, check_values
 from ..sources.offset_spout import OffsetSpout
 from ..topology import ComponentSpec, Topology
 from ..tuples import StreamInfo, Tuple
@@ -61,8 +63,6 @@ JSONL = "jsonl"      # one JSON object (by field name) or array (by position) pe
 
 CHUNK = 256          # input messages per hand-over to Spark (one record per destination)
 SAMPLES = 5          # error messages kept per component
-INT_MIN, INT_MAX = -(2**63), 2**64 - 1    # what msgpack encodes
-TICK_INFO = StreamInfo(SYSTEM_COMPONENT, TICK_STREAM, ["rate_secs"])
 # Per user and private: code found here is executed.
 CODE_DIR = Path(tempfile.gettempdir()) / f"stormlet-backfill-code-{os.getuid()}"
 
@@ -160,7 +160,7 @@ class LoadedTopology:
         self.conf = backfill_conf(file_conf, code.overrides, code.topology_id)
 
     def component_conf(self, spec: ComponentSpec) -> dict[str, Any]:
-        return cfg.merged(self.conf, spec.obj.get_component_configuration(), spec.config)
+        return spec.component_conf(self.conf)
 
 
 BACKFILL_KEY = "stormlet.backfill"
@@ -261,8 +261,7 @@ class _Chunks:
     tuple. Each destination keeps its tuples in emit order, which is all the order streaming
     promises (per sender and receiver)."""
 
-    def __init__(self, buffer: list):
-        self._buffer = buffer
+    def __init__(self) -> None:
         self._open: list[tuple[int, int, list]] = []
 
     def destination(self, slot: int, index: int) -> list:
@@ -271,16 +270,15 @@ class _Chunks:
         self._open.append((slot, index, items))
         return items
 
-    def flush(self) -> None:
-        hand_over = self._buffer.append
+    def flush(self) -> list:
+        """The records gathered since the last flush, one per destination that has items."""
+        records: list = []
+        hand_over = records.append
         for slot, index, items in self._open:
             if items:
                 hand_over((slot, (index, items.copy())))
                 items.clear()
-
-
-def _nobody(values: list) -> list[int]:
-    return []
+        return records
 
 
 class _StreamOut:
@@ -302,15 +300,15 @@ class _StreamOut:
 
 
 class Emitter:
-    """Turns emits into chunks of addressed tuples in ``buffer``, choosing tasks exactly as the
-    runtime's groupings do (the same choosers, over the same task ids). ``flush()`` hands over
-    what is gathered."""
+    """Turns emits into chunks of addressed tuples, choosing tasks exactly as the runtime's
+    groupings do (the same choosers, over the same task ids). ``flush()`` returns what is
+    gathered, as Spark records."""
 
     def __init__(self, loaded: LoadedTopology, stage: StageSpec, task: int, index: int,
-                 context: TopologyContext, buffer: list):
+                 context: TopologyContext):
         self.component_id = stage.component
         self.task = task
-        self._chunks = _Chunks(buffer)
+        self._chunks = _Chunks()
         self.flush = self._chunks.flush
         layout = loaded.layout
         topology = loaded.topology
@@ -532,8 +530,7 @@ class BoltRunner:
         task = loaded.layout.component_tasks[cid][index]
         conf = loaded.component_conf(spec)
         context = TopologyContext(loaded.layout, task, conf)
-        buffer: list = []
-        emitter = Emitter(loaded, self.stage, task, index, context, buffer)
+        emitter = Emitter(loaded, self.stage, task, index, context)
         counts = TaskCounts()
         collector = BackfillCollector(emitter, counts)
         where = f"{cid}:{task}"
@@ -549,9 +546,7 @@ class BoltRunner:
             broken = exc
             counts.errors += 1
             counts.sample(_error_text(f"{where} prepare raised", exc))
-        emitter.flush()       # what prepare emitted goes out, as in streaming
-        yield from buffer
-        buffer.clear()
+        yield from emitter.flush()     # what prepare emitted goes out, as in streaming
 
         infos = [StreamInfo(sub.source, sub.stream,
                             list(loaded.topology.components[sub.source].streams[sub.stream].fields))
@@ -574,9 +569,7 @@ class BoltRunner:
                 except Exception as exc:
                     counts.errors += 1
                     counts.sample(_error_text(f"{where} execute raised on {tup!r}", exc))
-            emitter.flush()
-            yield from buffer
-            buffer.clear()
+            yield from emitter.flush()
 
         tick_secs = conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
         if tick_secs and broken is None:
@@ -592,19 +585,15 @@ class BoltRunner:
             except Exception as exc:
                 counts.errors += 1
                 counts.sample(_error_text(f"{where} execute raised on the final tick", exc))
-        emitter.flush()
-        yield from buffer
-        buffer.clear()
+        yield from emitter.flush()
         try:
             bolt.cleanup()
         except Exception as exc:
             counts.errors += 1
             counts.sample(_error_text(f"{where} cleanup raised", exc))
-        emitter.flush()
-        if buffer:
+        if emitter.flush():
             # The runtime stops delivering before cleanup; so does a backfill.
             log.warning("%s emitted in cleanup; those tuples are dropped, as in streaming", where)
-            buffer.clear()
         self.tally.add({cid: counts.as_dict(emitter)})
 
 
@@ -632,8 +621,7 @@ class InputRunner:
         task = tasks[index % len(tasks)]
         conf = loaded.component_conf(spec)
         context = TopologyContext(loaded.layout, task, conf)
-        buffer: list = []
-        emitter = Emitter(loaded, self.stage, task, index, context, buffer)
+        emitter = Emitter(loaded, self.stage, task, index, context)
         counts = TaskCounts()
         stream = self.source.stream
         fields = list(spec.streams[stream].fields)
@@ -645,12 +633,8 @@ class InputRunner:
                 counts.bad_input += 1
                 counts.sample(f"{self.source.path}: a record does not fit spout {spout!r}: {exc}")
             if n % CHUNK == 0:
-                emitter.flush()
-                yield from buffer
-                buffer.clear()
-        emitter.flush()
-        yield from buffer
-        buffer.clear()
+                yield from emitter.flush()
+        yield from emitter.flush()
         summary = counts.as_dict(emitter)
         summary["partitions"] = summary.pop("tasks")   # of the input, not the spout's tasks
         self.tally.add({spout: summary})

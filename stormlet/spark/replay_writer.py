@@ -95,6 +95,8 @@ def write_run(run: Run, target: LogTarget | KafkaTarget,
     written = sum(1 for _ in islice(lines, first * size))
     for index, chunk in enumerate(_chunks(plan_messages(lines), size), start=first):
         groups = _by_partition(chunk)
+        to_write = groups
+        resumed: dict[str, Any] = {}
         if index in started:
             ends, skip = started[index]
             remaining = {p: target.unlanded(p, ends[p], msgs[skip.get(p, 0):], run.id)
@@ -104,21 +106,19 @@ def write_run(run: Run, target: LogTarget | KafkaTarget,
             log.info("replay %s: chunk %d was being written when the last run stopped: %d of "
                      "its %d messages are in %s, writing the rest", run.id, index + 1,
                      sum(landed.values()), len(chunk), target.spec)
-            # Journal this attempt too: if it dies as well, the next one measures from here
-            # (other writers may append in between, so the landed part need not adjoin it).
-            run.record(state="start", chunk=index, messages=len(chunk), at=time.time(),
-                       ends={str(p): o for p, o in target.end_offsets(sorted(groups)).items()},
-                       skip={str(p): n for p, n in landed.items()})
-            groups = {p: msgs for p, msgs in remaining.items() if msgs}
-        else:
-            run.record(state="start", chunk=index, messages=len(chunk), at=time.time(),
-                       ends={str(p): o for p, o in target.end_offsets(sorted(groups)).items()})
-        for p, msgs in sorted(groups.items()):
+            resumed["skip"] = {str(p): n for p, n in landed.items()}
+            to_write = {p: msgs for p, msgs in remaining.items() if msgs}
+        # A resumed chunk journals this attempt too: if it dies as well, the next one measures
+        # from here (other writers may append in between, so the landed part need not adjoin it).
+        run.record(state="start", chunk=index, messages=len(chunk), at=time.time(),
+                   ends={str(p): o for p, o in target.end_offsets(sorted(groups)).items()},
+                   **resumed)
+        for p, msgs in sorted(to_write.items()):
             target.write(p, msgs, run.id)
         spans = target.flush()
         run.record(state="done", chunk=index, at=time.time(),
                    written={str(p): [s, e] for p, (s, e) in spans.items()})
-        result.written += sum(len(msgs) for msgs in groups.values())
+        result.written += sum(len(msgs) for msgs in to_write.values())
         written += len(chunk)
         if progress is not None:
             progress(ReplayProgress(run.id, index + 1, chunks, written, planned,

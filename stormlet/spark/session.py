@@ -9,6 +9,7 @@ output is a terminal.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from contextlib import contextmanager
@@ -21,12 +22,23 @@ class SparkUnavailable(RuntimeError):
     """PySpark (or the Java it runs on) is missing; the message says what to install."""
 
 
-def build_session(app_name: str, master: str | None = None,
-                  conf: dict[str, str] | None = None) -> Any:
+def _session_class() -> Any:
+    """PySpark's ``SparkSession``, or ``SparkUnavailable`` saying what to install."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise SparkUnavailable("this needs PySpark: pip install 'stormlet[spark]'") from None
+    return SparkSession
+
+
+def quiet_py4j() -> None:
+    """Keep Py4J's connection chatter (at INFO) out of the log."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def build_session(app_name: str, master: str | None = None,
+                  conf: dict[str, str] | None = None) -> Any:
+    SparkSession = _session_class()
     master = master or DEFAULT_MASTER
     builder = SparkSession.builder.appName(app_name).master(master)
     settings = {
@@ -58,10 +70,7 @@ def spark_session(app_name: str, master: str | None = None,
                   conf: dict[str, str] | None = None) -> Iterator[Any]:
     """A session for one job, stopped at the end (unless it was already running: a test's
     shared session is left for the others)."""
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise SparkUnavailable("this needs PySpark: pip install 'stormlet[spark]'") from None
+    SparkSession = _session_class()
     existing = SparkSession.getActiveSession()
     spark = existing or build_session(app_name, master, conf)
     try:
