@@ -148,9 +148,11 @@ def append(path: Path, file: Path | None, key_field: str | None, partition: int 
 
     Every line is checked before any is written: a bad line appends nothing."""
     target = _open(path)
-    if partition is not None and not 0 <= partition < target.partitions:
-        raise click.ClickException(f"log {path} has no partition {partition} (it has "
-                                   f"{target.partitions}: 0 to {target.partitions - 1})")
+    if partition is not None:
+        try:
+            target.check_partition(partition)
+        except LogError as exc:
+            raise click.ClickException(str(exc)) from None
     source = str(file) if file is not None else "stdin"
     written: dict[int, list[int]] = {}   # partition -> [count, first offset, last offset]
 

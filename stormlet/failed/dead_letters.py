@@ -58,23 +58,24 @@ class DeadLetterBox:
         self._failures[msg_id] = history
         return history[0]
 
+    def _pop(self, msg_id: Any) -> list | None:
+        """Take out ``msg_id``'s [count, first time], if it has one (an id that is not hashable
+        never has)."""
+        try:
+            return self._failures.pop(msg_id, None)
+        except TypeError:
+            return None
+
     def exhausted(self, count: int) -> bool:
         return bool(self.attempts) and count >= self.attempts
 
     def forget(self, msg_id: Any) -> None:
         if self._failures:
-            try:
-                self._failures.pop(msg_id, None)
-            except TypeError:
-                pass
+            self._pop(msg_id)
 
     def write(self, values: Any, msg_id: Any, reason: Any, attempts: int = 1) -> None:
         """Write one message, with the failure times this box counted for it."""
-        history = None
-        try:
-            history = self._failures.pop(msg_id, None)
-        except TypeError:
-            pass
+        history = self._pop(msg_id)
         now = time.time()
         self.put(FailedRecord(message_id=msg_id, reason=reason, attempts=attempts,
                               first_failed_at=history[1] if history else now,

@@ -13,7 +13,6 @@ from ..durable import fsync_dir
 
 FINAL_SUFFIX = ".jsonl"
 INPROGRESS_SUFFIX = ".inprogress"
-RECOVERING_SUFFIX = ".recovering"
 # What follows "<component>-<task>-" in a name: writer start time (UTC), writer id, file sequence.
 SESSION_SEQ = r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}-\d+"
 

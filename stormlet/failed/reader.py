@@ -8,6 +8,7 @@ import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import unquote
@@ -38,19 +39,31 @@ def topologies(directory: str | os.PathLike) -> list[str]:
     return sorted(unquote(p.name) for p in _topology_dirs(Path(directory), None))
 
 
+def _listing(directory: str | os.PathLike, topology: str | None) -> list[tuple[Path, list[str]]]:
+    """Each topology directory, with the names in it, sorted."""
+    return [(tdir, sorted(os.listdir(tdir))) for tdir in _topology_dirs(Path(directory), topology)]
+
+
+def _final(listing: list[tuple[Path, list[str]]], component: str | None) -> list[Path]:
+    # Pruning by name is safe: every file of a component starts with its name and a "-".
+    prefix = f"{file_safe(component)}-" if component is not None else ""
+    return [tdir / name for tdir, names in listing for name in names
+            if is_final(name) and name.startswith(prefix)]
+
+
+def _inprogress(listing: list[tuple[Path, list[str]]]) -> list[Path]:
+    return [tdir / name for tdir, names in listing for name in names if is_inprogress(name)]
+
+
 def final_files(directory: str | os.PathLike, topology: str | None = None,
                 component: str | None = None) -> list[Path]:
     """The complete files, sorted by topology then name (component, task, writer, sequence)."""
-    # Pruning by name is safe: every file of a component starts with its name and a "-".
-    prefix = f"{file_safe(component)}-" if component is not None else ""
-    return [tdir / name for tdir in _topology_dirs(Path(directory), topology)
-            for name in sorted(os.listdir(tdir)) if is_final(name) and name.startswith(prefix)]
+    return _final(_listing(directory, topology), component)
 
 
 def inprogress_files(directory: str | os.PathLike, topology: str | None = None) -> list[Path]:
     """Files being written now, or left by a crashed writer; readers do not read them."""
-    return [tdir / name for tdir in _topology_dirs(Path(directory), topology)
-            for name in sorted(os.listdir(tdir)) if is_inprogress(name)]
+    return _inprogress(_listing(directory, topology))
 
 
 def read_failed(directory: str | os.PathLike, topology: str | None = None,
@@ -64,7 +77,14 @@ def read_failed(directory: str | os.PathLike, topology: str | None = None,
     Raises ``FileNotFoundError`` if ``directory`` does not exist. A line that is not a record (a
     file edited by hand) is logged and skipped.
     """
-    for path in final_files(directory, topology, component):
+    yield from _read(final_files(directory, topology, component), topology, component, reason,
+                     since, until, decode)
+
+
+def _read(files: list[Path], topology: str | None, component: str | None, reason: str | None,
+          since: float | None, until: float | None, decode: bool) -> Iterator[dict[str, Any]]:
+    """``read_failed`` over the complete files ``files``."""
+    for path in files:
         try:
             f = open(path, "rb")
         except FileNotFoundError:
@@ -96,8 +116,31 @@ def _matches(record: dict[str, Any], topology: str | None, component: str | None
     return (since is None or failed_at >= since) and (until is None or failed_at < until)
 
 
+class ByKeys:
+    """Totals of ``self.counts`` (numbers per (topology, component, reason kind)) by topology, by
+    (topology, component) and by reason kind."""
+
+    counts: Counter[tuple[str, str, str]]
+
+    def by_topology(self) -> Counter[str]:
+        return self._by(0)
+
+    def by_component(self) -> Counter[tuple[str, str]]:
+        return self._by(0, 1)
+
+    def by_reason(self) -> Counter[str]:
+        return self._by(2)
+
+    def _by(self, *index: int) -> Counter[Any]:
+        key_of = itemgetter(*index)  # one index: the part itself; more: a tuple of them
+        out: Counter[Any] = Counter()
+        for key, n in self.counts.items():
+            out[key_of(key)] += n
+        return out
+
+
 @dataclass
-class FailedSummary:
+class FailedSummary(ByKeys):
     files: int = 0
     records: int = 0
     #: In-progress files: being written now, or left by a crashed writer until its task restarts.
@@ -105,32 +148,15 @@ class FailedSummary:
     #: Records per (topology, component, reason kind).
     counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
-    def by_topology(self) -> Counter[str]:
-        return self._by(0)
-
-    def by_component(self) -> Counter[tuple[str, str]]:
-        out: Counter[tuple[str, str]] = Counter()
-        for (topology, component, _), n in self.counts.items():
-            out[topology, component] += n
-        return out
-
-    def by_reason(self) -> Counter[str]:
-        return self._by(2)
-
-    def _by(self, index: int) -> Counter[str]:
-        out: Counter[str] = Counter()
-        for key, n in self.counts.items():
-            out[key[index]] += n
-        return out
-
 
 def summarize(directory: str | os.PathLike, topology: str | None = None,
               component: str | None = None, reason: str | None = None,
               since: float | None = None, until: float | None = None) -> FailedSummary:
     """Counts of the records ``read_failed`` would return, by topology, component and reason."""
-    summary = FailedSummary(files=len(final_files(directory, topology, component)),
-                            in_progress=len(inprogress_files(directory, topology)))
-    for record in read_failed(directory, topology, component, reason, since, until, decode=False):
+    listing = _listing(directory, topology)
+    files = _final(listing, component)
+    summary = FailedSummary(files=len(files), in_progress=len(_inprogress(listing)))
+    for record in _read(files, topology, component, reason, since, until, decode=False):
         kind = (record.get("reason") or {}).get("kind") or "?"
         summary.counts[record.get("topology") or "?", record.get("component") or "?", kind] += 1
         summary.records += 1

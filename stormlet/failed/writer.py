@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..durable import fsync_dir
-from .layout import (FINAL_SUFFIX, INPROGRESS_SUFFIX, RECOVERING_SUFFIX, file_safe, make_dirs,
-                     own_inprogress, same_file, topology_dir, utc_stamp)
+from ..durable import fsync_dir, replace_atomically
+from .layout import (FINAL_SUFFIX, INPROGRESS_SUFFIX, file_safe, make_dirs, own_inprogress,
+                     same_file, topology_dir, utc_stamp)
 from .record import FailedRecord, record_to_dict
 
 log = logging.getLogger(__name__)
@@ -207,12 +207,7 @@ def _recover_one(tdir: Path, name: str) -> Path | None:
         kept, dropped = _complete_records(data)
         if kept:
             # Copy, then rename: the final name appears only on a complete, durable file.
-            temp = tdir / (name + RECOVERING_SUFFIX)
-            with open(temp, "wb") as out:
-                out.write(kept)
-                out.flush()
-                os.fsync(out.fileno())
-            os.rename(temp, final)
+            replace_atomically(final, kept)
         os.unlink(path)
         fsync_dir(tdir)
     finally:

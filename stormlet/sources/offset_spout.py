@@ -37,6 +37,7 @@ from .. import config as cfg
 from ..components import Spout
 from ..fail_reason import ERROR, FAIL, FailReason
 from ..failed import DeadLetterBox, FailedRecord, SourceRef
+from ..failed.dead_letters import DEFAULT_DIR
 from .offset_store import MemoryOffsetStore, OffsetStore, ZooKeeperOffsetStore
 from .partition_offsets import DeadLetter, PartitionOffsets
 from .retry import RetryPolicy
@@ -119,7 +120,7 @@ class OffsetSpout(Spout):
         return MemoryOffsetStore(self.source.name)
 
     def default_failed_dir(self) -> str:
-        return os.path.abspath("stormlet-failed")
+        return os.path.abspath(DEFAULT_DIR)
 
     def source_kind(self) -> str:
         return "log"

@@ -474,7 +474,14 @@ class _PartitionReader:
         self.buf, self.view, self.buf_start = b"", memoryview(b""), pos
 
     def end(self) -> int:
+        return self._end(self.refresh())
+
+    def bounds(self) -> tuple[int, int]:
+        """(start offset, end offset), from one listing of the directory."""
         bases = self.refresh()
+        return bases[0], self._end(bases)
+
+    def _end(self, bases: list[int]) -> int:
         last = bases[-1]
         fd = self._open_segment(last)
         try:
@@ -747,7 +754,8 @@ class PartitionedLog:
     def __repr__(self) -> str:
         return f"PartitionedLog({str(self.path)!r}, partitions={self.partitions})"
 
-    def _check_partition(self, partition: int) -> None:
+    def check_partition(self, partition: int) -> None:
+        """Raise ``LogError`` unless ``partition`` is one of this log's."""
         if not (isinstance(partition, int) and 0 <= partition < self.partitions):
             raise LogError(f"log {self.path} has no partition {partition!r} (it has "
                            f"{self.partitions}: 0 to {self.partitions - 1})")
@@ -766,7 +774,7 @@ class PartitionedLog:
     def _reader(self, partition: int) -> _PartitionReader:
         reader = self._readers.get(partition)
         if reader is None:
-            self._check_partition(partition)
+            self.check_partition(partition)
             reader = self._readers[partition] = _PartitionReader(
                 _partition_dir(self.path, partition), partition)
         return reader
@@ -822,7 +830,7 @@ class PartitionedLog:
                partition: int | None) -> dict[int, tuple[list | None, list]]:
         n = self.partitions
         if partition is not None:
-            self._check_partition(partition)
+            self.check_partition(partition)
             return {partition: (keys, values)}
         if keys is None:
             start = self._round_robin
@@ -846,7 +854,7 @@ class PartitionedLog:
         """Retention: delete the partition's segments whose records all lie below ``offset``
         (never the records at or above it, so the new start may stay below ``offset``). Reading
         a deleted offset then raises ``OffsetOutOfRange``. Returns the partition's new start."""
-        self._check_partition(partition)
+        self.check_partition(partition)
         directory = _partition_dir(self.path, partition)
         writer = self._writer(partition)
         with writer.locked():
@@ -902,7 +910,7 @@ class PartitionedLog:
 
     def describe(self) -> dict[int, tuple[int, int]]:
         """Per partition, (start offset, end offset)."""
-        return {p: (self.start_offset(p), self.end_offset(p)) for p in range(self.partitions)}
+        return {p: self._reader(p).bounds() for p in range(self.partitions)}
 
     def close(self) -> None:
         """Flush, then close every file (the object can be used again: it reopens them)."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..failed import final_files
+from ..failed.reader import ByKeys
 from .replay_error import ReplayError
 from .replay_manifest import REPLAYS_DIR, Manifest, Run
 from .replay_plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, with_partition,
@@ -53,7 +54,7 @@ PARTITION_BY = ("source", "key")
 
 
 @dataclass
-class ReplaySummary:
+class ReplaySummary(ByKeys):
     """What a call of ``replay`` did (in a dry run: would do)."""
 
     target: str
@@ -84,18 +85,6 @@ class ReplaySummary:
     def written(self) -> int:
         """Messages written by this call, resumed runs included."""
         return sum(r.written for r in ([self.run] if self.run else []) + self.resumed)
-
-    def by_reason(self) -> Counter[str]:
-        out: Counter[str] = Counter()
-        for (_, _, reason), n in self.counts.items():
-            out[reason] += n
-        return out
-
-    def by_component(self) -> Counter[tuple[str, str]]:
-        out: Counter[tuple[str, str]] = Counter()
-        for (topology, component, _), n in self.counts.items():
-            out[topology, component] += n
-        return out
 
 
 def replay(failed_dir: str | os.PathLike, target: str | TargetSpec, *,
