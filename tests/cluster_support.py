@@ -12,9 +12,11 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
+import support
 from zookeeper_server import ZooKeeperServer, free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -148,10 +150,5 @@ def _pid_alive(pid: int) -> bool:
         return False
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str,
-               interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
+# The cluster tests poll every 0.2s unless they say otherwise.
+wait_until = partial(support.wait_until, interval=0.2)

@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from support import wait_until as wait_until  # re-exported for the UI tests
+
 from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.sources import LogSpout
 from stormlet.sources.partitioned_log import PartitionedLog
@@ -152,14 +154,6 @@ def post(server: Any, path: str, body: Any = None) -> Any:
     status, value = request(server, path, "POST", body if body is not None else {})
     assert status == 200, (path, status, value)
     return value
-
-
-def wait_until(condition, timeout: float, what: str, interval: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 # ----- an offset-tracking spout over a local partitioned log

@@ -14,7 +14,7 @@ read back from a file or ZooKeeper is checked field by field: a malformed entry 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..runtime.errors import ErrorRecord, clip, clip_tail
 
@@ -85,19 +85,28 @@ def _slots(report: Any) -> Iterable[tuple[str, dict]]:
                     yield port, entry
 
 
+def _topology_workers(reports: dict[str, Any],
+                      topology_id: str) -> Iterator[tuple[Any, str, dict]]:
+    """(host, port, entry) of every worker of the topology that the reports describe."""
+    for report in reports.values():
+        for port, entry in _slots(report):
+            if entry.get("topology_id") == topology_id:
+                yield report.get("host", "?"), port, entry
+
+
+def _valid_errors(entry: dict) -> Iterator[dict]:
+    """The well-formed errors of a worker's entry in a supervisor report."""
+    errors = entry.get("errors")
+    if isinstance(errors, list):
+        yield from (e for e in errors if _valid(e))
+
+
 def topology_errors(reports: dict[str, Any], topology_id: str, limit: int) -> list[dict]:
     """The newest ``limit`` errors of a topology from every supervisor's report, newest first,
     each with the worker's ``host`` and ``port``."""
-    found = []
-    for report in reports.values():
-        host = report.get("host", "?") if isinstance(report, dict) else "?"
-        for port, entry in _slots(report):
-            if entry.get("topology_id") != topology_id:
-                continue
-            for error in entry.get("errors", []) if isinstance(entry.get("errors"), list) else []:
-                if _valid(error):
-                    found.append({**error, "host": host,
-                                  "port": int(port) if str(port).isdigit() else port})
+    found = [{**error, "host": host, "port": int(port) if str(port).isdigit() else port}
+             for host, port, entry in _topology_workers(reports, topology_id)
+             for error in _valid_errors(entry)]
     found.sort(key=lambda e: e["time"], reverse=True)
     return found[:limit]
 
@@ -107,12 +116,9 @@ def topology_error_summary(reports: dict[str, Any], topology_id: str) -> dict:
     (the running ones, and the last exited one of each slot), and when the newest reported
     error happened."""
     count, last = 0, None
-    for report in reports.values():
-        for _port, entry in _slots(report):
-            if entry.get("topology_id") != topology_id:
-                continue
-            count += error_count(entry.get("metrics"))
-            for error in entry.get("errors", []) if isinstance(entry.get("errors"), list) else []:
-                if _valid(error) and (last is None or error["time"] > last):
-                    last = error["time"]
+    for _host, _port, entry in _topology_workers(reports, topology_id):
+        count += error_count(entry.get("metrics"))
+        for error in _valid_errors(entry):
+            if last is None or error["time"] > last:
+                last = error["time"]
     return {"errors": count, "last_error": last}

@@ -188,6 +188,13 @@ class Nimbus:
                 return tid, record
         raise rpc.RpcError(f"no topology named {name!r} is running")
 
+    def _find_any(self, key: str) -> tuple[str, dict]:
+        """Like _find, for the read-only ops: ``key`` is a topology's name or its id."""
+        for tid, record in self.state.topologies().items():
+            if key in (tid, record.get("name")):
+                return tid, record
+        raise rpc.RpcError(f"no topology named {key!r} is running")
+
     def submit(self, name: str, code: bytes, conf: dict | None = None) -> dict:
         self._require_leader()
         if not isinstance(name, str) or not name or "/" in name:
@@ -239,15 +246,8 @@ class Nimbus:
         topology's workers counted (see cluster/errors.py); ``last_error`` is a time or None."""
         assignments = self.state.assignments()
         reports = self.state.heartbeats()
-        rows = []
-        for tid, record in self.state.topologies().items():
-            executors = assignments.get(tid, {}).get("executors", [])
-            rows.append({"name": record.get("name"), "id": tid, "status": record.get("status"),
-                         "workers": len({tuple(e[2:5]) for e in executors}),
-                         "executors": len(executors),
-                         "uptime": time.time() - float(record.get("launched", time.time())),
-                         **topology_error_summary(reports, tid)})
-        return rows
+        return [_row(tid, record, assignments.get(tid, {}).get("executors", []), reports)
+                for tid, record in self.state.topologies().items()]
 
     def errors(self, name: str, limit: int = 20) -> list[dict]:
         """A topology's newest errors, newest first, as its supervisors last reported them:
@@ -286,25 +286,25 @@ class Nimbus:
     def metrics(self, name: str) -> list[dict]:
         """The newest snapshot of each of the topology's assigned workers that reported within
         the last STALE_REPORTS intervals, in (host, port) order. Only the leader has them: a
-        standby refuses rather than answer with none."""
+        standby refuses rather than answer with none. ``name`` may be the topology's id."""
         self._require_leader()
-        tid, record = self._find(name)
+        tid, record = self._find_any(name)
         executors = (self.state.assignment(tid) or {}).get("executors", [])
         interval = float(cfg.merged(record.get("conf"))[cfg.TOPOLOGY_METRICS_REPORT_SECS])
         return self.metrics_store.snapshots(tid, {(e[3], e[4]) for e in executors},
                                             max_age=STALE_REPORTS * interval)
 
     def topology_info(self, name: str) -> dict:
-        """What a topology page shows apart from the numbers: status, uptime, placement (each
-        executor as [component, tasks, supervisor, host, port]), each worker slot's process as
-        its supervisor last reported it (pid, uptime, restarts), and recent errors."""
-        tid, record = self._find(name)
+        """What a topology page shows apart from the numbers: its ``list`` row (status, uptime,
+        workers, executors, last_error; its error count as "error_count"), conf, structure,
+        placement (each executor as [component, tasks, supervisor, host, port]), each worker
+        slot's process as its supervisor last reported it (pid, uptime, restarts), and recent
+        errors as "errors". ``name`` may be the topology's id."""
+        tid, record = self._find_any(name)
         executors = (self.state.assignment(tid) or {}).get("executors", [])
         reports = self.state.heartbeats()
-        return {"id": tid, "name": record.get("name"), "status": record.get("status"),
-                "uptime": time.time() - float(record.get("launched", time.time())),
-                "workers": len({tuple(e[2:5]) for e in executors}),
-                "executors": len(executors), "conf": record.get("conf", {}),
+        row = _row(tid, record, executors, reports)
+        return {**row, "error_count": row["errors"], "conf": record.get("conf", {}),
                 "structure": record.get("structure"), "assignment": executors,
                 "worker_slots": worker_slots(reports, tid, executors),
                 "errors": topology_errors(reports, tid, INFO_ERRORS)}
@@ -454,6 +454,16 @@ class Nimbus:
                     break
                 except rpc.RpcError as exc:
                     log.debug("no code for %s at %s: %s", tid, address, exc)
+
+
+def _row(topology_id: str, record: dict, executors: list[list],
+         reports: dict[str, dict]) -> dict:
+    """A topology's row in ``list``: name, id, status, workers, executors, uptime, and its
+    errors (count) and last_error (see cluster/errors.py)."""
+    return {"name": record.get("name"), "id": topology_id, "status": record.get("status"),
+            "workers": len({tuple(e[2:5]) for e in executors}), "executors": len(executors),
+            "uptime": time.time() - float(record.get("launched", time.time())),
+            **topology_error_summary(reports, topology_id)}
 
 
 def worker_slots(reports: dict[str, dict], topology_id: str, executors: list[list]) -> list[dict]:

@@ -116,11 +116,6 @@ class UiServer:
         self._stopping.set()
         self._thread.join(timeout=10)
 
-    def wait(self) -> None:
-        """Serve until stop() is called from another thread (or the process is interrupted)."""
-        while self._thread.is_alive():
-            self._thread.join(timeout=0.5)
-
 
 def serve(source: UiSource, host: str = "127.0.0.1", port: int = 8080) -> UiServer:
     """Start serving ``source`` on a background thread; returns at once."""

@@ -52,9 +52,10 @@ class SourceCollector:
         yield from _families(topologies)
 
     def _topologies(self) -> Iterator[dict[str, Any]]:
+        """Each topology's name and snapshots, all the families need."""
         for row in self.source.topologies():
             try:
-                yield self.source.topology(row["id"])
+                yield {"name": row["name"], "snapshots": self.source.snapshots(row)}
             except UnknownTopology:
                 continue   # killed since listed
 

@@ -12,6 +12,7 @@ which one they show:
                          and "recent_errors": [{"component", "task", "host", "port", "time",
                          "error"}], newest first; on a cluster also "worker_slots" (each
                          slot's worker as its supervisor reports it, with "restarts")
+    snapshots(row)    -> just the "snapshots" of the topology of a ``topologies()`` row
     activate(key), deactivate(key), rebalance(key, wait, workers, executors), kill(key, wait)
 
 ``key`` is a topology's id or its name. Failures are the exceptions below, each of which the API
@@ -51,6 +52,7 @@ class UiSource(Protocol):
     def cluster_summary(self) -> dict[str, Any]: ...
     def topologies(self) -> list[dict[str, Any]]: ...
     def topology(self, key: str) -> dict[str, Any]: ...
+    def snapshots(self, row: dict[str, Any]) -> list[dict[str, Any]]: ...
     def activate(self, key: str) -> None: ...
     def deactivate(self, key: str) -> None: ...
     def rebalance(self, key: str, wait: float, workers: int | None,
@@ -119,6 +121,10 @@ class LocalSource:
                    "time": e.time, "error": e.error} for e in reversed(runtime.errors())]
         return {**self._row(name, runtime), "conf": runtime.conf, "structure": runtime.structure,
                 "snapshots": [runtime.metrics_snapshot()], "recent_errors": errors}
+
+    def snapshots(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+        _name, runtime = self._find(row["id"])
+        return [runtime.metrics_snapshot()]
 
     def activate(self, key: str) -> None:
         self._live(key).activate()
@@ -207,27 +213,34 @@ class ClusterSource:
     def topologies(self) -> list[dict[str, Any]]:
         return self._call("list")
 
-    def _row(self, key: str) -> dict[str, Any]:
+    def _name(self, key: str) -> str:
+        """The name of the topology with id or name ``key``, which the actions take."""
         for row in self._call("list"):
             if key in (row["id"], row["name"]):
-                return row
+                return row["name"]
         raise UnknownTopology(f"no topology with id or name {key!r} is running")
 
-    def _name(self, key: str) -> str:
-        return self._row(key)["name"]
-
     def topology(self, key: str) -> dict[str, Any]:
-        row = self._row(key)
-        info = self._call("topology_info", name=row["name"])
+        # topology_info and metrics take an id as well as a name.
+        try:
+            info = self._call("topology_info", name=key)
+        except UnknownTopology:
+            raise UnknownTopology(f"no topology with id or name {key!r} is running") from None
+        # The topology's row as ``list`` has it: topology_info's "errors" are the recent ones.
+        row = {**{k: info[k] for k in ("name", "id", "status", "workers", "executors", "uptime")},
+               "errors": info["error_count"], "last_error": info["last_error"]}
         # None for a topology submitted before nimbus kept structures: no graph, no components.
         structure = info.get("structure") or {"components": {}}
         errors = [{k: e.get(k) for k in ("component", "task", "host", "port", "time", "error")}
                   for e in info.get("errors", [])]
         return {**row, "tasks": sum(c["tasks"] for c in structure["components"].values()),
                 "conf": info.get("conf", {}), "structure": structure,
-                "snapshots": self._call("metrics", name=row["name"]), "recent_errors": errors,
+                "snapshots": self._call("metrics", name=info["id"]), "recent_errors": errors,
                 "assignment": info.get("assignment", []),
                 "worker_slots": info.get("worker_slots", [])}
+
+    def snapshots(self, row: dict[str, Any]) -> list[dict[str, Any]]:
+        return self._call("metrics", name=row["id"])
 
     def activate(self, key: str) -> None:
         self._call("activate", name=self._name(key))
