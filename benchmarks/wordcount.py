@@ -3,7 +3,7 @@
     python benchmarks/wordcount.py            # all figures
     python benchmarks/wordcount.py --quick    # shorter runs
 
-Prints words per second with acking on and off, complete latency p50/p99 at full speed and with
+Prints words per second with acking on (split anchoring by hand, and as a BasicBolt) and off, complete latency p50/p99 at full speed and with
 the spout throttled to half the acked rate, and the acker ledger's memory per pending root with
 1,000,000 roots pending.
 """
@@ -18,7 +18,7 @@ import sys
 import time
 import tracemalloc
 
-from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.acker import Acker
 from stormlet.runtime.tuning import tune_for_streaming
 
@@ -60,6 +60,17 @@ class SplitBolt(Bolt):
         self.collector.ack(tup)
 
 
+class BasicSplitBolt(BasicBolt):
+    """The same split in the README's idiom: anchoring and the ack are the runtime's."""
+
+    outputs = ["word"]
+
+    def execute(self, tup, collector):
+        emit = collector.emit
+        for word in tup.values[0].split():
+            emit([word])
+
+
 class CountBolt(Bolt):
     outputs = ["word", "count"]
 
@@ -73,19 +84,20 @@ class CountBolt(Bolt):
         self.collector.ack(tup)
 
 
-def build(tracked: bool, rate: float | None):
+def build(tracked: bool, rate: float | None, basic: bool = False):
     b = TopologyBuilder()
     b.set_spout("sentences", SentenceSpout(tracked, rate))
-    b.set_bolt("split", SplitBolt()).shuffle_grouping("sentences")
+    b.set_bolt("split", BasicSplitBolt() if basic else SplitBolt()).shuffle_grouping("sentences")
     b.set_bolt("count", CountBolt()).fields_grouping("split", ["word"])
     return b.build()
 
 
-def run(tracked: bool, seconds: float, rate: float | None = None, pending: int = 2000) -> dict:
+def run(tracked: bool, seconds: float, rate: float | None = None, pending: int = 2000,
+        basic: bool = False) -> dict:
     conf = {"topology.max.spout.pending": pending if tracked else None,
             "topology.acker.executors": 1 if tracked else 0}
     with LocalCluster() as cluster:
-        cluster.submit("bench", conf, build(tracked, rate))
+        cluster.submit("bench", conf, build(tracked, rate, basic))
         time.sleep(min(1.0, seconds / 4))  # warm-up
         start_words = cluster.metrics("bench")["count"]["executed"]
         start = time.monotonic()
@@ -129,6 +141,9 @@ def main() -> None:
     print(f"acking on : {on['words_per_sec']:>10,.0f} words/s  "
           f"complete latency p50 {on['p50_ms']} ms  p99 {on['p99_ms']} ms  "
           f"(cpu {on['cpu_cores']:.2f} cores, failed {on['failed']})")
+    basic = run(True, seconds, basic=True)
+    print(f"acking on, split as a BasicBolt: {basic['words_per_sec']:>10,.0f} words/s  "
+          f"(cpu {basic['cpu_cores']:.2f} cores, failed {basic['failed']})")
     off = run(False, seconds)
     print(f"acking off: {off['words_per_sec']:>10,.0f} words/s  (cpu {off['cpu_cores']:.2f} cores)")
     half = on["words_per_sec"] / 2 / WORDS_PER_SENTENCE

@@ -20,7 +20,7 @@ from stormlet.context import TopologyLayout
 from stormlet.protocol import ACK_ACK, BACKPRESSURE, DATA, SYSTEM_TASK
 from stormlet.runtime.inbox import Inbox
 from stormlet.tuples import StreamInfo, Tuple
-from stormlet.wire import FrameDecoder, encode_frame
+from stormlet.cluster.wire import FrameDecoder, encode_frame
 
 TOPOLOGY = "t-1"
 
@@ -277,7 +277,7 @@ def test_acks_are_never_held_for_a_paused_task(layout, context):
 
 def test_garbage_truncated_and_oversized_frames_are_refused_with_a_warning_and_the_rest_delivered(
         layout, context, monkeypatch, caplog):
-    monkeypatch.setattr("stormlet.wire.MAX_FRAME_BYTES", 64 * 1024)
+    monkeypatch.setattr("stormlet.cluster.wire.MAX_FRAME_BYTES", 64 * 1024)
     src, sink = tasks(layout)
     inbox = Inbox(capacity=100)
     routes: list = [None] * (layout.max_task + 1)

@@ -9,7 +9,7 @@ from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.context import TopologyLayout
 from stormlet.protocol import ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, SPOUT_FAIL
 from stormlet.tuples import StreamInfo, Tuple
-from stormlet.wire import FrameDecoder, WireError, encode_frame
+from stormlet.cluster.wire import FrameDecoder, WireError, encode_frame
 
 
 class Words(Spout):
@@ -90,7 +90,7 @@ def test_malformed_tuples_are_refused(decoder, payload, problem):
 
 
 def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
-    monkeypatch.setattr("stormlet.wire.MAX_FRAME_BYTES", 100)
+    monkeypatch.setattr("stormlet.cluster.wire.MAX_FRAME_BYTES", 100)
     with pytest.raises(WireError, match="over the 100 limit"):
         decoder.decode(b"\x90" * 101)
 

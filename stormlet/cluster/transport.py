@@ -25,7 +25,7 @@ import zmq
 
 from ..protocol import BACKPRESSURE, DATA
 from ..runtime.inbox import wait_for_room
-from ..wire import FrameDecoder, WireError, encode_frame
+from .wire import FrameDecoder, WireError, encode_frame
 from .backpressure import OverloadWatch, PausedTasks
 
 log = logging.getLogger(__name__)

@@ -32,7 +32,7 @@ from .. import config as cfg
 from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
 from ..runtime.tuning import tune_for_streaming
-from ..wire import FrameDecoder
+from .wire import FrameDecoder
 from .backpressure import OverloadWatch
 from .errors import heartbeat_errors
 from .metrics_reporter import MetricsReporter

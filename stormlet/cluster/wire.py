@@ -20,8 +20,8 @@ from typing import Any
 
 import msgpack
 
-from .context import TopologyLayout
-from .protocol import (
+from ..context import TopologyLayout
+from ..protocol import (
     ACK_ACK,
     ACK_FAIL,
     ACK_INIT,
@@ -33,7 +33,7 @@ from .protocol import (
     SPOUT_FAIL,
     SPOUT_RESET,
 )
-from .tuples import StreamInfo, Tuple
+from ..tuples import StreamInfo, Tuple
 
 KNOWN_KINDS = frozenset((DATA, ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET, ACK_TIMEOUT, SPOUT_ACK,
                          SPOUT_FAIL, SPOUT_RESET, BACKPRESSURE))
