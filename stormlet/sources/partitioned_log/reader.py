@@ -1,0 +1,234 @@
+"""Reading one partition, while other processes append to it and delete its old segments.
+
+A reader returns only records of whole, valid frames: a torn frame at a segment's tail (a writer
+died mid-append) stays invisible until the next writer truncates it, while a corrupt frame
+followed by whole ones is an error. A reader moves on to the next segment only once it exists,
+which is once a writer has finished the current one. Not thread-safe: read a given partition
+from one thread at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from bisect import bisect_right
+from itertools import repeat
+from pathlib import Path
+
+import msgpack
+
+from ..source import OffsetOutOfRange, Record
+from .errors import LogError
+from .frames import (BODY_HEAD, OVERHEAD, PAYLOAD_START, PREFIX, READ_CHUNK, TRAILER, CorruptFrame,
+                     frame_at, tail_frame)
+from .index import SegmentIndex
+from .layout import segment_bases, segment_path
+
+
+class PartitionReader:
+    """Reads one partition sequentially: keeps the open segment, a read-ahead buffer and the
+    last decoded frame, so a read that starts where the previous one stopped costs no seek and no
+    syscall beyond one fstat (to notice a segment deleted under it)."""
+
+    def __init__(self, directory: Path, partition: int):
+        self.directory = directory
+        self.partition = partition
+        self.bases: list[int] = []
+        self.indexes: dict[int, SegmentIndex] = {}
+        self.fd = -1
+        self.segment = -1
+        self.next_offset = -1       # the offset the next read returns first, once positioned
+        self.pos = 0                # byte position of the next frame not yet decoded ...
+        self.frame_offset = 0       # ... and the offset of its first record
+        self.buf = b""              # bytes of the segment from buf_start on
+        self.view = memoryview(self.buf)
+        self.buf_start = 0
+        self.batch: list = []       # flat [k0, v0, k1, v1, ...] of the last decoded frame
+        self.batch_base = 0
+        self.batch_count = 0
+        self.batch_index = 0        # the next record of it to return
+        self.batch_time = 0.0
+
+    # -- positioning
+
+    def refresh(self) -> list[int]:
+        self.bases = segment_bases(self.directory)
+        for gone in set(self.indexes) - set(self.bases):
+            del self.indexes[gone]
+        return self.bases
+
+    def _index(self, base: int) -> SegmentIndex:
+        index = self.indexes.get(base)
+        if index is None:
+            index = self.indexes[base] = SegmentIndex(base)
+        return index
+
+    def _open_segment(self, base: int) -> int:
+        return os.open(segment_path(self.directory, base), os.O_RDONLY | os.O_CLOEXEC)
+
+    def _switch_to(self, fd: int, base: int, pos: int, frame_offset: int) -> None:
+        self.close()
+        self.fd, self.segment, self.pos, self.frame_offset = fd, base, pos, frame_offset
+        self.buf, self.view, self.buf_start = b"", memoryview(b""), pos
+
+    def end(self) -> int:
+        return self._end(self.refresh())
+
+    def bounds(self) -> tuple[int, int]:
+        """(start offset, end offset), from one listing of the directory."""
+        bases = self.refresh()
+        return bases[0], self._end(bases)
+
+    def _end(self, bases: list[int]) -> int:
+        last = bases[-1]
+        fd = self._open_segment(last)
+        try:
+            return self._index(last).end(fd)
+        finally:
+            os.close(fd)
+
+    def seek(self, offset: int) -> None:
+        for _attempt in range(5):
+            bases = self.refresh()
+            if offset < bases[0]:
+                raise OffsetOutOfRange(self.partition, offset, bases[0], self.end())
+            base = bases[bisect_right(bases, offset) - 1]
+            try:
+                fd = self._open_segment(base)
+            except FileNotFoundError:
+                continue    # deleted since we listed: list again
+            self._switch_to(fd, base, 0, base)     # ours to close from here on
+            index = self._index(base)
+            if offset >= index.scanned_end:
+                index.extend(fd, until=offset)
+            if offset >= index.scanned_end:
+                if base != bases[-1]:
+                    raise LogError(f"{segment_path(self.directory, base)} ends at offset "
+                                   f"{index.scanned_end} but the next segment starts at "
+                                   f"{bases[bases.index(base) + 1]}: the log is damaged")
+                if offset > index.scanned_end:
+                    raise OffsetOutOfRange(self.partition, offset, bases[0], index.scanned_end)
+                self.pos = self.buf_start = index.scanned_pos
+                self.frame_offset = index.scanned_end
+            else:
+                self.pos, self.frame_offset = index.floor(offset)
+                self.buf_start = self.pos
+                while self.frame_offset <= offset:
+                    if not self._next_frame(skip_below=offset):
+                        raise LogError(f"{segment_path(self.directory, base)}: offset {offset}"
+                                       f" vanished while seeking to it: the log is damaged")
+                self.batch_index = offset - self.batch_base
+            self.next_offset = offset
+            return
+        raise LogError(f"cannot position partition {self.partition} of {self.directory.parent} "
+                       f"at offset {offset}: its segments keep being deleted")
+
+    # -- reading
+
+    def read(self, offset: int, max_records: int) -> list[Record]:
+        if offset != self.next_offset or self.fd < 0 or not os.fstat(self.fd).st_nlink:
+            self.seek(offset)
+        out: list[Record] = []
+        partition = self.partition
+        while len(out) < max_records:
+            a = self.batch_index
+            if a < self.batch_count:
+                b = min(self.batch_count, a + max_records - len(out))
+                items, base = self.batch, self.batch_base
+                if b - a == 1:    # frames of one record (from append()) are common
+                    out.append(Record(partition, base + a, items[2 * a], items[2 * a + 1],
+                                      self.batch_time))
+                else:
+                    out += map(Record, repeat(partition), range(base + a, base + b),
+                               items[2 * a:2 * b:2], items[2 * a + 1:2 * b:2],
+                               repeat(self.batch_time))
+                self.batch_index = b
+                self.next_offset = base + b
+            elif not self._next_frame():
+                break
+        return out
+
+    def _next_frame(self, skip_below: int = -1) -> bool:
+        """Decode the next frame into ``batch`` (or step over it if all its records are below
+        ``skip_below``); False if there is none yet."""
+        # The common case inline (it is most of the cost of reading one-record frames): a whole,
+        # valid frame in the buffer. frame_at, in the slow path, says what is wrong otherwise.
+        buf, i = self.buf, self.pos - self.buf_start
+        if len(buf) - i >= PREFIX.size:
+            body_len, crc = PREFIX.unpack_from(buf, i)
+            end = i + body_len + OVERHEAD
+            if (body_len >= BODY_HEAD.size and end <= len(buf)
+                    and zlib.crc32(self.view[i + PREFIX.size:end - TRAILER.size]) == crc
+                    and TRAILER.unpack_from(buf, end - TRAILER.size)[0] == end - i):
+                return self._take(i, end - i, skip_below)
+        return self._next_frame_slow(skip_below)
+
+    def _next_frame_slow(self, skip_below: int) -> bool:
+        needed = 0
+        for attempt in range(3):
+            if attempt:
+                # Only bytes read now count: the buffer may end mid-frame or predate a truncation.
+                self.buf = os.pread(self.fd, max(needed, READ_CHUNK), self.pos)
+                self.view = memoryview(self.buf)
+                self.buf_start = self.pos
+            try:
+                size = frame_at(self.buf, self.pos - self.buf_start)[0]
+            except CorruptFrame as exc:
+                if attempt == 0:
+                    continue
+                if self._ends_torn():
+                    # A writer died mid-append: invisible until the next append truncates it.
+                    return self._next_segment()
+                if attempt == 1:
+                    continue    # whole frames follow; unless a writer replaced the bytes just now
+                raise LogError(f"{segment_path(self.directory, self.segment)}: corrupt frame "
+                               f"at byte {self.pos} ({exc}): the records from offset "
+                               f"{self.frame_offset} on cannot be read") from None
+            if size > 0:
+                return self._take(self.pos - self.buf_start, size, skip_below)
+            if attempt:
+                return self._next_segment()
+            needed = -size
+        raise AssertionError("unreachable")
+
+    def _take(self, i: int, size: int, skip_below: int) -> bool:
+        """Make the whole, valid frame at ``buf[i:i + size]`` the current batch."""
+        base, count, timestamp = BODY_HEAD.unpack_from(self.buf, i + PREFIX.size)
+        if base != self.frame_offset:
+            raise LogError(f"{segment_path(self.directory, self.segment)}: the frame at byte "
+                           f"{self.pos} starts at offset {base}, expected {self.frame_offset}: "
+                           f"the log is damaged")
+        if base + count > skip_below:
+            items = msgpack.unpackb(self.view[i + PAYLOAD_START:i + size - TRAILER.size])
+            if len(items) != 2 * count:
+                raise LogError(f"{segment_path(self.directory, self.segment)}: the frame at "
+                               f"byte {self.pos} does not hold the {count} records it claims")
+            self.batch, self.batch_base, self.batch_count = items, base, count
+            self.batch_index, self.batch_time = 0, timestamp
+        self.pos += size
+        self.frame_offset = base + count
+        return True
+
+    def _ends_torn(self) -> bool:
+        """Whether the bytes from ``pos`` on are a torn tail, not followed by a whole frame."""
+        tail = tail_frame(self.fd, os.fstat(self.fd).st_size)
+        return tail is None or tail[0] <= self.pos
+
+    def _next_segment(self) -> bool:
+        # A segment named after the offset we reached exists only once a writer finished ours
+        # (and only a segment with records in it is ever finished).
+        if self.frame_offset == self.segment:
+            return False
+        try:
+            fd = self._open_segment(self.frame_offset)
+        except FileNotFoundError:
+            return False
+        self._switch_to(fd, self.frame_offset, 0, self.frame_offset)
+        return True
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+        self.fd, self.segment, self.next_offset = -1, -1, -1
+        self.buf, self.view, self.batch, self.batch_count, self.batch_index = (
+            b"", memoryview(b""), [], 0, 0)
