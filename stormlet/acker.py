@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .fail_reason import TIMEOUT
+from .protocol import AckFail, AckInit, SpoutFail, records
 from .rotating_map import RotatingMap
 
 TASK_MASK = 0xFFFF
@@ -39,7 +40,7 @@ class _FailedEarly(NamedTuple):
     message: str | None
 
 
-Notifications = dict[int, list]  # spout task -> flat list for that task
+Notifications = dict[int, list]  # spout task -> flat batch of records for that task
 
 
 class Acker:
@@ -49,26 +50,18 @@ class Acker:
     def __len__(self) -> int:
         return len(self.pending)
 
-    def _take(self, root: int) -> int | _FailedEarly | None:
-        for bucket in self.pending.buckets:
-            entry = bucket.pop(root, None)
-            if entry is not None:
-                return entry
-        return None
-
-    def inits(self, batch: list[int], component: int, acked: Notifications,
+    def inits(self, batch: list, component: int, acked: Notifications,
               failed: Notifications) -> None:
-        """``batch`` is ``[root, xor_of_edges, spout_task, ...]`` from spout ``component``."""
-        take = self._take
-        newest = self.pending.buckets[0]
-        for i in range(0, len(batch), 3):
-            root, value, task = batch[i], batch[i + 1], batch[i + 2]
+        """``batch`` holds ``AckInit`` records from spout ``component``."""
+        take = self.pending.take
+        put_new = self.pending.put_new
+        for root, value, task in records(AckInit, batch):
             entry = take(root)
             last = component
             if entry is not None:
                 if type(entry) is _FailedEarly:
                     failed.setdefault(task, []).extend(
-                        (root, entry.kind, entry.component, entry.message))
+                        SpoutFail(root, entry.kind, entry.component, entry.message))
                     continue
                 # An ack arrived before this init: fold it in and keep who acked.
                 value ^= entry >> XOR_SHIFT
@@ -76,72 +69,65 @@ class Acker:
             if value == 0:
                 acked.setdefault(task, []).append(root)
             else:
-                newest[root] = (value << XOR_SHIFT) | (last << COMPONENT_SHIFT) | task
+                put_new(root, (value << XOR_SHIFT) | (last << COMPONENT_SHIFT) | task)
 
     def acks(self, batch: dict[int, int], component: int, acked: Notifications) -> None:
         """``batch`` maps root -> XOR of the ack values a task of ``component`` sent for it
         (senders combine acks for the same root before sending: XOR is associative)."""
-        buckets = self.pending.buckets
-        newest = buckets[0]
-        older = buckets[1:]
+        take = self.pending.take
+        put_new = self.pending.put_new
         for root, value in batch.items():
-            entry = newest.pop(root, None)
+            entry = take(root)
             if entry is None:
-                for bucket in older:
-                    entry = bucket.pop(root, None)
-                    if entry is not None:
-                        break
-                else:
-                    # The ack may arrive before the spout's init: start the entry without a task.
-                    newest[root] = (value << XOR_SHIFT) | (component << COMPONENT_SHIFT)
-                    continue
+                # The ack may arrive before the spout's init: start the entry without a task.
+                put_new(root, (value << XOR_SHIFT) | (component << COMPONENT_SHIFT))
+                continue
             if type(entry) is not int:
-                newest[root] = entry  # failed already; wait for the init to report it
+                put_new(root, entry)  # failed already; wait for the init to report it
                 continue
             value ^= entry >> XOR_SHIFT
             task = entry & TASK_MASK
             if value == 0 and task:
                 acked.setdefault(task, []).append(root)
             else:
-                newest[root] = (value << XOR_SHIFT) | (component << COMPONENT_SHIFT) | task
+                put_new(root, (value << XOR_SHIFT) | (component << COMPONENT_SHIFT) | task)
 
     def fails(self, batch: list, component: int, failed: Notifications) -> None:
-        """``batch`` is ``[root, kind, message, ...]``: a task of ``component`` failed these roots."""
-        take = self._take
-        newest = self.pending.buckets[0]
-        for i in range(0, len(batch), 3):
-            root, kind, message = batch[i], batch[i + 1], batch[i + 2]
+        """``batch`` holds ``AckFail`` records: a task of ``component`` failed these roots."""
+        take = self.pending.take
+        put_new = self.pending.put_new
+        for root, kind, message in records(AckFail, batch):
             entry = take(root)
             if type(entry) is int and entry & TASK_MASK:
-                failed.setdefault(entry & TASK_MASK, []).extend((root, kind, component, message))
+                failed.setdefault(entry & TASK_MASK, []).extend(
+                    SpoutFail(root, kind, component, message))
             elif type(entry) is _FailedEarly:
-                newest[root] = entry  # the first failure is the one to report
+                put_new(root, entry)  # the first failure is the one to report
             else:
-                newest[root] = _FailedEarly(kind, component, message)
+                put_new(root, _FailedEarly(kind, component, message))
 
     def resets(self, roots: list[int], reset: Notifications) -> None:
         """Restart the expiry of these roots; tell their spout tasks to do the same."""
-        touch = self.pending.touch
-        newest = self.pending.buckets[0]
+        pending = self.pending
         for root in roots:
-            if touch(root):
-                entry = newest[root]
+            if pending.touch(root):
+                entry = pending.get(root)
                 if type(entry) is int and entry & TASK_MASK:
                     reset.setdefault(entry & TASK_MASK, []).append(root)
 
     def timeouts(self, roots: list[int], spout_task: int, failed: Notifications) -> None:
         """The spout timed these roots out: forget them and report who each tree last reached
         (component 0 when this acker never heard of the root)."""
-        take = self._take
+        take = self.pending.take
         out = failed.setdefault(spout_task, [])
         for root in roots:
             entry = take(root)
             if type(entry) is _FailedEarly:
                 # A bolt failed it but the init never came: the failure is the better answer.
-                out.extend((root, entry.kind, entry.component, entry.message))
+                out.extend(SpoutFail(root, entry.kind, entry.component, entry.message))
                 continue
             component = (entry >> COMPONENT_SHIFT) & TASK_MASK if entry is not None else 0
-            out.extend((root, TIMEOUT, component, None))
+            out.extend(SpoutFail(root, TIMEOUT, component, None))
 
     def rotate(self) -> int:
         """Drop entries untouched for two to three rotations; return how many were dropped."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .collectors import BasicOutputCollector, OutputCollector, SpoutOutputCollector
+from .errors import TopologyError
+from .fail_reason import FailReason
 from .protocol import DEFAULT_STREAM
+from .tuples import Tuple
 
 if TYPE_CHECKING:
     from .context import TopologyContext
-    from .runtime.collector import BasicOutputCollector, BoltCollector, SpoutCollector
-    from .tuples import Tuple
 
 
 @dataclass(frozen=True)
@@ -28,8 +30,6 @@ class OutputFieldsDeclarer:
 
     def declare(self, fields: list[str] | tuple[str, ...], stream: str = DEFAULT_STREAM,
                 direct: bool = False) -> None:
-        from .topology import TopologyError
-
         if not isinstance(stream, str) or not stream:
             raise TopologyError(f"component {self.component_id!r}: stream id must be a non-empty string")
         if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
@@ -73,9 +73,9 @@ class Spout(Component):
     """A source of tuples. ``next_tuple`` is called on the spout's own thread, as are ``ack``
     and ``fail``, so a spout needs no locks."""
 
-    collector: SpoutCollector
+    collector: SpoutOutputCollector
 
-    def open(self, conf: dict[str, Any], context: TopologyContext, collector: SpoutCollector) -> None:
+    def open(self, conf: dict[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
         self.collector = collector
 
     def next_tuple(self) -> None:
@@ -84,10 +84,11 @@ class Spout(Component):
     def ack(self, msg_id: Any) -> None:
         pass
 
-    def fail(self, msg_id: Any, reason: Any) -> None:
-        pass
+    def fail(self, msg_id: Any, reason: FailReason) -> None:
+        """The tuple tree of ``msg_id`` failed (``reason.kind``: ``"timeout"``, ``"fail"`` or
+        ``"error"``; ``reason.component``: where); replay it or give it up."""
 
-    def dead_lettered(self, msg_id: Any, reason: Any) -> None:
+    def dead_lettered(self, msg_id: Any, reason: FailReason) -> None:
         """The message failed ``topology.spout.dead.letter.attempts`` times and went to the
         failed-message log instead of to ``fail``: forget it (do not replay it)."""
 
@@ -104,9 +105,9 @@ class Spout(Component):
 class Bolt(Component):
     """A processor. It must ``ack`` or ``fail`` every tuple it receives (ticks excepted)."""
 
-    collector: BoltCollector
+    collector: OutputCollector
 
-    def prepare(self, conf: dict[str, Any], context: TopologyContext, collector: BoltCollector) -> None:
+    def prepare(self, conf: dict[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
         self.collector = collector
 
     def execute(self, tup: Tuple) -> None:

@@ -3,37 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from .metrics.user import Counter, Gauge, Histogram, UserMetrics
-from .protocol import ACKER_COMPONENT, SYSTEM_COMPONENT
-from .topology import Topology
+from .protocol import DEFAULT_STREAM, SYSTEM_COMPONENT
 
 
-class TopologyLayout:
-    """Task numbering and component numbering for one running topology, shared by its tasks.
+class RunningTopology(Protocol):
+    """What a context reads of the topology around its task (the runtime's ``TopologyLayout``
+    provides it, in local mode, on a cluster and in backfill)."""
 
-    Components are numbered from 1 (0 means "unknown") so the acker can store them in 16 bits.
-    """
+    name: str
+    component_tasks: dict[str, list[int]]   # every component's task ids, system ones included
+    task_component: dict[int, str]
 
-    def __init__(self, name: str, topology: Topology, n_ackers: int):
-        self.name = name
-        self.topology = topology
-        extra = {ACKER_COMPONENT: n_ackers} if n_ackers else {}
-        self.component_tasks: dict[str, list[int]] = topology.task_ids(extra)
-        self.task_component: dict[int, str] = {
-            task: cid for cid, tasks in self.component_tasks.items() for task in tasks
-        }
-        names = sorted(self.component_tasks)
-        self.component_names: list[str | None] = [None, *names]
-        self.component_number: dict[str, int] = {name: i for i, name in enumerate(names, start=1)}
-        self.acker_tasks: list[int] = self.component_tasks.get(ACKER_COMPONENT, [])
-        self.max_task = max(self.task_component, default=0)
+    def component_ids(self) -> list[str]:
+        """The user's components (spouts and bolts), without system components."""
+        ...
 
-    def component_name(self, number: int) -> str | None:
-        if 0 < number < len(self.component_names):
-            return self.component_names[number]
-        return None
+    def output_fields(self, component: str, stream: str) -> list[str]:
+        ...
 
 
 class TopologyContext:
@@ -52,7 +41,7 @@ class TopologyContext:
     value, not change one.
     """
 
-    def __init__(self, layout: TopologyLayout, task_id: int, conf: dict[str, Any],
+    def __init__(self, layout: RunningTopology, task_id: int, conf: dict[str, Any],
                  user_metrics: UserMetrics | None = None):
         self._layout = layout
         self.task_id = task_id
@@ -90,8 +79,7 @@ class TopologyContext:
         return self._layout.task_component.get(task_id)
 
     def get_component_ids(self) -> list[str]:
-        return list(self._layout.topology.components)
+        return self._layout.component_ids()
 
-    def get_component_output_fields(self, component: str, stream: str = "default") -> list[str]:
-        spec = self._layout.topology.components[component]
-        return list(spec.streams[stream].fields)
+    def get_component_output_fields(self, component: str, stream: str = DEFAULT_STREAM) -> list[str]:
+        return self._layout.output_fields(component, stream)

@@ -1,11 +1,17 @@
-"""Names shared by every part of the runtime: system streams, system components and message kinds.
+"""Names shared by every part of the runtime: system streams, system components, message kinds,
+and the layout of every control record.
 
-A message between executors is ``(kind, dest_task, src_task, payload)``; the payload of each
-kind is described next to its constant. Acker and spout control payloads are flat lists so that a
-batch of a thousand acks is one list, not a thousand small objects.
+A message between executors is ``(kind, dest_task, src_task, payload)``. A data payload is a list
+of Tuple objects; a control payload is a *flat* batch: the fields of one record after another, in
+the order its record type below declares (``[root, xor, spout_task, root, xor, spout_task, ...]``
+for ``ACK_INIT``), so that a batch of a thousand acks is one list, not a thousand small objects.
+The record types are the one definition of those layouts: writers append a record
+(``batch.extend(AckInit(root, xor, task))``), readers iterate ``records(AckInit, batch)``, and
+the wire decoder checks a batch against ``RECORDS``; nothing else spells a record's length or
+field order.
 """
 
-from __future__ import annotations
+from typing import Iterator, NamedTuple
 
 DEFAULT_STREAM = "default"
 TICK_STREAM = "__tick"
@@ -19,18 +25,77 @@ DATA = 0
 TICK = 1
 
 # To an acker task (src_task is the sender).
-ACK_INIT = 10      # [root, xor_of_edges, spout_task, ...]
-ACK_ACK = 11       # {root: xor_value}: acks for one root combined by the sender
-ACK_FAIL = 12      # [root, kind, message, ...]
-ACK_RESET = 13     # [root, ...]
-ACK_TIMEOUT = 14   # [root, ...]  the spout gave up: report who the tree reached, then forget it
+ACK_INIT = 10      # AckInit records: a spout task created a tuple tree
+ACK_ACK = 11       # {root: xor}: not flat records but a map, acks for one root combined by the sender
+ACK_FAIL = 12      # AckFail records
+ACK_RESET = 13     # Root records: restart these trees' timeouts
+ACK_TIMEOUT = 14   # Root records: the spout gave up; report who each tree reached, then forget it
 
 # From an acker to a spout task.
-SPOUT_ACK = 20     # [root, ...]
-SPOUT_FAIL = 21    # [root, kind, component, message, ...]
-SPOUT_RESET = 22   # [root, ...]
+SPOUT_ACK = 20     # Root records: these trees completed
+SPOUT_FAIL = 21    # SpoutFail records
+SPOUT_RESET = 22   # Root records
 
 STOP = 30          # payload is None: finish what is queued, then stop
 
-# Between workers, from and to SYSTEM_TASK: [task, overloaded (1/0), ...] (cluster/backpressure.py).
+# Between workers, from and to SYSTEM_TASK (cluster/backpressure.py): Backpressure records.
 BACKPRESSURE = 40
+
+
+class AckInit(NamedTuple):
+    """A tracked spout emit: ``xor`` is the XOR of the edge ids the spout task sent."""
+    root: int
+    xor: int
+    spout_task: int
+
+
+class AckFail(NamedTuple):
+    """A bolt failed a tuple of this tree (``kind`` is a FailReason kind)."""
+    root: int
+    kind: str
+    message: str | None
+
+
+class Root(NamedTuple):
+    """A record naming one tree."""
+    root: int
+
+
+class SpoutFail(NamedTuple):
+    """An acker's fail verdict: ``component`` is the failing (or, for a timeout, the last
+    acking) component's number in the topology layout, 0 when unknown."""
+    root: int
+    kind: str
+    component: int
+    message: str | None
+
+
+class Backpressure(NamedTuple):
+    """A worker's inbox for ``task`` is full (``overloaded`` 1) or has drained (0)."""
+    task: int
+    overloaded: int
+
+
+# The flat record type of each control kind.
+RECORDS: dict[int, type[tuple]] = {
+    ACK_INIT: AckInit, ACK_FAIL: AckFail, ACK_RESET: Root, ACK_TIMEOUT: Root,
+    SPOUT_ACK: Root, SPOUT_FAIL: SpoutFail, SPOUT_RESET: Root, BACKPRESSURE: Backpressure,
+}
+
+
+def stride(record: type[tuple]) -> int:
+    """How many list items one record takes in a flat batch."""
+    return len(record._fields)  # type: ignore[attr-defined]
+
+
+def int_positions(record: type[tuple]) -> tuple[int, ...]:
+    """The positions within a record that must hold ints (checked on the wire)."""
+    return tuple(i for i, name in enumerate(record._fields)  # type: ignore[attr-defined]
+                 if record.__annotations__[name] is int)
+
+
+def records(record: type[tuple], batch: list) -> Iterator[tuple]:
+    """The records of a flat ``batch``, each a plain tuple in ``record``'s field order. Read
+    column-wise with slices, which costs far less than indexing per field."""
+    n = stride(record)
+    return zip(*(batch[i::n] for i in range(n)))

@@ -1,11 +1,14 @@
 """A map whose entries expire in bulk, without timestamps per entry.
 
-Entries live in ``buckets`` dicts. ``rotate()`` drops the oldest bucket (returning what it held)
-and opens a new one; ``put`` and ``touch`` move an entry into the newest bucket. So if ``rotate``
-is called every T seconds, an entry untouched since time t expires between t + T·(buckets − 1)
-and t + T·buckets: with 2 buckets, between T and 2T; with 3, between 2T and 3T.
+Entries live in a fixed number of buckets, newest first. ``rotate()`` drops the oldest bucket
+(returning what it held) and opens a new one; ``put``, ``put_new`` and ``touch`` place an entry
+in the newest bucket. So if ``rotate`` is called every T seconds, an entry untouched since time t
+expires between t + T·(buckets − 1) and t + T·buckets: with 2 buckets, between T and 2T; with
+3, between 2T and 3T. That is the whole expiry invariant; callers only choose T and the number
+of buckets (the acker 3, a spout task 2).
 
-Not thread-safe: each map belongs to one executor thread.
+Not thread-safe: each map belongs to one executor thread. The acker and spout executors call
+``take`` and ``put_new`` once per root, so those two are kept to a dict operation or two.
 """
 
 from __future__ import annotations
@@ -22,49 +25,73 @@ class RotatingMap(Generic[K, V]):
     def __init__(self, buckets: int = 3):
         if buckets < 2:
             raise ValueError("a rotating map needs at least 2 buckets")
-        # buckets[0] is the newest.
-        self.buckets: list[dict[K, V]] = [{} for _ in range(buckets)]
+        # _buckets[0] is the newest.
+        self._buckets: list[dict[K, V]] = [{} for _ in range(buckets)]
 
     def put(self, key: K, value: V) -> None:
-        newest = self.buckets[0]
-        for older in self.buckets[1:]:
+        """Set ``key`` in the newest bucket, removing it from any older one."""
+        buckets = self._buckets
+        for older in buckets[1:]:
             older.pop(key, None)
-        newest[key] = value
+        buckets[0][key] = value
+
+    def put_new(self, key: K, value: V) -> None:
+        """``put`` for a key the caller knows is absent (a fresh root, or one just taken)."""
+        self._buckets[0][key] = value
 
     def get(self, key: K, default: V | None = None) -> V | None:
-        for bucket in self.buckets:
+        for bucket in self._buckets:
             value = bucket.get(key, _MISSING)
             if value is not _MISSING:
                 return value  # type: ignore[return-value]
         return default
 
     def pop(self, key: K, default: V | None = None) -> V | None:
-        for bucket in self.buckets:
+        for bucket in self._buckets:
             value = bucket.pop(key, _MISSING)
             if value is not _MISSING:
                 return value  # type: ignore[return-value]
         return default
+
+    def take(self, key: K) -> V | None:
+        """Remove and return ``key``'s value, None if absent: ``pop`` for maps that never hold
+        None, which lets a hit in the newest bucket (the usual case) cost one dict pop."""
+        buckets = self._buckets
+        value = buckets[0].pop(key, None)
+        if value is None:
+            for bucket in buckets[1:]:
+                value = bucket.pop(key, None)
+                if value is not None:
+                    break
+        return value
 
     def touch(self, key: K) -> bool:
         """Move ``key`` to the newest bucket, restarting its expiry; False if absent."""
         value = self.pop(key, _MISSING)  # type: ignore[arg-type]
         if value is _MISSING:
             return False
-        self.buckets[0][key] = value  # type: ignore[assignment]
+        self._buckets[0][key] = value  # type: ignore[assignment]
         return True
 
     def rotate(self) -> dict[K, V]:
         """Expire the oldest bucket and return its entries."""
-        expired = self.buckets.pop()
-        self.buckets.insert(0, {})
+        expired = self._buckets.pop()
+        self._buckets.insert(0, {})
         return expired
 
+    def drain(self) -> list[V]:
+        """Remove every entry; their values, oldest bucket first."""
+        values = [value for bucket in reversed(self._buckets) for value in bucket.values()]
+        for bucket in self._buckets:
+            bucket.clear()
+        return values
+
     def __contains__(self, key: object) -> bool:
-        return any(key in bucket for bucket in self.buckets)
+        return any(key in bucket for bucket in self._buckets)
 
     def __len__(self) -> int:
-        return sum(len(bucket) for bucket in self.buckets)
+        return sum(len(bucket) for bucket in self._buckets)
 
     def __iter__(self) -> Iterator[K]:
-        for bucket in self.buckets:
+        for bucket in self._buckets:
             yield from bucket

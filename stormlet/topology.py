@@ -16,11 +16,8 @@ from typing import Any
 from . import config as cfg
 from . import groupings as g
 from .components import BasicBolt, Bolt, Component, Spout, StreamDeclaration, declared_streams
+from .errors import TopologyError
 from .protocol import DEFAULT_STREAM
-
-
-class TopologyError(ValueError):
-    """A topology that cannot run; the message names the component and the problem."""
 
 
 @dataclass

@@ -1,12 +1,10 @@
 """The acker ledger (``stormlet.acker.Acker``) and the rotating map it and the spouts expire with.
 
-Unit tests pin each operation; property-based tests build random tuple DAGs, compute the acker
-messages with the collectors' XOR protocol (runtime/collector.py: spout init = XOR of the edges it
-creates; anchored emit folds a fresh edge into each anchor's ack value and into the child's entry
-for each of the anchor's roots; ack = the tuple's edge XOR its ack value, combined per root while
-buffered as runtime/transfer.py does), deliver them in a random order, and check every root gets
-exactly the one verdict its tree deserves, never early, and that nothing stays in the ledger after
-rotations.
+Unit tests pin each operation; property-based tests build random tuple DAGs with the runtime's
+own collectors (tests/ledger_model.py checks every emit, ack and fail they make against a model of
+the XOR protocol), deliver the acker messages they sent in a random order, and check every root
+gets exactly the one verdict its tree deserves, never early, and that nothing stays in the ledger
+after rotations.
 """
 
 from __future__ import annotations
@@ -22,7 +20,10 @@ from hypothesis import strategies as st
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.acker import Acker, _FailedEarly
 from stormlet.fail_reason import ERROR, FAIL, TIMEOUT
+from stormlet.protocol import AckFail, AckInit, SpoutFail, records
 from stormlet.rotating_map import RotatingMap
+
+from ledger_model import COMPONENT_OF, N_ACKERS, Run
 
 SPOUT = 1  # component numbers used in unit tests
 BOLT_A = 2
@@ -93,14 +94,22 @@ def test_rotating_map_put_and_touch_move_to_newest(buckets):
     assert len(m) == 0
 
 
-def test_rotating_map_bucket_order():
+def test_rotating_map_take_put_new_and_drain():
     m = RotatingMap(3)
     m.put("old", 1)
     m.rotate()
-    m.put("new", 2)
-    assert m.buckets[0] == {"new": 2} and m.buckets[1] == {"old": 1} and m.buckets[2] == {}
-    m.touch("old")
-    assert m.buckets[0] == {"new": 2, "old": 1} and m.buckets[1] == {}
+    m.put_new("new", 2)
+    assert m.take("old") == 1 and m.take("old") is None and "old" not in m
+    m.put_new("old", 1)  # back in the newest bucket: it now expires with "new"
+    m.rotate()
+    m.rotate()
+    assert sorted(m) == ["new", "old"]
+    assert m.rotate() == {"new": 2, "old": 1}
+    m.put("a", 1)
+    m.rotate()
+    m.put("b", 2)
+    assert m.drain() == [1, 2] and len(m) == 0  # oldest first
+    assert m.rotate() == {}
 
 
 @settings(max_examples=150, deadline=None)
@@ -286,181 +295,20 @@ def test_entry_packing_keeps_64_bit_values_and_16_bit_tasks():
 
 # =========================================================================== property tests
 #
-# A small topology's task ids: spout component 1 has tasks 1-2; bolt components 2, 3, 4 have
-# tasks 3-4, 5-6, 7-8; there are two ackers, and root r belongs to acker r % 2.
-
-SPOUT_TASKS = [1, 2]
-BOLT_TASKS = [3, 4, 5, 6, 7, 8]
-N_ACKERS = 2
-COMPONENT_OF = {1: 1, 2: 1, 3: 2, 4: 2, 5: 3, 6: 3, 7: 4, 8: 4}
-MAX_TUPLES = 40
-
-
-class Tup:
-    """A tuple in flight: ``roots`` maps root -> this tuple's edge (XOR of edges, if anchored
-    twice within one tree); ``ack_val`` collects the edges of tuples anchored to it."""
-
-    __slots__ = ("roots", "ack_val", "task", "index")
-
-    def __init__(self, roots: dict[int, int] | None, task: int, index: int):
-        self.roots = roots
-        self.ack_val = 0
-        self.task = task
-        self.index = index
-
-
-class Buffers:
-    """One task's buffered acker traffic, per acker, as runtime/transfer.py keeps it."""
-
-    def __init__(self):
-        self.inits = [[] for _ in range(N_ACKERS)]
-        self.acks = [{} for _ in range(N_ACKERS)]
-        self.ack_counts = [defaultdict(int) for _ in range(N_ACKERS)]  # root -> tuple acks folded
-        self.fails = [[] for _ in range(N_ACKERS)]
-        self.resets = [[] for _ in range(N_ACKERS)]
-
-
-class Model:
-    """Builds a random forest of tuple trees (a DAG: multi-anchoring, also across trees) with
-    the collectors' XOR protocol, recording the acker messages and each root's due verdict."""
-
-    def __init__(self, rnd: random.Random, ids: random.Random):
-        self.rnd = rnd
-        self.ids = ids
-        self.buffers = {task: Buffers() for task in SPOUT_TASKS + BOLT_TASKS}
-        self.messages: list[tuple] = []     # (kind, acker, batch, src task, ack counts)
-        self.root_task: dict[int, int] = {}  # root -> spout task
-        self.tree: dict[int, list[int]] = {}  # root -> indexes of the tuples in its tree
-        self.tuples: list[Tup] = []
-        self.fate: list[str] = []            # per tuple: ack / fail / drop
-        self.pool: list[Tup] = []            # tuples not yet acked, failed or dropped
-
-    def new_id(self) -> int:
-        return self.ids.getrandbits(64) or 1
-
-    def _add(self, roots: dict[int, int] | None, task: int) -> Tup:
-        tup = Tup(roots, task, len(self.tuples))
-        self.tuples.append(tup)
-        self.fate.append("pending")
-        self.pool.append(tup)
-        for root in roots or ():
-            self.tree[root].append(tup.index)
-        return tup
-
-    # -- what the collectors do
-
-    def spout_emit(self, task: int, targets: list[int], tracked: bool) -> None:
-        if not tracked:
-            for t in targets:
-                self._add(None, t)
-            return
-        root = self.new_id()
-        assert root not in self.root_task
-        self.root_task[root] = task
-        self.tree[root] = []
-        xor = 0
-        for t in targets:
-            edge = self.new_id()
-            xor ^= edge
-            self._add({root: edge}, t)
-        self.buffers[task].inits[root % N_ACKERS].extend((root, xor, task))
-
-    def bolt_emit(self, anchors: list[Tup], targets: list[int]) -> None:
-        for t in targets:
-            merged: dict[int, int] = {}
-            for parent in anchors:
-                if parent.roots:
-                    edge = self.new_id()
-                    parent.ack_val ^= edge
-                    for root in parent.roots:
-                        merged[root] = merged.get(root, 0) ^ edge
-            self._add(merged or None, t)
-
-    def ack(self, tup: Tup) -> None:
-        buffers = self.buffers[tup.task]
-        for root, edge in (tup.roots or {}).items():
-            combined = buffers.acks[root % N_ACKERS]
-            combined[root] = combined.get(root, 0) ^ edge ^ tup.ack_val
-            buffers.ack_counts[root % N_ACKERS][root] += 1
-
-    def fail(self, tup: Tup, message: str) -> None:
-        for root in tup.roots or ():
-            self.buffers[tup.task].fails[root % N_ACKERS].extend((root, FAIL, message))
-
-    def reset(self, tup: Tup) -> None:
-        for root in tup.roots or ():
-            self.buffers[tup.task].resets[root % N_ACKERS].append(root)
-
-    def flush(self, task: int) -> None:
-        b = self.buffers[task]
-        for i in range(N_ACKERS):
-            if b.inits[i]:
-                self.messages.append(("init", i, b.inits[i], task, None))
-            if b.acks[i]:
-                self.messages.append(("ack", i, b.acks[i], task, dict(b.ack_counts[i])))
-            if b.fails[i]:
-                self.messages.append(("fail", i, b.fails[i], task, None))
-            if b.resets[i]:
-                self.messages.append(("reset", i, b.resets[i], task, None))
-        self.buffers[task] = Buffers()
-
-    # -- a random run
-
-    def generate(self) -> None:
-        rnd = self.rnd
-        for _ in range(rnd.randint(1, 6)):
-            task = rnd.choice(SPOUT_TASKS)
-            targets = [rnd.choice(BOLT_TASKS) for _ in range(rnd.choice([0, 1, 1, 2, 3]))]
-            self.spout_emit(task, targets, tracked=rnd.random() < 0.9)
-            if rnd.random() < 0.5:
-                self.flush(task)
-        while self.pool:
-            tup = rnd.choice(self.pool)
-            action = rnd.random()
-            if action < 0.45 and len(self.tuples) < MAX_TUPLES:
-                others = [t for t in self.pool if t is not tup]
-                anchors = [tup] + rnd.sample(others, min(len(others), rnd.choice([0, 0, 1, 2])))
-                rnd.shuffle(anchors)
-                self.bolt_emit(anchors, [rnd.choice(BOLT_TASKS) for _ in range(rnd.choice([1, 2]))])
-            elif action < 0.52:
-                self.reset(tup)
-            else:
-                self.pool.remove(tup)
-                fate = rnd.choices(["ack", "fail", "drop"], weights=[75, 10, 15])[0]
-                self.fate[tup.index] = fate
-                if fate == "ack":
-                    self.ack(tup)
-                elif fate == "fail":
-                    self.fail(tup, f"reason-{tup.index}")
-            if rnd.random() < 0.5:
-                self.flush(tup.task)
-        for task in self.buffers:
-            self.flush(task)
-
-    def due(self, root: int) -> str | None:
-        """The verdict a root's tree deserves once every message is delivered."""
-        fates = [self.fate[i] for i in self.tree[root]]
-        if "fail" in fates:
-            return "fail"
-        if all(f == "ack" for f in fates):
-            return "ack"
-        return None
-
-    def acked_count(self, root: int) -> int:
-        return sum(1 for i in self.tree[root] if self.fate[i] == "ack")
-
+# tests/ledger_model.py's small topology: spout component 1 has tasks 1-2; bolt components 2, 3,
+# 4 have tasks 3-4, 5-6, 7-8; there are two ackers, and root r belongs to acker r % 2.
 
 class Delivery:
     """Feeds messages to one Acker per acker task and checks every verdict as it appears."""
 
-    def __init__(self, model: Model):
+    def __init__(self, model: Run):
         self.model = model
         self.ackers = [Acker() for _ in range(N_ACKERS)]
         self.verdicts: dict[int, list] = defaultdict(list)
         self.init_seen: set[int] = set()
         self.acks_seen: dict[int, int] = defaultdict(int)      # root -> tuple acks delivered
         self.last_ack_component: dict[int, int] = {}
-        self.first_fail: dict[int, tuple] = {}                  # root -> (component, message)
+        self.first_fail: dict[int, tuple] = {}   # root -> (kind, component, message)
 
     def deliver(self, message) -> None:
         kind, i, batch, src, counts = message
@@ -468,9 +316,9 @@ class Delivery:
         component = COMPONENT_OF[src]
         acked, failed, reset = {}, {}, {}
         if kind == "init":
-            for j in range(0, len(batch), 3):
-                assert batch[j + 2] == src == self.model.root_task[batch[j]]
-                self.init_seen.add(batch[j])
+            for root, _xor, spout_task in records(AckInit, batch):
+                assert spout_task == src == self.model.root_task[root]
+                self.init_seen.add(root)
             acker.inits(batch, component, acked, failed)
         elif kind == "ack":
             for root, n in counts.items():
@@ -478,8 +326,8 @@ class Delivery:
                 self.last_ack_component[root] = component
             acker.acks(batch, component, acked)
         elif kind == "fail":
-            for j in range(0, len(batch), 3):
-                self.first_fail.setdefault(batch[j], (component, batch[j + 2]))
+            for root, fail_kind, message in records(AckFail, batch):
+                self.first_fail.setdefault(root, (fail_kind, component, message))
             acker.fails(batch, component, failed)
         else:
             acker.resets(batch, reset)
@@ -497,15 +345,13 @@ class Delivery:
                 assert root in self.init_seen
                 assert self.acks_seen[root] == model.acked_count(root), "ack verdict too early"
         for task, flat in failed.items():
-            for j in range(0, len(flat), 4):
-                root, kind, component, message = flat[j:j + 4]
+            for root, kind, component, message in records(SpoutFail, flat):
                 assert model.root_task[root] == task
                 assert not self.verdicts[root], "second verdict"
                 self.verdicts[root].append("fail")
                 assert model.due(root) == "fail"
                 assert root in self.init_seen and root in self.first_fail
-                assert kind == FAIL
-                assert (component, message) == self.first_fail[root]
+                assert (kind, component, message) == self.first_fail[root]
         for task, roots in reset.items():
             for root in roots:
                 assert model.root_task[root] == task
@@ -515,12 +361,10 @@ class Delivery:
         return self.last_ack_component.get(root, COMPONENT_OF[self.model.root_task[root]])
 
 
-def simulate(rnd: random.Random, seed: int) -> tuple[Model, Delivery]:
-    # Ids come from a seeded Random, not hypothesis' (which shrinks towards small numbers and
-    # would make edge ids collide, i.e. the 2^-64 false zero every time).
-    model = Model(rnd, random.Random(seed))
+def simulate(rnd: random.Random, seed: int) -> tuple[Run, Delivery]:
+    model = Run(rnd, seed)
     model.generate()
-    assert "pending" not in model.fate
+    assert all(node.fate != "pending" for node in model.nodes)
     order = list(model.messages)
     rnd.shuffle(order)  # any order: acks and fails may overtake their init
     delivery = Delivery(model)
@@ -626,6 +470,49 @@ def test_ledger_never_reports_a_root_twice_under_arbitrary_messages(rnd, seed, o
     for _ in range(3):
         acker.rotate()
     assert len(acker) == 0
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rnd=st.randoms(use_true_random=True), seed=SEEDS)
+def test_collectors_send_exactly_the_xor_traffic_the_model_expects(rnd, seed):
+    """Random anchorings through the real collectors: every emit's edges, and every ack, fail
+    and reset message, as the model has them (Run checks each as it happens)."""
+    run = Run(rnd, seed)
+    run.generate()
+    # Every ack the model expected reached a flushed message (and matched it: see on_control).
+    assert not any(acks for per_task in run.expected_acks.values() for acks in per_task)
+
+
+@pytest.mark.parametrize("form", ["tuple", "list", "tuple-of", "generator", "none", "basic"])
+@pytest.mark.parametrize("parents", ["one root", "two trees", "same parent twice", "untracked"])
+def test_each_anchoring_form_sends_the_model_traffic(form, parents):
+    rnd = random.Random(f"{form}/{parents}")
+    run = Run(rnd, 1)
+    run.targets = [3, 5]
+    run.spout_emit(1, tracked=parents != "untracked")
+    run.spout_emit(2, tracked=parents != "untracked")
+    a, b = run.nodes[0], run.nodes[2]
+    chosen = {"one root": [a], "two trees": [a, b], "same parent twice": [a, a],
+              "untracked": [a, b]}[parents]
+    if form in ("tuple", "basic"):
+        chosen = chosen[:1]
+    run.targets = [7, 8]
+    run.bolt_emit(a.task, chosen, "tuple" if form == "basic" else form, basic=form == "basic")
+    children = run.nodes[4:]
+    assert len(children) == 2
+    tracked = form != "none" and parents != "untracked"
+    assert all(bool(child.own) == tracked for child in children)
+    for node in run.nodes:
+        node.fate = "ack"
+        run.ack(node)
+    for task in run.transfers:
+        run.flush(task)
+    delivery = Delivery(run)
+    for message in run.messages:
+        delivery.deliver(message)
+    # Every tree is complete now: each root is acked, once.
+    assert len(run.root_task) == (0 if parents == "untracked" else 2)
+    assert all(delivery.verdicts[root] == ["ack"] for root in run.root_task)
 
 
 # =========================================================================== anchoring, end to end

@@ -16,7 +16,7 @@ from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.cluster import backpressure
 from stormlet.cluster.backpressure import OverloadWatch, PausedTasks
 from stormlet.cluster.transport import Receiver, Sender, make_deliver
-from stormlet.context import TopologyLayout
+from stormlet.runtime.layout import TopologyLayout
 from stormlet.protocol import ACK_ACK, BACKPRESSURE, DATA, SYSTEM_TASK
 from stormlet.runtime.inbox import Inbox
 from stormlet.tuples import StreamInfo, Tuple

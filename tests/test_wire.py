@@ -6,7 +6,7 @@ import msgpack
 import pytest
 
 from stormlet import Bolt, Spout, TopologyBuilder
-from stormlet.context import TopologyLayout
+from stormlet.runtime.layout import TopologyLayout
 from stormlet.protocol import ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, SPOUT_FAIL
 from stormlet.tuples import StreamInfo, Tuple
 from stormlet.cluster.wire import FrameDecoder, WireError, encode_frame

@@ -15,7 +15,7 @@ anything is overloaded the receiver repeats its state every ``REFRESH_SECS``; a 
 nothing for ``PAUSE_TTL_SECS`` (the owner died, a message was lost, a new peer joined late)
 forgets the pause. Acks and other control messages are never held.
 
-Payload of ``BACKPRESSURE``: a flat list ``[task, overloaded (1/0), ...]``.
+Payload of ``BACKPRESSURE``: a flat batch of ``protocol.Backpressure`` records.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from ..protocol import BACKPRESSURE, SYSTEM_TASK
+from ..protocol import BACKPRESSURE, SYSTEM_TASK, Backpressure, records
 
 REFRESH_SECS = 1.0
 PAUSE_TTL_SECS = 3.0
@@ -45,7 +45,7 @@ class PausedTasks:
         """Take a peer's ``BACKPRESSURE`` payload."""
         expires = self._clock() + PAUSE_TTL_SECS
         with self._lock:
-            for task, overloaded in zip(payload[::2], payload[1::2]):
+            for task, overloaded in records(Backpressure, payload):
                 if overloaded:
                     self._until[task] = expires
                 else:
@@ -111,7 +111,7 @@ class OverloadWatch:
             state.update((task, 1) for task in self._tasks_of(inbox))
         self._changed.clear()
         self._last_sent = now
-        payload = [x for task, flag in sorted(state.items()) for x in (task, flag)]
+        payload = [x for task, flag in sorted(state.items()) for x in Backpressure(task, flag)]
         message = (BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK, payload)
         for address in self.peers():
             self.send(address, message)

@@ -20,23 +20,12 @@ from typing import Any
 
 import msgpack
 
-from ..context import TopologyLayout
-from ..protocol import (
-    ACK_ACK,
-    ACK_FAIL,
-    ACK_INIT,
-    ACK_RESET,
-    ACK_TIMEOUT,
-    BACKPRESSURE,
-    DATA,
-    SPOUT_ACK,
-    SPOUT_FAIL,
-    SPOUT_RESET,
-)
+from ..runtime.layout import TopologyLayout
+from ..protocol import (ACK_ACK, BACKPRESSURE, DATA, RECORDS, Backpressure, int_positions,
+                        records, stride)
 from ..tuples import StreamInfo, Tuple
 
-KNOWN_KINDS = frozenset((DATA, ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET, ACK_TIMEOUT, SPOUT_ACK,
-                         SPOUT_FAIL, SPOUT_RESET, BACKPRESSURE))
+KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 
 
@@ -69,10 +58,9 @@ def _roots_column(tuples: list) -> bytes | list:
     return blob if len(blob) == 16 * len(tuples) else roots
 
 
-# Control payloads are flat lists of records: record length, and the positions holding ints.
-_CONTROL_LAYOUT = {ACK_INIT: (3, (0, 1, 2)), ACK_FAIL: (3, (0,)), ACK_RESET: (1, (0,)),
-                   ACK_TIMEOUT: (1, (0,)), SPOUT_ACK: (1, (0,)), SPOUT_FAIL: (4, (0, 2)),
-                   SPOUT_RESET: (1, (0,))}
+# Control payloads are flat batches of protocol records: record length, and the positions
+# holding ints.
+_CONTROL_LAYOUT = {kind: (stride(record), int_positions(record)) for kind, record in RECORDS.items()}
 
 
 def _ints(values: Any) -> bool:
@@ -116,8 +104,9 @@ class FrameDecoder:
         if kind not in KNOWN_KINDS or type(dest) is not int or type(src) is not int:
             raise WireError(f"message header {item[:3]!r} is not a known kind with task numbers")
         if kind == BACKPRESSURE:   # worker to worker: no task sent it
-            if type(payload) is not list or len(payload) % 2 or not _ints(payload) or \
-                    not all(0 <= task <= self.layout.max_task for task in payload[::2]):
+            if type(payload) is not list or not _control_ok(kind, payload) or not all(
+                    0 <= record.task <= self.layout.max_task
+                    for record in map(Backpressure._make, records(Backpressure, payload))):
                 raise WireError("backpressure payload is not a list of [task, flag] pairs "
                                 "naming this topology's tasks")
             return (kind, dest, src, payload)

@@ -18,7 +18,8 @@ from typing import Any
 from ..components import BasicBolt
 from ..protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
 from ..tuples import StreamInfo, Tuple
-from .collector import BasicOutputCollector, BoltCollector
+from ..collectors import BasicOutputCollector
+from .collector import BoltCollector
 from .executor import FLUSH_EVERY, ExecutorThread, TaskBase
 
 TICK_INFO = StreamInfo(SYSTEM_COMPONENT, TICK_STREAM, ["rate_secs"])

@@ -1,4 +1,5 @@
-"""The collectors components emit, ack and fail through.
+"""The runtime's collectors: ``SpoutOutputCollector`` and ``OutputCollector`` (``stormlet.collectors``)
+as local mode and workers run them.
 
 Spout emit (tracked, i.e. with a ``msg_id``): draw a root id, give each destination its own edge
 id, and tell the acker ``init(root, xor of those edges, spout task)``. Bolt emit anchored to input
@@ -15,13 +16,16 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Iterable
+from array import array
+from collections.abc import Callable, Iterable
+from itertools import chain
 from time import monotonic
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..fail_reason import ERROR, FAIL, FailReason
-from ..protocol import DEFAULT_STREAM
-from ..serialization import PLAIN_TYPES, SerializationError, check_values
+from ..protocol import DEFAULT_STREAM, AckFail, AckInit
+from ..rotating_map import RotatingMap
+from ..serialization import PLAIN_TYPES, check_values
 from ..tuples import Tuple
 from .metrics import TaskMetrics
 from .routing import StreamRoute
@@ -31,6 +35,22 @@ log = logging.getLogger(__name__)
 
 # Tuples whose process latency a bolt task times at once (one per batch is started).
 PROCESS_SAMPLES = 64
+# Ids drawn from the generator at a time.
+ID_BLOCK = 4096
+
+
+def id_source() -> Callable[[], int]:
+    """A function returning random non-zero 64-bit ids, for roots and edges. 0 is never drawn:
+    XORing 0 into a ledger entry changes nothing, so an edge with id 0 is one the acker cannot
+    see. Ids are drawn a block at a time, so taking one is a single C-level call."""
+    rng = random.Random(os.urandom(16))
+
+    def block() -> list[int]:
+        ids = array("Q")
+        ids.frombytes(rng.randbytes(8 * ID_BLOCK))
+        return [i for i in ids if i]
+
+    return chain.from_iterable(iter(block, None)).__next__
 
 
 def check_stream(component_id: str, stream: str, route: Any, declared: Any, direct: bool) -> None:
@@ -51,7 +71,8 @@ def check_stream(component_id: str, stream: str, route: Any, declared: Any, dire
 
 class _Emitter:
     def __init__(self, component_id: str, task: int, routes: dict[str, StreamRoute],
-                 transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False):
+                 transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False,
+                 ids: Callable[[], int] | None = None):
         self.component_id = component_id
         self.task = task
         self._routes = routes
@@ -59,7 +80,7 @@ class _Emitter:
         self._data = transfer.data
         self._tracking = tracking and bool(transfer.acker_tasks)
         self._n_ackers = max(1, len(transfer.acker_tasks))
-        self._rb = random.Random(os.urandom(16)).getrandbits
+        self._new_id = ids or id_source()   # tests pass their own, to read the edges
         self.metrics = metrics
         self._emitted = metrics.emitted   # per stream, every declared stream present
         self._plain_routes = {stream: route for stream, route in routes.items() if not route.direct}
@@ -96,28 +117,32 @@ class _Emitter:
         check_values(values, self.component_id, route.info.stream, route.info.fields)
         return values
 
-    def _targets(self, route: StreamRoute, values: list, direct_task: int | None) -> list[int]:
-        if direct_task is not None:
-            if direct_task not in route.direct_tasks:
-                raise ValueError(
-                    f"{self.component_id!r} emitted directly to task {direct_task} on stream "
-                    f"{route.info.stream!r}, but that task does not subscribe to it with a direct "
-                    f"grouping (tasks that do: {sorted(route.direct_tasks)})")
-            return [direct_task]
-        return route.choose(values)
+    def _direct_target(self, route: StreamRoute, task: int) -> list[int]:
+        if task not in route.direct_tasks:
+            raise ValueError(
+                f"{self.component_id!r} emitted directly to task {task} on stream "
+                f"{route.info.stream!r}, but that task does not subscribe to it with a direct "
+                f"grouping (tasks that do: {sorted(route.direct_tasks)})")
+        return [task]
 
     def _send(self, route: StreamRoute, values: list, tag: Any, direct_task: int | None) -> list[int]:
         raise NotImplementedError
 
 
-class SpoutCollector(_Emitter):
-    """``emit(values, msg_id=None, stream="default")``: with a ``msg_id`` the tuple is tracked and
-    the spout's ``ack`` or ``fail`` is called with that id once, when its tree completes or fails."""
+class InFlight(NamedTuple):
+    """A spout task's entry for a tracked tuple, from emit until its verdict."""
+    msg_id: Any
+    emitted_at: float    # monotonic
+    values: list         # kept for the failed-message log
 
-    def __init__(self, *args: Any, pending: Any, dead_letters: Any, **kwargs: Any):
+
+class SpoutCollector(_Emitter):
+    """The runtime's ``SpoutOutputCollector`` (see ``stormlet.collectors``)."""
+
+    def __init__(self, *args: Any, pending: RotatingMap, dead_letters: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
-        # RotatingMap root -> (msg_id, emit time, values), owned by the executor.
-        self._pending = pending
+        # root -> InFlight, in the executor's rotating map (it expires them as timeouts).
+        self._track = pending.put_new
         self._dead_letters = dead_letters
         self._inits = self._transfer.inits
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
@@ -133,28 +158,26 @@ class SpoutCollector(_Emitter):
         if self.closed:
             return self._refuse(values)
         route = self._plain_routes.get(stream) or self._route(stream, False)
-        return self._send(route, self._checked(values, route), msg_id, None)
+        return self._send(route, values, msg_id, None)
 
     def emit_direct(self, task: int, values: Any, msg_id: Any = None,
                     stream: str = DEFAULT_STREAM) -> list[int]:
         if self.closed:
             return self._refuse(values)
-        route = self._route(stream, True)
-        return self._send(route, self._checked(values, route), msg_id, task)
+        return self._send(self._route(stream, True), values, msg_id, task)
 
-    def dead_letter(self, values: Any, msg_id: Any = None, reason: Any = None,
+    def dead_letter(self, values: Any, msg_id: Any = None, reason: FailReason | str | None = None,
                     attempts: int = 1) -> None:
-        """Put a message in the failed-message log (``stormlet.failed.dir``) instead of emitting
-        it, durably: for a message the spout gives up on (``reason``: a ``FailReason`` or a
-        text, the spout's own words)."""
         if not isinstance(reason, FailReason):
             reason = FailReason(FAIL, self.component_id, reason or "dead-lettered by the spout")
         self._dead_letters.write(values, msg_id, reason, attempts)
         self._dead_letters.flush()
 
-    def _send(self, route: StreamRoute, values: list, msg_id: Any,
+    def _send(self, route: StreamRoute, values: Any, msg_id: Any,
               direct_task: int | None) -> list[int]:
-        tasks = self._targets(route, values, direct_task)
+        values = self._checked(values, route)
+        tasks = route.choose(values) if direct_task is None else \
+            self._direct_target(route, direct_task)
         info = route.info
         src = self.task
         data = self._data
@@ -164,24 +187,24 @@ class SpoutCollector(_Emitter):
             if msg_id is not None:
                 self.acked_at_emit.append(msg_id)
         else:
-            rb = self._rb
-            root = rb(64) or 1
+            new_id = self._new_id
+            root = new_id()
             xor = 0
             for t in tasks:
-                edge = rb(64) or 1
+                edge = new_id()
                 xor ^= edge
                 data[t].append(Tuple(values, info, src, (root, edge)))
-            self._inits[root % self._n_ackers].extend((root, xor, src))
+            self._inits[root % self._n_ackers].extend(AckInit(root, xor, src))
             # Timed here, so a tuple emitted from open(), ack() or fail() is timed right too.
-            self._pending.buckets[0][root] = (msg_id, monotonic(), values)
+            self._track(root, InFlight(msg_id, monotonic(), values))
         self._emitted[info.stream] += 1
         self.emits += 1
         return tasks
 
 
 class BoltCollector(_Emitter):
-    """``emit(values, anchors=(), stream="default")``, ``ack(t)``, ``fail(t, reason)``,
-    ``reset_timeout(t)``. Every input tuple must be acked or failed, or its tree times out."""
+    """The runtime's ``OutputCollector`` (see ``stormlet.collectors``). Every input tuple must be
+    acked or failed, or its tree times out."""
 
     def __init__(self, *args: Any, timeout_secs: float = 30.0, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -199,84 +222,60 @@ class BoltCollector(_Emitter):
 
     def emit(self, values: Any, anchors: Tuple | Iterable[Tuple] = (),
              stream: str = DEFAULT_STREAM) -> list[int]:
-        # The hot path, inlined: a list of plain values and at most one anchor. Anything else
-        # (and every error) takes the general path.
-        route = self._plain_routes.get(stream)
-        if route is None or type(values) is not list or len(values) != route.nfields:
-            return self._emit_general(values, anchors, stream)
-        for v in values:
-            if type(v) is str:
-                if not v.isascii():
-                    return self._emit_general(values, anchors, stream)
-            elif type(v) not in PLAIN_TYPES:
-                return self._emit_general(values, anchors, stream)
-        if type(anchors) is not Tuple and anchors:
-            if type(anchors) is list and len(anchors) == 1 and type(anchors[0]) is Tuple:
-                anchors = anchors[0]
-            else:
-                return self._emit_general(values, anchors, stream)
-        tasks = route.choose(values)
+        route = self._plain_routes.get(stream) or self._route(stream, False)
+        return self._send(route, values, anchors, None)
+
+    def emit_direct(self, task: int, values: Any, anchors: Tuple | Iterable[Tuple] = (),
+                    stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._send(self._route(stream, True), values, anchors, task)
+
+    def _send(self, route: StreamRoute, values: Any, anchors: Any,
+              direct_task: int | None) -> list[int]:
+        """Every bolt emit, explicit or a basic bolt's: one anchor with one root (the usual
+        case) takes the short branch; several anchors or roots are merged by ``_anchor``."""
+        values = self._checked(values, route)
+        tasks = route.choose(values) if direct_task is None else \
+            self._direct_target(route, direct_task)
         info = route.info
         src = self.task
         data = self._data
         # `type(...) is Tuple`, not truthiness: a tuple of a no-field stream has len() 0.
-        parent_roots = anchors.roots if type(anchors) is Tuple and self._tracking else None
-        if parent_roots:
-            if len(parent_roots) == 2:  # one root, the usual case: skip the general merge
-                rb = self._rb
-                root = parent_roots[0]
-                for t in tasks:
-                    edge = rb(64) or 1
-                    anchors.ack_val ^= edge
-                    data[t].append(Tuple(values, info, src, (root, edge)))
+        if type(anchors) is not Tuple:
+            if not anchors:
+                anchors = None
             else:
-                parent = (anchors,)
-                for t in tasks:
-                    data[t].append(Tuple(values, info, src, self._anchor(parent)))
-        else:
+                if type(anchors) is not list and type(anchors) is not tuple:
+                    anchors = tuple(anchors)
+                if len(anchors) == 1 and type(anchors[0]) is Tuple:
+                    anchors = anchors[0]
+        roots = anchors.roots if type(anchors) is Tuple else anchors
+        if not roots or not self._tracking:
             for t in tasks:
                 data[t].append(Tuple(values, info, src, None))
-        self._emitted[stream] += 1
-        return tasks
-
-    def _emit_general(self, values: Any, anchors: Any, stream: str) -> list[int]:
-        route = self._route(stream, False)
-        return self._send(route, self._checked(values, route), anchors, None)
-
-    def emit_direct(self, task: int, values: Any, anchors: Tuple | Iterable[Tuple] = (),
-                    stream: str = DEFAULT_STREAM) -> list[int]:
-        route = self._route(stream, True)
-        return self._send(route, self._checked(values, route), anchors, task)
-
-    def _send(self, route: StreamRoute, values: list, anchors: Any,
-              direct_task: int | None) -> list[int]:
-        tasks = self._targets(route, values, direct_task)
-        info = route.info
-        src = self.task
-        data = self._data
-        if type(anchors) is not Tuple and not anchors or not self._tracking:
+        elif type(anchors) is Tuple and len(roots) == 2:
+            new_id = self._new_id
+            root = roots[0]
             for t in tasks:
-                data[t].append(Tuple(values, info, src, None))
+                edge = new_id()
+                anchors.ack_val ^= edge
+                data[t].append(Tuple(values, info, src, (root, edge)))
         else:
-            if type(anchors) is Tuple:
-                anchors = (anchors,)
-            elif type(anchors) is not tuple and type(anchors) is not list:
-                anchors = tuple(anchors)
+            parents = (anchors,) if type(anchors) is Tuple else anchors
             anchor = self._anchor
             for t in tasks:
-                data[t].append(Tuple(values, info, src, anchor(anchors)))
+                data[t].append(Tuple(values, info, src, anchor(parents)))
         self._emitted[info.stream] += 1
         return tasks
 
-    def _anchor(self, anchors: tuple | list) -> tuple[int, ...] | None:
-        """A new edge from each anchor: the child's roots, with the edge folded into each
-        anchor's ack value."""
-        rb = self._rb
+    def _anchor(self, parents: tuple | list) -> tuple[int, ...] | None:
+        """A new edge from each parent: the child's roots, with the edge folded into each
+        parent's ack value. Two parents in one tree give the child the XOR of both edges."""
+        new_id = self._new_id
         merged: dict[int, int] = {}
-        for parent in anchors:
+        for parent in parents:
             parent_roots = parent.roots
             if parent_roots:
-                edge = rb(64) or 1
+                edge = new_id()
                 parent.ack_val ^= edge
                 for i in range(0, len(parent_roots), 2):
                     root = parent_roots[i]
@@ -336,7 +335,7 @@ class BoltCollector(_Emitter):
             fails = self._fails
             n = self._n_ackers
             for root in roots[::2]:
-                fails[root % n].extend((root, kind, message))
+                fails[root % n].extend(AckFail(root, kind, message))
         self.metrics.count_fail(kind, self.component_id)
         if tup is self._sampled:
             self._sampled = None
@@ -359,32 +358,3 @@ class BoltCollector(_Emitter):
         """Report an error without failing anything: counted, logged (throttled like errors
         raised from execute) and shown by ``stormlet errors``."""
         self.metrics.errors.report("reported", error)
-
-
-class BasicOutputCollector:
-    """What a BasicBolt's ``execute`` gets: emits are anchored to the tuple being executed."""
-
-    __slots__ = ("_collector", "input")
-
-    def __init__(self, collector: BoltCollector):
-        self._collector = collector
-        self.input: Tuple | None = None
-
-    def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
-        c = self._collector
-        route = c._route(stream, False)
-        return c._send(route, c._checked(values, route), self.input, None)
-
-    def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
-        c = self._collector
-        route = c._route(stream, True)
-        return c._send(route, c._checked(values, route), self.input, task)
-
-    def reset_timeout(self, tup: Tuple) -> None:
-        self._collector.reset_timeout(tup)
-
-    def report_error(self, error: BaseException | str) -> None:
-        self._collector.report_error(error)
-
-
-__all__ = ["BasicOutputCollector", "BoltCollector", "SerializationError", "SpoutCollector"]

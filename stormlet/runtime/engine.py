@@ -25,7 +25,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import config as cfg
-from ..context import TopologyContext, TopologyLayout
+from ..context import TopologyContext
+from .layout import TopologyLayout
 from ..failed import DeadLetterBox
 from ..metrics.process import ProcessStats
 from ..metrics.structure import topology_structure

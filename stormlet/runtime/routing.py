@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 from .. import groupings as g
-from ..context import TopologyLayout
+from .layout import TopologyLayout
 from ..tuples import StreamInfo
 
 

@@ -28,12 +28,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..context import TopologyLayout
+from .layout import TopologyLayout
 from ..fail_reason import TIMEOUT, FailReason
 from ..failed import DeadLetterBox
-from ..protocol import SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP
+from ..protocol import SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SpoutFail, records
 from ..rotating_map import RotatingMap
-from .collector import SpoutCollector
+from .collector import InFlight, SpoutCollector
 from .executor import ExecutorThread, TaskBase
 
 # next_tuple calls per task between looks at the inbox.
@@ -58,8 +58,8 @@ class SpoutTask(TaskBase):
         self.max_pending = max_pending or 0
         self.layout = layout
         # Expired roots whose acker we asked about: this rotation's and the previous one's.
-        self.expiring: dict[int, tuple] = {}
-        self.expiring_before: dict[int, tuple] = {}
+        self.expiring: dict[int, InFlight] = {}
+        self.expiring_before: dict[int, InFlight] = {}
         self.opened = False
         self.partition_metrics = getattr(self.obj, "partition_metrics", None)
 
@@ -114,11 +114,10 @@ class SpoutTask(TaskBase):
             self.metrics.acked += 1
             self.call("ack raised", self.obj.ack, msg_id)
 
-    def _take(self, root: int) -> tuple | None:
-        for bucket in self.pending.buckets:
-            entry = bucket.pop(root, None)
-            if entry is not None:
-                return entry
+    def _take(self, root: int) -> InFlight | None:
+        entry = self.pending.take(root)
+        if entry is not None:
+            return entry
         entry = self.expiring.pop(root, None)
         if entry is None:
             entry = self.expiring_before.pop(root, None)
@@ -135,7 +134,7 @@ class SpoutTask(TaskBase):
             entry = take(root)
             if entry is None:
                 continue  # failed or timed out already: the first verdict stands
-            msg_id, emitted_at = entry[0], entry[1]
+            msg_id, emitted_at = entry.msg_id, entry.emitted_at
             # Latency of one ack in LATENCY_SAMPLE (Storm samples 5%): percentiles stay accurate
             # at any useful rate, and the log per ack is off the hot path.
             if not metrics.acked % LATENCY_SAMPLE:
@@ -149,26 +148,25 @@ class SpoutTask(TaskBase):
                 self.report("ack raised", exc)
 
     def on_fails(self, batch: list) -> None:
+        """``batch`` holds ``SpoutFail`` records from an acker."""
         take = self._take
-        for i in range(0, len(batch), 4):
-            entry = take(batch[i])
+        for root, kind, component, message in records(SpoutFail, batch):
+            entry = take(root)
             if entry is None:
                 continue
-            kind, component, message = batch[i + 1], batch[i + 2], batch[i + 3]
             self._deliver_fail(entry, FailReason(kind, self.layout.component_name(component),
                                                  message))
         self._flush_dead_letters()
 
-    def _deliver_fail(self, entry: tuple, reason: FailReason, counts: bool = True) -> None:
-        """``entry`` is the pending entry: (msg id, emit time, values)."""
-        msg_id = entry[0]
+    def _deliver_fail(self, entry: InFlight, reason: FailReason, counts: bool = True) -> None:
+        msg_id = entry.msg_id
         self.metrics.count_fail(reason.kind, reason.component)
         box = self.dead_letters
         if counts and box.attempts:
             failures = box.failed(msg_id)
             if box.exhausted(failures):
                 try:
-                    box.write(entry[2], msg_id, reason, failures)
+                    box.write(entry.values, msg_id, reason, failures)
                 except Exception as exc:
                     # The log cannot take it: the spout gets the fail and replays as before.
                     self.report("writing a dead letter failed", exc)
@@ -182,12 +180,12 @@ class SpoutTask(TaskBase):
             self.call("flushing dead letters failed", self.dead_letters.flush)
 
     def on_resets(self, roots: list[int]) -> None:
-        newest = self.pending.buckets[0]
+        pending = self.pending
         for root in roots:
-            if not self.pending.touch(root):
+            if not pending.touch(root):
                 entry = self.expiring.pop(root, None) or self.expiring_before.pop(root, None)
                 if entry is not None:
-                    newest[root] = entry
+                    pending.put_new(root, entry)
 
     def rotate(self) -> None:
         """One message timeout passed: ask the ackers about roots that expired now, and fail the
@@ -217,10 +215,8 @@ class SpoutTask(TaskBase):
             self.metrics.partitions = partitions
 
     def fail_all_in_flight(self, message: str) -> None:
-        entries = [entry for bucket in self.pending.buckets for entry in bucket.values()]
+        entries = self.pending.drain()
         entries += list(self.expiring.values()) + list(self.expiring_before.values())
-        for bucket in self.pending.buckets:
-            bucket.clear()
         self.expiring.clear()
         self.expiring_before.clear()
         for entry in entries:
