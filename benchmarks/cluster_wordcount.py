@@ -124,7 +124,7 @@ def main() -> None:
         for daemon in daemons:
             os.killpg(daemon.pid, signal.SIGTERM)
         time.sleep(1)
-        subprocess.run(["pkill", "-f", f"stormlet.cluster.worker --zk {zk}"])
+        subprocess.run(["pkill", "-f", f"stormlet worker --zk {zk}"])
         subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "stop", "--data-dir",
                         str(base / "zk")], stdout=subprocess.DEVNULL)
 

@@ -36,7 +36,7 @@ case "$action" in
       fi
     done
     sleep 1
-    pkill -f "stormlet.cluster.worker --zk $STORMLET_ZK" 2>/dev/null || true
+    pkill -f "stormlet worker --zk $STORMLET_ZK" 2>/dev/null || true
     bash "$here/zookeeper.sh" stop --data-dir "$dir/zookeeper"
     ;;
   *)

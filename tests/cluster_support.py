@@ -118,7 +118,7 @@ class LoopbackCluster:
                    for beat in self.heartbeats().values())
 
     def worker_pids(self) -> set[int]:
-        out = subprocess.run(["pgrep", "-f", "stormlet.cluster.worker --zk " + self.zk.hosts],
+        out = subprocess.run(["pgrep", "-f", "stormlet worker --zk " + self.zk.hosts],
                              capture_output=True, text=True)
         return {int(p) for p in out.stdout.split()}
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from stormlet import log_cli
 from stormlet.cli import main
+from stormlet.sources import log_lines
 from stormlet.sources.partitioned_log import PartialAppend, PartitionedLog, partition_for_key
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,7 +117,7 @@ def test_a_line_that_is_not_utf8_is_refused_by_number(path, tmp_path):
 
 
 def test_checks_the_whole_input_before_writing_any_of_it(path, monkeypatch):
-    monkeypatch.setattr(log_cli, "BLOCK_BYTES", 64)     # many blocks: the bad line is in the last
+    monkeypatch.setattr(log_lines, "BLOCK_BYTES", 64)     # many blocks: the bad line is in the last
     text = "".join(json.dumps({"k": str(i)}) + "\n" for i in range(200)) + "{broken\n"
     assert "line 201 is not JSON" in error_line(stormlet("append", path, "-k", "k", input=text))
     assert sum(len(part) for part in values(path).values()) == 0
@@ -126,7 +126,7 @@ def test_checks_the_whole_input_before_writing_any_of_it(path, monkeypatch):
 
 
 def test_a_failed_write_says_what_was_appended(path, monkeypatch):
-    monkeypatch.setattr(log_cli, "BLOCK_BYTES", 20)
+    monkeypatch.setattr(log_lines, "BLOCK_BYTES", 20)
     real = PartitionedLog.append_many
     calls = []
 

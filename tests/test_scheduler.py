@@ -55,7 +55,7 @@ def test_repair_moves_only_the_dead_supervisors_executors():
         if before[2] == "a":
             assert after == before  # survivors stay put
         else:
-            assert after[2:] == ["c", "h", 3]  # the free slot, not the survivor's own
+            assert after.slot == ("c", "h", 3)  # the free slot, not the survivor's own
 
 
 def test_repair_without_free_slots_piles_onto_survivors_and_fails_with_none_left():

@@ -40,7 +40,15 @@ from .scheduler import (
     plan_from_summary,
     repair,
 )
-from .zk_state import DEFAULT_ROOT, ClusterState, connect, rpc_address
+from .zk_state import (
+    DEFAULT_ROOT,
+    ClusterState,
+    Executor,
+    Slot,
+    assigned_executors,
+    connect,
+    rpc_address,
+)
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +254,7 @@ class Nimbus:
         topology's workers counted (see cluster/errors.py); ``last_error`` is a time or None."""
         assignments = self.state.assignments()
         reports = self.state.heartbeats()
-        return [_row(tid, record, assignments.get(tid, {}).get("executors", []), reports)
+        return [_row(tid, record, assigned_executors(assignments.get(tid)), reports)
                 for tid, record in self.state.topologies().items()]
 
     def errors(self, name: str, limit: int = 20) -> list[dict]:
@@ -262,8 +270,8 @@ class Nimbus:
         gains "used_slots": how many of its slots the assignments use."""
         used: dict[str, set[int]] = {}
         for assignment in self.state.assignments().values():
-            for _component, _tasks, sid, _host, port in assignment.get("executors", []):
-                used.setdefault(sid, set()).add(port)
+            for executor in assigned_executors(assignment):
+                used.setdefault(executor.supervisor, set()).add(executor.port)
         supervisors = {}
         for sid, info in self.state.supervisors().items():
             in_use = used.get(sid, set()) & set(info.get("slots", []))
@@ -289,9 +297,9 @@ class Nimbus:
         standby refuses rather than answer with none. ``name`` may be the topology's id."""
         self._require_leader()
         tid, record = self._find_any(name)
-        executors = (self.state.assignment(tid) or {}).get("executors", [])
+        executors = assigned_executors(self.state.assignment(tid))
         interval = float(cfg.merged(record.get("conf"))[cfg.TOPOLOGY_METRICS_REPORT_SECS])
-        return self.metrics_store.snapshots(tid, {(e[3], e[4]) for e in executors},
+        return self.metrics_store.snapshots(tid, {(e.host, e.port) for e in executors},
                                             max_age=STALE_REPORTS * interval)
 
     def topology_info(self, name: str) -> dict:
@@ -301,7 +309,7 @@ class Nimbus:
         slot's process as its supervisor last reported it (pid, uptime, restarts), and recent
         errors as "errors". ``name`` may be the topology's id."""
         tid, record = self._find_any(name)
-        executors = (self.state.assignment(tid) or {}).get("executors", [])
+        executors = assigned_executors(self.state.assignment(tid))
         reports = self.state.heartbeats()
         row = _row(tid, record, executors, reports)
         return {**row, "error_count": row["errors"], "conf": record.get("conf", {}),
@@ -355,15 +363,15 @@ class Nimbus:
 
     # ----- scheduling
 
-    def _free_slots(self, exclude_topology: str | None = None) -> list[tuple[str, str, int]]:
+    def _free_slots(self, exclude_topology: str | None = None) -> list[Slot]:
         used = set()
         for tid, assignment in self.state.assignments().items():
             if tid != exclude_topology:
-                used |= {tuple(e[2:5]) for e in assignment.get("executors", [])}
+                used |= {e.slot for e in assigned_executors(assignment)}
         free = []
         for sid, info in self.state.supervisors().items():
             for port in info.get("slots", []):
-                slot = (sid, info.get("host", "127.0.0.1"), int(port))
+                slot = Slot(sid, info.get("host", "127.0.0.1"), int(port))
                 if slot not in used:
                     free.append(slot)
         return free
@@ -405,7 +413,7 @@ class Nimbus:
                 self._schedule(tid, record)
                 continue
             try:
-                repaired = repair(assignment.get("executors", []), live, self._free_slots())
+                repaired = repair(assigned_executors(assignment), live, self._free_slots())
             except SchedulingError as exc:
                 log.warning("topology %s has workers on dead supervisors: %s", tid, exc)
                 continue
@@ -456,25 +464,27 @@ class Nimbus:
                     log.debug("no code for %s at %s: %s", tid, address, exc)
 
 
-def _row(topology_id: str, record: dict, executors: list[list],
+def _row(topology_id: str, record: dict, executors: list[Executor],
          reports: dict[str, dict]) -> dict:
     """A topology's row in ``list``: name, id, status, workers, executors, uptime, and its
     errors (count) and last_error (see cluster/errors.py)."""
     return {"name": record.get("name"), "id": topology_id, "status": record.get("status"),
-            "workers": len({tuple(e[2:5]) for e in executors}), "executors": len(executors),
+            "workers": len({e.slot for e in executors}), "executors": len(executors),
             "uptime": time.time() - float(record.get("launched", time.time())),
             **topology_error_summary(reports, topology_id)}
 
 
-def worker_slots(reports: dict[str, dict], topology_id: str, executors: list[list]) -> list[dict]:
+def worker_slots(reports: dict[str, dict], topology_id: str,
+                 executors: list[Executor]) -> list[dict]:
     """Each slot the topology is assigned, with the worker process its supervisor last reported
     there: {"supervisor", "host", "port", "pid", "uptime", "restarts"}; the last three are None
     until the supervisor reports a worker of this topology at that port."""
     rows = []
-    for sid, host, port in sorted({tuple(e[2:5]) for e in executors}):
-        worker = reports.get(sid, {}).get("workers", {}).get(str(port))
+    for slot in sorted({e.slot for e in executors}):
+        worker = reports.get(slot.supervisor, {}).get("workers", {}).get(str(slot.port))
         if not isinstance(worker, dict) or worker.get("topology_id") != topology_id:
             worker = {}
-        rows.append({"supervisor": sid, "host": host, "port": port, "pid": worker.get("pid"),
+        rows.append({"supervisor": slot.supervisor, "host": slot.host, "port": slot.port,
+                     "pid": worker.get("pid"),
                      "uptime": worker.get("uptime"), "restarts": worker.get("restarts")})
     return rows

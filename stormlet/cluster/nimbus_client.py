@@ -16,7 +16,7 @@ import time
 from typing import Any, Self
 
 from .rpc import NOT_LEADER, NimbusUnavailable, RpcError, call
-from .zk_state import DEFAULT_ROOT
+from .zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
 
 # Requests a standby answers too; everything else needs the leader.
 READ_ONLY_OPS = frozenset({"list", "cluster", "errors", "topology_info", "metrics"})
@@ -27,7 +27,7 @@ READ_TIMEOUT_SECS = 5.0
 
 
 class NimbusClient:
-    def __init__(self, zk: str = "127.0.0.1:2181", zk_root: str = DEFAULT_ROOT,
+    def __init__(self, zk: str = DEFAULT_HOSTS, zk_root: str = DEFAULT_ROOT,
                  address: str | None = None):
         self.zk = zk
         self.zk_root = zk_root

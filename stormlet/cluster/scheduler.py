@@ -1,7 +1,7 @@
 """Where executors run: Storm's even scheduler, and repair of assignments that lost workers.
 
-A slot is ``(supervisor_id, host, port)``. An assignment is a list of
-``[component, tasks, supervisor_id, host, port]``, one per executor.
+A slot is a ``Slot(supervisor, host, port)``; an assignment's executors are a list of
+``Executor(component, tasks, supervisor, host, port)`` (both in zk_state, which stores them).
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from typing import Any
 from ..protocol import ACKER_COMPONENT
 from ..runtime.engine import plan_executors
 from ..topology import number_tasks
-
-Slot = tuple[str, str, int]
+from .zk_state import Executor, Slot
 
 
 class SchedulingError(Exception):
@@ -36,8 +35,8 @@ def plan_from_summary(summary: dict[str, Any], n_ackers: int,
 def pick_slots(free: list[Slot], n_workers: int) -> list[Slot]:
     """``n_workers`` slots (or as many as are free), spread over supervisors round-robin."""
     by_supervisor: dict[str, list[Slot]] = {}
-    for slot in sorted(free):
-        by_supervisor.setdefault(slot[0], []).append(slot)
+    for supervisor, host, port in sorted(free):
+        by_supervisor.setdefault(supervisor, []).append(Slot(supervisor, host, port))
     picked: list[Slot] = []
     queues = sorted(by_supervisor.values(), key=len, reverse=True)
     while len(picked) < n_workers and any(queues):
@@ -47,21 +46,22 @@ def pick_slots(free: list[Slot], n_workers: int) -> list[Slot]:
     return picked
 
 
-def even_schedule(plan: list[tuple[str, list[int]]], slots: list[Slot]) -> list[list]:
+def even_schedule(plan: list[tuple[str, list[int]]], slots: list[Slot]) -> list[Executor]:
     """Deal executors to slots round-robin, so each worker gets an even share of each component."""
     if not slots:
         raise SchedulingError("no free worker slots on any live supervisor")
-    return [[component, tasks, *slots[i % len(slots)]] for i, (component, tasks) in enumerate(plan)]
+    return [Executor(component, tasks, *slots[i % len(slots)])
+            for i, (component, tasks) in enumerate(plan)]
 
 
-def repair(assignment: list[list], live: set[str], free: list[Slot]) -> list[list] | None:
+def repair(assignment: list[Executor], live: set[str], free: list[Slot]) -> list[Executor] | None:
     """Move executors off dead supervisors: each dead worker's executors go to one free slot, or
     are spread over the surviving workers when no slot is free. None when nothing needs moving
     (a healthy assignment is never churned)."""
-    dead_slots = sorted({tuple(e[2:5]) for e in assignment if e[2] not in live})
+    dead_slots = sorted({e.slot for e in assignment if e.supervisor not in live})
     if not dead_slots:
         return None
-    survivors = sorted({tuple(e[2:5]) for e in assignment if e[2] in live})
+    survivors = sorted({e.slot for e in assignment if e.supervisor in live})
     replacements = pick_slots([s for s in free if s not in survivors], len(dead_slots))
     moved = {}
     for i, dead in enumerate(dead_slots):
@@ -72,11 +72,11 @@ def repair(assignment: list[list], live: set[str], free: list[Slot]) -> list[lis
     if not targets:
         raise SchedulingError("no live supervisor has a slot for the topology's workers")
     for executor in assignment:
-        slot = tuple(executor[2:5])
+        slot = executor.slot
         if slot in moved:
             slot = moved[slot]
-        elif executor[2] not in live:
+        elif executor.supervisor not in live:
             slot = targets[spill % len(targets)]
             spill += 1
-        repaired.append([executor[0], executor[1], *slot])
+        repaired.append(Executor(executor.component, executor.tasks, *slot))
     return repaired

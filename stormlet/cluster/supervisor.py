@@ -14,7 +14,6 @@ only acts on what it can observe locally until ZooKeeper is back.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -32,13 +31,19 @@ from kazoo.protocol.states import KazooState
 from . import rpc
 from .code import unpack
 from .errors import cap_report, report_errors
-from .worker import executor_key
-from .zk_state import DEFAULT_ROOT, ClusterState, connect
+from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
+from .zk_state import DEFAULT_ROOT, ClusterState, assigned_executors, connect, executor_key
 
 log = logging.getLogger(__name__)
 
 SYNC_SECS = 1.0
 REPORT_SECS = 3.0
+# A worker is ``python -m stormlet worker --zk ... --port N ...`` (the hidden command in
+# cli/worker.py); that is also how a supervisor knows one in /proc.
+WORKER_MODULE_ARGS = ["-m", "stormlet", "worker"]
+# Workers started by a stormlet from before the ``stormlet worker`` command, still running after
+# an upgrade: recognised so that they too are stopped as orphans, and free their ports.
+LEGACY_WORKER_MODULE = b"stormlet.cluster.worker"
 
 
 @dataclass
@@ -96,11 +101,11 @@ class Supervisor:
         nobody: stop them before starting ours (they are restarted under supervision)."""
         for port in self.slots:
             try:
-                pid = int(json.loads((self.data_dir / "heartbeats" / f"{port}.json").read_text())["pid"])
+                pid = int(read_heartbeat(heartbeat_path(self.data_dir, port))["pid"])
                 command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-            if b"stormlet.cluster.worker" in command and str(port).encode() in command:
+            if _is_worker(command) and str(port).encode() in command:
                 log.warning("stopping worker pid %d left on port %d by a previous supervisor",
                             pid, port)
                 try:
@@ -160,17 +165,14 @@ class Supervisor:
         self._assignments = good
 
     def desired(self) -> dict[int, tuple[str, list]]:
+        """What should run here: per slot, the topology id and its executor_key."""
         want: dict[int, tuple[str, list]] = {}
+        # Only well-formed assignments get here (ClusterState.checked_assignments).
         for tid, assignment in self._assignments.items():
             by_port: dict[int, list] = {}
-            for executor in assignment.get("executors", []):
-                try:
-                    component, tasks, sid, _host, port = executor
-                except (TypeError, ValueError):
-                    log.warning("ignoring malformed executor %r in assignment of %s", executor, tid)
-                    continue
-                if sid == self.supervisor_id and port in self.slots:
-                    by_port.setdefault(port, []).append([component, tasks, sid, _host, port])
+            for executor in assigned_executors(assignment):
+                if executor.supervisor == self.supervisor_id and executor.port in self.slots:
+                    by_port.setdefault(executor.port, []).append(executor)
             for port, executors in by_port.items():
                 want[port] = (tid, executor_key(executors))
         return want
@@ -224,9 +226,8 @@ class Supervisor:
             del self.exited[port]
 
     def _heartbeat_stale(self, worker: WorkerProcess) -> bool:
-        try:
-            beat = worker.heartbeat_file.stat().st_mtime
-        except FileNotFoundError:
+        beat = last_beat_time(worker.heartbeat_file)
+        if beat is None:
             return time.time() - worker.started > self.worker_start_timeout
         return time.time() - beat > self.worker_timeout
 
@@ -263,10 +264,10 @@ class Supervisor:
             return
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)
-        heartbeat = self.data_dir / "heartbeats" / f"{port}.json"
+        heartbeat = heartbeat_path(self.data_dir, port)
         heartbeat.parent.mkdir(exist_ok=True)
         heartbeat.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "stormlet.cluster.worker", "--zk", self.zk_hosts,
+        command = [sys.executable, *WORKER_MODULE_ARGS, "--zk", self.zk_hosts,
                    "--zk-root", self.zk_root, "--topology-id", tid,
                    "--supervisor-id", self.supervisor_id, "--port", str(port),
                    "--host", self.host, "--code", str(entry), "--heartbeat-file", str(heartbeat)]
@@ -292,17 +293,10 @@ class Supervisor:
                 process.kill()
                 process.wait()
 
-    def _last_beat(self, worker: WorkerProcess) -> dict:
-        try:
-            beat = json.loads(worker.heartbeat_file.read_text())
-        except (OSError, ValueError):
-            return {}
-        return beat if isinstance(beat, dict) else {}
-
     def _keep_last_words(self, port: int, worker: WorkerProcess, exit_code: object) -> str:
         """Keep what an ending worker last reported (before a new worker's start deletes its
         heartbeat file); returns why it stopped, or its newest error, for the log line."""
-        beat = self._last_beat(worker)
+        beat = read_heartbeat(worker.heartbeat_file)
         errors = report_errors(beat.get("errors"))
         self.exited[port] = {"topology_id": worker.topology_id, "pid": worker.process.pid,
                              "exit": str(exit_code), "time": time.time(),
@@ -323,7 +317,7 @@ class Supervisor:
             entry = {"topology_id": worker.topology_id, "pid": worker.process.pid,
                      "uptime": time.time() - worker.started, "restarts": worker.restarts,
                      "errors": []}
-            beat = self._last_beat(worker)
+            beat = read_heartbeat(worker.heartbeat_file)
             if beat:
                 entry["metrics"] = beat.get("metrics", {})
                 entry["heartbeat"] = beat.get("time")
@@ -333,3 +327,9 @@ class Supervisor:
         cap_report([*workers.values(), *exited.values()])
         self.state.set_heartbeat(self.supervisor_id, {"time": time.time(), "host": self.host,
                                                       "workers": workers, "exited": exited})
+
+
+def _is_worker(command: list[bytes]) -> bool:
+    """Whether a process's command line (/proc/<pid>/cmdline split at NULs) is a worker's."""
+    return (command[1:1 + len(WORKER_MODULE_ARGS)] == [a.encode() for a in WORKER_MODULE_ARGS]
+            or LEGACY_WORKER_MODULE in command)

@@ -1,26 +1,29 @@
-"""A worker process: runs the executors assigned to one slot of one topology.
+"""A worker: runs the executors assigned to one slot of one topology.
 
-Started by a supervisor as ``python -m stormlet.cluster.worker ...``. It loads the topology code,
-binds the slot's port, connects to the other workers, and runs its executors with the same engine
-as local mode. It follows the topology's status (active/inactive) and where other workers' tasks
-live; when its own executors change (a rebalance) it exits and its supervisor starts it afresh.
-It writes a heartbeat file every second, which its supervisor watches and reports on: its
-metrics and its tasks' recent errors. If an executor thread dies, the worker writes one more
-heartbeat (so the cause reaches ``stormlet errors``) and exits; its supervisor starts it afresh.
-Every ``topology.metrics.report.secs`` it sends its metrics snapshot to the nimbus leader
-(see metrics_reporter).
+A library object, like Nimbus and Supervisor; the hidden ``stormlet worker`` command (which a
+supervisor starts, see supervisor.py) runs one per process:
+
+    worker = Worker(zk_hosts, zk_root, topology_id, supervisor_id, port, host, entry, beat_file)
+    worker.start()      # returns; runs from threads
+    worker.wait()       # until the worker ends itself, or end() is called (a signal, say)
+    worker.stop()       # drain briefly, report the last metrics, close
+
+``start`` loads the topology code, binds the slot's port, connects to the other workers, and runs
+its executors with the same engine as local mode. The worker follows the topology's status
+(active/inactive) and where other workers' tasks live; when its own executors change (a
+rebalance) or the topology is removed, it ends and its supervisor starts a new one if needed.
+It writes a heartbeat file every second (see heartbeat.py), which its supervisor watches and
+reports on: its metrics and its tasks' recent errors. If an executor thread dies, the worker
+writes one more heartbeat (so the cause reaches ``stormlet errors``) and ends as ``failed``; its
+supervisor starts it afresh. Every ``topology.metrics.report.secs`` it sends its metrics
+snapshot to the nimbus leader (see metrics_reporter).
 Moving tuples never needs ZooKeeper: a ZooKeeper outage only pauses status and placement updates.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
 import logging
-import os
-import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -31,78 +34,148 @@ import zmq
 from .. import config as cfg
 from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
-from ..runtime.tuning import tune_for_streaming
-from .wire import FrameDecoder
 from .backpressure import OverloadWatch
 from .errors import heartbeat_errors
+from .heartbeat import HEARTBEAT_SECS, write_heartbeat
 from .metrics_reporter import MetricsReporter
 from .transport import Receiver, RemoteRoute, Sender, make_deliver
-from .zk_state import ClusterState, connect, decode_node
+from .wire import FrameDecoder
+from .zk_state import (
+    ClusterState,
+    assigned_executors,
+    connect,
+    decode_node,
+    executor_key,
+    slot_executors,
+    valid_assignment,
+)
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_SECS = 1.0
+# How often the worker looks for executor threads that died.
+EXECUTOR_CHECK_SECS = 0.5
 
 
-def executor_key(executors: list[list]) -> list:
-    return sorted([e[0], list(e[1])] for e in executors)
-
-
-def mine(assignment: dict, supervisor_id: str, port: int) -> list[list]:
-    return [e for e in assignment.get("executors", []) if e[2] == supervisor_id and e[4] == port]
+class NotAssigned(Exception):
+    """Nothing of the topology is (or is any longer) assigned to this worker's slot: it was
+    killed or rebalanced before the worker started. The message says which."""
 
 
 class Worker:
     def __init__(self, zk_hosts: str, zk_root: str, topology_id: str, supervisor_id: str,
                  port: int, host: str, code_entry: Path, heartbeat_file: Path):
+        self.zk_hosts = zk_hosts
+        self.zk_root = zk_root
         self.topology_id = topology_id
         self.supervisor_id = supervisor_id
         self.port = port
         self.host = host
+        self.code_entry = code_entry
         self.heartbeat_file = heartbeat_file
         self.done = threading.Event()
         self.exit_reason = ""
-        self.failed = False
-        self.client = connect(zk_hosts)
-        self.state = ClusterState(self.client, zk_root)
-        record = self.state.topology(topology_id)
-        assignment = self.state.assignment(topology_id)
+        self.failed = False   # ended because an executor died: its process should say so
+        self._beat_lock = threading.Lock()   # the heartbeat thread and a last beat at exit
+
+    # ----- lifecycle
+
+    def start(self) -> None:
+        """Connect to ZooKeeper, load the topology code, bind the slot's port, and start the
+        executors and the worker's threads; returns. Raises ``NotAssigned`` when the slot has
+        nothing to run."""
+        self.client = connect(self.zk_hosts)
+        try:
+            self.state = ClusterState(self.client, self.zk_root)
+            self._build()
+        except BaseException:
+            self.client.stop()
+            raise
+        self.receiver.start()
+        self.sender.start()
+        self.runtime.start(active=self.status == "active")
+        for target, name in ((self._heartbeat, "heartbeat"),
+                             (self._watch_executors, "executor-watch"),
+                             (functools.partial(self.reporter.run, self.done), "metrics-reporter")):
+            threading.Thread(target=target, name=name, daemon=True).start()
+        self._watch(self.state.topology_path(self.topology_id), "topology", self._on_topology)
+        self._watch(self.state.assignment_path(self.topology_id), "assignment",
+                    self._on_assignment)
+        log.info("worker %s:%d of %s running %d executors", self.host, self.port,
+                 self.topology_id, len(self.executors))
+
+    def _build(self) -> None:
+        """The runtime, sockets and reporter for this slot's executors, from the topology's
+        record and assignment in ZooKeeper; nothing runs yet."""
+        record = self.state.topology(self.topology_id)
+        assignment = self.state.assignment(self.topology_id)
         if record is None or assignment is None:
-            raise SystemExit(f"topology {topology_id} is not (or no longer) assigned")
-        self.executors = mine(assignment, supervisor_id, port)
+            raise NotAssigned(f"topology {self.topology_id} is not (or no longer) assigned")
+        if not valid_assignment(assignment):
+            raise NotAssigned(f"the assignment of {self.topology_id} is not valid")
+        self.executors = slot_executors(assignment, self.supervisor_id, self.port)
         if not self.executors:
-            raise SystemExit(f"nothing of {topology_id} is assigned to {supervisor_id}:{port}")
-        topology, _conf = load_topology_file(code_entry)
+            raise NotAssigned(f"nothing of {self.topology_id} is assigned to "
+                              f"{self.supervisor_id}:{self.port}")
+        topology, _conf = load_topology_file(self.code_entry)
         self.context = zmq.Context()
         self.stopping = threading.Event()
-        self.sender = Sender(self.context, self.stopping, topology_id)
-        plan = [(e[0], list(e[1])) for e in self.executors]
+        self.sender = Sender(self.context, self.stopping, self.topology_id)
+        plan = [(e.component, list(e.tasks)) for e in self.executors]
         # What components may need of the cluster: offset spouts commit to its ZooKeeper, and
         # know a restarted worker of this topology instance from a new submission.
-        conf = {**record["conf"], cfg.STORMLET_ZOOKEEPER_CONNECT: zk_hosts,
+        conf = {**record["conf"], cfg.STORMLET_ZOOKEEPER_CONNECT: self.zk_hosts,
                 cfg.STORMLET_ZOOKEEPER_ROOT: self.state.root,
-                cfg.STORMLET_TOPOLOGY_ID: topology_id}
+                cfg.STORMLET_TOPOLOGY_ID: self.topology_id}
         self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
                                        remote_routes=self._remote_routes(assignment))
         overload = OverloadWatch(self.runtime.routes, self._peers,
                                  lambda address, message: self.sender.queue.put((address, message)))
-        self.receiver = Receiver(self.context, f"tcp://{host}:{port}",
-                                 FrameDecoder(self.runtime.layout, topology_id),
+        self.receiver = Receiver(self.context, f"tcp://{self.host}:{self.port}",
+                                 FrameDecoder(self.runtime.layout, self.topology_id),
                                  make_deliver(self.runtime.routes, self.sender.paused, overload),
                                  self.stopping, overload)
         self.status = record.get("status")
         self.started = time.time()
-        self._beat_lock = threading.Lock()   # the heartbeat thread and a last beat at exit
         self.reporter = MetricsReporter(
-            functools.partial(self.runtime.metrics_snapshot, host, port), self.state.leader,
-            topology_id, host, port, float(self.runtime.conf[cfg.TOPOLOGY_METRICS_REPORT_SECS]))
+            functools.partial(self.runtime.metrics_snapshot, self.host, self.port),
+            self.state.leader, self.topology_id, self.host, self.port,
+            float(self.runtime.conf[cfg.TOPOLOGY_METRICS_REPORT_SECS]))
+
+    def end(self, reason: str) -> None:
+        """Ask the worker to end: ``wait`` returns, and whoever started it calls ``stop``. Safe
+        from any thread and from a signal handler; the last reason given is the one logged."""
+        self.exit_reason = reason
+        self.done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until the worker has ended (True), or ``timeout`` seconds have passed (False)."""
+        return self.done.wait(timeout)
+
+    def stop(self) -> None:
+        """Shut down after ``end`` (or end now): drain briefly, send the last metrics, close the
+        sockets and the ZooKeeper session."""
+        if not self.done.is_set():
+            self.end("stopped")
+        log.info("worker %s:%d stopping: %s", self.host, self.port, self.exit_reason)
+        # Drain briefly: the topology is going away or this worker is being replaced; what is
+        # still in flight fails now or times out at its spout and is replayed.
+        self.runtime.stop(wait_secs=min(5.0, self.runtime.timeout_secs))
+        # The final counts, while this slot may still be assigned (its supervisor stopping, say).
+        self.reporter.report(lookup=False)
+        self.stopping.set()
+        self.sender.join(timeout=2)
+        self.receiver.join(timeout=2)
+        self.context.term()
+        self.client.stop()
+
+    # ----- placement and status
 
     def _remote_routes(self, assignment: dict) -> dict:
         routes = {}
-        for _component, tasks, sid, host, port in assignment.get("executors", []):
-            if (sid, port) != (self.supervisor_id, self.port):
-                route = self.sender.route(f"tcp://{host}:{port}")
-                for task in tasks:
+        for executor in assigned_executors(assignment):
+            if (executor.supervisor, executor.port) != (self.supervisor_id, self.port):
+                route = self.sender.route(f"tcp://{executor.host}:{executor.port}")
+                for task in executor.tasks:
                     routes[task] = route
         return routes
 
@@ -110,46 +183,14 @@ class Worker:
         """The other workers of this topology, as this worker reaches them now."""
         return {r.address for r in self.runtime.routes if isinstance(r, RemoteRoute)}
 
-    def run(self) -> None:
-        self.receiver.start()
-        self.sender.start()
-        self.runtime.start(active=self.status == "active")
-        threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True).start()
-        threading.Thread(target=self.reporter.run, args=(self.done,), name="metrics-reporter",
-                         daemon=True).start()
-        self._watch(self.state.topology_path(self.topology_id), "topology", self._on_topology)
-        self._watch(self.state.assignment_path(self.topology_id), "assignment",
-                    self._on_assignment)
-        log.info("worker %s:%d of %s running %d executors", self.host, self.port,
-                 self.topology_id, len(self.executors))
-        while not self.done.wait(0.5):
-            dead = [e for e in self.runtime.all_executors() if e.finished.is_set()]
-            if dead:
-                # Half a worker is worse than none: exit, and the supervisor starts a whole one.
-                # The executor logged and recorded why; one last heartbeat carries that to the
-                # supervisor, which keeps it after this process is gone.
-                self.failed = True
-                reason = dead[0].death or f"executor {dead[0].name} ended"
-                try:
-                    self._write_heartbeat(stopping=reason)
-                except Exception:
-                    log.exception("could not write the last heartbeat")
-                self.stop(reason)
-        log.info("worker %s:%d stopping: %s", self.host, self.port, self.exit_reason)
-        self.shutdown()
-
-    def stop(self, reason: str) -> None:
-        self.exit_reason = reason
-        self.done.set()
-
     def _watch(self, path: str, what: str, handle: Callable[[dict], None]) -> None:
-        """Follow a node: ``handle`` gets each valid version; removal stops the worker."""
+        """Follow a node: ``handle`` gets each valid version; removal ends the worker."""
 
         def on_change(data, stat, *args) -> bool | None:
             if self.done.is_set():
                 return False
             if data is None:
-                self.stop(f"the {what} was removed")
+                self.end(f"the {what} was removed")
                 return False
             record = decode_node(path, data)
             if record is not None:
@@ -168,13 +209,13 @@ class Worker:
                 self.runtime.deactivate()
 
     def _on_assignment(self, assignment: dict) -> None:
-        try:
-            executors = mine(assignment, self.supervisor_id, self.port)
-        except (AttributeError, TypeError, IndexError):
+        if not valid_assignment(assignment):
+            # Nimbus puts the last good version back; until then, change nothing.
             log.warning("ignoring malformed assignment for %s", self.topology_id)
             return
+        executors = slot_executors(assignment, self.supervisor_id, self.port)
         if executor_key(executors) != executor_key(self.executors):
-            self.stop("its executors were reassigned")
+            self.end("its executors were reassigned")
             return
         # Others moved: point their tasks at their new workers, and let go of the old ones.
         old = self._peers()
@@ -185,6 +226,23 @@ class Worker:
         for address in old - self._peers():
             self.sender.retire(address)
 
+    # ----- health
+
+    def _watch_executors(self) -> None:
+        while not self.done.wait(EXECUTOR_CHECK_SECS):
+            dead = [e for e in self.runtime.all_executors() if e.finished.is_set()]
+            if dead:
+                # Half a worker is worse than none: end, and the supervisor starts a whole one.
+                # The executor logged and recorded why; one last heartbeat carries that to the
+                # supervisor, which keeps it after this process is gone.
+                self.failed = True
+                reason = dead[0].death or f"executor {dead[0].name} ended"
+                try:
+                    self._write_heartbeat(stopping=reason)
+                except Exception:
+                    log.exception("could not write the last heartbeat")
+                self.end(reason)
+
     def _heartbeat(self) -> None:
         while not self.done.is_set():
             try:
@@ -194,52 +252,7 @@ class Worker:
             self.done.wait(HEARTBEAT_SECS)
 
     def _write_heartbeat(self, stopping: str | None = None) -> None:
-        beat = {"time": time.time(), "pid": os.getpid(), "started": self.started,
-                "topology_id": self.topology_id, "port": self.port,
-                "metrics": self.runtime.summary(),
-                "errors": heartbeat_errors(self.runtime.errors())}
-        if stopping:
-            beat["stopping"] = stopping   # why this worker is about to exit
         with self._beat_lock:
-            partial = self.heartbeat_file.with_suffix(".part")
-            partial.write_text(json.dumps(beat))
-            os.replace(partial, self.heartbeat_file)
-
-    def shutdown(self) -> None:
-        # Drain briefly: the topology is going away or this worker is being replaced; what is
-        # still in flight fails now or times out at its spout and is replayed.
-        self.runtime.stop(wait_secs=min(5.0, self.runtime.timeout_secs))
-        # The final counts, while this slot may still be assigned (its supervisor stopping, say).
-        self.reporter.report(lookup=False)
-        self.stopping.set()
-        self.sender.join(timeout=2)
-        self.receiver.join(timeout=2)
-        self.context.term()
-        self.client.stop()
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="stormlet-worker")
-    parser.add_argument("--zk", required=True)
-    parser.add_argument("--zk-root", required=True)
-    parser.add_argument("--topology-id", required=True)
-    parser.add_argument("--supervisor-id", required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--code", type=Path, required=True, help="the topology's entry file")
-    parser.add_argument("--heartbeat-file", type=Path, required=True)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO,
-                        format=f"%(asctime)s %(levelname)s worker:{args.port} %(name)s: %(message)s")
-    logging.getLogger("kazoo").setLevel(logging.WARNING)
-    tune_for_streaming()
-    worker = Worker(args.zk, args.zk_root, args.topology_id, args.supervisor_id, args.port,
-                    args.host, args.code, args.heartbeat_file)
-    signal.signal(signal.SIGTERM, lambda *_: worker.stop("SIGTERM"))
-    signal.signal(signal.SIGINT, lambda *_: worker.stop("SIGINT"))
-    worker.run()
-    sys.exit(1 if worker.failed else 0)
-
-
-if __name__ == "__main__":
-    main()
+            write_heartbeat(self.heartbeat_file, topology_id=self.topology_id, port=self.port,
+                            started=self.started, metrics=self.runtime.summary(),
+                            errors=heartbeat_errors(self.runtime.errors()), stopping=stopping)

@@ -8,6 +8,9 @@
                                   rewritten every few seconds
     <root>/topologies/<tid>       {"name", "status", "conf", "launched", "summary", ...}
     <root>/assignments/<tid>      {"executors": [[component, tasks, supervisor, host, port]], ...}
+                                  (each executor an ``Executor`` when read: see assigned_executors)
+    <root>/offsets/<spout>/<p>    an offset spout's commit for one partition
+                                  (written by sources/offset_store.py, at offsets_path(root))
 
 Only small state lives here. Topology code stays with nimbus (it can exceed ZooKeeper's 1 MB node
 limit). A node that does not parse is logged with its path and skipped, never fatal.
@@ -17,20 +20,39 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError, NodeExistsError
-from kazoo.recipe.election import Election
+
+if TYPE_CHECKING:
+    # kazoo.client is slow to import: the command line and the sources import this module for
+    # its paths and defaults alone, and only a daemon connects.
+    from kazoo.client import KazooClient
+    from kazoo.recipe.election import Election
 
 log = logging.getLogger(__name__)
 
+DEFAULT_HOSTS = "127.0.0.1:2181"
 DEFAULT_ROOT = "/stormlet"
+
+
+def cluster_root(root: str | None) -> str:
+    """The root node as every daemon uses it: no trailing slash, and DEFAULT_ROOT for none (or
+    for ``/``: the cluster's nodes never sit at ZooKeeper's own root)."""
+    return (root or "").rstrip("/") or DEFAULT_ROOT
+
+
+def offsets_path(root: str | None = DEFAULT_ROOT) -> str:
+    """Where offset spouts of the cluster under ``root`` commit:
+    ``<root>/offsets/<spout_id>/<partition>`` (see ``sources/offset_store.py``)."""
+    return f"{cluster_root(root)}/offsets"
 
 
 def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 6.0) -> KazooClient:
     """A started client. The session timeout bounds how long a dead daemon's ephemeral nodes
     (a supervisor's registration, the nimbus leader) outlive it."""
+    from kazoo.client import KazooClient
+
     client = KazooClient(hosts=hosts, timeout=session_timeout,
                          connection_retry={"max_tries": -1, "max_delay": 2})
     client.start(timeout=timeout)
@@ -56,24 +78,68 @@ def decode_node(path: str, data: bytes) -> dict | None:
     return value
 
 
+class Slot(NamedTuple):
+    """A worker slot: a port of a supervisor's host."""
+    supervisor: str
+    host: str
+    port: int
+
+
+class Executor(NamedTuple):
+    """One executor's place in an assignment. A NamedTuple, so it is stored as the same JSON
+    list as ever: ``[component, [task, ...], supervisor, host, port]``."""
+    component: str
+    tasks: list[int]
+    supervisor: str
+    host: str
+    port: int
+
+    @property
+    def slot(self) -> Slot:
+        """The worker slot that runs this executor."""
+        return Slot(self.supervisor, self.host, self.port)
+
+
 def valid_assignment(value: dict) -> bool:
     """An assignment's shape: ``{"executors": [[component, [task, ...], supervisor, host,
     port], ...], ...}``. Anything else is treated as corrupt."""
     executors = value.get("executors")
     if not isinstance(executors, list):
         return False
-    for e in executors:
-        if not (isinstance(e, list) and len(e) == 5 and isinstance(e[0], str)
-                and isinstance(e[1], list) and all(isinstance(t, int) for t in e[1])
-                and isinstance(e[2], str) and isinstance(e[3], str) and isinstance(e[4], int)):
+    for entry in executors:
+        if not (isinstance(entry, list) and len(entry) == len(Executor._fields)):
+            return False
+        e = Executor(*entry)
+        if not (isinstance(e.component, str) and isinstance(e.tasks, list)
+                and all(isinstance(t, int) for t in e.tasks) and isinstance(e.supervisor, str)
+                and isinstance(e.host, str) and isinstance(e.port, int)):
             return False
     return True
+
+
+def assigned_executors(assignment: dict | None) -> list[Executor]:
+    """The executors of an assignment as read from ZooKeeper (none for no assignment). Raises
+    ``TypeError`` for an entry that is not five fields (``valid_assignment`` says beforehand)."""
+    return [Executor(*e) for e in (assignment or {}).get("executors", [])]
+
+
+def slot_executors(assignment: dict, supervisor_id: str, port: int) -> list[Executor]:
+    """The executors an assignment gives to one worker slot."""
+    return [e for e in assigned_executors(assignment)
+            if e.supervisor == supervisor_id and e.port == port]
+
+
+def executor_key(executors: list[Executor]) -> list:
+    """What a worker runs, comparable across assignment versions: a worker whose key changes is
+    replaced (its supervisor kills it, and it exits by itself), one whose key stays keeps running
+    while other executors move."""
+    return sorted([e.component, list(e.tasks)] for e in executors)
 
 
 class ClusterState:
     def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT):
         self.client = client
-        self.root = root.rstrip("/") or DEFAULT_ROOT
+        self.root = cluster_root(root)
         for sub in ("nimbus/hosts", "supervisors", "heartbeats", "topologies", "assignments"):
             client.ensure_path(self._path(sub))
 

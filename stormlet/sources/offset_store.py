@@ -7,8 +7,10 @@ partition:
 
 ``offset`` is the next offset to read: every message below it is done (acked or dead-lettered).
 
-    store = ZooKeeperOffsetStore("127.0.0.1:2181", "/stormlet/offsets")
-    store.save("events-reader", 0, record)      # at <root>/events-reader/0
+    from stormlet.cluster.zk_state import offsets_path    # where a cluster's spouts commit
+
+    store = ZooKeeperOffsetStore("127.0.0.1:2181", offsets_path())
+    store.save("events-reader", 0, record)      # at <offsets path>/events-reader/0
     store.load("events-reader", 0)
 """
 

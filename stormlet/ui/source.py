@@ -29,6 +29,7 @@ from concurrent.futures import Future
 from typing import Any, Protocol
 
 from .. import config as cfg
+from ..cluster.zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
 from ..local import LocalCluster, UnknownTopologyError
 
 ACTIVE, INACTIVE, KILLED = "active", "inactive", "killed"
@@ -175,7 +176,7 @@ class ClusterSource:
 
     mode = "cluster"
 
-    def __init__(self, zk: str = "127.0.0.1:2181", zk_root: str = "/stormlet",
+    def __init__(self, zk: str = DEFAULT_HOSTS, zk_root: str = DEFAULT_ROOT,
                  nimbus_address: str | None = None):
         from ..cluster.nimbus_client import NimbusClient
 

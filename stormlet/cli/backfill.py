@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from . import config as cfg
+from .options import conf_option, conf_overrides
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +45,7 @@ log = logging.getLogger(__name__)
                    "and the bolts it reads from run")
 @click.option("--master", default=None,
               help="Spark master URL (default: a local session on every core, local[*])")
-@click.option("-c", "conf_pairs", multiple=True, metavar="KEY=VALUE",
-              help="topology config override, repeatable")
+@conf_option("topology config override, repeatable")
 @click.option("--name", default=None, help="topology name (default: the file's stem)")
 @click.option("--overwrite", is_flag=True, help="replace OUTPUT if it exists")
 @click.option("--allow-errors", is_flag=True,
@@ -58,13 +57,10 @@ def backfill(file: Path, input_path: str, output: str, input_format: str, spout:
              conf_pairs: tuple[str, ...], name: str | None, overwrite: bool, allow_errors: bool,
              progress_every: float) -> None:
     """Run the bolts of the topology in FILE over a historical dataset, in Spark."""
-    from .spark.backfill import Backfill, BackfillError, InputOptions
-    from .spark.session import SparkUnavailable, quiet_py4j, spark_session
+    from ..spark.backfill import Backfill, BackfillError, InputOptions
+    from ..spark.session import SparkUnavailable, quiet_py4j, spark_session
 
-    try:
-        overrides = cfg.parse_cli_pairs(conf_pairs)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="-c") from None
+    overrides = conf_overrides(conf_pairs)
     quiet_py4j()
     try:
         job = Backfill(file, InputOptions(input_path, input_format), spout=spout,

@@ -5,14 +5,12 @@
     stormlet log append data/events --file users.jsonl --key-field user
     stormlet log describe data/events                            # offsets, and each spout's lag
 
-``append`` checks its whole input before writing any of it, so a bad line leaves the log as it
-was.
+``append`` checks its whole input before writing any of it (see ``sources/log_lines.py``), so a
+bad line leaves the log as it was.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import shutil
 import sys
 import tempfile
@@ -23,15 +21,10 @@ from typing import BinaryIO, Iterator
 
 import click
 
-from .sources.offset_store import FileOffsetStore, ZooKeeperOffsetStore
-from .sources.partitioned_log import OFFSETS_DIR, LogError, PartialAppend, PartitionedLog
-
-log = logging.getLogger(__name__)
-
-# Input is parsed this many bytes at a time (and appended a batch per block).
-BLOCK_BYTES = 4 << 20
-
-_decode_json = json.JSONDecoder().decode   # json.loads, without its per-call checks
+from ..cluster.zk_state import DEFAULT_ROOT, offsets_path
+from ..sources.log_lines import Appended, AppendFailed, BadLine, append_lines
+from ..sources.offset_store import FileOffsetStore, ZooKeeperOffsetStore
+from ..sources.partitioned_log import OFFSETS_DIR, LogError, PartitionedLog
 
 
 @click.group(name="log")
@@ -58,61 +51,6 @@ def create(path: Path, partitions: int) -> None:
     click.echo(f"created log {path} with {partitions} partitions")
 
 
-class _BadLine(Exception):
-    def __init__(self, number: int, problem: str):
-        super().__init__(f"line {number} {problem}")
-
-
-def _blocks(stream: BinaryIO, key_field: str | None) -> Iterator[tuple[list | None, list[str]]]:
-    """(keys or None, values) per block of input lines; blank lines are skipped. Raises _BadLine
-    for a line that is not UTF-8, or (with ``key_field``) not a JSON object with that field."""
-    seen = 0    # lines before this block
-    while True:
-        block = stream.read(BLOCK_BYTES)
-        if not block:
-            return
-        if not block.endswith(b"\n"):
-            block += stream.readline()   # end the block at the end of a line
-        try:
-            text = block.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise _BadLine(seen + block.count(b"\n", 0, exc.start) + 1,
-                           "is not UTF-8 text") from None
-        if "\r" in text:
-            text = text.replace("\r\n", "\n")
-        lines = text.split("\n")
-        if text.endswith("\n"):
-            lines.pop()     # the newline ends the last line, it does not begin another
-        if key_field is None:
-            yield None, [line for line in lines if line and not line.isspace()]
-        else:
-            yield _keyed(lines, key_field, seen)
-        seen += len(lines)
-
-
-def _keyed(lines: list[str], key_field: str, seen: int) -> tuple[list, list[str]]:
-    keys: list[str] = []
-    values: list[str] = []
-    for number, line in enumerate(lines, seen + 1):
-        if not line or line.isspace():
-            continue
-        try:
-            obj = _decode_json(line)
-        except ValueError as exc:
-            raise _BadLine(number, f"is not JSON ({exc})") from None
-        if not isinstance(obj, dict):
-            raise _BadLine(number, "is not a JSON object")
-        try:
-            key = obj[key_field]
-        except KeyError:
-            raise _BadLine(number, f"has no field {key_field!r}") from None
-        # A string field is the key as it is; any other JSON value is keyed by its JSON text.
-        keys.append(key if isinstance(key, str)
-                    else json.dumps(key, separators=(",", ":"), sort_keys=True))
-        values.append(line)
-    return keys, values
-
-
 @contextmanager
 def _input(file: Path | None) -> Iterator[BinaryIO]:
     """The input as a file that can be read twice (stdin is copied to a temporary file)."""
@@ -130,9 +68,9 @@ def _input(file: Path | None) -> Iterator[BinaryIO]:
         yield spool
 
 
-def _summary(written: dict[int, list[int]], sep: str = "\n  ") -> str:
-    return sep.join(f"partition {p}: {count} (offsets {first}-{last})"
-                    for p, (count, first, last) in sorted(written.items()))
+def _summary(written: dict[int, Appended], sep: str = "\n  ") -> str:
+    return sep.join(f"partition {p}: {a.count} (offsets {a.first}-{a.last})"
+                    for p, a in sorted(written.items()))
 
 
 @log_group.command()
@@ -154,39 +92,20 @@ def append(path: Path, file: Path | None, key_field: str | None, partition: int 
         except LogError as exc:
             raise click.ClickException(str(exc)) from None
     source = str(file) if file is not None else "stdin"
-    written: dict[int, list[int]] = {}   # partition -> [count, first offset, last offset]
-
-    def note(ranges: dict[int, range]) -> None:
-        for p, offsets in ranges.items():
-            if not offsets:
-                continue
-            entry = written.setdefault(p, [0, offsets.start, offsets.stop - 1])
-            entry[0] += len(offsets)
-            entry[2] = offsets.stop - 1
-
     started = time.monotonic()
     try:
         with _input(file) as stream:
-            try:
-                for _ in _blocks(stream, key_field):
-                    pass
-            except _BadLine as exc:
-                raise click.ClickException(f"{source}: {exc}; nothing was appended") from None
-            stream.seek(0)
-            try:
-                for keys, values in _blocks(stream, key_field):
-                    note(target.append_many(values, keys, partition))
-                target.flush()
-            except (LogError, OSError) as exc:
-                if isinstance(exc, PartialAppend):
-                    note(exc.written)
-                total = sum(c for c, _, _ in written.values())
-                done = f": {_summary(written, '; ')}" if written else ""
-                raise click.ClickException(f"appending to {path} failed: {exc}; {total} messages"
-                                           f" of {source} were appended in all{done}") from None
+            written = append_lines(target, stream, key_field, partition)
+    except BadLine as exc:
+        raise click.ClickException(f"{source}: {exc}; nothing was appended") from None
+    except AppendFailed as exc:
+        total = sum(a.count for a in exc.written.values())
+        done = f": {_summary(exc.written, '; ')}" if exc.written else ""
+        raise click.ClickException(f"appending to {path} failed: {exc}; {total} messages"
+                                   f" of {source} were appended in all{done}") from None
     finally:
         target.close()
-    total = sum(c for c, _, _ in written.values())
+    total = sum(a.count for a in written.values())
     click.echo(f"appended {total} messages to {path} in {time.monotonic() - started:.2f}s")
     if written:
         click.echo("  " + _summary(written))
@@ -202,7 +121,7 @@ def _when(value: object) -> str:
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--zk", envvar="STORMLET_ZK", default=None, metavar="HOST:PORT,...",
               help="also show the commits spouts on a cluster made to this ZooKeeper")
-@click.option("--zk-root", default="/stormlet", show_default=True,
+@click.option("--zk-root", default=DEFAULT_ROOT, show_default=True,
               help="the cluster's root node (commits are read from <root>/offsets)")
 def describe(path: Path, zk: str | None, zk_root: str) -> None:
     """Show each partition's offsets, and how far each spout that reads the log has got."""
@@ -260,8 +179,9 @@ def describe(path: Path, zk: str | None, zk_root: str) -> None:
 
 
 def _zookeeper_commits(hosts: str, root: str, log_name: str) -> dict[str, dict[int, dict]]:
-    """Every spout id's commits for this log (by its path) under ``<root>/offsets``."""
-    store = ZooKeeperOffsetStore(hosts, f"{root.rstrip('/')}/offsets")
+    """Every spout id's commits for this log (by its path) where the cluster under ``root``
+    keeps them (``zk_state.offsets_path``)."""
+    store = ZooKeeperOffsetStore(hosts, offsets_path(root))
     try:
         found = store.all()
     except Exception as exc:  # kazoo raises its own timeout types

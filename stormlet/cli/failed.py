@@ -14,15 +14,12 @@ from typing import Any
 
 import click
 
-from .fail_reason import FailReason
-from .failed import read_failed, summarize, topologies
+from ..fail_reason import ERROR, FAIL, TIMEOUT, FailReason
+from ..failed import read_failed, summarize, topologies
+from .options import FAILED_DIR_OPTION, TOPOLOGY_OPTION
 
-STANDARD_REASONS = ("timeout", "fail", "error")
-
-FAILED_DIR_OPTION = click.option(
-    "--failed-dir", required=True, envvar="STORMLET_FAILED_DIR", type=click.Path(path_type=Path),
-    help="the directory spouts write failed messages to (env STORMLET_FAILED_DIR)")
-TOPOLOGY_OPTION = click.option("--topology", default=None, help="only this topology")
+# The reason kinds stormlet itself gives, in the order their columns are shown.
+STANDARD_REASONS = (TIMEOUT, FAIL, ERROR)
 
 
 @click.group()

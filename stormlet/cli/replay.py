@@ -16,7 +16,8 @@ from typing import Any
 
 import click
 
-from .failed_cli import FAILED_DIR_OPTION, TOPOLOGY_OPTION, table
+from .failed import table
+from .options import FAILED_DIR_OPTION, TOPOLOGY_OPTION
 
 _AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -54,7 +55,7 @@ def _time_option(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 def _target_option(ctx: click.Context, param: click.Parameter, value: str) -> Any:
-    from .spark.replay import parse_target
+    from ..spark.replay import parse_target
 
     try:
         return parse_target(value)
@@ -106,9 +107,9 @@ def replay(failed_dir: Path, topology: str | None, component: str | None, reason
     writes nothing the second time, and a replay that was interrupted finishes, without
     duplicates, the next time it runs.
     """
-    from .spark.replay import ReplayError, ReplayProgress
-    from .spark.replay import replay as run_replay
-    from .spark.session import SparkUnavailable, quiet_py4j
+    from ..spark.replay import ReplayError, ReplayProgress
+    from ..spark.replay import replay as run_replay
+    from ..spark.session import SparkUnavailable, quiet_py4j
 
     quiet_py4j()
 

@@ -1,0 +1,56 @@
+"""The ``stormlet`` command: a click group of thin commands over library objects, one module
+per group of commands:
+
+    local.py     stormlet local: a topology in this process
+    cluster.py   the daemons (nimbus, supervisor, ui) and the calls on nimbus (submit, list,
+                 errors, kill, activate, deactivate, rebalance)
+    worker.py    stormlet worker, hidden: the worker process a supervisor starts
+    log.py       stormlet log create | append | describe
+    failed.py    stormlet failed ls | show
+    replay.py    stormlet replay
+    backfill.py  stormlet backfill
+    options.py   the options several commands share
+
+Commands import what they run when they run, so that ``stormlet --help`` stays quick.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from .backfill import backfill
+from .cluster import (
+    activate,
+    deactivate,
+    errors,
+    kill,
+    list_command,
+    nimbus,
+    rebalance,
+    submit,
+    supervisor,
+    ui,
+)
+from .failed import failed
+from .local import local
+from .log import log_group
+from .replay import replay
+from .worker import worker
+
+
+@click.group()
+@click.option("--log-level", default="INFO", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def main(log_level: str) -> None:
+    """stormlet: Storm-style stream processing for Python."""
+    logging.basicConfig(level=log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_level.upper() != "DEBUG":
+        logging.getLogger("kazoo").setLevel(logging.WARNING)  # its connection chatter
+
+
+for _command in (local, nimbus, supervisor, worker, submit, list_command, errors, kill, activate,
+                 deactivate, rebalance, ui, failed, log_group, backfill, replay):
+    main.add_command(_command)

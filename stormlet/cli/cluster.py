@@ -1,0 +1,242 @@
+"""The cluster's commands: its daemons (``nimbus``, ``supervisor``, ``ui``), each a library
+object run until SIGTERM or Ctrl-C, and the calls on nimbus (``submit``, ``list``, ``errors``,
+``kill``, ``activate``, ``deactivate``, ``rebalance``), each one request through
+``cluster.nimbus_client`` whose refusal is the command's error."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .options import NIMBUS_OPTION, ZK_OPTION, ZK_ROOT_OPTION, conf_option, conf_overrides
+
+# ----- the daemons
+
+
+@click.command()
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to serve on")
+@click.option("--port", default=6627, show_default=True, type=int)
+@click.option("--data-dir", default="nimbus-data", show_default=True, type=click.Path())
+def nimbus(zk: str, zk_root: str, host: str, port: int, data_dir: str) -> None:
+    """Run a nimbus (the leader, or a standby if one leads already)."""
+    from ..cluster.nimbus import Nimbus
+
+    daemon = Nimbus(zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root)
+    daemon.start()
+    run_until_signal(daemon)
+
+
+@click.command()
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address workers bind and peers reach")
+@click.option("--slots", default="6700,6701", show_default=True, help="worker ports, comma-separated")
+@click.option("--data-dir", default="supervisor-data", show_default=True, type=click.Path())
+@click.option("--id", "supervisor_id", default=None, help="supervisor id (default: kept in data dir)")
+@click.option("--worker-timeout", default=30.0, show_default=True, type=float,
+              help="seconds without a heartbeat before a worker is restarted")
+def supervisor(zk: str, zk_root: str, host: str, slots: str, data_dir: str,
+               supervisor_id: str | None, worker_timeout: float) -> None:
+    """Run a supervisor: start, watch and restart this node's workers."""
+    from ..cluster.supervisor import Supervisor
+
+    try:
+        ports = [int(p) for p in slots.split(",") if p.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{slots!r} is not a comma-separated list of ports",
+                                 param_hint="--slots") from None
+    daemon = Supervisor(zk, ports, data_dir=data_dir, host=host, zk_root=zk_root,
+                        supervisor_id=supervisor_id, worker_timeout=worker_timeout)
+    daemon.start()
+    run_until_signal(daemon)
+
+
+@click.command()
+@click.option("--port", default=8080, show_default=True, type=int, help="port to serve on")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to serve on")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def ui(port: int, host: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+    """Serve the web UI and its REST API (/api/v1/) and Prometheus metrics (/metrics) for the
+    cluster whose nimbus is found in ZooKeeper (or given with --nimbus)."""
+    from ..ui.app import serve
+    from ..ui.source import ClusterSource
+
+    source = ClusterSource(zk, zk_root, nimbus_address)
+    try:
+        server = serve(source, host, port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror}") from None
+    click.echo(f"stormlet UI at {server.url}", err=True)
+    try:
+        run_until_signal(server)
+    finally:
+        source.close()
+
+
+def run_until_signal(daemon: Any) -> None:
+    """Block until SIGTERM or SIGINT, then ``daemon.stop()``."""
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    daemon.stop()
+
+
+# ----- calls on nimbus
+
+
+def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 15, **args: Any) -> Any:
+    """``op`` on nimbus (see cluster/nimbus_client.py), its refusal as the command's error."""
+    from ..cluster.nimbus_client import NimbusClient
+    from ..cluster.rpc import RpcError
+
+    zk, zk_root, nimbus_address = ctx_args
+    try:
+        with NimbusClient(zk, zk_root, nimbus_address) as client:
+            return client.call(op, timeout=timeout, **args)
+    except RpcError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--name", default=None, help="topology name (default: the file's stem)")
+@conf_option("config override")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], zk: str, zk_root: str,
+           nimbus_address: str | None) -> None:
+    """Submit the topology in FILE to the cluster."""
+    from ..cluster.code import CodeError, package_topology
+
+    overrides = conf_overrides(conf_pairs)
+    try:
+        code = package_topology(file)
+    except CodeError as exc:
+        raise click.ClickException(str(exc)) from None
+    name = name or file.stem
+    result = _call((zk, zk_root, nimbus_address), "submit", timeout=120, name=name, code=code,
+                   conf=overrides)
+    click.echo(f"submitted {name} ({result['id']})")
+
+
+@click.command(name="list")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def list_command(zk: str, zk_root: str, nimbus_address: str | None) -> None:
+    """List running topologies with status, workers, uptime and errors.
+
+    errors counts every error the topology's workers counted since they started (and those of
+    the last worker that exited on each slot); `stormlet errors NAME` shows them."""
+    rows = _call((zk, zk_root, nimbus_address), "list")
+    if not rows:
+        click.echo("no topologies running")
+        return
+    click.echo(f"{'name':<24}{'status':<10}{'workers':>8}{'executors':>10}  {'uptime':<10}"
+               f"{'errors':>8}  last error")
+    now = time.time()
+    for row in rows:
+        last = row.get("last_error")
+        last_text = f"{_duration(max(0.0, now - last))} ago" if last else "-"
+        click.echo(f"{row['name']:<24}{row['status']:<10}{row['workers']:>8}{row['executors']:>10}"
+                   f"  {_duration(row['uptime']):<10}{row.get('errors', 0):>8}  {last_text}")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="how many of the most recent errors to show")
+@click.option("--stack", is_flag=True,
+              help="also print each error's traceback (or a hung component's stack)")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def errors(name: str, limit: int, stack: bool, zk: str, zk_root: str,
+           nimbus_address: str | None) -> None:
+    """Show a running topology's most recent errors, oldest first: time, component, task,
+    worker host:port and the error. Errors of one kind beyond the first few show as one summary
+    line per interval ("... and N more like it")."""
+    rows = _call((zk, zk_root, nimbus_address), "errors", name=name, limit=limit)
+    if not rows:
+        click.echo(f"no errors reported for {name}")
+        return
+    click.echo(f"{'time':<20}{'component':<16}{'task':>5}  {'worker':<22}error")
+    for row in reversed(rows):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["time"]))
+        worker = f"{row['host']}:{row['port']}"
+        click.echo(f"{when:<20}{row['component']:<16}{row['task']:>5}  {worker:<22}{row['error']}")
+        if stack and row.get("detail"):
+            click.echo("    " + row["detail"].replace("\n", "\n    "))
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+@click.command()
+@click.argument("name")
+@click.option("--wait", type=float, default=None,
+              help="seconds between deactivating and removing (default: the message timeout)")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def kill(name: str, wait: float | None, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+    """Deactivate a topology, wait, then remove it and stop its workers."""
+    _call((zk, zk_root, nimbus_address), "kill", name=name, wait=wait)
+    click.echo(f"killed {name}: deactivated now, removed after "
+               f"{'the message timeout' if wait is None else f'{wait:g}s'}")
+
+
+def _status_command(op: str, help_text: str) -> click.Command:
+    @click.command(name=op, help=help_text)
+    @click.argument("name")
+    @ZK_OPTION
+    @ZK_ROOT_OPTION
+    @NIMBUS_OPTION
+    def command(name: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+        _call((zk, zk_root, nimbus_address), op, name=name)
+        click.echo(f"{op}d {name}")
+
+    return command
+
+
+activate = _status_command("activate", "Resume a topology's spouts.")
+deactivate = _status_command("deactivate",
+                             "Pause a topology's spouts (in-flight tuples still finish).")
+
+
+@click.command()
+@click.argument("name")
+@click.option("--workers", type=int, default=None, help="new number of worker processes")
+@click.option("--executors", "-e", "executor_pairs", multiple=True, metavar="COMPONENT=N",
+              help="new executor count for a component (at most its task count)")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@NIMBUS_OPTION
+def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...], zk: str,
+              zk_root: str, nimbus_address: str | None) -> None:
+    """Spread a running topology over a different number of workers or executors."""
+    executors = {}
+    for pair in executor_pairs:
+        component, sep, count = pair.partition("=")
+        if not sep or not count.strip().isdigit():
+            raise click.BadParameter(f"{pair!r} is not COMPONENT=N", param_hint="--executors")
+        executors[component.strip()] = int(count)
+    result = _call((zk, zk_root, nimbus_address), "rebalance", name=name, workers=workers,
+                   executors=executors)
+    click.echo(f"rebalanced {name} to {result['workers']} workers")

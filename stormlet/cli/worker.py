@@ -1,0 +1,49 @@
+"""``stormlet worker``: one worker process, as its supervisor starts it (hidden from --help):
+
+    python -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID --supervisor-id SID \\
+        --port PORT [--host HOST] --code ENTRY_FILE --heartbeat-file FILE
+
+It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and
+exits 1 when an executor died or the slot had nothing to run, else 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+
+@click.command(hidden=True)
+@click.option("--zk", required=True)
+@click.option("--zk-root", required=True)
+@click.option("--topology-id", required=True)
+@click.option("--supervisor-id", required=True)
+@click.option("--port", type=int, required=True)
+@click.option("--host", default="127.0.0.1")
+@click.option("--code", type=click.Path(path_type=Path), required=True,
+              help="the topology's entry file")
+@click.option("--heartbeat-file", type=click.Path(path_type=Path), required=True)
+def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: int, host: str,
+           code: Path, heartbeat_file: Path) -> None:
+    """Run one worker of a topology (supervisors start these)."""
+    from ..cluster.worker import NotAssigned, Worker
+    from ..runtime.tuning import tune_for_streaming
+
+    # Every line says which worker: one supervisor's log directory holds several workers' logs.
+    logging.basicConfig(level=logging.getLogger().level, force=True,
+                        format=f"%(asctime)s %(levelname)s worker:{port} %(name)s: %(message)s")
+    tune_for_streaming()
+    daemon = Worker(zk, zk_root, topology_id, supervisor_id, port, host, code, heartbeat_file)
+    try:
+        daemon.start()
+    except NotAssigned as exc:
+        raise SystemExit(str(exc)) from None   # the message, and exit status 1
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: daemon.end(signal.Signals(signum).name))
+    daemon.wait()
+    daemon.stop()
+    sys.exit(1 if daemon.failed else 0)
