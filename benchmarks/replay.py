@@ -22,7 +22,7 @@ from pathlib import Path
 from stormlet.fail_reason import FailReason
 from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef
 from stormlet.sources.partitioned_log import PartitionedLog
-from stormlet.spark import replay as replay_module
+from stormlet.spark.replay import job as replay_job
 from stormlet.spark.replay import replay
 from stormlet.spark.session import build_session
 
@@ -54,7 +54,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--chunk-size", type=int, default=replay_module.DEFAULT_CHUNK)
+    parser.add_argument("--chunk-size", type=int, default=replay_job.DEFAULT_CHUNK)
     parser.add_argument("--profile", action="store_true",
                         help="print the driver's cProfile of the writing phase")
     args = parser.parse_args()
@@ -70,13 +70,13 @@ def main() -> None:
         print(f"Spark session ({args.master}) started in {time.perf_counter() - started:.1f}s")
 
         profiler = cProfile.Profile() if args.profile else None
-        write_run = replay_module.write_run
+        write_run = replay_job.write_run
         if profiler is not None:
             def profiled(*a, **kw):  # type: ignore[no-untyped-def]
                 return profiler.runcall(write_run, *a, **kw)
-            replay_module.write_run = profiled
+            replay_job.write_run = profiled
         summary = replay(failed_dir, f"log:{log_path}", chunk_size=args.chunk_size)
-        replay_module.write_run = write_run
+        replay_job.write_run = write_run
         assert summary.run is not None and summary.written == args.records, summary
         writing = summary.run.seconds
         print(f"replay: planning {summary.plan_seconds:.1f}s, writing {writing:.1f}s, "

@@ -6,9 +6,11 @@ field and type named, and keeps local mode as strict as a cluster.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
+
+from .tuples import StreamInfo
 
 # Types that always encode. ints need a range check, and strs a look at their characters: an
 # ASCII str always encodes, but a lone surrogate ("\ud800") does not.
@@ -19,6 +21,36 @@ INT_MAX = 2**64 - 1
 
 class SerializationError(TypeError):
     """A value in an emitted tuple that cannot be sent between workers."""
+
+
+class StreamShape(Protocol):
+    """What ``checked`` needs of a stream: the runtime's routes and backfill's outputs have it."""
+
+    nfields: int
+    info: StreamInfo
+
+
+def checked(values: Any, stream: StreamShape, component: str) -> list:
+    """``values`` as a list, if they fit ``stream``'s fields and msgpack can carry them; else
+    ``SerializationError`` naming the field and its type. A list of plain scalars, the usual
+    case, costs one pass over it; anything else gets the full check."""
+    if type(values) is list and len(values) == stream.nfields:
+        for v in values:
+            t = type(v)
+            if t is str:
+                if not v.isascii():
+                    break
+            elif t is int:
+                if not INT_MIN <= v <= INT_MAX:
+                    break
+            elif t not in PLAIN_TYPES:
+                break
+        else:
+            return values
+    elif isinstance(values, tuple):
+        values = list(values)
+    check_values(values, component, stream.info.stream, stream.info.fields)
+    return values
 
 
 def check_values(values: Any, component: str, stream: str, fields: list[str]) -> None:

@@ -2,7 +2,8 @@
 
 Each equality test runs the topology in a LocalCluster with a collecting bolt added after the
 bolts whose output is compared, runs the backfill over the same messages in one shared local
-Spark session, and compares what those bolts emitted, as multisets.
+Spark session, and compares what those bolts emitted, as multisets. The plan, the input checks,
+the record formats and the runners are tested first without Spark (no SparkSession, no pyspark).
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from stormlet.loader import load_topology_file
 from stormlet.sources.partitioned_log import PartitionedLog
 from stormlet.spark.backfill import Backfill, BackfillError, InputOptions
 
-pytest.importorskip("pyspark")
-
 ROOT = Path(__file__).resolve().parent.parent
 WORD_COUNT = ROOT / "topologies" / "word_count.py"
 LOG_WORD_COUNT = ROOT / "topologies" / "log_word_count.py"
@@ -33,6 +32,7 @@ LOG_WORD_COUNT = ROOT / "topologies" / "log_word_count.py"
 
 @pytest.fixture(scope="session")
 def spark():
+    pytest.importorskip("pyspark")
     from pyspark.sql import SparkSession
 
     from stormlet.spark.session import build_session
@@ -604,3 +604,229 @@ def test_an_input_spark_cannot_find_is_one_line(spark, tmp_path):
         job.run(spark, str(tmp_path / "out"))
     message = str(caught.value)
     assert "\n" not in message and "nothing-*.txt" in message, message
+
+
+# ----- without Spark: the plan, the input, the record formats, the runners
+
+
+def topology_of(tmp_path, source, name="t.py"):
+    file = tmp_path / name
+    file.write_text(textwrap.dedent(source))
+    return load_topology_file(file)[0]
+
+
+def test_the_plan_walks_the_graph_upstream_first_and_writes_the_leaves(tmp_path):
+    from stormlet.spark.backfill import plan_backfill
+
+    plan = plan_backfill(topology_of(tmp_path, STAGES))
+    assert (plan.spout, plan.stream) == ("lines", "default")
+    assert plan.order == ["parse", "audit", "totals", "best"]
+    assert [(e.source, e.stream, e.consumer, e.grouping) for e in plan.edges] == [
+        ("parse", "rejects", "audit", "all"), ("totals", "default", "best", "global"),
+        ("lines", "default", "parse", "shuffle"), ("parse", "default", "totals", "fields")]
+    assert plan.outputs == [("audit", "default"), ("best", "default")]
+    assert plan.consumers("parse") == ["audit", "totals"]
+    assert plan.uses("parse") == 2 and plan.uses("best") == 1 and plan.notes == []
+
+    # A chosen bolt runs with the bolts it reads from, and all of its streams are written.
+    chosen = plan_backfill(topology_of(tmp_path, STAGES), components=["totals"])
+    assert chosen.order == ["parse", "totals"]
+    assert chosen.outputs == [("totals", "default")]
+    assert chosen.uses("parse") == 1
+
+
+def test_the_plan_cuts_each_bolts_input_by_its_grouping(tmp_path):
+    from stormlet.spark.backfill.plan import MERGE, NARROW, ROUTE, stage_specs
+
+    topology = load_topology_file(WORD_COUNT)[0]
+    job_plan = Backfill(WORD_COUNT, InputOptions(str(WORD_COUNT))).plan
+    # split (2 tasks, shuffle from the input): kept in place, merged, or dealt out.
+    assert stage_specs(job_plan, topology, 2)[1] == {"split": NARROW, "count": ROUTE}
+    assert stage_specs(job_plan, topology, 5)[1] == {"split": MERGE, "count": ROUTE}
+    assert stage_specs(job_plan, topology, 1)[1] == {"split": ROUTE, "count": ROUTE}
+
+    stages, _ = stage_specs(job_plan, topology, 2)
+    [to_split] = stages["sentences"].routes["default"]
+    assert (to_split.slot, to_split.consumer, to_split.sub, to_split.mode) == \
+        (0, "split", 0, NARROW)
+    assert stages["sentences"].outputs == {} and stages["split"].outputs == {}
+    assert stages["count"].routes == {} and stages["count"].outputs == {"default": 0}
+
+
+def test_the_plan_notes_and_refusals_name_the_component(tmp_path):
+    from stormlet.spark.backfill import plan_backfill
+
+    quirks = topology_of(tmp_path, QUIRKS)
+    plan = plan_backfill(quirks, spout="numbers")
+    assert plan.order == ["check", "parity", "sink", "spread"]
+    assert plan.outputs == [("parity", "default"), ("sink", "got"), ("sink", "ticks"),
+                            ("spread", "default")]
+    assert plan.notes == ["bolt 'sink' also reads 'other' stream 'default', which gets no "
+                          "tuples in this backfill"]
+    cases = [
+        ({}, "has 2 spouts (numbers, other): choose the one the input replaces with --spout"),
+        ({"spout": "check"}, "--spout 'check': a bolt"),
+        ({"spout": "numbers", "stream": "nope"}, "spout 'numbers' declares no stream 'nope'"),
+        ({"spout": "numbers", "components": ["nope"]}, "there is no component 'nope'"),
+        ({"spout": "numbers", "components": ["other"]}, "--component 'other' is a spout"),
+    ]
+    for kwargs, expected in cases:
+        with pytest.raises(BackfillError) as caught:
+            plan_backfill(quirks, **kwargs)
+        assert expected in str(caught.value)
+
+    cycle = topology_of(tmp_path, QUIRKS.replace(
+        '.shuffle_grouping("numbers")',
+        '.shuffle_grouping("numbers").shuffle_grouping("parity")'), "cycle.py")
+    with pytest.raises(BackfillError) as caught:
+        plan_backfill(cycle, spout="numbers")
+    # Named: every bolt that cannot run, the cycle's and those downstream of it.
+    assert str(caught.value).startswith("bolts ['check', 'parity', 'sink', 'spread'] feed each "
+                                        "other in a cycle")
+
+
+def test_the_input_is_checked_and_its_format_settled_before_spark(tmp_path):
+    from stormlet.spark.backfill.inputs import check_input_fields, resolve_input
+
+    (tmp_path / "in.txt").write_text("a\n")
+    (tmp_path / "in.JSONL").write_text("{}\n")
+    (tmp_path / "empty").mkdir()
+    PartitionedLog.create(tmp_path / "log", 2).close()
+
+    def kind(path, fmt="auto"):
+        return resolve_input(InputOptions(str(path), fmt), "default").kind
+
+    assert kind(tmp_path / "in.txt") == "text"
+    assert kind(tmp_path / "in.JSONL") == "jsonl"
+    assert kind(f"file://{tmp_path / 'in.txt'}") == "text"
+    assert kind(tmp_path / "log") == "log"
+    assert kind("hdfs://nn/data/*.json.gz") == "jsonl"      # left to Spark, named by its suffix
+    assert kind(tmp_path / "in-*.txt") == "text"
+    assert resolve_input(InputOptions(f"file://{tmp_path / 'in.txt'}"), "s").path == \
+        str(tmp_path / "in.txt")
+    for options, expected in [
+        (InputOptions(str(tmp_path / "in.txt"), "csv"), "unknown input format 'csv'"),
+        (InputOptions(str(tmp_path / "nope.txt")), "nope.txt: no such file or directory"),
+        (InputOptions(str(tmp_path / "empty")), "the directory holds no files"),
+        (InputOptions(str(tmp_path / "log"), "text"), "is a stormlet partitioned log, not text"),
+        (InputOptions("s3a://bucket/log", "log"), "a partitioned log must be a local"),
+    ]:
+        with pytest.raises(BackfillError) as caught:
+            resolve_input(options, "default")
+        assert expected in str(caught.value)
+
+    lines = load_topology_file(LOG_WORD_COUNT)[0]
+    text = resolve_input(InputOptions(str(tmp_path / "in.txt")), "default")
+    with pytest.raises(BackfillError, match="a text input fills exactly one field"):
+        check_input_fields(lines.components["sentences"], "default", text)
+    # A log spout translates the log's records itself: any fields will do.
+    check_input_fields(lines.components["sentences"], "default",
+                       resolve_input(InputOptions(str(tmp_path / "log")), "default"))
+
+
+def test_record_formats_in_and_out():
+    from stormlet.spark.backfill.formats import JsonLines, default_translate, read_values
+
+    bad = []
+    lines = ['{"word": "a", "n": 1}', "", "  ", "[\"b\", 2]", "nope", '{"n": 3}', "[1]"]
+    got = list(read_values("jsonl", "in.jsonl", lines, ["word", "n"], default_translate,
+                           bad.append))
+    assert got == [["a", 1], ["b", 2]]
+    assert [b.split(":")[0] for b in bad] == ["in.jsonl"] * 3
+    assert "a line is not JSON" in bad[0] and "has no field 'word'" in bad[1]
+    assert "neither an object with the fields ['word', 'n'] nor an array of 2 values" in bad[2]
+    assert list(read_values("text", "in.txt", ["x y", "", "z"], ["line"], default_translate,
+                            bad.append)) == [["x y"], ["z"]]
+
+    written = list(JsonLines(["k", "v"])([(0, [["é", b"\xff"], [b"ok", {b"key": 1}]]),
+                                          (1, [])]))
+    assert written == ['{"k":"é","v":{"base64":"/w=="}}\n{"k":"ok","v":{"key":1}}']
+
+
+def test_paths_and_spark_failures_in_one_line(tmp_path):
+    from stormlet.spark.backfill.errors import spark_failure_message
+    from stormlet.spark.backfill.paths import output_paths, spark_uri
+
+    assert spark_uri("hdfs://nn/x") == "hdfs://nn/x"
+    assert spark_uri("out") == f"file://{Path('out').absolute()}"
+    assert output_paths("out/", [("count", "default")]) == ["out/"]
+    assert output_paths("out/", [("a b", "x"), ("c", "y/z")]) == ["out/a%20b/x", "out/c/y%2Fz"]
+
+    worker = Exception("py4j...\norg.apache.spark.api.python.PythonException: Traceback:\n"
+                       "stormlet.spark.backfill.errors.BackfillWorkerError: cannot load it\n")
+    assert spark_failure_message(worker, "in") == "cannot load it"
+    raised = Exception("Traceback...\nValueError: bad value\n")
+    assert spark_failure_message(raised, "in") == "a Spark task failed: ValueError: bad value"
+    java = Exception(": org.apache.hadoop.fs.FileAlreadyExistsException: out exists; For more "
+                     "details see x\n\tat org.apache...")
+    assert spark_failure_message(java, "in") == \
+        "Spark failed: FileAlreadyExistsException: out exists"
+    missing = Exception("org.apache.hadoop.mapred.InvalidInputException: Input path does not "
+                        "exist: file:/x")
+    assert spark_failure_message(missing, "in/*.txt") == \
+        "input in/*.txt: no such file or directory"
+
+
+def test_the_runners_send_each_word_to_the_task_the_runtimes_chooser_picks(tmp_path,
+                                                                           monkeypatch):
+    """The input's and the bolts' partition functions, run in this process as Spark's workers
+    run them, with the records moved between them as the job's RDDs move them."""
+    from types import SimpleNamespace
+
+    from stormlet import groupings as g
+    from stormlet.spark.backfill import shipping
+    from stormlet.spark.backfill.counts import Tally
+    from stormlet.spark.backfill.emitter import has_slot, payload
+    from stormlet.spark.backfill.plan import stage_specs
+    from stormlet.spark.backfill.runner import BoltRunner, InputRunner
+
+    # A worker's process-wide settings and caches stay out of the test's process.
+    monkeypatch.setattr(shipping, "tune_for_streaming", lambda: None)
+    monkeypatch.setattr(shipping, "_LOADED", {})
+    monkeypatch.setattr(shipping, "CODE_DIR", tmp_path / "code")
+    load_topology_file(WORD_COUNT)
+    corpus = sys.modules["stormlet_topology_word_count"].CORPUS
+    (tmp_path / "in.txt").write_text("\n".join(corpus) + "\n")
+    job = Backfill(WORD_COUNT, InputOptions(str(tmp_path / "in.txt")))
+    stages, _ = stage_specs(job.plan, job.topology, 2)
+    code = shipping.TopologyCode(job.name, shipping.code_digest(job.package),
+                                 SimpleNamespace(value=job.package), str(WORD_COUNT.parent), {},
+                                 1, "wc-test")
+
+    class Accumulator:
+        def __init__(self):
+            self.value = {}
+
+        def add(self, more):
+            Tally().addInPlace(self.value, more)
+
+    tally = Accumulator()
+    halves = [corpus[:2], corpus[2:]]
+    read = [list(InputRunner(code, stages["sentences"], job.input, tally)(j, lines))
+            for j, lines in enumerate(halves)]
+    # split's input is kept in place (NARROW): its partition j is the input's partition j.
+    split = [list(BoltRunner(code, stages["split"], tally)(j, [payload(r) for r in records]))
+             for j, records in enumerate(read)]
+    # count's is repartitioned by the task index the fields grouping chose (ROUTE).
+    chunks = [payload(r) for records in split for r in records if has_slot(0, r)]
+    by_task = [[chunk for chunk in chunks if chunk[0] == i] for i in range(2)]
+    counted = [list(BoltRunner(code, stages["count"], tally)(i, by_task[i])) for i in range(2)]
+
+    layout = shipping.LoadedTopology(code, job.topology, {}).layout
+    tasks = layout.component_tasks["count"]
+    grouping = job.topology.components["count"].inputs[0].grouping
+    chooser = g.make_chooser(grouping, ["word"], tasks,
+                             source_task=layout.component_tasks["split"][0])
+    for i, partition in enumerate(by_task):
+        words = [values[0] for _index, items in partition for _head, values in items]
+        assert words and all(chooser([w]) == [tasks[i]] for w in words)
+    written = [tuple(values) for records in counted for r in records if has_slot(~0, r)
+               for values in payload(r)[1]]
+    assert sorted(written) == sorted(
+        (w, n) for w, total in Counter(" ".join(corpus).split()).items()
+        for n in range(1, total + 1))
+    counts = tally.value
+    assert counts["sentences"]["partitions"] == 2
+    assert counts["sentences"]["emitted"] == {"default": len(corpus)}
+    assert counts["split"]["executed"] == counts["split"]["acked"] == len(corpus)
+    assert counts["count"]["executed"] == len(written) and counts["count"]["tasks"] == 2

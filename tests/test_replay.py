@@ -26,7 +26,7 @@ import support
 from stormlet import Bolt, FailReason, TopologyBuilder
 from stormlet.cli import main
 from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef, read_failed
-from stormlet.replay_cli import parse_time
+from stormlet.cli.replay import parse_time
 from stormlet.sources import KafkaSpout, LogSpout, RetryPolicy
 from stormlet.sources.offset_store import FileOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog, partition_for_key
@@ -138,7 +138,13 @@ def test_end_to_end_through_the_local_log(spark, tmp_path):
                                        f"log:{path}", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "dry run: would replay 40 messages" in result.output
-    assert "test" in result.output and "source" in result.output
+    # Counted by topology and component: the spout's 40, 20 failed and 20 errors ("test" alone
+    # is in any output here: it is in the temporary directory's name).
+    rows = [line.split() for line in result.output.splitlines()]
+    header = next(row for row in rows if row[:2] == ["topology", "component"])
+    counts = [dict(zip(header, row)) for row in rows if row[:2] == ["test", "source"]]
+    assert [(c["fail"], c["error"], c["total"]) for c in counts] == [("20", "20", "40")], \
+        result.output
     assert ends(log) == before and not (failed_dir / REPLAYS_DIR).exists()
 
     summary = replay(failed_dir, f"log:{path}", chunk_size=15)
@@ -304,7 +310,7 @@ def die(*args, **kwargs):
 
 def test_a_replay_killed_part_way_finishes_on_rerun_without_duplicates(spark, tmp_path,
                                                                         monkeypatch):
-    from stormlet.spark import replay as replay_module
+    from stormlet.spark.replay import job as replay_job
 
     log = PartitionedLog.create(tmp_path / "log", 2)
     name = str(log.path.resolve())
@@ -315,7 +321,7 @@ def test_a_replay_killed_part_way_finishes_on_rerun_without_duplicates(spark, tm
     target = f"log:{tmp_path / 'log'}"
     # First attempt: dies once its plan is complete, before writing anything.
     with monkeypatch.context() as patch:
-        patch.setattr(replay_module, "write_run", die)
+        patch.setattr(replay_job, "write_run", die)
         with pytest.raises(Died):
             replay(tmp_path / "failed", target, chunk_size=500)
     assert ends(log) == {0: 0, 1: 0}
@@ -337,8 +343,8 @@ def test_a_replay_killed_part_way_finishes_on_rerun_without_duplicates(spark, tm
     log.append("foreign after", partition=half)
     # A third attempt dies too, after 100 more messages of that chunk landed, and another
     # writer appends again: the landed part no longer adjoins the rest.
-    from stormlet.spark import replay_targets
-    original_write = replay_targets.LogTarget.write
+    from stormlet.spark.replay import targets
+    original_write = targets.LogTarget.write
 
     def write_some_then_die(self, partition, messages, run_id):
         original_write(self, partition, messages[:100], run_id)
@@ -346,7 +352,7 @@ def test_a_replay_killed_part_way_finishes_on_rerun_without_duplicates(spark, tm
         raise Died()
 
     with monkeypatch.context() as patch:
-        patch.setattr(replay_targets.LogTarget, "write", write_some_then_die)
+        patch.setattr(targets.LogTarget, "write", write_some_then_die)
         with pytest.raises(Died):
             replay(tmp_path / "failed", target)
     log.append("foreign again", partition=half)
@@ -375,7 +381,7 @@ def test_a_kafka_replay_interrupted_part_way_finishes_by_its_headers(spark, mock
                                                                       monkeypatch):
     from confluent_kafka import Consumer, TopicPartition
 
-    from stormlet.spark.replay_targets import KafkaTarget
+    from stormlet.spark.replay.targets import KafkaTarget
 
     topic = "replay-crash"
     mock_kafka.create_topic(topic, 1)

@@ -25,10 +25,10 @@ from typing import Any, NamedTuple
 from ..fail_reason import ERROR, FAIL, FailReason
 from ..protocol import DEFAULT_STREAM, AckFail, AckInit
 from ..rotating_map import RotatingMap
-from ..serialization import PLAIN_TYPES, check_values
+from ..serialization import checked
 from ..tuples import Tuple
 from .metrics import TaskMetrics
-from .routing import StreamRoute
+from .routing import StreamRoute, check_direct_task, check_stream
 from .transfer import Transfer
 
 log = logging.getLogger(__name__)
@@ -51,22 +51,6 @@ def id_source() -> Callable[[], int]:
         return [i for i in ids if i]
 
     return chain.from_iterable(iter(block, None)).__next__
-
-
-def check_stream(component_id: str, stream: str, route: Any, declared: Any, direct: bool) -> None:
-    """Refuse an emit on an undeclared stream, or with ``emit``/``emit_direct`` not matching how
-    the stream was declared; ``route`` is the stream's (None if undeclared), ``declared`` every
-    declared stream id. Shared by every collector, so all say it the same way."""
-    if route is None:
-        names = sorted(declared) or "none"
-        raise ValueError(f"{component_id!r} emitted on stream {stream!r}, which it does not "
-                         f"declare (it declares {names})")
-    if route.direct != direct:
-        if direct:
-            raise ValueError(f"{component_id!r} called emit_direct on stream {stream!r}, "
-                             f"which is not declared direct")
-        raise ValueError(f"{component_id!r} emitted on direct stream {stream!r}: "
-                         f"use emit_direct(task, ...)")
 
 
 class _Emitter:
@@ -99,31 +83,7 @@ class _Emitter:
     def _route(self, stream: str, direct: bool) -> StreamRoute:
         route = self._routes.get(stream)
         check_stream(self.component_id, stream, route, self._routes, direct)
-        return route
-
-    def _checked(self, values: Any, route: StreamRoute) -> list:
-        if type(values) is not list:
-            values = list(values) if isinstance(values, tuple) else values
-        if type(values) is list and len(values) == route.nfields:
-            plain = PLAIN_TYPES
-            for v in values:
-                if type(v) is str:
-                    if not v.isascii():
-                        break
-                elif type(v) not in plain:
-                    break
-            else:
-                return values
-        check_values(values, self.component_id, route.info.stream, route.info.fields)
-        return values
-
-    def _direct_target(self, route: StreamRoute, task: int) -> list[int]:
-        if task not in route.direct_tasks:
-            raise ValueError(
-                f"{self.component_id!r} emitted directly to task {task} on stream "
-                f"{route.info.stream!r}, but that task does not subscribe to it with a direct "
-                f"grouping (tasks that do: {sorted(route.direct_tasks)})")
-        return [task]
+        return route  # type: ignore[return-value]
 
     def _send(self, route: StreamRoute, values: list, tag: Any, direct_task: int | None) -> list[int]:
         raise NotImplementedError
@@ -175,9 +135,9 @@ class SpoutCollector(_Emitter):
 
     def _send(self, route: StreamRoute, values: Any, msg_id: Any,
               direct_task: int | None) -> list[int]:
-        values = self._checked(values, route)
+        values = checked(values, route, self.component_id)
         tasks = route.choose(values) if direct_task is None else \
-            self._direct_target(route, direct_task)
+            check_direct_task(self.component_id, route, direct_task)
         info = route.info
         src = self.task
         data = self._data
@@ -233,9 +193,9 @@ class BoltCollector(_Emitter):
               direct_task: int | None) -> list[int]:
         """Every bolt emit, explicit or a basic bolt's: one anchor with one root (the usual
         case) takes the short branch; several anchors or roots are merged by ``_anchor``."""
-        values = self._checked(values, route)
+        values = checked(values, route, self.component_id)
         tasks = route.choose(values) if direct_task is None else \
-            self._direct_target(route, direct_task)
+            check_direct_task(self.component_id, route, direct_task)
         info = route.info
         src = self.task
         data = self._data

@@ -35,6 +35,32 @@ def _nobody(values: Any) -> list[int]:
     return []
 
 
+def check_stream(component_id: str, stream: str, route: Any, declared: Any, direct: bool) -> None:
+    """Refuse an emit on an undeclared stream, or with ``emit``/``emit_direct`` not matching how
+    the stream was declared; ``route`` is the stream's (None if undeclared), ``declared`` every
+    declared stream id. Shared by every collector (backfill's too), so all say it the same way."""
+    if route is None:
+        names = sorted(declared) or "none"
+        raise ValueError(f"{component_id!r} emitted on stream {stream!r}, which it does not "
+                         f"declare (it declares {names})")
+    if route.direct != direct:
+        if direct:
+            raise ValueError(f"{component_id!r} called emit_direct on stream {stream!r}, "
+                             f"which is not declared direct")
+        raise ValueError(f"{component_id!r} emitted on direct stream {stream!r}: "
+                         f"use emit_direct(task, ...)")
+
+
+def check_direct_task(component_id: str, route: Any, task: int) -> list[int]:
+    """``[task]`` if ``task`` subscribes to ``route``'s direct stream; else the error saying
+    which tasks do."""
+    if task not in route.direct_tasks:
+        raise ValueError(
+            f"{component_id!r} emitted directly to task {task} on stream {route.info.stream!r}, "
+            f"but that task does not subscribe to it with a direct grouping (tasks that do: "
+            f"{sorted(route.direct_tasks)})")
+    return [task]
+
 
 def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tasks: set[int],
                  context: Any, rng: random.Random) -> tuple[dict[str, StreamRoute], list[int]]:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, NamedTuple
 
-from .replay_error import ReplayError
+from .errors import ReplayError
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class LogTarget:
     """A stormlet partitioned log."""
 
     def __init__(self, spec: TargetSpec):
-        from ..sources.partitioned_log import LogError, PartitionedLog
+        from ...sources.partitioned_log import LogError, PartitionedLog
 
         self._error = LogError
         try:
@@ -147,8 +147,8 @@ class KafkaTarget:
     """A Kafka topic. Each message carries the run id and its dedup key as headers."""
 
     def __init__(self, spec: TargetSpec, timeout: float):
-        from ..sources.kafka import KafkaSource
-        from ..sources.source import SourceError
+        from ...sources.kafka import KafkaSource
+        from ...sources.source import SourceError
 
         self.spec = spec
         self.timeout = timeout
@@ -168,7 +168,7 @@ class KafkaTarget:
         self._spans: dict[int, tuple[int, int]] = {}
 
     def end_offsets(self, partitions: Iterable[int]) -> dict[int, int]:
-        from ..sources.source import SourceError
+        from ...sources.source import SourceError
 
         try:
             return {p: self.source.latest(p) for p in partitions}

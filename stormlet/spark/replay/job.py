@@ -1,25 +1,9 @@
-"""Replaying the failed-message log into the log or topic a spout reads, as a PySpark job: the
-``replay`` function, which ties the parts together, and the ``ReplaySummary`` it returns.
+"""The replay job: the ``replay`` function, which ties the parts of the package together (finish
+what earlier runs left, plan in Spark, write), and the ``ReplaySummary`` it returns.
 
-    from stormlet.spark.replay import replay
-
-    preview = replay("data/events/_failed", "log:data/events", reason="error", dry_run=True)
-    print(preview.planned, preview.by_reason(), preview.by_component())
-    summary = replay("data/events/_failed", "log:data/events", reason="error")
-    summary = replay("failed", "kafka://broker:9092/orders", topology="orders", master="local[4]")
-
-The job reads the complete files of the failed-message log (``stormlet.failed``), keeps the
-records that match the filters (topology, component, reason kind, ``since <= last_failed_at <
-until``), keeps one record per message, drops the messages an earlier run replayed, then appends
-the payloads to the target, each with its original key:
-
-- ``log:PATH``: stormlet's local partitioned log (``PartitionedLog``), which must exist;
-- ``kafka://HOST:PORT[,HOST:PORT...]/TOPIC``: a Kafka topic, which must exist.
-
-The parts, each in its module: ``replay_targets`` (the targets, and reading back what a crashed
-run wrote), ``replay_plan`` (which messages, to which partition: the Spark side, and the plan it
-writes), ``replay_manifest`` (``<failed-dir>/.replays/``: the runs, their journals, the lock) and
-``replay_writer`` (writing a plan chunk by chunk, and finishing a crashed run).
+Two replays never run on one failed-message directory at once (the manifest's lock), and the
+unfinished runs of earlier calls are finished before anything new is planned: a replay that died
+part-way is completed by the next one, without writing anything twice (how: ``writer``).
 """
 
 from __future__ import annotations
@@ -33,19 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..failed import final_files
-from ..failed.reader import ByKeys
-from .replay_error import ReplayError
-from .replay_manifest import REPLAYS_DIR, Manifest, Run
-from .replay_plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, with_partition,
-                          write_plan)
-from .replay_targets import HEADER_KEY, HEADER_RUN, TargetSpec, open_target, parse_target
-from .replay_writer import ReplayProgress, RunResult, write_run
-from .session import spark_session
-
-__all__ = ["DEFAULT_CHUNK", "HEADER_KEY", "HEADER_RUN", "PARTITION_BY", "REPLAYS_DIR",
-           "ReplayError", "ReplayProgress", "ReplaySummary", "RunResult", "TargetSpec",
-           "parse_target", "replay"]
+from ...failed import final_files
+from ...failed.reader import ByKeys
+from ..session import spark_session
+from .errors import ReplayError
+from .manifest import Manifest, Run
+from .plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, with_partition,
+                   write_plan)
+from .targets import TargetSpec, open_target, parse_target
+from .writer import ReplayProgress, RunResult, write_run
 
 log = logging.getLogger(__name__)
 

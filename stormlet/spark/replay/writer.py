@@ -8,7 +8,7 @@ chunk the journal records the target's end offset of each partition the chunk wr
 a run without a summary; the next ``replay`` on the same failed-message directory finishes it first,
 before planning anything new: done chunks are skipped, and for the chunk that was being written it
 reads the target from the recorded end offsets to find what already landed (how each target tells:
-``replay_targets``), and writes only the rest.
+``targets``), and writes only the rest.
 
 **Why the driver writes.** The local log is a directory on the driver's machine, appended to
 under per-partition file locks, and the journal must record, in order, what was written. Spark
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Callable, Iterator
 
-from .replay_error import ReplayError
-from .replay_manifest import Run
-from .replay_plan import plan_messages
-from .replay_targets import KafkaTarget, LogTarget, Message
+from .errors import ReplayError
+from .manifest import Run
+from .plan import plan_messages
+from .targets import KafkaTarget, LogTarget, Message
 
 log = logging.getLogger(__name__)
 

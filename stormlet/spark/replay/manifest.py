@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..durable import fsync_dir, replace_atomically
-from .replay_error import ReplayError
+from ...durable import fsync_dir, replace_atomically
+from .errors import ReplayError
 
 log = logging.getLogger(__name__)
 

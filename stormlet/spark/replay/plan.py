@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .replay_error import ReplayError
-from .replay_targets import Message, TargetSpec
+from .errors import ReplayError
+from .targets import Message, TargetSpec
 
 # Plan statuses of a de-duplicated message.
 REPLAY, REPLAYED_BEFORE, UNREPLAYABLE = "replay", "replayed before", "unreplayable"

@@ -1,0 +1,222 @@
+"""Emitting in a backfill: a task's emits become Spark records addressed to the tasks (and
+outputs) they go to, the tasks chosen exactly as the runtime's groupings choose them (the same
+choosers, over the same task ids), so a key lands on the task index it would in streaming.
+
+The records a runner yields, one per destination per chunk of input (``flush``)::
+
+    (slot, (task index, [((subscription, source task), values), ...]))   to consumer ``slot``
+    (~k, (0, [values, ...]))                                              to output ``k``
+
+``slot`` is the consumer's number among the stage's consumers (``plan.RouteSpec.slot``), ``k``
+the output's number in the plan (``~k`` is negative: an output never takes a consumer's slot).
+The driver keeps a consumer's records (``has_slot``), drops the slot (``payload``) and, where the
+grouping chose the task, partitions by the task index (``identity``): partition ``i`` is task
+index ``i``. Each destination keeps its tuples in emit order, which is all the order streaming
+promises (per sender and receiver).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any, Callable
+
+from ... import groupings as g
+from ...context import TopologyContext
+from ...protocol import DEFAULT_STREAM
+from ...runtime.routing import _nobody, check_direct_task, check_stream
+from ...serialization import checked
+from ...tuples import StreamInfo
+from .plan import MERGE, NARROW, RouteSpec, StageSpec
+from .shipping import LoadedTopology
+
+
+class _Chunks:
+    """Emitted tuples gathered per destination (a consumer's task, or an output) and handed to
+    Spark as ``(slot, (task index, [item, ...]))`` by ``flush``, which the runners call after
+    each chunk of input: Spark then moves and shuffles one record per chunk rather than one per
+    tuple. Each destination keeps its tuples in emit order, which is all the order streaming
+    promises (per sender and receiver)."""
+
+    def __init__(self) -> None:
+        self._open: list[tuple[int, int, list]] = []
+
+    def destination(self, slot: int, index: int) -> list:
+        """The list to append a destination's items to."""
+        items: list = []
+        self._open.append((slot, index, items))
+        return items
+
+    def flush(self) -> list:
+        """The records gathered since the last flush, one per destination that has items."""
+        records: list = []
+        hand_over = records.append
+        for slot, index, items in self._open:
+            if items:
+                hand_over((slot, (index, items.copy())))
+                items.clear()
+        return records
+
+
+class _StreamOut:
+    """Where one declared stream's tuples go from this task: ``send(values)`` hands them to every
+    planned destination and returns the task ids, as the runtime's emit does."""
+
+    __slots__ = ("count", "direct", "direct_targets", "direct_tasks", "info", "nfields", "output",
+                 "send")
+
+    def __init__(self, info: StreamInfo, direct: bool):
+        self.info = info
+        self.nfields = len(info.fields)
+        self.direct = direct
+        self.send: Callable[[list], list[int]] = _nobody
+        self.direct_targets: dict[int, tuple[list, tuple[int, int]]] = {}  # task -> (list, head)
+        self.direct_tasks: set[int] = set()   # every task subscribed directly, planned or not
+        self.output: list | None = None
+        self.count = 0
+
+
+class Emitter:
+    """Turns emits into chunks of addressed tuples, choosing tasks exactly as the runtime's
+    groupings do (the same choosers, over the same task ids). ``flush()`` returns what is
+    gathered, as Spark records."""
+
+    def __init__(self, loaded: LoadedTopology, stage: StageSpec, task: int, index: int,
+                 context: TopologyContext):
+        self.component_id = stage.component
+        self.task = task
+        self._chunks = _Chunks()
+        self.flush = self._chunks.flush
+        layout = loaded.layout
+        topology = loaded.topology
+        spec = topology.components[stage.component]
+        rng = random.Random(os.urandom(16))
+        self.streams: dict[str, _StreamOut] = {}
+        for stream, declaration in spec.streams.items():
+            fields = list(declaration.fields)
+            out = _StreamOut(StreamInfo(stage.component, stream, fields), declaration.direct)
+            if stream in stage.outputs:
+                out.output = self._chunks.destination(~stage.outputs[stream], 0)
+            for subscriber, grouping in topology.subscribers(stage.component, stream):
+                if grouping.kind == g.DIRECT:
+                    out.direct_tasks.update(layout.component_tasks[subscriber.id])
+            sends = []
+            for route in stage.routes.get(stream, ()):
+                tasks = layout.component_tasks[route.consumer]
+                grouping = topology.components[route.consumer].inputs[route.sub].grouping
+                head = (route.sub, task)
+                if grouping.kind == g.DIRECT:
+                    for i, t in enumerate(tasks):
+                        out.direct_targets[t] = (self._chunks.destination(route.slot, i), head)
+                    continue
+                sends.append(self._send(route, grouping, stream, fields, tasks, index, head,
+                                        context, rng))
+            out.send = _combined(sends, out.output)
+            self.streams[stream] = out
+        # The streams emit() takes without a second look: every non-direct one.
+        self._plain = {s: out for s, out in self.streams.items() if not out.direct}
+
+    def emitted(self) -> dict[str, int]:
+        """Tuples emitted so far per stream, streams without any left out."""
+        return {s: out.count for s, out in self.streams.items() if out.count}
+
+    def _send(self, route: RouteSpec, grouping: g.Grouping, stream: str, fields: list[str],
+              tasks: list[int], index: int, head: tuple[int, int], context: TopologyContext,
+              rng: random.Random) -> Callable[[list], list[int]]:
+        if route.mode in (NARROW, MERGE):
+            # NARROW: partition i feeds task i. MERGE (only ever the input, whose emits nobody
+            # reads): Spark decides which task once it merges partitions.
+            narrow = route.mode == NARROW
+            append = self._chunks.destination(route.slot, index if narrow else 0).append
+            mine = [tasks[index]] if narrow else []
+
+            def send_here(values: list) -> list[int]:
+                append((head, values))
+                return mine
+            return send_here
+        # The runtime's own chooser: the same hash, over the same task ids, so a key lands on the
+        # task index it would in streaming; custom and partial-key groupings keep per-emitting-
+        # task state as they do there.
+        chooser = g.make_chooser(grouping, fields, tasks, source_task=self.task, context=context,
+                                 stream=stream, rng=rng)
+        appends = {t: self._chunks.destination(route.slot, i).append for i, t in enumerate(tasks)}
+
+        def send_chosen(values: list) -> list[int]:
+            chosen = chooser(values)
+            item = (head, values)
+            for t in chosen:
+                appends[t](item)
+            return chosen
+        return send_chosen
+
+    def _out(self, stream: str, direct: bool) -> _StreamOut:
+        out = self.streams.get(stream)
+        check_stream(self.component_id, stream, out, self.streams, direct)
+        return out
+
+    def emit(self, values: Any, anchors: Any = (), stream: str = DEFAULT_STREAM) -> list[int]:
+        """Address one tuple. ``anchors`` mean nothing in a batch: nothing is tracked, nothing
+        replayed."""
+        out = self._plain.get(stream) or self._out(stream, False)
+        values = checked(values, out, self.component_id)
+        out.count += 1
+        return out.send(values)
+
+    def emit_direct(self, task: int, values: Any, anchors: Any = (),
+                    stream: str = DEFAULT_STREAM) -> list[int]:
+        out = self._out(stream, True)
+        values = checked(values, out, self.component_id)
+        check_direct_task(self.component_id, out, task)
+        target = out.direct_targets.get(task)
+        if target is not None:   # else its subscriber is not part of this backfill
+            items, head = target
+            items.append((head, values))
+        if out.output is not None:
+            out.output.append(values)
+        out.count += 1
+        return [task]
+
+
+def _combined(sends: list[Callable[[list], list[int]]],
+              output: list | None) -> Callable[[list], list[int]]:
+    if output is None:
+        if not sends:
+            return _nobody
+        if len(sends) == 1:
+            return sends[0]
+        # (else the general case below)
+    elif not sends:
+        to_output = output.append
+
+        def send_output(values: list) -> list[int]:
+            to_output(values)
+            return []
+        return send_output
+
+    def send_all(values: list) -> list[int]:
+        tasks: list[int] = []
+        for send in sends:
+            tasks += send(values)
+        if output is not None:
+            output.append(values)
+        return tasks
+    return send_all
+
+
+# ----- reading the records on the driver: small functions it composes RDDs from (module-level,
+# so they pickle by name)
+
+
+def identity(key: int) -> int:
+    """The partitioner of a consumer's records: the task index is the partition."""
+    return key
+
+
+def has_slot(slot: int, record: tuple) -> bool:
+    """Whether ``record`` goes to consumer (or output) ``slot``."""
+    return record[0] == slot
+
+
+def payload(record: tuple) -> Any:
+    """A record without its slot: ``(task index, items)``."""
+    return record[1]
