@@ -19,6 +19,7 @@ def stormlet(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout, cwd=ROOT)
 
 
+@pytest.mark.slow   # runs `stormlet local` for a fixed --duration
 def test_word_count_runs_from_the_cli_with_exact_counts(tmp_path):
     sys.path.insert(0, str(TOPOLOGIES))
     try:
@@ -43,6 +44,7 @@ def test_word_count_runs_from_the_cli_with_exact_counts(tmp_path):
     assert sentences.split()[1:6] == ["2", "5000", "0", "5000", "0"]
 
 
+@pytest.mark.slow   # runs `stormlet local` for a fixed --duration
 def test_reliable_topology_ends_with_every_message_acked():
     result = stormlet("local", str(TOPOLOGIES / "reliable.py"), "--duration", "14",
                       "-c", "reliable.messages=4000", "-c", "topology.message.timeout.secs=2")
@@ -52,10 +54,20 @@ def test_reliable_topology_ends_with_every_message_acked():
     for line in spout_lines:
         assert "2000/2000 messages acked" in line, line
         assert "0 outstanding" in line, line
-    # Failures really happened (explicit fails and drops that time out) and were replayed.
-    assert "fail" in result.stdout and "timeout=" in result.stdout
+    # Failures really happened (explicit fails and drops that time out) and were replayed: the
+    # spout's summary row counts both kinds, and it emitted every failed message once more.
+    lines = result.stdout.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.split()[:1] == ["source"])
+    emitted, _executed, acked, failed = map(int, lines[row].split()[2:6])
+    label, _, reasons = lines[row + 1].strip().partition(": ")
+    assert label == "failures by reason", result.stdout
+    by_reason = {kind: int(n) for kind, n in (pair.split("=") for pair in reasons.split(", "))}
+    assert by_reason.get("fail", 0) > 0 and by_reason.get("timeout", 0) > 0, result.stdout
+    assert failed == sum(by_reason.values()), result.stdout
+    assert (acked, emitted) == (4000, 4000 + failed), result.stdout
 
 
+@pytest.mark.slow   # runs `stormlet local` for a fixed --duration
 def test_exclamation_chain_runs():
     result = stormlet("local", str(TOPOLOGIES / "exclamation.py"), "--duration", "2")
     assert result.returncode == 0, result.stderr

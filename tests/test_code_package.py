@@ -49,7 +49,10 @@ def test_a_package_whose_member_escapes_its_directory_is_refused(tmp_path):
         archive.writestr("stormlet-manifest.json", '{"entry": "evil.py"}')
     with pytest.raises(CodeError, match="escapes"):
         unpack(buffer.getvalue(), tmp_path / "out")
-    assert not (tmp_path / "evil.py").exists()
+    # Where the member points, two levels above the target directory: nothing written there, nor
+    # anywhere under the target.
+    assert not (tmp_path / "out" / "../../evil.py").resolve().exists()
+    assert not list((tmp_path / "out").rglob("*"))
 
 
 def test_something_that_is_not_a_package_is_refused(tmp_path):

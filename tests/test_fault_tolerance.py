@@ -8,6 +8,8 @@ import logging
 import threading
 import time
 
+import pytest
+
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.runtime.errors import TaskErrors
 
@@ -89,6 +91,7 @@ def error_logs(caplog, component: str) -> list[logging.LogRecord]:
     return found
 
 
+@pytest.mark.slow   # waits out several 1 s throttle intervals
 def test_a_bolt_raising_on_every_tuple_is_reported_with_throttled_logs(caplog):
     caplog.set_level(logging.INFO, logger="stormlet")
     b = healthy_and(TopologyBuilder())
@@ -144,6 +147,7 @@ class Broken(Spout):
         raise ConnectionError("queue broker unreachable")
 
 
+@pytest.mark.slow   # waits out several 1 s throttle intervals
 def test_a_spout_whose_next_tuple_always_raises_is_reported_and_other_spouts_keep_emitting(caplog):
     caplog.set_level(logging.INFO, logger="stormlet")
     b = healthy_and(TopologyBuilder())

@@ -195,6 +195,7 @@ def test_unknown_topic_is_a_quick_source_error(mock_kafka):
     src.close()
 
 
+@pytest.mark.slow   # waits out two 2 s connection timeouts
 def test_unreachable_bootstrap_is_a_quick_source_error():
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))

@@ -120,6 +120,7 @@ class AckBolt(Bolt):
 # ----- tick tuples
 
 
+@pytest.mark.slow   # waits for three 1 s ticks
 def test_tick_tuples_reach_only_the_configured_bolt_at_its_frequency():
     b = TopologyBuilder()
     b.set_spout("spout", LifecycleSpout())

@@ -12,7 +12,8 @@ from cluster_support import wait_until
 from stormlet.cluster.nimbus import Nimbus
 from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")
+pytestmark = [pytest.mark.zookeeper,
+              pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")]
 
 
 def expire_session(zk_hosts: str, client: KazooClient) -> None:

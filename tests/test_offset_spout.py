@@ -152,7 +152,7 @@ def test_due_retries_go_out_while_the_uncommitted_cap_holds_new_fetches(tmp_path
             time.sleep(0.005)
         assert committed(tmp_path / "log") == {0: 300}
         assert seen(cluster)["m0"] == 4
-        assert peak <= 20 + 5
+        assert 20 <= peak <= 20 + 5   # the cap was reached (else no deadlock to avoid), and held
 
 
 def test_a_restart_resumes_from_the_commit_and_a_resubmission_does_not_reread(tmp_path):
@@ -278,7 +278,7 @@ def test_a_message_that_cannot_be_emitted_is_dead_lettered_not_skipped(tmp_path)
         wait_committed(cluster, path, ends(log))
         assert seen(cluster) == Counter(f"m{i}" for i in range(20) if i != 3)
         errors = cluster.errors("test")
-        assert len(errors) == 1 and "set" in errors[0].error
+        assert len(errors) == 1 and "type set in field 'value'" in errors[0].error
     [record] = read_failed(path / "_failed")
     assert record["source"]["offset"] == 3 and record["reason"]["kind"] == "error"
     assert "cannot emit it" in record["reason"]["message"]
@@ -329,6 +329,7 @@ def test_lost_partitions_are_committed_first_and_their_late_acks_ignored(tmp_pat
     spout.close()
 
 
+@pytest.mark.zookeeper
 @pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")
 def test_commits_go_to_zookeeper_as_json_under_the_spout_id(tmp_path):
     path = tmp_path / "log"
@@ -360,6 +361,7 @@ def test_bad_options_are_refused_when_the_spout_is_made(tmp_path, kwargs, messag
         LogSpout(str(tmp_path / "log"), **options)
 
 
+@pytest.mark.zookeeper
 @pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")
 def test_reading_goes_on_while_zookeeper_is_down_and_commits_catch_up(tmp_path):
     path = tmp_path / "log"

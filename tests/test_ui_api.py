@@ -229,10 +229,11 @@ def test_non_finite_metric_values_are_served_as_null(ui):
         def gauged() -> bool:
             # request() parses as a browser does: NaN or Infinity in the reply fails here.
             sink = get(server, "/api/v1/topology/odd/component/sink")
-            return all("nan" in t["user"] for t in sink["tasks"])
+            return len(sink["tasks"]) == 2 and all("nan" in t["user"] for t in sink["tasks"])
 
-        wait_until(gauged, 10, "the sink's gauges in its task rows")
+        wait_until(gauged, 10, "the sink's gauges in both its task rows")
         sink = get(server, "/api/v1/topology/odd/component/sink")
+        assert len(sink["tasks"]) == 2, sink["tasks"]   # else the checks below check nothing
         assert all(t["user"]["nan"] is None for t in sink["tasks"])
         assert all(t["user"]["infinite"]["mean"] is None for t in sink["tasks"])
         page = get(server, "/api/v1/topology/odd")
@@ -270,6 +271,7 @@ def test_the_progress_line_survives_a_topology_missing_at_first():
         progress.stop()
 
 
+@pytest.mark.slow   # waits out the partition rows' 2 s refresh, twice
 def test_an_offset_spouts_component_page_shows_each_partitions_lag(ui, tmp_path):
     cluster, server = ui
     log = write_log(tmp_path / "log")
@@ -342,6 +344,7 @@ def on_a_terminal(args: list[str]) -> str:
     return output.decode()
 
 
+@pytest.mark.slow   # runs `stormlet local` for a fixed --duration
 def test_stormlet_local_on_a_terminal_shows_a_live_progress_line():
     text = on_a_terminal(LOCAL + ["3"])
     lines = progress_lines(text)
@@ -355,6 +358,7 @@ def test_stormlet_local_on_a_terminal_shows_a_live_progress_line():
     assert text.index("topology word_count: ran") > text.rindex("\r" + " " * 100)  # erased
 
 
+@pytest.mark.slow   # runs `stormlet local` for a fixed --duration
 def test_stormlet_local_into_a_pipe_shows_no_progress_line():
     # 2 s: a progress line would be written after one.
     result = subprocess.run(LOCAL + ["2"], capture_output=True, cwd=ROOT, timeout=30,
@@ -371,6 +375,7 @@ LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
 LEDGER_MESSAGES = 500
 
 
+@pytest.mark.cluster
 @pytest.mark.skipif(not zookeeper_available(),
                     reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 def test_on_a_cluster_the_api_serves_nimbus_s_numbers_and_actions(tmp_path):

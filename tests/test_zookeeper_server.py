@@ -11,7 +11,8 @@ from kazoo.client import KazooClient, KazooState
 
 from zookeeper_server import SCRIPT, SKIP_REASON, ZooKeeperServer, ZooKeeperServerError, zookeeper_available
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(), reason=SKIP_REASON)
+pytestmark = [pytest.mark.zookeeper,
+              pytest.mark.skipif(not zookeeper_available(), reason=SKIP_REASON)]
 
 
 class StateRecorder:
