@@ -20,6 +20,7 @@ import tracemalloc
 
 from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.acker import Acker
+from stormlet.protocol import AckInit
 from stormlet.runtime.tuning import tune_for_streaming
 
 WORDS = ("the cow jumped over the moon an apple a day keeps the doctor away four score and seven "
@@ -117,7 +118,7 @@ def acker_bytes_per_root(roots: int = 1_000_000) -> float:
     rng = random.Random(7)
     batch = []
     for _ in range(roots):
-        batch.extend((rng.getrandbits(64) or 1, rng.getrandbits(64) or 1, 1))
+        batch.extend(AckInit(rng.getrandbits(64) or 1, rng.getrandbits(64) or 1, 1))
     gc.collect()
     tracemalloc.start()
     acker = Acker()

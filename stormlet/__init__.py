@@ -1,5 +1,6 @@
 """stormlet: Storm-style stream processing for Python."""
 
+from .collectors import BasicOutputCollector, OutputCollector, SpoutOutputCollector
 from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from .context import TopologyContext
 from .fail_reason import FailReason
@@ -9,7 +10,8 @@ from .topology import Topology, TopologyBuilder, TopologyError
 from .tuples import Tuple
 
 __all__ = [
-    "BasicBolt", "Bolt", "FailReason", "LocalCluster", "OutputFieldsDeclarer", "SerializationError",
-    "Spout", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
+    "BasicBolt", "BasicOutputCollector", "Bolt", "FailReason", "LocalCluster", "OutputCollector",
+    "OutputFieldsDeclarer", "SerializationError", "Spout", "SpoutOutputCollector", "Topology",
+    "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
 ]
 __version__ = "0.1.0"

@@ -11,7 +11,7 @@ the wire decoder checks a batch against ``RECORDS``; nothing else spells a recor
 field order.
 """
 
-from typing import Iterator, NamedTuple
+from typing import Iterator, NamedTuple, get_type_hints
 
 DEFAULT_STREAM = "default"
 TICK_STREAM = "__tick"
@@ -90,8 +90,9 @@ def stride(record: type[tuple]) -> int:
 
 def int_positions(record: type[tuple]) -> tuple[int, ...]:
     """The positions within a record that must hold ints (checked on the wire)."""
+    hints = get_type_hints(record)
     return tuple(i for i, name in enumerate(record._fields)  # type: ignore[attr-defined]
-                 if record.__annotations__[name] is int)
+                 if hints[name] is int)
 
 
 def records(record: type[tuple], batch: list) -> Iterator[tuple]:

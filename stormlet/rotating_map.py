@@ -80,8 +80,8 @@ class RotatingMap(Generic[K, V]):
         return expired
 
     def drain(self) -> list[V]:
-        """Remove every entry; their values, oldest bucket first."""
-        values = [value for bucket in reversed(self._buckets) for value in bucket.values()]
+        """Remove every entry; their values, newest bucket first."""
+        values = [value for bucket in self._buckets for value in bucket.values()]
         for bucket in self._buckets:
             bucket.clear()
         return values

@@ -108,7 +108,7 @@ def test_rotating_map_take_put_new_and_drain():
     m.put("a", 1)
     m.rotate()
     m.put("b", 2)
-    assert m.drain() == [1, 2] and len(m) == 0  # oldest first
+    assert m.drain() == [2, 1] and len(m) == 0  # newest first
     assert m.rotate() == {}
 
 

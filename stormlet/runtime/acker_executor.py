@@ -17,6 +17,8 @@ from ..protocol import (
     SPOUT_FAIL,
     SPOUT_RESET,
     STOP,
+    AckInit,
+    stride,
 )
 from .executor import FLUSH_EVERY, ExecutorThread
 
@@ -43,7 +45,7 @@ class AckerExecutor(ExecutorThread):
             self.metrics.executed += len(payload)
         elif kind == ACK_INIT:
             ledger.inits(payload, component, self.acked, self.failed)
-            self.metrics.executed += len(payload) // 3
+            self.metrics.executed += len(payload) // stride(AckInit)
         elif kind == ACK_FAIL:
             ledger.fails(payload, component, self.failed)
         elif kind == ACK_RESET:

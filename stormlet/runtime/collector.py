@@ -48,7 +48,8 @@ def id_source() -> Callable[[], int]:
     def block() -> list[int]:
         ids = array("Q")
         ids.frombytes(rng.randbytes(8 * ID_BLOCK))
-        return [i for i in ids if i]
+        block = ids.tolist()
+        return [i for i in block if i] if 0 in block else block
 
     return chain.from_iterable(iter(block, None)).__next__
 
@@ -70,7 +71,6 @@ class _Emitter:
         self._plain_routes = {stream: route for stream, route in routes.items() if not route.direct}
         if debug:
             self._send = self._logged(self._send)  # type: ignore[method-assign]
-            self._plain_routes = {}
 
     def _logged(self, send):
         def logged_send(route, values, tag, direct_task):
@@ -200,30 +200,33 @@ class BoltCollector(_Emitter):
         src = self.task
         data = self._data
         # `type(...) is Tuple`, not truthiness: a tuple of a no-field stream has len() 0.
-        if type(anchors) is not Tuple:
-            if not anchors:
-                anchors = None
+        if type(anchors) is not Tuple and anchors:
+            if type(anchors) is not list and type(anchors) is not tuple:
+                anchors = tuple(anchors)
+            if len(anchors) == 1 and type(anchors[0]) is Tuple:
+                anchors = anchors[0]
+        if type(anchors) is Tuple:
+            roots = anchors.roots
+            if not roots:
+                anchors = None   # an untracked parent: nothing to anchor to
+            elif len(roots) == 2 and self._tracking:   # one anchor with one root
+                new_id = self._new_id
+                root = roots[0]
+                for t in tasks:
+                    edge = new_id()
+                    anchors.ack_val ^= edge
+                    data[t].append(Tuple(values, info, src, (root, edge)))
+                self._emitted[info.stream] += 1
+                return tasks
             else:
-                if type(anchors) is not list and type(anchors) is not tuple:
-                    anchors = tuple(anchors)
-                if len(anchors) == 1 and type(anchors[0]) is Tuple:
-                    anchors = anchors[0]
-        roots = anchors.roots if type(anchors) is Tuple else anchors
-        if not roots or not self._tracking:
-            for t in tasks:
-                data[t].append(Tuple(values, info, src, None))
-        elif type(anchors) is Tuple and len(roots) == 2:
-            new_id = self._new_id
-            root = roots[0]
-            for t in tasks:
-                edge = new_id()
-                anchors.ack_val ^= edge
-                data[t].append(Tuple(values, info, src, (root, edge)))
-        else:
-            parents = (anchors,) if type(anchors) is Tuple else anchors
+                anchors = (anchors,)
+        if anchors and self._tracking:
             anchor = self._anchor
             for t in tasks:
-                data[t].append(Tuple(values, info, src, anchor(parents)))
+                data[t].append(Tuple(values, info, src, anchor(anchors)))
+        else:
+            for t in tasks:
+                data[t].append(Tuple(values, info, src, None))
         self._emitted[info.stream] += 1
         return tasks
 

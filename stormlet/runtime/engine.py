@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .. import config as cfg
@@ -90,6 +91,15 @@ def executor_plan(topology: Topology, layout: TopologyLayout) -> list[tuple[str,
     counts = {cid: spec.executors for cid, spec in topology.components.items()}
     return plan_executors(layout.component_tasks, counts, list(topology.components))
 
+
+
+@dataclass(slots=True)
+class _Tick:
+    """A task's tick tuples: the next one is due at ``due`` (monotonic), then every ``every``."""
+    due: float
+    every: float
+    task: int
+    inbox: Inbox
 
 class TopologyRuntime:
     """Runs ``plan`` (default: every executor) here; tasks not in the plan are reached through
@@ -252,24 +262,24 @@ class TopologyRuntime:
 
     def _tick_loop(self) -> None:
         """Send tick tuples when due, and sample the metrics windows every SAMPLE_SECS."""
-        schedule = []
+        schedule: list[_Tick] = []
         for executor in self.all_executors():
             for task in executor.tasks:
                 secs = getattr(task, "tick_secs", None)
                 if secs:
-                    schedule.append([time.monotonic() + float(secs), float(secs), task.task_id,
-                                     executor.inbox])
+                    schedule.append(_Tick(time.monotonic() + float(secs), float(secs),
+                                          task.task_id, executor.inbox))
         next_sample = time.monotonic() + SAMPLE_SECS
         while not self.stopping.is_set():
             now = time.monotonic()
-            for entry in schedule:
-                if now >= entry[0]:
-                    entry[0] += entry[1]
-                    entry[3].put((TICK, entry[2], SYSTEM_TASK, None))
+            for tick in schedule:
+                if now >= tick.due:
+                    tick.due += tick.every
+                    tick.inbox.put((TICK, tick.task, SYSTEM_TASK, None))
             if now >= next_sample:
                 next_sample = now + SAMPLE_SECS
                 self._sample_safely(now)
-            wake = min([next_sample] + [entry[0] for entry in schedule])
+            wake = min([next_sample] + [tick.due for tick in schedule])
             self.stopping.wait(max(0.0, wake - time.monotonic()))
 
     def stop(self, wait_secs: float | None = None) -> None:

@@ -52,6 +52,7 @@ DEFAULT_FIELDS = ("partition", "offset", "key", "value")
 
 
 def default_translate(record: Record) -> list:
+    """A record's values in ``DEFAULT_FIELDS`` order."""
     return [record.partition, record.offset, record.key, record.value]
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable, Iterator
 
-from ...sources.offset_spout import OffsetSpout
+from ...sources.offset_spout import DEFAULT_FIELDS, OffsetSpout, default_translate
 from ...topology import ComponentSpec
 from .errors import BackfillWorkerError
 
@@ -32,13 +32,9 @@ TEXT = "text"        # one message per line, into the spout stream's single fiel
 JSONL = "jsonl"      # one JSON object (by field name) or array (by position) per line
 FORMATS = ("auto", LOG, TEXT, JSONL)
 JSONL_SUFFIXES = (".jsonl", ".ndjson", ".json", ".jsonl.gz", ".ndjson.gz", ".json.gz")
-# What a log record gives a spout that is not an offset spout (and has no translate).
-LOG_FIELDS = ("partition", "offset", "key", "value")
-
-
-def default_translate(record: Any) -> list:
-    """The values of a log record, in ``LOG_FIELDS`` order."""
-    return [record.partition, record.offset, record.key, record.value]
+# What a log record gives a spout that is not an offset spout (and has no translate): what an
+# offset spout emits by default.
+LOG_FIELDS = DEFAULT_FIELDS
 
 
 def log_translate(spec: ComponentSpec) -> Callable[[Any], list]:
