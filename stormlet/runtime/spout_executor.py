@@ -116,8 +116,10 @@ class SpoutTask(TaskBase):
 
     def _take(self, root: int) -> InFlight | None:
         entry = self.pending.take(root)
-        if entry is not None:
-            return entry
+        return entry if entry is not None else self._take_expiring(root)
+
+    def _take_expiring(self, root: int) -> InFlight | None:
+        """A root that left the pending map at a rotation and waits for its acker's answer."""
         entry = self.expiring.pop(root, None)
         if entry is None:
             entry = self.expiring_before.pop(root, None)
@@ -125,7 +127,8 @@ class SpoutTask(TaskBase):
 
     def on_acks(self, roots: list[int]) -> None:
         now = time.monotonic()
-        take = self._take
+        take = self.pending.take
+        take_expiring = self._take_expiring
         record = self.metrics.complete_latency.record
         ack = self.obj.ack
         metrics = self.metrics
@@ -133,7 +136,9 @@ class SpoutTask(TaskBase):
         for root in roots:
             entry = take(root)
             if entry is None:
-                continue  # failed or timed out already: the first verdict stands
+                entry = take_expiring(root)
+                if entry is None:
+                    continue  # failed or timed out already: the first verdict stands
             msg_id, emitted_at = entry.msg_id, entry.emitted_at
             # Latency of one ack in LATENCY_SAMPLE (Storm samples 5%): percentiles stay accurate
             # at any useful rate, and the log per ack is off the hot path.
@@ -246,16 +251,15 @@ class SpoutExecutor(ExecutorThread):
         """Deliver one control message; False on STOP."""
         kind, dest, _src, payload = message
         task = self.tasks_by_id.get(dest)
-        if kind == SPOUT_ACK:
+        if kind == SPOUT_ACK or kind == SPOUT_FAIL:
+            # The spout's ack and fail are its code: timed as busy, watched for hangs.
             started = time.monotonic()
-            self.busy = (started, task, "ack")
-            task.on_acks(payload)
-            self.busy = None
-            task.metrics.busy_secs += time.monotonic() - started
-        elif kind == SPOUT_FAIL:
-            started = time.monotonic()
-            self.busy = (started, task, "fail")
-            task.on_fails(payload)
+            if kind == SPOUT_ACK:
+                self.busy = (started, task, "ack")
+                task.on_acks(payload)
+            else:
+                self.busy = (started, task, "fail")
+                task.on_fails(payload)
             self.busy = None
             task.metrics.busy_secs += time.monotonic() - started
         elif kind == SPOUT_RESET:
