@@ -16,7 +16,7 @@ import click
 
 from ..fail_reason import ERROR, FAIL, TIMEOUT, FailReason
 from ..failed import read_failed, summarize, topologies
-from .options import FAILED_DIR_OPTION, TOPOLOGY_OPTION
+from .options import COMPONENT_OPTION, FAILED_DIR_OPTION, REASON_OPTION, TOPOLOGY_OPTION
 
 # The reason kinds stormlet itself gives, in the order their columns are shown.
 STANDARD_REASONS = (TIMEOUT, FAIL, ERROR)
@@ -79,9 +79,8 @@ def table(counts: dict[tuple[str, str, str], int]) -> str:
 @failed.command()
 @FAILED_DIR_OPTION
 @TOPOLOGY_OPTION
-@click.option("--component", default=None, help="only this component (the spout)")
-@click.option("--reason", default=None, metavar="KIND",
-              help="only this reason kind: timeout, fail, error")
+@COMPONENT_OPTION
+@REASON_OPTION
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True,
               help="records to show")
 @click.option("--json", "as_json", is_flag=True, help="print records as stored, one JSON per line")

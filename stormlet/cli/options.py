@@ -25,6 +25,10 @@ FAILED_DIR_OPTION = click.option(
     "--failed-dir", required=True, envvar="STORMLET_FAILED_DIR", type=click.Path(path_type=Path),
     help="the directory spouts write failed messages to (env STORMLET_FAILED_DIR)")
 TOPOLOGY_OPTION = click.option("--topology", default=None, help="only this topology")
+COMPONENT_OPTION = click.option("--component", default=None,
+                                help="only this component (the spout)")
+REASON_OPTION = click.option("--reason", default=None, metavar="KIND",
+                             help="only this reason kind: timeout, fail, error")
 
 
 def conf_option(help_text: str) -> Callable[[Callable], Callable]:

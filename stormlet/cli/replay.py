@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from .failed import table
-from .options import FAILED_DIR_OPTION, TOPOLOGY_OPTION
+from .options import COMPONENT_OPTION, FAILED_DIR_OPTION, REASON_OPTION, TOPOLOGY_OPTION
 
 _AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -66,9 +66,8 @@ def _target_option(ctx: click.Context, param: click.Parameter, value: str) -> An
 @click.command()
 @FAILED_DIR_OPTION
 @TOPOLOGY_OPTION
-@click.option("--component", default=None, help="only this component (the spout)")
-@click.option("--reason", default=None, metavar="KIND",
-              help="only this reason kind: timeout, fail, error")
+@COMPONENT_OPTION
+@REASON_OPTION
 @click.option("--since", default=None, metavar="TIME", callback=_time_option,
               help="only messages that last failed at or after TIME")
 @click.option("--until", default=None, metavar="TIME", callback=_time_option,
