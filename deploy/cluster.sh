@@ -36,7 +36,10 @@ case "$action" in
       fi
     done
     sleep 1
-    pkill -f "stormlet worker --zk $STORMLET_ZK" 2>/dev/null || true
+    # Workers are `python -m stormlet worker --zk ...`; those started before that command existed
+    # (`-m stormlet.cluster.worker`, LEGACY_WORKER_MODULE in supervisor.py) may still run after
+    # an upgrade.
+    pkill -f "stormlet( worker|\.cluster\.worker) --zk $STORMLET_ZK " 2>/dev/null || true
     bash "$here/zookeeper.sh" stop --data-dir "$dir/zookeeper"
     ;;
   *)

@@ -5,11 +5,13 @@ per group of commands:
     cluster.py   the daemons (nimbus, supervisor, ui) and the calls on nimbus (submit, list,
                  errors, kill, activate, deactivate, rebalance)
     worker.py    stormlet worker, hidden: the worker process a supervisor starts
+    inspect.py   stormlet inspect, hidden: nimbus's look at a submitted topology, in a subprocess
     log.py       stormlet log create | append | describe
     failed.py    stormlet failed ls | show
     replay.py    stormlet replay
     backfill.py  stormlet backfill
     options.py   the options several commands share
+    signals.py   how the daemons end: on SIGTERM or SIGINT, through their own stop
 
 Commands import what they run when they run, so that ``stormlet --help`` stays quick.
 """
@@ -34,6 +36,7 @@ from .cluster import (
     ui,
 )
 from .failed import failed
+from .inspect import inspect
 from .local import local
 from .log import log_group
 from .replay import replay
@@ -51,6 +54,6 @@ def main(log_level: str) -> None:
         logging.getLogger("kazoo").setLevel(logging.WARNING)  # its connection chatter
 
 
-for _command in (local, nimbus, supervisor, worker, submit, list_command, errors, kill, activate,
-                 deactivate, rebalance, ui, failed, log_group, backfill, replay):
+for _command in (local, nimbus, supervisor, worker, inspect, submit, list_command, errors, kill,
+                 activate, deactivate, rebalance, ui, failed, log_group, backfill, replay):
     main.add_command(_command)

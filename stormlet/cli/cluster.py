@@ -5,8 +5,6 @@ object run until SIGTERM or Ctrl-C, and the calls on nimbus (``submit``, ``list`
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import click
 
 from .options import NIMBUS_OPTION, ZK_OPTION, ZK_ROOT_OPTION, conf_option, conf_overrides
+from .signals import run_until_signal
 
 # ----- the daemons
 
@@ -28,9 +27,7 @@ def nimbus(zk: str, zk_root: str, host: str, port: int, data_dir: str) -> None:
     """Run a nimbus (the leader, or a standby if one leads already)."""
     from ..cluster.nimbus import Nimbus
 
-    daemon = Nimbus(zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root)
-    daemon.start()
-    run_until_signal(daemon)
+    run_until_signal(Nimbus(zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root))
 
 
 @click.command()
@@ -55,7 +52,6 @@ def supervisor(zk: str, zk_root: str, host: str, slots: str, data_dir: str,
                                  param_hint="--slots") from None
     daemon = Supervisor(zk, ports, data_dir=data_dir, host=host, zk_root=zk_root,
                         supervisor_id=supervisor_id, worker_timeout=worker_timeout)
-    daemon.start()
     run_until_signal(daemon)
 
 
@@ -68,28 +64,20 @@ def supervisor(zk: str, zk_root: str, host: str, slots: str, data_dir: str,
 def ui(port: int, host: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
     """Serve the web UI and its REST API (/api/v1/) and Prometheus metrics (/metrics) for the
     cluster whose nimbus is found in ZooKeeper (or given with --nimbus)."""
-    from ..ui.app import serve
+    from ..ui.app import UiServer
     from ..ui.source import ClusterSource
 
     source = ClusterSource(zk, zk_root, nimbus_address)
     try:
-        server = serve(source, host, port)
+        server = UiServer(source, host, port)   # binds the port: run_until_signal starts it
     except OSError as exc:
+        source.close()
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror}") from None
     click.echo(f"stormlet UI at {server.url}", err=True)
     try:
         run_until_signal(server)
     finally:
         source.close()
-
-
-def run_until_signal(daemon: Any) -> None:
-    """Block until SIGTERM or SIGINT, then ``daemon.stop()``."""
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
-    daemon.stop()
 
 
 # ----- calls on nimbus

@@ -6,7 +6,7 @@
     stormlet log describe data/events                            # offsets, and each spout's lag
 
 ``append`` checks its whole input before writing any of it (see ``sources/log_lines.py``), so a
-bad line leaves the log as it was.
+bad line leaves the log as it was. ``describe`` shows what ``sources/log_lag.py`` works out.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from typing import BinaryIO, Iterator
 
 import click
 
-from ..cluster.zk_state import DEFAULT_ROOT, offsets_path
+from ..cluster.zk_state import DEFAULT_ROOT
+from ..sources.log_lag import CommitsUnavailable, local_commits_dir, spout_lags
 from ..sources.log_lines import Appended, AppendFailed, BadLine, append_lines
-from ..sources.offset_store import FileOffsetStore, ZooKeeperOffsetStore
-from ..sources.partitioned_log import OFFSETS_DIR, LogError, PartitionedLog
+from ..sources.partitioned_log import LogError, PartitionedLog
 
 
 @click.group(name="log")
@@ -132,62 +132,32 @@ def describe(path: Path, zk: str | None, zk_root: str) -> None:
         raise click.ClickException(str(exc)) from None
     finally:
         target.close()
-    name = str(path.resolve())
-    click.echo(f"log {name}: {target.partitions} partitions")
+    click.echo(f"log {path.resolve()}: {target.partitions} partitions")
     click.echo(f"{'partition':>9}  {'start':>12}  {'end':>12}  {'messages':>12}")
     for p, (start, end) in ranges.items():
         click.echo(f"{p:>9}  {start:>12}  {end:>12}  {end - start:>12}")
     total = sum(end - start for start, end in ranges.values())
     click.echo(f"{'total':>9}  {'':>12}  {'':>12}  {total:>12}")
 
-    committed = {(spout_id, "local"): records
-                 for spout_id, records in FileOffsetStore(path / OFFSETS_DIR).all().items()}
-    if zk:
-        committed.update(((spout_id, "ZooKeeper"), records)
-                         for spout_id, records in _zookeeper_commits(zk, zk_root, name).items())
-    if not committed:
-        where = f"{path / OFFSETS_DIR}" + (f" or in ZooKeeper at {zk}" if zk else "")
+    try:
+        spouts = spout_lags(path, ranges, zk, zk_root)
+    except CommitsUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    if not spouts:
+        where = f"{local_commits_dir(path)}" + (f" or in ZooKeeper at {zk}" if zk else "")
         click.echo(f"no committed offsets in {where} (no spout has read this log)")
         return
-    for (spout_id, where), records in committed.items():
-        click.echo(f"\nspout {spout_id} (commits in {where}):")
+    for spout in spouts:
+        click.echo(f"\nspout {spout.spout_id} (commits in {spout.where}):")
         click.echo(f"{'partition':>9}  {'committed':>12}  {'end':>12}  {'lag':>12}  committed at")
-        total_lag = 0
-        for p in sorted(set(records) | set(ranges)):
-            record = records.get(p)
-            if p not in ranges:
-                click.echo(f"{p:>9}  {record['offset']:>12}  (the log has no partition {p})")
-                continue
-            start, end = ranges[p]
-            if record is None:
-                click.echo(f"{p:>9}  {'none':>12}  {end:>12}  {'-':>12}")
-                continue
-            offset = record["offset"]
-            lag = end - offset
-            total_lag += max(lag, 0)
-            notes = []
-            if offset < start:
-                notes.append(f"{start - offset} unread messages were deleted by retention")
-            if offset > end:
-                notes.append("beyond the end: was the log re-created?")
-            if record.get("topic") not in (None, name):
-                notes.append(f"committed for {record['topic']}")
-            note = f"  ({'; '.join(notes)})" if notes else ""
-            click.echo(f"{p:>9}  {offset:>12}  {end:>12}  {lag:>12}  "
-                       f"{_when(record.get('time'))}{note}")
-        click.echo(f"{'total':>9}  {'':>12}  {'':>12}  {total_lag:>12}")
-
-
-def _zookeeper_commits(hosts: str, root: str, log_name: str) -> dict[str, dict[int, dict]]:
-    """Every spout id's commits for this log (by its path) where the cluster under ``root``
-    keeps them (``zk_state.offsets_path``)."""
-    store = ZooKeeperOffsetStore(hosts, offsets_path(root))
-    try:
-        found = store.all()
-    except Exception as exc:  # kazoo raises its own timeout types
-        raise click.ClickException(f"cannot read commits from ZooKeeper at {hosts}: "
-                                   f"{exc or type(exc).__name__}") from None
-    finally:
-        store.close()
-    return {spout_id: records for spout_id, records in found.items()
-            if any(r.get("topic") == log_name for r in records.values())}
+        for lag in spout.partitions:
+            p = lag.partition
+            if lag.end is None:
+                click.echo(f"{p:>9}  {lag.committed:>12}  (the log has no partition {p})")
+            elif lag.committed is None:
+                click.echo(f"{p:>9}  {'none':>12}  {lag.end:>12}  {'-':>12}")
+            else:
+                note = f"  ({'; '.join(lag.notes)})" if lag.notes else ""
+                click.echo(f"{p:>9}  {lag.committed:>12}  {lag.end:>12}  {lag.lag:>12}  "
+                           f"{_when(lag.committed_at)}{note}")
+        click.echo(f"{'total':>9}  {'':>12}  {'':>12}  {spout.total_lag:>12}")

@@ -4,17 +4,20 @@
         --port PORT [--host HOST] --code ENTRY_FILE --heartbeat-file FILE
 
 It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and
-exits 1 when an executor died or the slot had nothing to run, else 0.
+exits 1 when an executor died or the slot had nothing to run, else 0. A signal that comes while
+the worker is still starting (a supervisor rebalancing a worker it has just launched) stops it the
+same way, once it has started (see signals.py).
 """
 
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from pathlib import Path
 
 import click
+
+from .signals import run_until_signal
 
 
 @click.command(hidden=True)
@@ -39,11 +42,7 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     tune_for_streaming()
     daemon = Worker(zk, zk_root, topology_id, supervisor_id, port, host, code, heartbeat_file)
     try:
-        daemon.start()
-    except NotAssigned as exc:
+        run_until_signal(daemon, end=daemon.end, ended=daemon.wait)
+    except NotAssigned as exc:   # from start: nothing was started
         raise SystemExit(str(exc)) from None   # the message, and exit status 1
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: daemon.end(signal.Signals(signum).name))
-    daemon.wait()
-    daemon.stop()
     sys.exit(1 if daemon.failed else 0)

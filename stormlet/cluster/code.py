@@ -20,6 +20,8 @@ MAX_FILES = 2000
 MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 MANIFEST = "stormlet-manifest.json"
 SKIP_DIRS = {"__pycache__", ".git", ".venv", "venv", "node_modules", ".tox", ".pytest_cache"}
+# How nimbus inspects a package: ``python -m stormlet inspect ENTRY`` (cli/inspect.py).
+INSPECT_COMMAND_ARGS = ["-m", "stormlet", "inspect"]
 
 
 class CodeError(Exception):
@@ -74,10 +76,11 @@ def unpack(data: bytes, directory: str | Path) -> Path:
 
 
 def inspect_package(entry: Path, timeout: float = 60.0) -> dict[str, Any]:
-    """Load the topology in a subprocess and return its summary (see ``stormlet.cluster.inspect``);
-    raise ``CodeError`` with the loader's message if it does not load."""
+    """Load the topology in a subprocess (the hidden ``stormlet inspect`` command) and return its
+    summary (see ``stormlet.cluster.inspect``); raise ``CodeError`` with the loader's message if
+    it does not load."""
     try:
-        result = subprocess.run([sys.executable, "-m", "stormlet.cluster.inspect", str(entry)],
+        result = subprocess.run([sys.executable, *INSPECT_COMMAND_ARGS, str(entry)],
                                 capture_output=True, text=True, timeout=timeout,
                                 cwd=str(entry.parent))
     except subprocess.TimeoutExpired:

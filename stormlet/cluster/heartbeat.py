@@ -12,7 +12,10 @@ at all (a temporary file renamed over the old), so a reader never sees half of o
 not fsynced: after a crash of the machine a heartbeat is worth nothing anyway.
 
     write_heartbeat(path, topology_id="wc-1", port=6700, started=t0, metrics={}, errors=[])
-    read_heartbeat(path).get("metrics", {})      # {} while there is no readable beat
+    beat = read_heartbeat(path)                   # a Heartbeat, or None while there is no beat
+    beat.metrics if beat else {}
+
+This module is the only one that spells the file's keys: readers get a ``Heartbeat``.
 """
 
 from __future__ import annotations
@@ -21,8 +24,22 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 HEARTBEAT_SECS = 1.0
+
+
+class Heartbeat(NamedTuple):
+    """One beat as read back. A field that is missing or of the wrong type (a file from another
+    version, or damaged) reads as None, or as empty for ``metrics`` and ``errors``."""
+    time: float | None        # when it was written
+    pid: int | None           # the worker process
+    started: float | None     # when the worker started
+    topology_id: str | None
+    port: int | None
+    metrics: dict             # its runtime's summary, per component
+    errors: list              # as written by errors.heartbeat_errors: read with report_errors
+    stopping: str | None      # why it is about to exit (the last beat of a worker that chose to)
 
 
 def heartbeat_path(data_dir: Path, port: int) -> Path:
@@ -43,13 +60,26 @@ def write_heartbeat(path: Path, *, topology_id: str, port: int, started: float, 
     os.replace(partial, path)
 
 
-def read_heartbeat(path: Path) -> dict:
-    """The latest beat, or {} when there is none or it does not parse."""
+def read_heartbeat(path: Path) -> Heartbeat | None:
+    """The latest beat, or None when there is none, it does not parse, or it is empty."""
     try:
         beat = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {}
-    return beat if isinstance(beat, dict) else {}
+        return None
+    if not isinstance(beat, dict) or not beat:
+        return None
+    return Heartbeat(time=_typed(beat, "time", (int, float)), pid=_typed(beat, "pid", int),
+                     started=_typed(beat, "started", (int, float)),
+                     topology_id=_typed(beat, "topology_id", str), port=_typed(beat, "port", int),
+                     metrics=_typed(beat, "metrics", dict) or {},
+                     errors=_typed(beat, "errors", list) or [],
+                     stopping=_typed(beat, "stopping", str))
+
+
+def _typed(beat: dict, key: str, types: type | tuple[type, ...]) -> Any:
+    """``beat[key]`` if it is of ``types`` (a bool is no number here), else None."""
+    value = beat.get(key)
+    return value if isinstance(value, types) and not isinstance(value, bool) else None
 
 
 def last_beat_time(path: Path) -> float | None:

@@ -1,18 +1,19 @@
-"""``python -m stormlet.cluster.inspect FILE``: load a topology file and print, as one JSON line,
-what nimbus needs to schedule it (and, under "structure", what the UI draws), or the reason it
-cannot run."""
+"""What nimbus needs to schedule a topology file (and, under "structure", what the UI draws).
+Nimbus gets it from the hidden ``stormlet inspect`` command (cli/inspect.py), run in a
+subprocess by ``code.inspect_package``: loading a topology runs user code, which nimbus never
+imports itself."""
 
 from __future__ import annotations
 
 import json
-import logging
-import sys
 
 from ..loader import TopologyFileError, load_topology_file
 from ..metrics.structure import topology_structure
 
 
 def summary(path: str) -> dict:
+    """``{"ok": True, "config", "components", "structure"}`` for the topology file at ``path``;
+    raises ``TopologyFileError`` when it cannot run (its config must be JSON too)."""
     topology, config = load_topology_file(path)
     try:
         json.dumps(config)
@@ -24,16 +25,3 @@ def summary(path: str) -> dict:
                            "inputs": sorted({sub.source for sub in spec.inputs})}
     return {"ok": True, "config": config, "components": components,
             "structure": topology_structure(topology)}
-
-
-def main() -> None:
-    logging.disable(logging.CRITICAL)  # the one line we print must stay parseable
-    try:
-        report = summary(sys.argv[1])
-    except TopologyFileError as exc:
-        report = {"ok": False, "error": str(exc)}
-    print(json.dumps(report))
-
-
-if __name__ == "__main__":
-    main()

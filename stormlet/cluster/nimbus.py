@@ -297,7 +297,7 @@ class Nimbus:
         standby refuses rather than answer with none. ``name`` may be the topology's id."""
         self._require_leader()
         tid, record = self._find_any(name)
-        executors = assigned_executors(self.state.assignment(tid))
+        executors = assigned_executors(self.state.checked_assignment(tid))
         interval = float(cfg.merged(record.get("conf"))[cfg.TOPOLOGY_METRICS_REPORT_SECS])
         return self.metrics_store.snapshots(tid, {(e.host, e.port) for e in executors},
                                             max_age=STALE_REPORTS * interval)
@@ -309,7 +309,8 @@ class Nimbus:
         slot's process as its supervisor last reported it (pid, uptime, restarts), and recent
         errors as "errors". ``name`` may be the topology's id."""
         tid, record = self._find_any(name)
-        executors = assigned_executors(self.state.assignment(tid))
+        # A corrupt assignment (logged) shows as none: the leader soon puts a good one back.
+        executors = assigned_executors(self.state.checked_assignment(tid))
         reports = self.state.heartbeats()
         row = _row(tid, record, executors, reports)
         return {**row, "error_count": row["errors"], "conf": record.get("conf", {}),

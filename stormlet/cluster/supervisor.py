@@ -100,10 +100,13 @@ class Supervisor:
         """Workers a previous run of this supervisor left behind hold our ports and answer to
         nobody: stop them before starting ours (they are restarted under supervision)."""
         for port in self.slots:
+            beat = read_heartbeat(heartbeat_path(self.data_dir, port))
+            if beat is None or beat.pid is None:
+                continue
+            pid = beat.pid
             try:
-                pid = int(read_heartbeat(heartbeat_path(self.data_dir, port))["pid"])
                 command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            except (OSError, ValueError, KeyError, TypeError):
+            except OSError:
                 continue
             if _is_worker(command) and str(port).encode() in command:
                 log.warning("stopping worker pid %d left on port %d by a previous supervisor",
@@ -297,12 +300,13 @@ class Supervisor:
         """Keep what an ending worker last reported (before a new worker's start deletes its
         heartbeat file); returns why it stopped, or its newest error, for the log line."""
         beat = read_heartbeat(worker.heartbeat_file)
-        errors = report_errors(beat.get("errors"))
+        errors = report_errors(beat.errors) if beat is not None else []
         self.exited[port] = {"topology_id": worker.topology_id, "pid": worker.process.pid,
                              "exit": str(exit_code), "time": time.time(),
-                             "metrics": beat.get("metrics", {}), "errors": errors}
-        if isinstance(beat.get("stopping"), str):
-            return f"; it said: {beat['stopping'][:500]}"
+                             "metrics": beat.metrics if beat is not None else {},
+                             "errors": errors}
+        if beat is not None and beat.stopping is not None:
+            return f"; it said: {beat.stopping[:500]}"
         if errors:
             newest = errors[-1]
             return (f"; its last error: {newest['component']} task {newest['task']}: "
@@ -318,10 +322,10 @@ class Supervisor:
                      "uptime": time.time() - worker.started, "restarts": worker.restarts,
                      "errors": []}
             beat = read_heartbeat(worker.heartbeat_file)
-            if beat:
-                entry["metrics"] = beat.get("metrics", {})
-                entry["heartbeat"] = beat.get("time")
-                entry["errors"] = report_errors(beat.get("errors"))
+            if beat is not None:
+                entry["metrics"] = beat.metrics
+                entry["heartbeat"] = beat.time
+                entry["errors"] = report_errors(beat.errors)
             workers[str(port)] = entry
         exited = {str(port): dict(entry) for port, entry in self.exited.items()}
         cap_report([*workers.values(), *exited.values()])

@@ -8,6 +8,10 @@ supervisor starts, see supervisor.py) runs one per process:
     worker.wait()       # until the worker ends itself, or end() is called (a signal, say)
     worker.stop()       # drain briefly, report the last metrics, close
 
+``end`` may come before or during ``start`` (a supervisor's SIGTERM just after launch): start still
+completes, ``wait`` returns at once, and ``stop`` drains and closes as ever, so the spouts close
+and commit. A ``start`` that raises has closed what it opened, and ``stop`` then does nothing.
+
 ``start`` loads the topology code, binds the slot's port, connects to the other workers, and runs
 its executors with the same engine as local mode. The worker follows the topology's status
 (active/inactive) and where other workers' tasks live; when its own executors change (a
@@ -76,30 +80,47 @@ class Worker:
         self.exit_reason = ""
         self.failed = False   # ended because an executor died: its process should say so
         self._beat_lock = threading.Lock()   # the heartbeat thread and a last beat at exit
+        self.context: zmq.Context | None = None   # made by _build
+        self._running = False   # the executors and transport run: stop() has them to stop
 
     # ----- lifecycle
 
     def start(self) -> None:
         """Connect to ZooKeeper, load the topology code, bind the slot's port, and start the
         executors and the worker's threads; returns. Raises ``NotAssigned`` when the slot has
-        nothing to run."""
+        nothing to run. See the module doc for ``end`` during start, and a start that raises."""
         self.client = connect(self.zk_hosts)
         try:
             self.state = ClusterState(self.client, self.zk_root)
             self._build()
         except BaseException:
+            if self.context is not None:
+                # Nothing runs yet, but the receiver may hold a bound socket, which term()
+                # would wait on forever.
+                self.context.destroy(linger=0)
             self.client.stop()
             raise
         self.receiver.start()
         self.sender.start()
         self.runtime.start(active=self.status == "active")
-        for target, name in ((self._heartbeat, "heartbeat"),
-                             (self._watch_executors, "executor-watch"),
-                             (functools.partial(self.reporter.run, self.done), "metrics-reporter")):
-            threading.Thread(target=target, name=name, daemon=True).start()
-        self._watch(self.state.topology_path(self.topology_id), "topology", self._on_topology)
-        self._watch(self.state.assignment_path(self.topology_id), "assignment",
-                    self._on_assignment)
+        self._running = True
+        try:
+            for target, name in ((self._heartbeat, "heartbeat"),
+                                 (self._watch_executors, "executor-watch"),
+                                 (functools.partial(self.reporter.run, self.done),
+                                  "metrics-reporter")):
+                threading.Thread(target=target, name=name, daemon=True).start()
+            self._watch(self.state.topology_path(self.topology_id), "topology",
+                        self._on_topology)
+            self._watch(self.state.assignment_path(self.topology_id), "assignment",
+                        self._on_assignment)
+        except BaseException as exc:
+            # The executors run (ZooKeeper failed us setting the watches, say): stop them the
+            # usual way, so the spouts close and commit, before the error goes up.
+            if not self.done.is_set():
+                self.end(f"start failed: {exc!r}")
+            self.stop()
+            raise
         log.info("worker %s:%d of %s running %d executors", self.host, self.port,
                  self.topology_id, len(self.executors))
 
@@ -153,9 +174,13 @@ class Worker:
 
     def stop(self) -> None:
         """Shut down after ``end`` (or end now): drain briefly, send the last metrics, close the
-        sockets and the ZooKeeper session."""
+        sockets and the ZooKeeper session. Nothing to do after a start that raised, or a second
+        time."""
         if not self.done.is_set():
             self.end("stopped")
+        if not self._running:
+            return
+        self._running = False
         log.info("worker %s:%d stopping: %s", self.host, self.port, self.exit_reason)
         # Drain briefly: the topology is going away or this worker is being replaced; what is
         # still in flight fails now or times out at its spout and is replayed.

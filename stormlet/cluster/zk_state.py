@@ -9,8 +9,8 @@
     <root>/topologies/<tid>       {"name", "status", "conf", "launched", "summary", ...}
     <root>/assignments/<tid>      {"executors": [[component, tasks, supervisor, host, port]], ...}
                                   (each executor an ``Executor`` when read: see assigned_executors)
-    <root>/offsets/<spout>/<p>    an offset spout's commit for one partition
-                                  (written by sources/offset_store.py, at offsets_path(root))
+    <root>/offsets/<spout>/<p>    an offset spout's commit for one partition (written by
+                                  sources/offset_store.py; offsets_path, offset_path)
 
 Only small state lives here. Topology code stays with nimbus (it can exceed ZooKeeper's 1 MB node
 limit). A node that does not parse is logged with its path and skipped, never fatal.
@@ -46,6 +46,18 @@ def offsets_path(root: str | None = DEFAULT_ROOT) -> str:
     """Where offset spouts of the cluster under ``root`` commit:
     ``<root>/offsets/<spout_id>/<partition>`` (see ``sources/offset_store.py``)."""
     return f"{cluster_root(root)}/offsets"
+
+
+def spout_offsets_path(offsets_root: str, spout_id: str) -> str:
+    """The node under which one spout id commits, a child per partition. ``offsets_root`` is
+    ``offsets_path(root)`` on a cluster, or whatever root an offset store was given."""
+    return f"{offsets_root.rstrip('/')}/{spout_id}"
+
+
+def offset_path(offsets_root: str, spout_id: str, partition: int) -> str:
+    """The node of one spout id's commit for one partition:
+    ``<offsets_root>/<spout_id>/<partition>``, as storm-kafka kept them."""
+    return f"{spout_offsets_path(offsets_root, spout_id)}/{partition}"
 
 
 def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 6.0) -> KazooClient:
@@ -254,7 +266,14 @@ class ClusterState:
         self._write(self._path("assignments", topology_id), assignment)
 
     def assignment(self, topology_id: str) -> dict | None:
+        """The topology's assignment node as it is, checked for JSON only: see
+        ``valid_assignment``, or read it with ``checked_assignment``."""
         return self._read(self._path("assignments", topology_id))
+
+    def checked_assignment(self, topology_id: str) -> dict | None:
+        """The topology's assignment if it is well-formed; None when there is none or its node
+        is corrupt (logged with its path, as ``checked_assignments`` does)."""
+        return self._checked_assignment(self.assignment_path(topology_id))[0]
 
     def assignment_path(self, topology_id: str) -> str:
         return self._path("assignments", topology_id)
@@ -273,17 +292,22 @@ class ClusterState:
             return {}, set()
         good, corrupt = {}, set()
         for name in sorted(names):
-            node = f"{path}/{name}"
-            try:
-                data, _stat = self.client.get(node)
-            except NoNodeError:
-                continue  # removed since the listing
-            value = decode_node(node, data)
-            if value is not None and not valid_assignment(value):
-                log.warning("ignoring ZooKeeper node %s: not a valid assignment", node)
-                value = None
-            if value is None:
+            value, is_corrupt = self._checked_assignment(f"{path}/{name}")
+            if is_corrupt:
                 corrupt.add(name)
-            else:
+            elif value is not None:   # else removed since the listing
                 good[name] = value
         return good, corrupt
+
+    def _checked_assignment(self, node: str) -> tuple[dict | None, bool]:
+        """The well-formed assignment at ``node`` or None, and whether the node is there but
+        corrupt (logged with its path)."""
+        try:
+            data, _stat = self.client.get(node)
+        except NoNodeError:
+            return None, False
+        value = decode_node(node, data)
+        if value is not None and not valid_assignment(value):
+            log.warning("ignoring ZooKeeper node %s: not a valid assignment", node)
+            value = None
+        return value, value is None

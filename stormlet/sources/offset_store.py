@@ -52,7 +52,8 @@ def _decode(where: str, data: bytes | str) -> dict | None:
 
 
 class ZooKeeperOffsetStore:
-    """Offsets at ``<root>/<spout_id>/<partition>``, as storm-kafka kept them."""
+    """Offsets at ``<root>/<spout_id>/<partition>``, as storm-kafka kept them (the paths are
+    ``zk_state``'s: ``offset_path``, ``spout_offsets_path``)."""
 
     def __init__(self, hosts: str, root: str):
         self.hosts = hosts
@@ -72,7 +73,10 @@ class ZooKeeperOffsetStore:
         return self._client
 
     def _path(self, spout_id: str, partition: int) -> str:
-        return f"{self.root}/{spout_id}/{partition}"
+        # Imported here: only on a cluster, whose layout zk_state keeps.
+        from ..cluster.zk_state import offset_path
+
+        return offset_path(self.root, spout_id, partition)
 
     def load(self, spout_id: str, partition: int) -> dict | None:
         from kazoo.exceptions import NoNodeError
@@ -98,13 +102,15 @@ class ZooKeeperOffsetStore:
         """Every spout id's committed records, by partition."""
         from kazoo.exceptions import NoNodeError
 
+        from ..cluster.zk_state import spout_offsets_path
+
         found: dict[str, dict[int, dict]] = {}
         try:
             spout_ids = self.client.get_children(self.root)
         except NoNodeError:
             return found
         for spout_id in sorted(spout_ids):
-            for name in self.client.get_children(f"{self.root}/{spout_id}"):
+            for name in self.client.get_children(spout_offsets_path(self.root, spout_id)):
                 if name.isdigit():
                     record = self.load(spout_id, int(name))
                     if record is not None:

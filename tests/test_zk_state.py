@@ -1,0 +1,95 @@
+"""The ZooKeeper layout (cluster/zk_state.py) without a server: the offsets paths the offset
+store uses, and assignments read through their check, so that a corrupt node is no assignment
+(logged) for every reader, nimbus's ``metrics`` and ``topology_info`` included."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+from kazoo.exceptions import NoNodeError
+
+from stormlet.cluster.nimbus import Nimbus
+from stormlet.cluster.zk_state import ClusterState, offset_path, offsets_path, spout_offsets_path
+from stormlet.sources.offset_store import ZooKeeperOffsetStore
+
+
+class FakeZooKeeper:
+    """The few KazooClient calls ClusterState and ZooKeeperOffsetStore make, over a dict."""
+
+    def __init__(self):
+        self.nodes: dict[str, bytes] = {}
+
+    def ensure_path(self, path: str) -> None:
+        self.nodes.setdefault(path, b"")
+
+    def get(self, path: str):
+        if path not in self.nodes:
+            raise NoNodeError(path)
+        return self.nodes[path], None
+
+    def set(self, path: str, data: bytes) -> None:
+        if path not in self.nodes:
+            raise NoNodeError(path)
+        self.nodes[path] = data
+
+    def create(self, path: str, data: bytes, makepath: bool = False, **_) -> None:
+        self.nodes[path] = data
+
+    def get_children(self, path: str) -> list[str]:
+        prefix = path.rstrip("/") + "/"
+        children = {p[len(prefix):].split("/")[0] for p in self.nodes if p.startswith(prefix)}
+        if not children and path not in self.nodes:
+            raise NoNodeError(path)
+        return sorted(children)
+
+
+def test_offset_paths_are_storm_kafkas_layout_under_the_cluster_root():
+    assert offsets_path("/stormlet/") == "/stormlet/offsets"
+    assert spout_offsets_path("/stormlet/offsets/", "events") == "/stormlet/offsets/events"
+    assert offset_path("/stormlet/offsets", "events", 3) == "/stormlet/offsets/events/3"
+
+    store = ZooKeeperOffsetStore("unused:2181", offsets_path("/c"))
+    store._client = FakeZooKeeper()
+    store.save("events", 3, {"offset": 7})
+    assert json.loads(store._client.nodes["/c/offsets/events/3"]) == {"offset": 7}
+    assert store.load("events", 3) == {"offset": 7}
+    assert store.all() == {"events": {3: {"offset": 7}}}
+
+
+GOOD = {"executors": [["spout", [1], "s1", "127.0.0.1", 6700]]}
+
+
+@pytest.mark.parametrize("data", [b"\xff not json",
+                                  json.dumps({"executors": [["spout", 1]]}).encode(),
+                                  json.dumps({"executors": "none"}).encode()])
+def test_a_corrupt_assignment_reads_as_none_and_is_logged_with_its_path(data, caplog):
+    zk = FakeZooKeeper()
+    state = ClusterState(zk, "/c")
+    assert state.checked_assignment("t-1") is None            # no node at all
+    state.set_assignment("t-1", GOOD)
+    assert state.checked_assignment("t-1") == GOOD
+    zk.nodes[state.assignment_path("t-1")] = data
+    with caplog.at_level(logging.WARNING, logger="stormlet.cluster.zk_state"):
+        assert state.checked_assignment("t-1") is None
+    assert [r.getMessage() for r in caplog.records if "/c/assignments/t-1" in r.getMessage()]
+    assert state.checked_assignments() == ({}, {"t-1"})
+
+
+def test_nimbus_takes_a_corrupt_assignment_for_none_in_metrics_and_topology_info(tmp_path):
+    zk = FakeZooKeeper()
+    nimbus = Nimbus("unused:2181", data_dir=tmp_path)
+    nimbus.state = ClusterState(zk, "/c")
+    nimbus.is_leader.set()
+    nimbus.state.set_topology("t-1", {"name": "t", "status": "active", "conf": {},
+                                      "launched": 1.0})
+    nimbus.state.set_assignment("t-1", GOOD)
+    assert nimbus.topology_info("t")["executors"] == 1
+    # Five fields expected: assigned_executors would raise TypeError on this one.
+    zk.nodes[nimbus.state.assignment_path("t-1")] = json.dumps(
+        {"executors": [["spout", [1], "s1"]]}).encode()
+    info = nimbus.topology_info("t")
+    assert (info["executors"], info["workers"], info["assignment"], info["worker_slots"]) == (
+        0, 0, [], [])
+    assert nimbus.metrics("t") == []
