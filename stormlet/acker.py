@@ -53,8 +53,8 @@ class Acker:
     def inits(self, batch: list, component: int, acked: Notifications,
               failed: Notifications) -> None:
         """``batch`` holds ``AckInit`` records from spout ``component``."""
+        newest = self.pending.newest()
         take = self.pending.take
-        put_new = self.pending.put_new
         for root, value, task in records(AckInit, batch):
             entry = take(root)
             last = component
@@ -69,28 +69,32 @@ class Acker:
             if value == 0:
                 acked.setdefault(task, []).append(root)
             else:
-                put_new(root, (value << XOR_SHIFT) | (last << COMPONENT_SHIFT) | task)
+                newest[root] = (value << XOR_SHIFT) | (last << COMPONENT_SHIFT) | task
 
     def acks(self, batch: dict[int, int], component: int, acked: Notifications) -> None:
         """``batch`` maps root -> XOR of the ack values a task of ``component`` sent for it
         (senders combine acks for the same root before sending: XOR is associative)."""
+        newest = self.pending.newest()
+        pop_newest = newest.pop
         take = self.pending.take
-        put_new = self.pending.put_new
         for root, value in batch.items():
-            entry = take(root)
+            # Most entries are in the newest bucket: look there before asking the map.
+            entry = pop_newest(root, None)
             if entry is None:
-                # The ack may arrive before the spout's init: start the entry without a task.
-                put_new(root, (value << XOR_SHIFT) | (component << COMPONENT_SHIFT))
-                continue
+                entry = take(root)
+                if entry is None:
+                    # The ack may arrive before the spout's init: start the entry without a task.
+                    newest[root] = (value << XOR_SHIFT) | (component << COMPONENT_SHIFT)
+                    continue
             if type(entry) is not int:
-                put_new(root, entry)  # failed already; wait for the init to report it
+                newest[root] = entry  # failed already; wait for the init to report it
                 continue
             value ^= entry >> XOR_SHIFT
             task = entry & TASK_MASK
             if value == 0 and task:
                 acked.setdefault(task, []).append(root)
             else:
-                put_new(root, (value << XOR_SHIFT) | (component << COMPONENT_SHIFT) | task)
+                newest[root] = (value << XOR_SHIFT) | (component << COMPONENT_SHIFT) | task
 
     def fails(self, batch: list, component: int, failed: Notifications) -> None:
         """``batch`` holds ``AckFail`` records: a task of ``component`` failed these roots."""

@@ -7,8 +7,9 @@ expires between t + T·(buckets − 1) and t + T·buckets: with 2 buckets, betwe
 3, between 2T and 3T. That is the whole expiry invariant; callers only choose T and the number
 of buckets (the acker 3, a spout task 2).
 
-Not thread-safe: each map belongs to one executor thread. The acker and spout executors call
-``take`` and ``put_new`` once per root, so those two are kept to a dict operation or two.
+Not thread-safe: each map belongs to one executor thread. The acker and spout executors touch
+it once or twice per root, so ``take`` and ``put_new`` are a dict operation or two, and a batch
+may work on ``newest()`` directly.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ class RotatingMap(Generic[K, V]):
         """``put`` for a key the caller knows is absent (a fresh root, or one just taken)."""
         self._buckets[0][key] = value
 
+    def newest(self) -> dict[K, V]:
+        """The newest bucket, for a caller that reads and writes many entries at once (the
+        acker's batches): writing there is ``put_new``, popping there the usual hit of ``take``.
+        Valid until the next ``rotate``."""
+        return self._buckets[0]
+
     def get(self, key: K, default: V | None = None) -> V | None:
         for bucket in self._buckets:
             value = bucket.get(key, _MISSING)
@@ -55,15 +62,12 @@ class RotatingMap(Generic[K, V]):
 
     def take(self, key: K) -> V | None:
         """Remove and return ``key``'s value, None if absent: ``pop`` for maps that never hold
-        None, which lets a hit in the newest bucket (the usual case) cost one dict pop."""
-        buckets = self._buckets
-        value = buckets[0].pop(key, None)
-        if value is None:
-            for bucket in buckets[1:]:
-                value = bucket.pop(key, None)
-                if value is not None:
-                    break
-        return value
+        None, so a hit in the newest bucket (the usual case) costs one dict pop."""
+        for bucket in self._buckets:
+            value = bucket.pop(key, None)
+            if value is not None:
+                return value
+        return None
 
     def touch(self, key: K) -> bool:
         """Move ``key`` to the newest bucket, restarting its expiry; False if absent."""

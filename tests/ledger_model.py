@@ -64,7 +64,7 @@ class Ids:
         self.rng = rng
         self.drawn = 0
 
-    def __call__(self) -> int:
+    def __call__(self, bits: int) -> int:
         value = (1 << (TAG_BITS + self.drawn)) | self.rng.getrandbits(TAG_BITS)
         self.drawn += 1
         return value
@@ -129,10 +129,10 @@ class Run:
             route.seal()
             common = (name, task, {"default": route}, transfer, True, metrics)
             if task in SPOUT_TASKS:
-                self.collectors[task] = SpoutCollector(*common, ids=self.ids, pending=RotatingMap(2),
+                self.collectors[task] = SpoutCollector(*common, random_bits=self.ids, pending=RotatingMap(2),
                                                        dead_letters=None)
             else:
-                self.collectors[task] = BoltCollector(*common, ids=self.ids)
+                self.collectors[task] = BoltCollector(*common, random_bits=self.ids)
             self.transfers[task] = transfer
 
     # ----- what the routes saw

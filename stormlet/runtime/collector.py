@@ -16,9 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from array import array
 from collections.abc import Callable, Iterable
-from itertools import chain
 from time import monotonic
 from typing import Any, NamedTuple
 
@@ -35,29 +33,15 @@ log = logging.getLogger(__name__)
 
 # Tuples whose process latency a bolt task times at once (one per batch is started).
 PROCESS_SAMPLES = 64
-# Ids drawn from the generator at a time.
-ID_BLOCK = 4096
-
-
-def id_source() -> Callable[[], int]:
-    """A function returning random non-zero 64-bit ids, for roots and edges. 0 is never drawn:
-    XORing 0 into a ledger entry changes nothing, so an edge with id 0 is one the acker cannot
-    see. Ids are drawn a block at a time, so taking one is a single C-level call."""
-    rng = random.Random(os.urandom(16))
-
-    def block() -> list[int]:
-        ids = array("Q")
-        ids.frombytes(rng.randbytes(8 * ID_BLOCK))
-        block = ids.tolist()
-        return [i for i in block if i] if 0 in block else block
-
-    return chain.from_iterable(iter(block, None)).__next__
+# Roots and edges are ``random_bits(ID_BITS) or 1``: never 0, because XORing 0 into a ledger
+# entry changes nothing, so an edge with id 0 would be one the acker cannot see.
+ID_BITS = 64
 
 
 class _Emitter:
     def __init__(self, component_id: str, task: int, routes: dict[str, StreamRoute],
                  transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False,
-                 ids: Callable[[], int] | None = None):
+                 random_bits: Callable[[int], int] | None = None):
         self.component_id = component_id
         self.task = task
         self._routes = routes
@@ -65,7 +49,8 @@ class _Emitter:
         self._data = transfer.data
         self._tracking = tracking and bool(transfer.acker_tasks)
         self._n_ackers = max(1, len(transfer.acker_tasks))
-        self._new_id = ids or id_source()   # tests pass their own, to read the edges
+        # Tests pass their own, to read the edges.
+        self._random_bits = random_bits or random.Random(os.urandom(16)).getrandbits
         self.metrics = metrics
         self._emitted = metrics.emitted   # per stream, every declared stream present
         self._plain_routes = {stream: route for stream, route in routes.items() if not route.direct}
@@ -147,11 +132,11 @@ class SpoutCollector(_Emitter):
             if msg_id is not None:
                 self.acked_at_emit.append(msg_id)
         else:
-            new_id = self._new_id
-            root = new_id()
+            bits = self._random_bits
+            root = bits(ID_BITS) or 1
             xor = 0
             for t in tasks:
-                edge = new_id()
+                edge = bits(ID_BITS) or 1
                 xor ^= edge
                 data[t].append(Tuple(values, info, src, (root, edge)))
             self._inits[root % self._n_ackers].extend(AckInit(root, xor, src))
@@ -210,10 +195,10 @@ class BoltCollector(_Emitter):
             if not roots:
                 anchors = None   # an untracked parent: nothing to anchor to
             elif len(roots) == 2 and self._tracking:   # one anchor with one root
-                new_id = self._new_id
+                bits = self._random_bits
                 root = roots[0]
                 for t in tasks:
-                    edge = new_id()
+                    edge = bits(ID_BITS) or 1
                     anchors.ack_val ^= edge
                     data[t].append(Tuple(values, info, src, (root, edge)))
                 self._emitted[info.stream] += 1
@@ -233,12 +218,12 @@ class BoltCollector(_Emitter):
     def _anchor(self, parents: tuple | list) -> tuple[int, ...] | None:
         """A new edge from each parent: the child's roots, with the edge folded into each
         parent's ack value. Two parents in one tree give the child the XOR of both edges."""
-        new_id = self._new_id
+        bits = self._random_bits
         merged: dict[int, int] = {}
         for parent in parents:
             parent_roots = parent.roots
             if parent_roots:
-                edge = new_id()
+                edge = bits(ID_BITS) or 1
                 parent.ack_val ^= edge
                 for i in range(0, len(parent_roots), 2):
                     root = parent_roots[i]
