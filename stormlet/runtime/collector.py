@@ -13,6 +13,7 @@ buffers, so the hot path takes no locks.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import random
@@ -39,6 +40,9 @@ ID_BITS = 64
 
 
 class _Emitter:
+    """What both collectors share. Each has one ``emit`` that every emit goes through
+    (``emit_direct`` passes its task as ``_to_task``): one frame per emit on the hot path."""
+
     def __init__(self, component_id: str, task: int, routes: dict[str, StreamRoute],
                  transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False,
                  random_bits: Callable[[int], int] | None = None):
@@ -55,23 +59,25 @@ class _Emitter:
         self._emitted = metrics.emitted   # per stream, every declared stream present
         self._plain_routes = {stream: route for stream, route in routes.items() if not route.direct}
         if debug:
-            self._send = self._logged(self._send)  # type: ignore[method-assign]
+            self.emit = self._logged(self.emit)  # type: ignore[method-assign]
 
-    def _logged(self, send):
-        def logged_send(route, values, tag, direct_task):
-            tasks = send(route, values, tag, direct_task)
-            log.info("%s:%d emitted %r on %r to tasks %s", self.component_id, self.task, values,
-                     route.info.stream, list(tasks))
+    def _logged(self, emit):
+        signature = inspect.signature(emit)
+
+        def logged_emit(*args, **kwargs):
+            tasks = emit(*args, **kwargs)
+            call = signature.bind(*args, **kwargs).arguments
+            log.info("%s:%d emitted %r on %r to tasks %s", self.component_id, self.task,
+                     call["values"], call.get("stream", DEFAULT_STREAM), list(tasks))
             return tasks
-        return logged_send
+        return logged_emit
 
-    def _route(self, stream: str, direct: bool) -> StreamRoute:
+    def _route(self, stream: str, to_task: int | None) -> StreamRoute:
+        """The route of an emit that is not on a plain declared stream: a direct one, or an
+        error saying what is wrong."""
         route = self._routes.get(stream)
-        check_stream(self.component_id, stream, route, self._routes, direct)
+        check_stream(self.component_id, stream, route, self._routes, to_task is not None)
         return route  # type: ignore[return-value]
-
-    def _send(self, route: StreamRoute, values: list, tag: Any, direct_task: int | None) -> list[int]:
-        raise NotImplementedError
 
 
 class InFlight(NamedTuple):
@@ -99,30 +105,17 @@ class SpoutCollector(_Emitter):
                     self.component_id, self.task, values)
         return []
 
-    def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM) -> list[int]:
+    def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
+             _to_task: int | None = None) -> list[int]:
+        # Every spout emit; emit_direct names the task in _to_task.
         if self.closed:
             return self._refuse(values)
-        route = self._plain_routes.get(stream) or self._route(stream, False)
-        return self._send(route, values, msg_id, None)
-
-    def emit_direct(self, task: int, values: Any, msg_id: Any = None,
-                    stream: str = DEFAULT_STREAM) -> list[int]:
-        if self.closed:
-            return self._refuse(values)
-        return self._send(self._route(stream, True), values, msg_id, task)
-
-    def dead_letter(self, values: Any, msg_id: Any = None, reason: FailReason | str | None = None,
-                    attempts: int = 1) -> None:
-        if not isinstance(reason, FailReason):
-            reason = FailReason(FAIL, self.component_id, reason or "dead-lettered by the spout")
-        self._dead_letters.write(values, msg_id, reason, attempts)
-        self._dead_letters.flush()
-
-    def _send(self, route: StreamRoute, values: Any, msg_id: Any,
-              direct_task: int | None) -> list[int]:
+        route = self._plain_routes.get(stream) if _to_task is None else None
+        if route is None:
+            route = self._route(stream, _to_task)
         values = checked(values, route, self.component_id)
-        tasks = route.choose(values) if direct_task is None else \
-            check_direct_task(self.component_id, route, direct_task)
+        tasks = route.choose(values) if _to_task is None else \
+            check_direct_task(self.component_id, route, _to_task)
         info = route.info
         src = self.task
         data = self._data
@@ -146,6 +139,17 @@ class SpoutCollector(_Emitter):
         self.emits += 1
         return tasks
 
+    def emit_direct(self, task: int, values: Any, msg_id: Any = None,
+                    stream: str = DEFAULT_STREAM) -> list[int]:
+        return self.emit(values, msg_id, stream, _to_task=task)
+
+    def dead_letter(self, values: Any, msg_id: Any = None, reason: FailReason | str | None = None,
+                    attempts: int = 1) -> None:
+        if not isinstance(reason, FailReason):
+            reason = FailReason(FAIL, self.component_id, reason or "dead-lettered by the spout")
+        self._dead_letters.write(values, msg_id, reason, attempts)
+        self._dead_letters.flush()
+
 
 class BoltCollector(_Emitter):
     """The runtime's ``OutputCollector`` (see ``stormlet.collectors``). Every input tuple must be
@@ -166,21 +170,16 @@ class BoltCollector(_Emitter):
         self._process_latency = self.metrics.process_latency
 
     def emit(self, values: Any, anchors: Tuple | Iterable[Tuple] = (),
-             stream: str = DEFAULT_STREAM) -> list[int]:
-        route = self._plain_routes.get(stream) or self._route(stream, False)
-        return self._send(route, values, anchors, None)
-
-    def emit_direct(self, task: int, values: Any, anchors: Tuple | Iterable[Tuple] = (),
-                    stream: str = DEFAULT_STREAM) -> list[int]:
-        return self._send(self._route(stream, True), values, anchors, task)
-
-    def _send(self, route: StreamRoute, values: Any, anchors: Any,
-              direct_task: int | None) -> list[int]:
-        """Every bolt emit, explicit or a basic bolt's: one anchor with one root (the usual
-        case) takes the short branch; several anchors or roots are merged by ``_anchor``."""
+             stream: str = DEFAULT_STREAM, *, _to_task: int | None = None) -> list[int]:
+        # Every bolt emit, a basic bolt's too; emit_direct names the task in _to_task. One
+        # anchor with one root (the usual case) takes the short branch; several anchors or roots
+        # are merged by _anchor.
+        route = self._plain_routes.get(stream) if _to_task is None else None
+        if route is None:
+            route = self._route(stream, _to_task)
         values = checked(values, route, self.component_id)
-        tasks = route.choose(values) if direct_task is None else \
-            check_direct_task(self.component_id, route, direct_task)
+        tasks = route.choose(values) if _to_task is None else \
+            check_direct_task(self.component_id, route, _to_task)
         info = route.info
         src = self.task
         data = self._data
@@ -214,6 +213,10 @@ class BoltCollector(_Emitter):
                 data[t].append(Tuple(values, info, src, None))
         self._emitted[info.stream] += 1
         return tasks
+
+    def emit_direct(self, task: int, values: Any, anchors: Tuple | Iterable[Tuple] = (),
+                    stream: str = DEFAULT_STREAM) -> list[int]:
+        return self.emit(values, anchors, stream, _to_task=task)
 
     def _anchor(self, parents: tuple | list) -> tuple[int, ...] | None:
         """A new edge from each parent: the child's roots, with the edge folded into each
