@@ -365,7 +365,17 @@ def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster
         client.set(f"/stormlet/assignments/{tid}", b'{"executors": "not a list"}')
         client.set("/stormlet/heartbeats/s1", b"\xff\xfe not json")
         client.create("/stormlet/topologies/bogus", b"[1, 2, 3]")
-        time.sleep(0.5)
+        # Some daemon must meet the malformed object before it is overwritten with garbage
+        # (a fixed pause lost that race on a loaded machine).
+        refused: list[str] = []
+
+        def refusal_logged() -> bool:
+            logs = cluster.logs()   # the tail of each log: keep the one that has the line
+            if "not a valid assignment" in logs:
+                refused.append(logs)
+            return bool(refused)
+
+        wait_until(refusal_logged, 20, "a daemon to refuse the malformed assignment")
         client.set(f"/stormlet/assignments/{tid}", b"\x00garbage")
 
         def repaired() -> bool:
@@ -386,8 +396,7 @@ def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster
     finally:
         client.stop()
         client.close()
-    logs = cluster.logs()
-    assert "not a valid assignment" in logs and f"/stormlet/assignments/{tid}" in logs
+    assert f"/stormlet/assignments/{tid}: not a valid assignment" in refused[0]
     kill_and_wait(cluster, "corrupt")
 
 
