@@ -34,6 +34,8 @@ def checked(values: Any, stream: StreamShape, component: str) -> list:
     """``values`` as a list, if they fit ``stream``'s fields and msgpack can carry them; else
     ``SerializationError`` naming the field and its type. A list of plain scalars, the usual
     case, costs one pass over it; anything else gets the full check."""
+    if type(values) is not list and isinstance(values, tuple):
+        values = list(values)
     if type(values) is list and len(values) == stream.nfields:
         for v in values:
             t = type(v)
@@ -47,8 +49,6 @@ def checked(values: Any, stream: StreamShape, component: str) -> list:
                 break
         else:
             return values
-    elif isinstance(values, tuple):
-        values = list(values)
     check_values(values, component, stream.info.stream, stream.info.fields)
     return values
 

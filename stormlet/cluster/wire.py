@@ -69,8 +69,8 @@ def _ints(values: Any) -> bool:
 
 def _control_ok(kind: int, payload: list) -> bool:
     # Checked here so a bad record is dropped with its frame, never met by an acker mid-batch.
-    size, int_positions = _CONTROL_LAYOUT[kind]
-    return len(payload) % size == 0 and all(_ints(payload[i::size]) for i in int_positions)
+    size, ints_at = _CONTROL_LAYOUT[kind]
+    return len(payload) % size == 0 and all(_ints(payload[i::size]) for i in ints_at)
 
 
 class FrameDecoder:
@@ -105,8 +105,8 @@ class FrameDecoder:
             raise WireError(f"message header {item[:3]!r} is not a known kind with task numbers")
         if kind == BACKPRESSURE:   # worker to worker: no task sent it
             if type(payload) is not list or not _control_ok(kind, payload) or not all(
-                    0 <= record.task <= self.layout.max_task
-                    for record in map(Backpressure._make, records(Backpressure, payload))):
+                    0 <= task <= self.layout.max_task
+                    for task, _overloaded in records(Backpressure, payload)):
                 raise WireError("backpressure payload is not a list of [task, flag] pairs "
                                 "naming this topology's tasks")
             return (kind, dest, src, payload)
