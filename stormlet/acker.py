@@ -98,24 +98,25 @@ class Acker:
 
     def fails(self, batch: list, component: int, failed: Notifications) -> None:
         """``batch`` holds ``AckFail`` records: a task of ``component`` failed these roots."""
+        newest = self.pending.newest()
         take = self.pending.take
-        put_new = self.pending.put_new
         for root, kind, message in records(AckFail, batch):
             entry = take(root)
             if type(entry) is int and entry & TASK_MASK:
                 failed.setdefault(entry & TASK_MASK, []).extend(
                     SpoutFail(root, kind, component, message))
             elif type(entry) is _FailedEarly:
-                put_new(root, entry)  # the first failure is the one to report
+                newest[root] = entry  # the first failure is the one to report
             else:
-                put_new(root, _FailedEarly(kind, component, message))
+                newest[root] = _FailedEarly(kind, component, message)
 
     def resets(self, roots: list[int], reset: Notifications) -> None:
         """Restart the expiry of these roots; tell their spout tasks to do the same."""
-        pending = self.pending
+        touch = self.pending.touch
+        newest = self.pending.newest()
         for root in roots:
-            if pending.touch(root):
-                entry = pending.get(root)
+            if touch(root):
+                entry = newest[root]   # touch moved it there
                 if type(entry) is int and entry & TASK_MASK:
                     reset.setdefault(entry & TASK_MASK, []).append(root)
 
