@@ -22,9 +22,9 @@ from typing import BinaryIO, Iterator
 import click
 
 from ..cluster.zk_state import DEFAULT_ROOT
-from ..sources.log_lag import CommitsUnavailable, local_commits_dir, spout_lags
+from ..sources.log_lag import CommitsUnavailable, spout_lags
 from ..sources.log_lines import Appended, AppendFailed, BadLine, append_lines
-from ..sources.partitioned_log import LogError, PartitionedLog
+from ..sources.partitioned_log import LogError, PartitionedLog, offsets_dir
 
 
 @click.group(name="log")
@@ -144,7 +144,7 @@ def describe(path: Path, zk: str | None, zk_root: str) -> None:
     except CommitsUnavailable as exc:
         raise click.ClickException(str(exc)) from None
     if not spouts:
-        where = f"{local_commits_dir(path)}" + (f" or in ZooKeeper at {zk}" if zk else "")
+        where = f"{offsets_dir(path)}" + (f" or in ZooKeeper at {zk}" if zk else "")
         click.echo(f"no committed offsets in {where} (no spout has read this log)")
         return
     for spout in spouts:

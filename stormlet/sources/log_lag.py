@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .offset_store import FileOffsetStore, ZooKeeperOffsetStore
-from .partitioned_log import OFFSETS_DIR
+from .partitioned_log import offsets_dir
 
 # Where a spout's commits were found: SpoutLag.where.
 LOCAL = "local"
@@ -63,11 +63,6 @@ class SpoutLag:
         return sum(max(p.lag, 0) for p in self.partitions if p.lag is not None)
 
 
-def local_commits_dir(path: str | os.PathLike) -> Path:
-    """Where spouts in local mode commit their offsets on the log at ``path``."""
-    return Path(path) / OFFSETS_DIR
-
-
 def spout_lags(path: str | os.PathLike, ranges: dict[int, tuple[int, int]],
                zk_hosts: str | None = None, zk_root: str | None = None) -> list[SpoutLag]:
     """Every spout id with commits for the log at ``path``, whose partitions span ``ranges``
@@ -76,7 +71,7 @@ def spout_lags(path: str | os.PathLike, ranges: dict[int, tuple[int, int]],
     ``CommitsUnavailable`` when ZooKeeper cannot be read."""
     name = str(Path(path).resolve())
     found = [(spout_id, LOCAL, records)
-             for spout_id, records in FileOffsetStore(local_commits_dir(path)).all().items()]
+             for spout_id, records in FileOffsetStore(offsets_dir(path)).all().items()]
     if zk_hosts:
         found += [(spout_id, ZOOKEEPER, records)
                   for spout_id, records in _zookeeper_commits(zk_hosts, zk_root, name).items()]

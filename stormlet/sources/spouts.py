@@ -13,7 +13,7 @@ from typing import Any
 
 from .offset_spout import OffsetSpout
 from .offset_store import FileOffsetStore, MemoryOffsetStore, OffsetStore
-from .partitioned_log import FAILED_DIR, OFFSETS_DIR
+from .partitioned_log import failed_dir, offsets_dir
 
 
 class LogSpout(OffsetSpout):
@@ -46,10 +46,10 @@ class LogSpout(OffsetSpout):
         super().open(conf, context, collector)
 
     def local_offset_store(self) -> OffsetStore:
-        return FileOffsetStore(os.path.join(self.path, OFFSETS_DIR))
+        return FileOffsetStore(offsets_dir(self.path))
 
     def default_failed_dir(self) -> str:
-        return os.path.join(self.path, FAILED_DIR)
+        return str(failed_dir(self.path))
 
 
 class KafkaSpout(OffsetSpout):

@@ -44,8 +44,8 @@ from .errors import LogError, PartialAppend
 from .frames import MAX_BODY, READ_CHUNK
 from .index import INDEX_EVERY
 from .layout import (FAILED_DIR, FORMAT, LOCK_FILE, METADATA, OFFSETS_DIR, SEGMENT_SUFFIX,
-                     VERSION, create_log, partition_dir, read_config, segment_bases,
-                     segment_path)
+                     VERSION, create_log, failed_dir, offsets_dir, partition_dir, read_config,
+                     segment_bases, segment_path)
 from .reader import PartitionReader
 from .writer import FRAME_BYTES, FRAME_RECORDS, PartitionWriter, WriteFailed
 
@@ -54,7 +54,7 @@ from .writer import FRAME_BYTES, FRAME_RECORDS, PartitionWriter, WriteFailed
 __all__ = ["DEFAULT_SEGMENT_BYTES", "FAILED_DIR", "FORMAT", "FRAME_BYTES", "FRAME_RECORDS",
            "INDEX_EVERY", "LOCK_FILE", "LogError", "MAX_BODY", "METADATA", "OFFSETS_DIR",
            "PartialAppend", "PartitionedLog", "READ_CHUNK", "SEGMENT_SUFFIX", "VERSION",
-           "partition_for_key"]
+           "failed_dir", "offsets_dir", "partition_for_key"]
 
 log = logging.getLogger(__name__)
 

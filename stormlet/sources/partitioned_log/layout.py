@@ -48,6 +48,16 @@ class LogConfig(NamedTuple):
     segment_records: int | None
 
 
+def offsets_dir(root: str | os.PathLike) -> Path:
+    """Where LogSpouts in local mode commit their offsets on the log at ``root``."""
+    return Path(root) / OFFSETS_DIR
+
+
+def failed_dir(root: str | os.PathLike) -> Path:
+    """Where LogSpouts write the dead letters of the log at ``root`` by default."""
+    return Path(root) / FAILED_DIR
+
+
 def partition_dir(root: Path, partition: int) -> Path:
     return root / f"partition-{partition}"
 
