@@ -405,6 +405,11 @@ def check_cluster_ui(server) -> None:
     # Both workers' snapshots add up to every message acked once.
     wait_until(lambda: component(get(server, "/api/v1/topology/ledger"), "source")["acked"]
                == LEDGER_MESSAGES, 60, "every ledger message acked, as reported to nimbus")
+    # Acks reach nimbus in worker metrics, restarts in the supervisor's own (slower) report:
+    # None until that report names both workers.
+    wait_until(lambda: all(w["restarts"] is not None
+                           for w in get(server, "/api/v1/topology/ledger")["workers"]),
+               30, "the supervisor reports both workers")
     page = get(server, "/api/v1/topology/ledger")
     assert page["status"] == "active" and page["workersTotal"] == 2
     assert len(page["workers"]) == 2 and all(w["restarts"] == 0 for w in page["workers"])
