@@ -4,6 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python benchmarks/wordcount.py "$@"
 echo
+python benchmarks/peers/wordcount.py
+echo
 python benchmarks/cluster_wordcount.py
 echo
 python benchmarks/backpressure.py

@@ -1,0 +1,173 @@
+"""stormlet's word count over the shared sentences, in local mode (one process).
+
+    python benchmarks/peers/run_stormlet.py --mode basic|anchored|unacked --sentences N
+
+A spout emits the N sentences once, then nothing; a split bolt (shuffle grouping) emits each
+word; a count bolt (fields grouping on "word") keeps a dict. One task each, as in
+benchmarks/wordcount.py. Modes:
+
+- ``basic``: acking on, the split as a ``BasicBolt`` (the README's idiom);
+- ``anchored``: acking on, the split as a plain ``Bolt`` that anchors each word and acks by hand;
+- ``unacked``: acking off (``topology.acker.executors`` 0), the spout emits without a msg id.
+
+Timed from just before submit until the spout has had every sentence acked (tracked modes) or
+the count bolt has executed every word (``unacked``); each component notes that moment itself.
+The count bolt's dict is then read from the live instance. Prints one JSON line: seconds,
+cpu_seconds (every thread of this process), words, counts (``[[word, count], ...]``), failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+
+from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet.runtime.tuning import tune_for_streaming
+
+from sentences import DEFAULT_N, WORDS_PER_SENTENCE, sentences
+
+MODES = ("basic", "anchored", "unacked")
+MAX_SPOUT_PENDING = 2000  # benchmarks/wordcount.py's value, for the tracked modes
+TIMEOUT_SECS = 600
+
+
+@functools.cache
+def shared_sentences(n: int) -> list[str]:
+    """Made before submit and handed to the spout's copy in ``open``, untimed."""
+    return sentences(n)
+
+
+class SentenceSpout(Spout):
+    """Emits each sentence once; tracked, it notes when the last of them is acked."""
+
+    outputs = ["sentence"]
+
+    def __init__(self, n: int, tracked: bool):
+        self.n, self.tracked = n, tracked
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.items = shared_sentences(self.n)
+        self.emitted = self.acked = self.failed = 0
+        self.first_failure: str | None = None
+        self.finished: float | None = None
+
+    def next_tuple(self):
+        if self.emitted < self.n:
+            sentence = self.items[self.emitted]
+            self.emitted += 1  # msg ids 1..n
+            self.collector.emit([sentence], msg_id=self.emitted if self.tracked else None)
+
+    def ack(self, msg_id):
+        self.acked += 1
+        if self.acked == self.n:
+            self.finished = time.perf_counter()
+
+    def fail(self, msg_id, reason):
+        self.failed += 1
+        self.first_failure = self.first_failure or str(reason)
+
+
+class SplitBolt(Bolt):
+    """Anchors each word to its sentence and acks by hand (benchmarks/wordcount.py's)."""
+
+    outputs = ["word"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+
+    def execute(self, tup):
+        emit = self.collector.emit
+        for word in tup.values[0].split():
+            emit([word], tup)
+        self.collector.ack(tup)
+
+
+class BasicSplitBolt(BasicBolt):
+    """The same split in the README's idiom: anchoring and the ack are the runtime's."""
+
+    outputs = ["word"]
+
+    def execute(self, tup, collector):
+        emit = collector.emit
+        for word in tup.values[0].split():
+            emit([word])
+
+
+class CountBolt(Bolt):
+    """Counts words in a dict; notes when it has executed ``expected`` words."""
+
+    outputs = ["word", "count"]
+
+    def __init__(self, expected: int):
+        self.expected = expected
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.counts: dict[str, int] = {}
+        self.executed = 0
+        self.finished: float | None = None
+
+    def execute(self, tup):
+        word = tup.values[0]
+        self.counts[word] = self.counts.get(word, 0) + 1
+        self.executed += 1
+        if self.executed == self.expected:
+            self.finished = time.perf_counter()
+        self.collector.ack(tup)
+
+
+def build(mode: str, n: int):
+    b = TopologyBuilder()
+    b.set_spout("sentences", SentenceSpout(n, tracked=mode != "unacked"))
+    split = BasicSplitBolt() if mode == "basic" else SplitBolt()
+    b.set_bolt("split", split).shuffle_grouping("sentences")
+    b.set_bolt("count", CountBolt(n * WORDS_PER_SENTENCE)).fields_grouping("split", ["word"])
+    return b.build()
+
+
+def config(mode: str) -> dict:
+    tracked = mode != "unacked"
+    return {"topology.max.spout.pending": MAX_SPOUT_PENDING if tracked else None,
+            "topology.acker.executors": 1 if tracked else 0}
+
+
+def run(mode: str, n: int) -> dict:
+    shared_sentences(n)
+    topology = build(mode, n)
+    with LocalCluster() as cluster:
+        start, cpu_start = time.perf_counter(), time.process_time()
+        cluster.submit("peers", config(mode), topology)
+        spout, = cluster.instances("peers", "sentences")
+        count, = cluster.instances("peers", "count")
+        done = count if mode == "unacked" else spout
+        try:
+            cluster.wait_for(lambda: done.finished is not None or spout.failed > 0,
+                             timeout=TIMEOUT_SECS)
+        except TimeoutError:
+            sys.exit(f"stormlet {mode}: not done after {TIMEOUT_SECS}s: emitted {spout.emitted}, "
+                     f"acked {spout.acked}, words counted {count.executed} of {count.expected}")
+        cpu = time.process_time() - cpu_start
+        if spout.failed:
+            sys.exit(f"stormlet {mode}: a sentence failed: {spout.first_failure}")
+        seconds = done.finished - start
+        counts = dict(count.counts)
+        cluster.kill("peers", wait_secs=5)
+    return {"seconds": seconds, "cpu_seconds": cpu, "words": sum(counts.values()),
+            "counts": sorted(counts.items()), "failed": spout.failed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--sentences", type=int, default=DEFAULT_N)
+    args = parser.parse_args()
+    tune_for_streaming()  # as `stormlet local` and workers do
+    print(json.dumps(run(args.mode, args.sentences)))
+
+
+if __name__ == "__main__":
+    main()

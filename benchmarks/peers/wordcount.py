@@ -1,0 +1,135 @@
+"""Peer benchmark: the same word count through plain Python, Bytewax and stormlet, in one run.
+
+    python benchmarks/peers/wordcount.py [--sentences 200000] [--repeat 1] [--only NAME,...]
+                                         [--bytewax-python PATH]
+
+Every run counts the words of the same N sentences (sentences.py), each in a fresh subprocess so
+that one run's garbage does not slow the next, and reports its own time from the start of
+processing until every sentence is fully processed (for stormlet's tracked runs: acked). Each
+run's final counts must equal collections.Counter's exactly, or this exits non-zero. Prints
+words/s (best of --repeat) and its ratio to Bytewax's.
+
+Bytewax runs with its own virtualenv's python (``bash benchmarks/peers/setup_bytewax.sh``; another
+one through --bytewax-python or BYTEWAX_PYTHON), and is skipped, saying so, where that is absent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from stormlet import build_mode
+
+import run_stormlet
+from sentences import DEFAULT_N, SEED, WORDS, WORDS_PER_SENTENCE, expected_counts, sentences
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_BYTEWAX_PYTHON = HERE / ".venv-bytewax" / "bin" / "python"
+SKIPPED = "bytewax: skipped (not installed: run bash benchmarks/peers/setup_bytewax.sh)"
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str  # for --only
+    label: str  # for the table
+    script: str
+    args: tuple[str, ...] = ()
+
+
+RUNS = (
+    Run("python", "plain Python loop (split + dict)", "run_plain.py"),
+    Run("bytewax", "Bytewax, TestingSource batch_size 1000", "run_bytewax.py"),
+    Run("basic", "stormlet, acking on, BasicBolt split", "run_stormlet.py", ("--mode", "basic")),
+    Run("anchored", "stormlet, acking on, Bolt anchoring", "run_stormlet.py",
+        ("--mode", "anchored")),
+    Run("unacked", "stormlet, acking off", "run_stormlet.py", ("--mode", "unacked")),
+)
+
+
+def measure(run: Run, python: str, n: int, expected: dict[str, int]) -> dict:
+    """One run in a fresh subprocess; its figures, once its counts are checked. Exits on a
+    failed run or on counts that differ from ``expected``."""
+    cmd = [python, str(HERE / run.script), "--sentences", str(n), *run.args]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)  # stderr shows as it comes
+    if proc.returncode != 0:
+        sys.exit(f"FAILED: {run.label}: exit status {proc.returncode} from {' '.join(cmd)}")
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    pairs = result["counts"]
+    counts = dict(pairs)
+    if len(counts) != len(pairs) or counts != expected:
+        wrong = {w: (counts.get(w), expected.get(w)) for w in sorted(set(counts) | set(expected))
+                 if counts.get(w) != expected.get(w)}
+        sys.exit(f"FAILED: {run.label}: counts differ from collections.Counter's "
+                 f"({len(pairs)} rows for {len(counts)} words; word: (got, expected)): {wrong}")
+    return result
+
+
+def bytewax_available(python: str) -> bool:
+    if not Path(python).exists():
+        return False
+    probe = subprocess.run([python, "-c", "import bytewax"], capture_output=True)
+    return probe.returncode == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sentences", type=int, default=DEFAULT_N, metavar="N")
+    parser.add_argument("--repeat", type=int, default=1, metavar="R",
+                        help="best of R per run (default 1)")
+    parser.add_argument("--only", default=",".join(r.name for r in RUNS),
+                        help="comma-separated runs among: " + ", ".join(r.name for r in RUNS))
+    parser.add_argument("--bytewax-python", metavar="PATH",
+                        default=os.environ.get("BYTEWAX_PYTHON", str(DEFAULT_BYTEWAX_PYTHON)))
+    args = parser.parse_args()
+    only = args.only.split(",")
+    unknown = sorted(set(only) - {r.name for r in RUNS})
+    if unknown:
+        parser.error(f"unknown run(s) {', '.join(unknown)}; choose among "
+                     f"{', '.join(r.name for r in RUNS)}")
+    runs = [r for r in RUNS if r.name in only]
+
+    expected = dict(expected_counts(sentences(args.sentences)))
+    total = sum(expected.values())
+    print(f"word count peers: {args.sentences:,} sentences, {total:,} words ({WORDS_PER_SENTENCE} "
+          f"per sentence from a {len(set(WORDS))}-word vocabulary, seed {SEED}), "
+          f"best of {args.repeat}; python {sys.version.split()[0]}")
+    print(f"stormlet: local mode, one process, spout -> split -> count (fields grouping), one task "
+          f"each; topology.max.spout.pending {run_stormlet.MAX_SPOUT_PENDING} when acking; "
+          f"{build_mode.describe()}")
+    if any(r.name == "bytewax" for r in runs) and not bytewax_available(args.bytewax_python):
+        print(SKIPPED)
+        runs = [r for r in runs if r.name != "bytewax"]
+    if not runs:
+        sys.exit("nothing left to run")
+    print("every run in its own process, its counts checked exactly against collections.Counter",
+          flush=True)
+
+    best: dict[str, dict] = {}
+    for run in runs:
+        python = args.bytewax_python if run.name == "bytewax" else sys.executable
+        results = [measure(run, python, args.sentences, expected) for _ in range(args.repeat)]
+        best[run.name] = min(results, key=lambda r: r["seconds"])
+
+    baseline = best.get("bytewax")
+    width = max(len(r.label) for r in runs)
+    print(f"\n{'run':<{width}}  {'words/s':>11}  {'vs Bytewax':>10}  {'seconds':>7}  {'cpu s':>6}")
+    for run in runs:
+        result = best[run.name]
+        rate = total / result["seconds"]
+        ratio = f"{baseline['seconds'] / result['seconds']:.2f}x" if baseline else "n/a"
+        print(f"{run.label:<{width}}  {rate:>11,.0f}  {ratio:>10}  {result['seconds']:>7.2f}  "
+              f"{result['cpu_seconds']:>6.2f}")
+    if baseline:
+        print(f"Bytewax {baseline['version']} on python {baseline['python']} "
+              f"({args.bytewax_python}), one worker (run_main)")
+    else:
+        print("vs Bytewax: n/a, Bytewax was not run, so there is nothing to compare against")
+
+
+if __name__ == "__main__":
+    main()
