@@ -1,5 +1,9 @@
 """stormlet: Storm-style stream processing for Python."""
 
+from . import build_mode
+
+build_mode.select()  # before any hot module loads: compiled, or all from source
+
 from .collectors import BasicOutputCollector, OutputCollector, SpoutOutputCollector
 from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from .context import TopologyContext

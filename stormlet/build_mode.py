@@ -1,14 +1,22 @@
 """Whether the hot path runs compiled or as plain Python.
 
 The hot modules are plain Python files; ``pip install .`` compiles them with Cython when a C
-compiler is there (see setup.py), and the same files run interpreted where it is not. Both modes
-behave identically; compiled is faster. ``stormlet local`` and the benchmarks print the mode.
+compiler is there (see setup.py; the .pxd file beside a module types it), and the same files run
+interpreted where it is not. Both modes behave identically; compiled is faster.
+
+The compiled modules share their classes at the C level (the collectors build ``Tuple`` objects
+directly), so they load all together or not at all: ``select()``, run once as the package is
+imported, loads every hot module from its .py file when ``STORMLET_PURE_PYTHON=1`` is set or when
+some of them were not compiled. ``stormlet local`` and the benchmarks print ``describe()``.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.machinery
+import importlib.util
+import os
+import sys
+from types import ModuleType
 
 #: The modules setup.py compiles: the per-tuple path of every executor. One list, read by the
 #: build and by ``mode()``.
@@ -18,6 +26,8 @@ HOT_MODULES = (
     "stormlet.acker",
     "stormlet.groupings",
     "stormlet.serialization",
+    "stormlet.collectors",
+    "stormlet.runtime.routing",
     "stormlet.runtime.collector",
     "stormlet.runtime.transfer",
     "stormlet.runtime.bolt_executor",
@@ -25,6 +35,63 @@ HOT_MODULES = (
 
 COMPILED = "compiled"
 INTERPRETED = "interpreted"
+#: Set to 1 to run the plain Python even where the compiled modules are installed (CI runs the
+#: unit tests both ways).
+PURE_PYTHON_ENV = "STORMLET_PURE_PYTHON"
+
+_why_interpreted = ""
+
+
+class _SourceFinder:
+    """Finds the hot modules' .py files ahead of their compiled builds."""
+
+    def __init__(self, sources: dict[str, str]):
+        self.sources = sources
+
+    def find_spec(self, name: str, path: object = None, target: ModuleType | None = None):
+        source = self.sources.get(name)
+        return None if source is None else importlib.util.spec_from_file_location(name, source)
+
+
+def _path(name: str, suffix: str) -> str:
+    """Where hot module ``name`` would be with ``suffix`` (".py", or an extension suffix)."""
+    package_dir = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(package_dir, *name.split(".")[1:]) + suffix
+
+
+def _is_built(name: str) -> bool:
+    return any(os.path.exists(_path(name, suffix))
+               for suffix in importlib.machinery.EXTENSION_SUFFIXES)
+
+
+def _is_stale(name: str) -> bool:
+    """Whether a module compiled in a source tree (pip install -e .) was edited since: its C
+    file, Cython's output, is older than its .py or .pxd. Installed wheels carry no C files."""
+    generated = _path(name, ".c")
+    if not os.path.exists(generated):
+        return False
+    sources = [path for path in (_path(name, ".py"), _path(name, ".pxd")) if os.path.exists(path)]
+    return max(os.path.getmtime(path) for path in sources) > os.path.getmtime(generated)
+
+
+def select() -> None:
+    """Load the hot modules from source if they cannot all load compiled, or if asked to."""
+    global _why_interpreted
+    built = [name for name in HOT_MODULES if _is_built(name)]
+    stale = [name for name in built if _is_stale(name)]
+    if os.environ.get(PURE_PYTHON_ENV) == "1":
+        _why_interpreted = f"{PURE_PYTHON_ENV}=1"
+    elif built and len(built) < len(HOT_MODULES):
+        missing = sorted(set(HOT_MODULES) - set(built))
+        _why_interpreted = f"partly compiled build, missing {', '.join(missing)}"
+    elif stale:
+        # Running an old build of edited code would test what is no longer there.
+        _why_interpreted = (f"edited since compiled: {', '.join(stale)}; "
+                            f"pip install -e . rebuilds")
+    else:
+        return
+    if built:
+        sys.meta_path.insert(0, _SourceFinder({name: _path(name, ".py") for name in HOT_MODULES}))
 
 
 def compiled_modules() -> list[str]:
@@ -32,24 +99,21 @@ def compiled_modules() -> list[str]:
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     found = []
     for name in HOT_MODULES:
-        path = getattr(importlib.import_module(name), "__file__", "") or ""
-        if path.endswith(suffixes):
+        module = sys.modules.get(name) or importlib.import_module(name)
+        if (getattr(module, "__file__", "") or "").endswith(suffixes):
             found.append(name)
     return found
 
 
 def mode() -> str:
-    """``"compiled"`` when every hot module is compiled, else ``"interpreted"`` (a partial
-    build counts as interpreted, and ``describe()`` says which are missing)."""
-    return COMPILED if len(compiled_modules()) == len(HOT_MODULES) else INTERPRETED
+    """``"compiled"`` when the hot path runs compiled, else ``"interpreted"``."""
+    return COMPILED if compiled_modules() else INTERPRETED
 
 
 def describe() -> str:
     """One line for logs and benchmark headers."""
-    found = compiled_modules()
-    if len(found) == len(HOT_MODULES):
+    if mode() == COMPILED:
         return "hot path: compiled (Cython)"
-    if not found:
-        return "hot path: interpreted (plain Python; install with a C compiler to compile it)"
-    missing = sorted(set(HOT_MODULES) - set(found))
-    return f"hot path: partly compiled; interpreted: {', '.join(missing)}"
+    if _why_interpreted:
+        return f"hot path: interpreted ({_why_interpreted})"
+    return "hot path: interpreted (not compiled: install with Cython and a C compiler)"

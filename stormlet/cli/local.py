@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from .. import build_mode
 from ..loader import TopologyFileError, load_topology_file
 from .options import conf_option, conf_overrides
 
@@ -59,7 +60,7 @@ def local(file: Path, duration: float | None, name: str | None, conf_pairs: tupl
             cluster.submit(name, conf, topology)
             source, server = _local_ui(cluster, ui_port) if with_ui else (None, None)
             how_long = "until Ctrl-C" if duration is None else f"for {duration:g}s (Ctrl-C to stop)"
-            click.echo(f"running {name} in local mode {how_long}", err=True)
+            click.echo(f"running {name} in local mode {how_long}; {build_mode.describe()}", err=True)
             if server:
                 click.echo(f"UI at {server.url}", err=True)
             progress = None

@@ -35,6 +35,7 @@ from typing import Callable
 
 import zmq
 
+from .. import build_mode
 from .. import config as cfg
 from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
@@ -121,8 +122,8 @@ class Worker:
                 self.end(f"start failed: {exc!r}")
             self.stop()
             raise
-        log.info("worker %s:%d of %s running %d executors", self.host, self.port,
-                 self.topology_id, len(self.executors))
+        log.info("worker %s:%d of %s running %d executors; %s", self.host, self.port,
+                 self.topology_id, len(self.executors), build_mode.describe())
 
     def _build(self) -> None:
         """The runtime, sockets and reporter for this slot's executors, from the topology's

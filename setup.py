@@ -1,0 +1,39 @@
+"""Builds stormlet, compiling the hot modules (stormlet/build_mode.py's HOT_MODULES) with Cython.
+
+The compiled modules are the same .py files, typed by the .pxd files beside them; where Cython or
+a C compiler is missing, or STORMLET_PURE_PYTHON=1 is set, the build says so in one line and the
+package runs as plain Python, behaving identically.
+"""
+
+import os
+import runpy
+import sys
+
+from setuptools import Extension, setup
+
+# Read without importing stormlet: its dependencies are not in the build environment.
+HOT_MODULES = runpy.run_path(os.path.join("stormlet", "build_mode.py"))["HOT_MODULES"]
+
+
+def notice(why: str) -> None:
+    print(f"stormlet: {why}; the hot path will run as plain Python", file=sys.stderr)
+
+
+def extensions() -> list:
+    if os.environ.get("STORMLET_PURE_PYTHON"):
+        notice("STORMLET_PURE_PYTHON is set")
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        notice("Cython is not installed")
+        return []
+    modules = [Extension(name, [name.replace(".", os.sep) + ".py"], optional=True)
+               for name in HOT_MODULES]
+    # annotation_typing off: annotations document, the .pxd files type. A compiled module then
+    # accepts exactly what the interpreted one does (Cython would enforce `list` annotations).
+    return cythonize(modules, language_level=3, quiet=True,
+                     compiler_directives={"annotation_typing": False})
+
+
+setup(ext_modules=extensions())

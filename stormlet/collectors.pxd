@@ -1,0 +1,5 @@
+# Types stormlet/collectors.py when it is compiled (see stormlet/build_mode.py).
+
+cdef class BasicOutputCollector:
+    cdef object _collector
+    cdef public object input

@@ -1,0 +1,37 @@
+# Types stormlet/runtime/collector.py when it is compiled (see stormlet/build_mode.py). Every
+# attribute its __init__ methods set is declared here; __dict__ is for debug mode's logged emit.
+
+from stormlet.tuples cimport Tuple, StreamInfo
+from stormlet.runtime.routing cimport StreamRoute
+
+cdef class _Emitter:
+    cdef dict __dict__
+    cdef public object component_id
+    cdef public object task
+    cdef dict _routes
+    cdef object _transfer
+    cdef list _data
+    cdef bint _tracking
+    cdef object _n_ackers
+    cdef object _random_bits
+    cdef public object metrics
+    cdef dict _emitted
+    cdef dict _plain_routes
+
+cdef class SpoutCollector(_Emitter):
+    cdef object _track
+    cdef object _dead_letters
+    cdef list _inits
+    cdef public list acked_at_emit
+    cdef public bint closed
+    cdef public Py_ssize_t emits
+
+cdef class BoltCollector(_Emitter):
+    cdef list _acks
+    cdef list _fails
+    cdef list _resets
+    cdef object _sampled
+    cdef double _sampled_at
+    cdef dict _started
+    cdef double _timeout_secs
+    cdef object _process_latency

@@ -1,0 +1,9 @@
+# Types stormlet/runtime/routing.py when it is compiled (see stormlet/build_mode.py).
+
+cdef class StreamRoute:
+    cdef public object info
+    cdef public Py_ssize_t nfields
+    cdef public list choosers
+    cdef public object choose
+    cdef public bint direct
+    cdef public set direct_tasks
