@@ -10,6 +10,7 @@ import runpy
 import sys
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 # Read without importing stormlet: its dependencies are not in the build environment.
 HOT_MODULES = runpy.run_path(os.path.join("stormlet", "build_mode.py"))["HOT_MODULES"]
@@ -28,7 +29,7 @@ def extensions() -> list:
     except ImportError:
         notice("Cython is not installed")
         return []
-    modules = [Extension(name, [name.replace(".", os.sep) + ".py"], optional=True)
+    modules = [Extension(name, [name.replace(".", os.sep) + ".py"])
                for name in HOT_MODULES]
     # annotation_typing off: annotations document, the .pxd files type. A compiled module then
     # accepts exactly what the interpreted one does (Cython would enforce `list` annotations).
@@ -36,4 +37,18 @@ def extensions() -> list:
                      compiler_directives={"annotation_typing": False})
 
 
-setup(ext_modules=extensions())
+class OptionalBuildExt(build_ext):
+    """Compile every hot module, or none: a failure (no compiler, say) removes the ones built."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:
+            notice(f"compiling the hot modules failed ({str(exc).splitlines()[0][:200]})")
+            for extension in self.extensions:
+                built = self.get_ext_fullpath(extension.name)
+                if os.path.exists(built):
+                    os.remove(built)
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
