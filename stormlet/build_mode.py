@@ -31,6 +31,8 @@ HOT_MODULES = (
     "stormlet.runtime.collector",
     "stormlet.runtime.transfer",
     "stormlet.runtime.bolt_executor",
+    "stormlet.runtime.spout_executor",
+    "stormlet.runtime.acker_executor",
 )
 
 COMPILED = "compiled"

@@ -2,4 +2,5 @@
 
 cdef class BasicOutputCollector:
     cdef object _collector
+    cdef object _emit
     cdef public object input

@@ -18,6 +18,11 @@ cdef class _Emitter:
     cdef dict _emitted
     cdef dict _plain_routes
 
+cdef class InFlight:
+    cdef public object msg_id
+    cdef public double emitted_at
+    cdef public object values
+
 cdef class SpoutCollector(_Emitter):
     cdef object _track
     cdef object _dead_letters

@@ -19,7 +19,9 @@ import os
 import random
 from collections.abc import Callable, Iterable
 from time import monotonic
-from typing import Any, NamedTuple
+from typing import Any
+
+import cython
 
 from ..fail_reason import ERROR, FAIL, FailReason
 from ..protocol import DEFAULT_STREAM, AckFail, AckInit
@@ -80,11 +82,19 @@ class _Emitter:
         return route  # type: ignore[return-value]
 
 
-class InFlight(NamedTuple):
-    """A spout task's entry for a tracked tuple, from emit until its verdict."""
-    msg_id: Any
-    emitted_at: float    # monotonic
-    values: list         # kept for the failed-message log
+@cython.freelist(1024)
+@cython.final
+@cython.cclass
+class InFlight:
+    """A spout task's entry for a tracked tuple, from emit until its verdict. (One per spout
+    tuple: compiled, a C struct from a free list.)"""
+
+    __slots__ = ("msg_id", "emitted_at", "values")
+
+    def __init__(self, msg_id: Any, emitted_at: float, values: list):
+        self.msg_id = msg_id
+        self.emitted_at = emitted_at    # monotonic
+        self.values = values            # kept for the failed-message log
 
 
 class SpoutCollector(_Emitter):
@@ -105,6 +115,7 @@ class SpoutCollector(_Emitter):
                     self.component_id, self.task, values)
         return []
 
+    @cython.locals(route=StreamRoute, data=list)
     def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
              _to_task: int | None = None) -> list[int]:
         # Every spout emit; emit_direct names the task in _to_task.
@@ -169,6 +180,7 @@ class BoltCollector(_Emitter):
         self._timeout_secs = timeout_secs
         self._process_latency = self.metrics.process_latency
 
+    @cython.locals(route=StreamRoute, data=list, anchor=Tuple)
     def emit(self, values: Any, anchors: Tuple | Iterable[Tuple] = (),
              stream: str = DEFAULT_STREAM, *, _to_task: int | None = None) -> list[int]:
         # Every bolt emit, a basic bolt's too; emit_direct names the task in _to_task. One
@@ -190,7 +202,8 @@ class BoltCollector(_Emitter):
             if len(anchors) == 1 and type(anchors[0]) is Tuple:
                 anchors = anchors[0]
         if type(anchors) is Tuple:
-            roots = anchors.roots
+            anchor = anchors
+            roots = anchor.roots
             if not roots:
                 anchors = None   # an untracked parent: nothing to anchor to
             elif len(roots) == 2 and self._tracking:   # one anchor with one root
@@ -198,16 +211,16 @@ class BoltCollector(_Emitter):
                 root = roots[0]
                 for t in tasks:
                     edge = bits(ID_BITS) or 1
-                    anchors.ack_val ^= edge
+                    anchor.ack_val ^= edge
                     data[t].append(Tuple(values, info, src, (root, edge)))
                 self._emitted[info.stream] += 1
                 return tasks
             else:
-                anchors = (anchors,)
+                anchors = (anchor,)
         if anchors and self._tracking:
-            anchor = self._anchor
+            merge = self._anchor
             for t in tasks:
-                data[t].append(Tuple(values, info, src, anchor(anchors)))
+                data[t].append(Tuple(values, info, src, merge(anchors)))
         else:
             for t in tasks:
                 data[t].append(Tuple(values, info, src, None))
@@ -235,6 +248,7 @@ class BoltCollector(_Emitter):
             return None
         return tuple(x for pair in merged.items() for x in pair)
 
+    @cython.locals(tup=Tuple)
     def ack(self, tup: Tuple) -> None:
         roots = tup.roots
         if roots:
