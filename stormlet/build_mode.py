@@ -28,6 +28,7 @@ HOT_MODULES = (
     "stormlet.serialization",
     "stormlet.collectors",
     "stormlet.runtime.routing",
+    "stormlet.runtime.metrics",
     "stormlet.runtime.collector",
     "stormlet.runtime.transfer",
     "stormlet.runtime.bolt_executor",

@@ -3,6 +3,8 @@
 
 from stormlet.tuples cimport Tuple, StreamInfo
 from stormlet.runtime.routing cimport StreamRoute
+from stormlet.runtime.metrics cimport TaskMetrics
+from stormlet.serialization cimport checked
 
 cdef class _Emitter:
     cdef dict __dict__
@@ -14,7 +16,7 @@ cdef class _Emitter:
     cdef bint _tracking
     cdef object _n_ackers
     cdef object _random_bits
-    cdef public object metrics
+    cdef public TaskMetrics metrics
     cdef dict _emitted
     cdef dict _plain_routes
 

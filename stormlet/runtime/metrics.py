@@ -19,6 +19,8 @@ Counters are cumulative; windows (10 min, 3 h, 1 day) are differences of samples
 
 from __future__ import annotations
 
+import cython
+
 from ..metrics.histogram import LatencyHistogram, summary_ms, to_wire
 from ..metrics.user import UserMetrics
 from .errors import ErrorRecord, TaskErrors
@@ -28,6 +30,7 @@ __all__ = ["ErrorRecord", "LatencyHistogram", "TaskMetrics", "summarize", "windo
 LATENCIES = ("execute", "process", "complete")
 
 
+@cython.cclass
 class TaskMetrics:
     """Counters for one task. Written by its executor thread only (except ``errors``, which
     takes its own lock: the watchdog adds to it too); reads may be a moment stale."""
