@@ -11,8 +11,8 @@ Entries live in a 3-bucket rotating map rotated every message timeout, so an ent
 is dropped silently after 2T to 3T; the spout's own 2-bucket map times tuples out first (T to 2T)
 and then asks the acker who the tree last reached (``timeouts``).
 
-An entry is one int, to keep memory near a hundred bytes per root:
-``xor << 32 | last_component << 16 | spout_task``. ``spout_task`` 0 means "init not seen yet";
+An entry is one int, ``xor << 32 | last_component << 16 | spout_task``; compiled, the buckets
+(an ``IntMap`` each) keep entries in flat arrays, 29 to 57 bytes per root with no object each. ``spout_task`` 0 means "init not seen yet";
 component and task numbers must fit in 16 bits. A root failed before its init arrived is held as
 a ``_FailedEarly`` until the init says which spout task to tell.
 
@@ -24,7 +24,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import cython
+
 from .fail_reason import TIMEOUT
+from .int_map import IntMap
 from .protocol import AckFail, AckInit, SpoutFail, records
 from .rotating_map import RotatingMap
 
@@ -45,7 +48,10 @@ Notifications = dict[int, list]  # spout task -> flat batch of records for that 
 
 class Acker:
     def __init__(self, buckets: int = 3):
-        self.pending: RotatingMap[int, int | _FailedEarly] = RotatingMap(buckets)
+        # Compiled, roots live in packed arrays (see int_map.py); interpreted, that code is
+        # several times slower than a dict, so dicts it is, at about 82 bytes a root.
+        bucket = IntMap if cython.compiled else dict
+        self.pending: RotatingMap[int, int | _FailedEarly] = RotatingMap(buckets, bucket)
 
     def __len__(self) -> int:
         return len(self.pending)

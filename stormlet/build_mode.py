@@ -22,6 +22,7 @@ from types import ModuleType
 #: build and by ``mode()``.
 HOT_MODULES = (
     "stormlet.tuples",
+    "stormlet.int_map",
     "stormlet.rotating_map",
     "stormlet.acker",
     "stormlet.groupings",

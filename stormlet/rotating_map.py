@@ -14,7 +14,8 @@ may work on ``newest()`` directly.
 
 from __future__ import annotations
 
-from typing import Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -23,11 +24,15 @@ _MISSING = object()
 
 
 class RotatingMap(Generic[K, V]):
-    def __init__(self, buckets: int = 3):
+    """``new_bucket`` makes a bucket: ``dict``, or a class with the dict methods used here
+    (the acker's ``IntMap``)."""
+
+    def __init__(self, buckets: int = 3, new_bucket: Callable[[], Any] = dict):
         if buckets < 2:
             raise ValueError("a rotating map needs at least 2 buckets")
+        self._new_bucket = new_bucket
         # _buckets[0] is the newest.
-        self._buckets: list[dict[K, V]] = [{} for _ in range(buckets)]
+        self._buckets: list[dict[K, V]] = [new_bucket() for _ in range(buckets)]
 
     def put(self, key: K, value: V) -> None:
         """Set ``key`` in the newest bucket, removing it from any older one."""
@@ -80,7 +85,7 @@ class RotatingMap(Generic[K, V]):
     def rotate(self) -> dict[K, V]:
         """Expire the oldest bucket and return its entries."""
         expired = self._buckets.pop()
-        self._buckets.insert(0, {})
+        self._buckets.insert(0, self._new_bucket())
         return expired
 
     def drain(self) -> list[V]:

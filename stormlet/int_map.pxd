@@ -1,0 +1,41 @@
+# Types stormlet/int_map.py when it is compiled (see stormlet/build_mode.py): the arrays are
+# typed memoryviews and the probing helpers C methods.
+
+cimport cython
+
+cdef unsigned long long GOLDEN
+cdef unsigned long long MASK64
+cdef object KEY_LIMIT
+cdef unsigned long long EMPTY
+cdef int LOW_BITS
+cdef int MIN_BITS
+cdef Py_ssize_t MAX_LOAD_TENTHS
+cdef object VALUE_LIMIT
+
+cdef class IntMap:
+    cdef dict _others
+    cdef int _bits
+    cdef Py_ssize_t _mask
+    cdef Py_ssize_t _count
+    cdef object _key_array
+    cdef object _high_array
+    cdef object _low_array
+    cdef unsigned long long[:] _keys
+    cdef unsigned long long[:] _high
+    cdef unsigned int[:] _low
+
+    cdef _reset(self, int bits)
+    cdef Py_ssize_t _home(self, unsigned long long key)
+    @cython.locals(slot=Py_ssize_t, found=cython.ulonglong)
+    cdef Py_ssize_t _find(self, unsigned long long key) except -2
+    @cython.locals(high=object)
+    cdef object _value_at(self, Py_ssize_t slot)
+    @cython.locals(j=Py_ssize_t, home=Py_ssize_t, mask=Py_ssize_t, key=cython.ulonglong)
+    cdef _remove_at(self, Py_ssize_t i)
+    @cython.locals(slot=Py_ssize_t, found=cython.ulonglong)
+    cdef _store(self, unsigned long long key, object value)
+    @cython.locals(slot=Py_ssize_t)
+    cdef _grow(self)
+    cdef _discard(self, object key)
+
+cdef bint _packable(object key, object value)
