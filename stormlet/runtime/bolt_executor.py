@@ -15,6 +15,8 @@ from __future__ import annotations
 from time import monotonic
 from typing import Any
 
+import cython
+
 from ..components import BasicBolt
 from ..protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
 from ..tuples import StreamInfo, Tuple
@@ -50,9 +52,11 @@ class BoltTask(TaskBase):
             self.broken = exc
             self.report("prepare failed", exc)
 
+    @cython.locals(basic=BasicOutputCollector)
     def _basic_execute(self, tup: Tuple) -> None:
-        self._basic.input = tup
-        self.obj.execute(tup, self._basic)
+        basic = self._basic
+        basic.input = tup
+        self.obj.execute(tup, basic)
         self.collector.ack(tup)
 
     def run_batch(self, batch: list[Tuple], started: float) -> None:

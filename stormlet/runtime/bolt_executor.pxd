@@ -1,0 +1,3 @@
+# Types stormlet/runtime/bolt_executor.py when it is compiled (see stormlet/build_mode.py).
+
+from stormlet.collectors cimport BasicOutputCollector
