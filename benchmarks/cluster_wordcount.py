@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from stormlet import build_mode
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
@@ -113,7 +115,8 @@ def main() -> None:
         cores = (cpu_seconds(pids) - start_cpu) / elapsed
         # Each spout's percentiles, from its own worker (heartbeats carry summaries only).
         latencies = [m["sentences"]["complete_latency_ms"] for m in metrics if "sentences" in m]
-        print(f"cluster word count: 2 workers on one supervisor, {args.seconds:g}s measured")
+        print(f"cluster word count: 2 workers on one supervisor, {args.seconds:g}s measured; "
+              f"{build_mode.describe()}")
         print(f"acked words per second: {words / elapsed:,.0f} "
               f"(the two workers used {cores:.2f} cores)")
         for i, latency in enumerate(latencies):

@@ -18,7 +18,7 @@ import sys
 import time
 import tracemalloc
 
-from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder, build_mode
 from stormlet.acker import Acker
 from stormlet.protocol import AckInit
 from stormlet.runtime.tuning import tune_for_streaming
@@ -137,7 +137,8 @@ def main() -> None:
     seconds = args.seconds or (3.0 if args.quick else 8.0)
     tune_for_streaming()  # as `stormlet local` and workers do
     print(f"word count, local mode, 1 spout -> split -> count, {WORDS_PER_SENTENCE} words/sentence,"
-          f" {seconds:g}s per run, python {sys.version.split()[0]}, pid {os.getpid()}")
+          f" {seconds:g}s per run, python {sys.version.split()[0]}, pid {os.getpid()}; "
+          f"{build_mode.describe()}")
     on = run(True, seconds)
     print(f"acking on : {on['words_per_sec']:>10,.0f} words/s  "
           f"complete latency p50 {on['p50_ms']} ms  p99 {on['p99_ms']} ms  "
