@@ -23,11 +23,16 @@ import functools
 import json
 import sys
 import time
+from pathlib import Path
 
-from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.runtime.tuning import tune_for_streaming
 
 from sentences import DEFAULT_N, WORDS_PER_SENTENCE, sentences
+
+# The split bolts are benchmarks/wordcount.py's, so both benchmarks measure the same code.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from wordcount import BasicSplitBolt, SplitBolt  # noqa: E402
 
 MODES = ("basic", "anchored", "unacked")
 MAX_SPOUT_PENDING = 2000  # benchmarks/wordcount.py's value, for the tracked modes
@@ -69,32 +74,6 @@ class SentenceSpout(Spout):
     def fail(self, msg_id, reason):
         self.failed += 1
         self.first_failure = self.first_failure or str(reason)
-
-
-class SplitBolt(Bolt):
-    """Anchors each word to its sentence and acks by hand (benchmarks/wordcount.py's)."""
-
-    outputs = ["word"]
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-
-    def execute(self, tup):
-        emit = self.collector.emit
-        for word in tup.values[0].split():
-            emit([word], tup)
-        self.collector.ack(tup)
-
-
-class BasicSplitBolt(BasicBolt):
-    """The same split in the README's idiom: anchoring and the ack are the runtime's."""
-
-    outputs = ["word"]
-
-    def execute(self, tup, collector):
-        emit = collector.emit
-        for word in tup.values[0].split():
-            emit([word])
 
 
 class CountBolt(Bolt):
