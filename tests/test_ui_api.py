@@ -287,6 +287,10 @@ def test_an_offset_spouts_component_page_shows_each_partitions_lag(ui, tmp_path)
         assert {r["task"] for r in rows} == tasks and len(tasks) == 2
         # Deactivated, the spout reads nothing: whatever is appended is lag.
         post(server, "/api/v1/topology/logged/deactivate")
+        # Asked, the spout threads deactivate on their next turn: append only after that, or a
+        # spout still active reads the new records and they never show as lag.
+        runtime = cluster.runtime("logged")
+        wait_until(runtime.activation_settled, 10, "the spouts to deactivate")
         appended = (2, 0, 4)
         append(log, appended)
         wait_until(lambda: [r["lag"] for r in partition_rows(server, "logged")]

@@ -257,6 +257,11 @@ class TopologyRuntime:
         """Whether the spouts are asked to emit (activated, not deactivated)."""
         return any(e.want_active for e in self.spout_executors())
 
+    def activation_settled(self) -> bool:
+        """Whether every spout executor has acted on the last activate or deactivate (each
+        does so on its own thread, soon after being asked)."""
+        return all(e.active == e.want_active for e in self.spout_executors())
+
     def in_flight(self) -> int:
         return sum(e.in_flight() for e in self.spout_executors())
 
