@@ -17,9 +17,6 @@ cdef class IntMap:
     cdef int _bits
     cdef Py_ssize_t _mask
     cdef Py_ssize_t _count
-    cdef object _key_array
-    cdef object _high_array
-    cdef object _low_array
     cdef unsigned long long[:] _keys
     cdef unsigned long long[:] _high
     cdef unsigned int[:] _low
@@ -27,15 +24,19 @@ cdef class IntMap:
     cdef _reset(self, int bits)
     cdef Py_ssize_t _home(self, unsigned long long key)
     @cython.locals(slot=Py_ssize_t, found=cython.ulonglong)
-    cdef Py_ssize_t _find(self, unsigned long long key) except -2
+    cdef Py_ssize_t _probe(self, unsigned long long key)
+    @cython.locals(k=cython.ulonglong, slot=Py_ssize_t)
+    cdef Py_ssize_t _slot_of(self, object key) except -2
     @cython.locals(high=object)
     cdef object _value_at(self, Py_ssize_t slot)
     @cython.locals(j=Py_ssize_t, home=Py_ssize_t, mask=Py_ssize_t, key=cython.ulonglong)
     cdef _remove_at(self, Py_ssize_t i)
-    @cython.locals(slot=Py_ssize_t, found=cython.ulonglong)
-    cdef _store(self, unsigned long long key, object value)
     @cython.locals(slot=Py_ssize_t)
+    cdef _put(self, unsigned long long key, unsigned long long high, unsigned int low)
+    @cython.locals(slot=Py_ssize_t, keys=cython.ulonglong[:], high=cython.ulonglong[:],
+                   low=cython.uint[:])
     cdef _grow(self)
     cdef _discard(self, object key)
 
+cdef bint _is_array_key(object key)
 cdef bint _packable(object key, object value)

@@ -34,9 +34,13 @@ MAX_LOAD_TENTHS = 7
 _MISSING = object()
 
 
+def _is_array_key(key: Any) -> bool:
+    """Whether ``key`` can live in the arrays (any other key lives in the side dict)."""
+    return type(key) is int and EMPTY < key < KEY_LIMIT
+
+
 def _packable(key: Any, value: Any) -> bool:
-    return (type(key) is int and EMPTY < key < KEY_LIMIT
-            and type(value) is int and 0 <= value < VALUE_LIMIT)
+    return _is_array_key(key) and type(value) is int and 0 <= value < VALUE_LIMIT
 
 
 class IntMap:
@@ -51,26 +55,29 @@ class IntMap:
         self._bits = bits
         self._mask = size - 1
         self._count = 0
-        self._key_array = array("Q", bytes(8 * size))
-        self._high_array = array("Q", bytes(8 * size))
-        self._low_array = array("I", bytes(4 * size))
-        self._keys = self._key_array
-        self._high = self._high_array
-        self._low = self._low_array
+        self._keys = array("Q", bytes(8 * size))
+        self._high = array("Q", bytes(8 * size))
+        self._low = array("I", bytes(4 * size))
 
     def _home(self, key: int) -> int:
         return ((key * GOLDEN) & MASK64) >> (64 - self._bits)
 
-    def _find(self, key: int) -> int:
-        """The slot holding ``key``, or -1."""
+    def _probe(self, key: int) -> int:
+        """The slot holding ``key``, or the free slot where it would go."""
         slot = self._home(key)
         while True:
             found = self._keys[slot]
-            if found == key:
+            if found == key or found == EMPTY:
                 return slot
-            if found == EMPTY:
-                return -1
             slot = (slot + 1) & self._mask
+
+    def _slot_of(self, key: Any) -> int:
+        """The slot holding ``key``, or -1 (as for any key that is not an array key)."""
+        if not _is_array_key(key):
+            return -1
+        k = key   # a C integer, compiled (int_map.pxd)
+        slot = self._probe(k)
+        return slot if self._keys[slot] == k else -1
 
     def _value_at(self, slot: int) -> int:
         high = self._high[slot]   # a Python int (typed so in int_map.pxd): shifted, not cut
@@ -95,28 +102,23 @@ class IntMap:
         self._keys[i] = EMPTY
         self._count -= 1
 
-    def _store(self, key: int, value: int) -> None:
-        slot = self._home(key)
-        while True:
-            found = self._keys[slot]
-            if found == key or found == EMPTY:
-                break
-            slot = (slot + 1) & self._mask
-        high = value >> LOW_BITS
+    def _put(self, key: int, high: int, low: int) -> None:
+        """Set ``key`` to the value whose high 64 and low 32 bits are given."""
+        slot = self._probe(key)
         self._high[slot] = high
-        self._low[slot] = value ^ (high << LOW_BITS)
-        if found == EMPTY:
+        self._low[slot] = low
+        if self._keys[slot] == EMPTY:
             self._keys[slot] = key
             self._count += 1
             if self._count * 10 > (self._mask + 1) * MAX_LOAD_TENTHS:
                 self._grow()
 
     def _grow(self) -> None:
-        keys, high, low = self._key_array, self._high_array, self._low_array
+        keys, high, low = self._keys, self._high, self._low   # hold the old arrays
         self._reset(self._bits + 1)
         for slot in range(len(keys)):
             if keys[slot] != EMPTY:
-                self._store(keys[slot], (high[slot] << LOW_BITS) | low[slot])
+                self._put(keys[slot], high[slot], low[slot])
 
     # ----- the dict methods
 
@@ -124,24 +126,23 @@ class IntMap:
         if _packable(key, value):
             if self._others:
                 self._others.pop(key, None)
-            self._store(key, value)
+            high = value >> LOW_BITS
+            self._put(key, high, value ^ (high << LOW_BITS))
         else:
             self._discard(key)
             self._others[key] = value
 
     def _discard(self, key: Any) -> None:
-        if type(key) is int and EMPTY < key < KEY_LIMIT:
-            slot = self._find(key)
-            if slot >= 0:
-                self._remove_at(slot)
+        slot = self._slot_of(key)
+        if slot >= 0:
+            self._remove_at(slot)
 
     def pop(self, key: Any, default: Any = _MISSING) -> Any:
-        if type(key) is int and EMPTY < key < KEY_LIMIT:
-            slot = self._find(key)
-            if slot >= 0:
-                value = self._value_at(slot)
-                self._remove_at(slot)
-                return value
+        slot = self._slot_of(key)
+        if slot >= 0:
+            value = self._value_at(slot)
+            self._remove_at(slot)
+            return value
         if self._others:
             value = self._others.pop(key, _MISSING)
             if value is not _MISSING:
@@ -151,10 +152,9 @@ class IntMap:
         return default
 
     def get(self, key: Any, default: Any = None) -> Any:
-        if type(key) is int and EMPTY < key < KEY_LIMIT:
-            slot = self._find(key)
-            if slot >= 0:
-                return self._value_at(slot)
+        slot = self._slot_of(key)
+        if slot >= 0:
+            return self._value_at(slot)
         return self._others.get(key, default) if self._others else default
 
     def __getitem__(self, key: Any) -> Any:
