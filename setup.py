@@ -13,7 +13,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 # Read without importing stormlet: its dependencies are not in the build environment.
-HOT_MODULES = runpy.run_path(os.path.join("stormlet", "build_mode.py"))["HOT_MODULES"]
+BUILD_MODE = runpy.run_path(os.path.join("stormlet", "build_mode.py"))
+HOT_MODULES, PURE_PYTHON_ENV = BUILD_MODE["HOT_MODULES"], BUILD_MODE["PURE_PYTHON_ENV"]
 
 
 def notice(why: str) -> None:
@@ -21,8 +22,8 @@ def notice(why: str) -> None:
 
 
 def extensions() -> list:
-    if os.environ.get("STORMLET_PURE_PYTHON"):
-        notice("STORMLET_PURE_PYTHON is set")
+    if os.environ.get(PURE_PYTHON_ENV) == "1":
+        notice(f"{PURE_PYTHON_ENV}=1 is set")
         return []
     try:
         from Cython.Build import cythonize

@@ -12,9 +12,10 @@ is dropped silently after 2T to 3T; the spout's own 2-bucket map times tuples ou
 and then asks the acker who the tree last reached (``timeouts``).
 
 An entry is one int, ``xor << 32 | last_component << 16 | spout_task``; compiled, the buckets
-(an ``IntMap`` each) keep entries in flat arrays, 29 to 57 bytes per root with no object each. ``spout_task`` 0 means "init not seen yet";
-component and task numbers must fit in 16 bits. A root failed before its init arrived is held as
-a ``_FailedEarly`` until the init says which spout task to tell.
+(an ``IntMap`` each) keep entries in flat arrays, 29 to 57 bytes per root with no object each.
+``spout_task`` 0 means "init not seen yet"; component and task numbers must fit in 16 bits. A
+root failed before its init arrived is held as a ``_FailedEarly`` until the init says which spout
+task to tell.
 
 This class is pure bookkeeping: it reads flat batches and appends notifications to per-spout-task
 lists, so the executor that owns it decides how they travel, and tests drive it directly.

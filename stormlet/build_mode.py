@@ -6,8 +6,8 @@ interpreted where it is not. Both modes behave identically; compiled is faster.
 
 The compiled modules share their classes at the C level (the collectors build ``Tuple`` objects
 directly), so they load all together or not at all: ``select()``, run once as the package is
-imported, loads every hot module from its .py file when ``STORMLET_PURE_PYTHON=1`` is set or when
-some of them were not compiled. ``stormlet local`` and the benchmarks print ``describe()``.
+imported, loads every hot module from its .py file when ``STORMLET_PURE_PYTHON=1`` is set, when
+some of them were not compiled, or when one was edited since it was. ``stormlet local`` and the benchmarks print ``describe()``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 # Types stormlet/runtime/collector.py when it is compiled (see stormlet/build_mode.py). Every
 # attribute its __init__ methods set is declared here; __dict__ is for debug mode's logged emit.
 
-from stormlet.tuples cimport Tuple, StreamInfo
+from stormlet.tuples cimport Tuple
 from stormlet.runtime.routing cimport StreamRoute
 from stormlet.runtime.metrics cimport TaskMetrics
 from stormlet.serialization cimport checked
