@@ -120,4 +120,5 @@ def describe() -> str:
         return "hot path: compiled (Cython)"
     if _why_interpreted:
         return f"hot path: interpreted ({_why_interpreted})"
-    return "hot path: interpreted (not compiled: install with Cython and a C compiler)"
+    return ("hot path: interpreted (not compiled: pip install needs a C compiler and Python's "
+            "headers, e.g. Debian's gcc and python3-dev)")
