@@ -34,11 +34,11 @@ class StateRecorder:
         assert ok, f"no {state} within {timeout}s; states so far: {self.states}"
 
 
-def client_for(zk: ZooKeeperServer) -> KazooClient:
+def client_for(zk: ZooKeeperServer, session_timeout: float = 10.0) -> KazooClient:
     # Short reconnect back-off so a restarted server is found quickly.
     return KazooClient(
         hosts=zk.hosts,
-        timeout=10.0,
+        timeout=session_timeout,
         connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 1.5, "max_delay": 0.5},
     )
 
@@ -48,11 +48,14 @@ def script(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_znodes_survive_a_crash_and_restart(tmp_path):
-    with ZooKeeperServer(tmp_path / "zk") as zk:
+    # The session must outlive a JVM restart on a loaded CI machine: the default 500 ms tick
+    # caps sessions at 10 s, which a slow restart plus kazoo's read time-out once exceeded.
+    # A 2 s tick allows the 30 s session asked for here.
+    with ZooKeeperServer(tmp_path / "zk", tick_time=2000) as zk:
         assert zk.hosts == f"127.0.0.1:{zk.port}"
         assert zk.pid is not None and zk.is_serving()
 
-        client = client_for(zk)
+        client = client_for(zk, session_timeout=30.0)
         states = StateRecorder()
         client.add_listener(states)
         client.start(timeout=10)
@@ -73,7 +76,7 @@ def test_znodes_survive_a_crash_and_restart(tmp_path):
             # timeout, keeping its session (and so its ephemeral node).
             mark = len(states.states)
             zk.start()
-            states.wait_for(KazooState.CONNECTED, after=mark, timeout=15)
+            states.wait_for(KazooState.CONNECTED, after=mark, timeout=30)
             assert KazooState.LOST not in states.states
             assert client.client_id[0] == session[0]
             assert client.get("/stormlet/assignments/topo-1")[0] == b"hello"
