@@ -183,7 +183,8 @@ class FakeNimbus:
 
     def _serve(self, answer):
         if self.socket.poll(5000):
-            self.requests.append(msgpack.unpackb(self.socket.recv()))
+            op, arguments = self.socket.recv_multipart()
+            self.requests.append({"op": op.decode(), **msgpack.unpackb(arguments)})
             self.socket.send(msgpack.packb(answer(self.requests[-1])))
         self.socket.close(linger=0)
 

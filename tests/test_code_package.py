@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import io
+import json
+import time
+import uuid
 import zipfile
+from pathlib import Path
 
 import pytest
 
-from stormlet.cluster.code import CodeError, inspect_package, package_topology, unpack
+from stormlet.cluster.code import (
+    CodeError,
+    digest,
+    inspect_package,
+    package_topology,
+    unpack,
+    verify,
+)
 
 
 def test_a_package_carries_the_file_and_its_python_neighbours(tmp_path):
@@ -58,3 +69,78 @@ def test_a_package_whose_member_escapes_its_directory_is_refused(tmp_path):
 def test_something_that_is_not_a_package_is_refused(tmp_path):
     with pytest.raises(CodeError, match="not a stormlet code package"):
         unpack(b"definitely not a zip", tmp_path / "out")
+
+
+def package_with_manifest(entry: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("topo.py", "topology = None\n")
+        archive.writestr("stormlet-manifest.json", json.dumps({"entry": entry}))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("entry", ["../topo.py", "/etc/passwd", "sub/topo.py", "missing.py",
+                                   "stormlet-manifest.json", 7])
+def test_a_manifest_whose_entry_is_not_a_top_level_python_file_is_refused(tmp_path, entry):
+    with pytest.raises(CodeError, match="manifest names"):
+        unpack(package_with_manifest(entry), tmp_path / "out")
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*"))
+
+
+def test_bytes_that_do_not_match_the_records_digest_are_refused(tmp_path):
+    (tmp_path / "t.py").write_text("topology = None\n")
+    package = package_topology(tmp_path / "t.py")
+    verify(package, digest(package), "t-1-abcdef")
+    tampered = package[:-1] + bytes([package[-1] ^ 1])
+    with pytest.raises(CodeError, match="does not match the digest"):
+        verify(tampered, digest(package), "t-1-abcdef")
+    with pytest.raises(CodeError, match="holds no code digest"):
+        verify(package, None, "t-1-abcdef")
+
+
+def processes_with(marker: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_inspection_kills_what_the_topology_started_and_does_not_wait_for_it(tmp_path):
+    marker = f"stormlet-inspect-leftover-{uuid.uuid4().hex}"
+    (tmp_path / "t.py").write_text(
+        "import subprocess, sys\n"
+        # Inherits the inspection's stdout: a reader of a pipe would wait for it to close.
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', {marker!r}])\n"
+        + BUILT_TOPOLOGY)
+    report = inspect_package(tmp_path / "t.py", timeout=30)
+    assert report["ok"]
+    # SIGKILL was sent before inspect_package returned; the kernel takes a moment to finish it.
+    deadline = time.monotonic() + 10
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with(marker) == []
+
+
+def test_inspection_sees_none_of_the_daemons_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("STORMLET_TEST_DAEMON_SECRET", "hunter2")
+    (tmp_path / "t.py").write_text(
+        "import os\n" + BUILT_TOPOLOGY + "config = {'seen': sorted(os.environ)}\n")
+    seen = inspect_package(tmp_path / "t.py")["config"]["seen"]
+    assert "STORMLET_TEST_DAEMON_SECRET" not in seen
+    assert "PATH" in seen
+
+
+def test_inspection_runs_under_a_memory_limit(tmp_path):
+    (tmp_path / "t.py").write_text("hog = bytearray(8 * 1024 ** 3)\n" + BUILT_TOPOLOGY)
+    with pytest.raises(CodeError, match="MemoryError"):
+        inspect_package(tmp_path / "t.py")
+
+
+BUILT_TOPOLOGY = (
+    "from stormlet import Spout, TopologyBuilder\n"
+    "class S(Spout):\n    outputs = ['w']\n"
+    "b = TopologyBuilder()\nb.set_spout('s', S())\ntopology = b.build()\n")

@@ -114,7 +114,7 @@ def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], zk: str, z
     except CodeError as exc:
         raise click.ClickException(str(exc)) from None
     name = name or file.stem
-    result = _call((zk, zk_root, nimbus_address), "submit", timeout=120, name=name, code=code,
+    result = _call((zk, zk_root, nimbus_address), "submit", timeout=120, name=name, payload=code,
                    conf=overrides)
     click.echo(f"submitted {name} ({result['id']})")
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import shutil
 import tempfile
 import threading
@@ -25,14 +24,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import zmq
 from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
 from . import rpc
-from .code import CodeError, inspect_package, unpack
+from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack, verify
 from .errors import topology_error_summary, topology_errors
 from .metrics_store import MetricsStore
+from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
 from .scheduler import (
     SchedulingError,
     even_schedule,
@@ -61,6 +60,11 @@ MAX_ERRORS = 1000
 INFO_ERRORS = 20
 # A worker's snapshot is dropped after this many report intervals without a newer one.
 STALE_REPORTS = 3
+# Request size limits beyond the default (rpc.DEFAULT_MAX_BYTES): a submission's config (its code
+# package is the payload), and a worker's metrics snapshot (a few hundred tasks' counters).
+SUBMIT_CONF_BYTES = 1024 * 1024
+METRICS_REPORT_BYTES = 4 * 1024 * 1024
+METRICS_REPORT_CONTAINERS = 200_000
 
 
 class Nimbus:
@@ -91,10 +95,8 @@ class Nimbus:
         self.state = ClusterState(self.client, self.zk_root)
         self._announce()
         self.client.add_listener(self._on_connection)
-        self._socket = zmq.Context.instance().socket(zmq.REP)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.bind(self.address)
-        for target, name in ((self._serve, "rpc"), (self._campaign, "election"),
+        server = rpc.RpcServer(self.address, self._operations(), self.stopping)
+        for target, name in ((server.serve, "rpc"), (self._campaign, "election"),
                              (self._replicate_code, "code-replica")):
             thread = threading.Thread(target=target, name=f"nimbus-{name}", daemon=True)
             thread.start()
@@ -169,20 +171,21 @@ class Nimbus:
 
     # ----- requests
 
-    def _serve(self) -> None:
-        handlers = {
-            "submit": self.submit, "list": self.list_topologies, "kill": self.kill,
-            "activate": self.activate, "deactivate": self.deactivate,
-            "rebalance": self.rebalance, "get_code": self.get_code, "cluster": self.cluster_info,
-            "errors": self.errors, "report_metrics": self.report_metrics,
-            "metrics": self.metrics, "topology_info": self.topology_info,
+    def _operations(self) -> dict[str, rpc.Operation]:
+        """What nimbus answers, who may ask (see rpc's roles) and how large a request may be."""
+        Op, admin, worker, read = rpc.Operation, rpc.ADMIN, rpc.WORKER, rpc.READ
+        return {
+            "submit": Op(self.submit, admin, max_bytes=SUBMIT_CONF_BYTES,
+                         max_payload_bytes=MAX_PACKAGE_BYTES, slow=True),
+            "kill": Op(self.kill, admin), "activate": Op(self.activate, admin),
+            "deactivate": Op(self.deactivate, admin), "rebalance": Op(self.rebalance, admin),
+            "get_code": Op(self.get_code, worker),
+            "report_metrics": Op(self.report_metrics, worker, max_bytes=METRICS_REPORT_BYTES,
+                                 max_containers=METRICS_REPORT_CONTAINERS),
+            "list": Op(self.list_topologies, read), "cluster": Op(self.cluster_info, read),
+            "errors": Op(self.errors, read), "metrics": Op(self.metrics, read),
+            "topology_info": Op(self.topology_info, read),
         }
-        poller = zmq.Poller()
-        poller.register(self._socket, zmq.POLLIN)
-        while not self.stopping.is_set():
-            if poller.poll(200):
-                rpc.serve_one(self._socket, handlers)
-        self._socket.close(linger=0)
 
     def _require_leader(self) -> None:
         if not self.is_leader.is_set():
@@ -203,15 +206,21 @@ class Nimbus:
                 return tid, record
         raise rpc.RpcError(f"no topology named {key!r} is running")
 
-    def submit(self, name: str, code: bytes, conf: dict | None = None) -> dict:
+    def submit(self, name: str, payload: bytes = b"", conf: dict | None = None) -> dict:
+        """Inspect the code package (the request's payload; off the lock, so other requests go
+        on meanwhile), then record the topology with its code's digest and schedule it."""
         self._require_leader()
-        if not isinstance(name, str) or not name or "/" in name:
-            raise rpc.RpcError(f"invalid topology name {name!r}")
+        check_topology_name(name)
+        code = payload
+        if not code:
+            raise rpc.RpcError("the submission carries no code package")
+        if conf is not None and not isinstance(conf, dict):
+            raise rpc.RpcError("conf must be a map of settings")
+        self._refuse_running_name(name)
+        topology_id = new_topology_id(name)
+        summary = self._inspect(code)
         with self._lock:
-            if any(r.get("name") == name for r in self.state.topologies().values()):
-                raise rpc.RpcError(f"a topology named {name!r} is already running")
-            topology_id = f"{name}-{int(time.time())}-{secrets.token_hex(3)}"
-            summary = self._inspect(topology_id, code)
+            self._refuse_running_name(name)   # again: another submission may have won
             merged = {**summary["config"], **(conf or {})}
             workers = int(merged.get(cfg.TOPOLOGY_WORKERS) or 1)
             ackers = merged.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
@@ -220,31 +229,36 @@ class Nimbus:
             record = {"name": name, "id": topology_id, "status": ACTIVE, "conf": merged,
                       "launched": time.time(), "workers": workers, "executors": {},
                       "summary": summary["components"], "structure": summary.get("structure"),
-                      "kill_at": None}
+                      "code_sha256": digest(code), "kill_at": None}
+            self._store_code(topology_id, code)
             self.state.set_topology(topology_id, record)
             self._schedule(topology_id, record)
         log.info("submitted %s as %s", name, topology_id)
         return {"id": topology_id}
 
-    def _inspect(self, topology_id: str, code: bytes) -> dict:
+    def _refuse_running_name(self, name: str) -> None:
+        if any(r.get("name") == name for r in self.state.topologies().values()):
+            raise rpc.RpcError(f"a topology named {name!r} is already running")
+
+    def _inspect(self, code: bytes) -> dict:
         staging = Path(tempfile.mkdtemp(prefix="inspect-", dir=self.data_dir))
         try:
-            entry = unpack(code, staging)
-            summary = inspect_package(entry)
+            return inspect_package(unpack(code, staging))
         except CodeError as exc:
             raise rpc.RpcError(str(exc)) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        self._store_code(topology_id, code)
-        return summary
 
     def _store_code(self, topology_id: str, code: bytes) -> None:
         partial = self.code_dir / f".{topology_id}.zip.part"
         partial.write_bytes(code)
-        os.replace(partial, self.code_dir / f"{topology_id}.zip")
+        os.replace(partial, self._code_path(topology_id))
+
+    def _code_path(self, topology_id: str) -> Path:
+        return self.code_dir / f"{check_topology_id(topology_id)}.zip"
 
     def get_code(self, topology_id: str) -> bytes:
-        path = self.code_dir / f"{topology_id}.zip"
+        path = self._code_path(topology_id)
         if not path.is_file():
             raise rpc.RpcError(f"no code for topology {topology_id!r} on this nimbus")
         return path.read_bytes()
@@ -406,7 +420,8 @@ class Nimbus:
         for tid, record in topologies.items():
             if record.get("status") == KILLED and time.time() >= float(record.get("kill_at") or 0):
                 self.state.remove_topology(tid)
-                (self.code_dir / f"{tid}.zip").unlink(missing_ok=True)
+                if is_topology_id(tid):
+                    self._code_path(tid).unlink(missing_ok=True)
                 log.info("removed killed topology %s", tid)
                 continue
             assignment = assignments.get(tid)
@@ -447,7 +462,7 @@ class Nimbus:
         keep copies so that one can take over; a new leader fills any gap the same way)."""
         try:
             missing = [tid for tid in self.state.topologies()
-                       if not (self.code_dir / f"{tid}.zip").is_file()]
+                       if is_topology_id(tid) and not self._code_path(tid).is_file()]
             if not missing:
                 return
             peers = [a for a in self.state.nimbus_addresses() if a != self.address]
@@ -457,13 +472,15 @@ class Nimbus:
         for tid in missing:
             for address in peers:
                 try:
-                    self._store_code(tid, rpc.call(address, "get_code", timeout=10,
-                                                   topology_id=tid))
+                    code = rpc.call(address, "get_code", timeout=10, topology_id=tid)
+                    verify(code, (self.state.topology(tid) or {}).get("code_sha256"), tid)
+                    self._store_code(tid, code)
                     log.info("copied the code of %s from %s", tid, address)
                     break
                 except rpc.RpcError as exc:
                     log.debug("no code for %s at %s: %s", tid, address, exc)
-
+                except CodeError as exc:
+                    log.warning("refused the code of %s from %s: %s", tid, address, exc)
 
 def _row(topology_id: str, record: dict, executors: list[Executor],
          reports: dict[str, dict]) -> dict:

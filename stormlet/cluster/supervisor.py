@@ -29,9 +29,10 @@ from pathlib import Path
 from kazoo.protocol.states import KazooState
 
 from . import rpc
-from .code import unpack
+from .code import CodeError, unpack, verify
 from .errors import cap_report, report_errors
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
+from .names import check_topology_id
 from .zk_state import DEFAULT_ROOT, ClusterState, assigned_executors, connect, executor_key
 
 log = logging.getLogger(__name__)
@@ -237,7 +238,7 @@ class Supervisor:
     # ----- workers
 
     def _code_entry(self, tid: str) -> Path:
-        directory = self.data_dir / "code" / tid
+        directory = self.data_dir / "code" / check_topology_id(tid)
         marker = directory / ".entry"
         if not marker.is_file():
             code = self._fetch_code(tid)
@@ -250,13 +251,20 @@ class Supervisor:
         return directory / marker.read_text().strip()
 
     def _fetch_code(self, tid: str) -> bytes:
-        """From the leader, or any nimbus that has it (standbys keep copies)."""
+        """From the leader, or any nimbus that has it (standbys keep copies); only bytes that
+        match the digest in the topology's record are taken."""
+        expected = (self.state.topology(tid) or {}).get("code_sha256")
         problem = "no nimbus is registered"
         for address in self.state.nimbus_addresses():
             try:
-                return rpc.call(address, "get_code", timeout=15, topology_id=tid)
+                code = rpc.call(address, "get_code", timeout=15, topology_id=tid)
+                verify(code, expected, tid)
+                return code
             except rpc.RpcError as exc:
                 problem = str(exc)
+            except CodeError as exc:
+                problem = f"{address}: {exc}"
+                log.warning("refused the code of %s from the nimbus at %s: %s", tid, address, exc)
         raise rpc.RpcError(f"no nimbus could give the code of {tid}: {problem}")
 
     def _launch(self, port: int, tid: str, key: list) -> None:
