@@ -23,17 +23,20 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class Daemon:
-    def __init__(self, name: str, args: list[str], log_path: Path):
+    def __init__(self, name: str, args: list[str], log_path: Path,
+                 env: dict[str, str] | None = None):
         self.name = name
         self.args = args
         self.log_path = log_path
+        self.env = env
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "Daemon":
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "stormlet.cli", *self.args], stdout=log,
-                stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+                stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+                env=None if self.env is None else {**os.environ, **self.env})
         return self
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
@@ -46,10 +49,15 @@ class Daemon:
 
 
 class LoopbackCluster:
-    """``with LoopbackCluster(tmp) as c: c.add_nimbus(); c.add_supervisor("s1", 2); c.cli(...)``"""
+    """``with LoopbackCluster(tmp) as c: c.add_nimbus(); c.add_supervisor("s1", 2); c.cli(...)``
 
-    def __init__(self, base: Path, worker_timeout: float = 8.0):
+    With ``secret_file``, the daemons get it in their environment (STORMLET_SECRET_FILE) and
+    ``cli`` passes it with --secret-file."""
+
+    def __init__(self, base: Path, worker_timeout: float = 8.0, secret_file: Path | None = None):
         self.base = base
+        self.secret_file = secret_file
+        self.daemon_env = {"STORMLET_SECRET_FILE": str(secret_file)} if secret_file else None
         self.zk = ZooKeeperServer(base / "zk", tick_time=500)
         self.nimbuses: list[Daemon] = []
         self.supervisors: dict[str, Daemon] = {}
@@ -68,7 +76,7 @@ class LoopbackCluster:
         daemon = Daemon(f"nimbus{n}", ["--log-level", "INFO", "nimbus", "--zk", self.zk.hosts,
                                        "--port", str(port), "--data-dir",
                                        str(self.base / f"nimbus{n}")],
-                        self.base / f"nimbus{n}.log").start()
+                        self.base / f"nimbus{n}.log", self.daemon_env).start()
         self.nimbuses.append(daemon)
         return daemon
 
@@ -77,7 +85,7 @@ class LoopbackCluster:
         daemon = Daemon(sid, ["--log-level", "INFO", "supervisor", "--zk", self.zk.hosts, "--id",
                               sid, "--slots", ports, "--data-dir", str(self.base / sid),
                               "--worker-timeout", str(self.worker_timeout)],
-                        self.base / f"{sid}.log").start()
+                        self.base / f"{sid}.log", self.daemon_env).start()
         self.supervisors[sid] = daemon
         return daemon
 
@@ -95,9 +103,11 @@ class LoopbackCluster:
             raise
 
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """A call on nimbus through the CLI, with this cluster's secret if it has one."""
+        secret = ["--secret-file", str(self.secret_file)] if self.secret_file else []
         return subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING",
-                               *args, "--zk", self.zk.hosts], capture_output=True, text=True,
-                              timeout=timeout, cwd=REPO)
+                               *args, "--zk", self.zk.hosts, *secret], capture_output=True,
+                              text=True, timeout=timeout, cwd=REPO)
 
     def heartbeats(self) -> dict[tuple[str, int], dict]:
         """The latest heartbeat of every live worker process, by (supervisor, port)."""

@@ -3,6 +3,7 @@ everything else gets an error reply or is dropped without stopping it."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -11,6 +12,7 @@ import pytest
 import zmq
 
 from stormlet.cluster import rpc
+from stormlet.cluster.security import Security
 
 
 @pytest.fixture
@@ -148,3 +150,63 @@ def test_other_requests_are_answered_while_a_slow_one_runs(server):
     release.set()
     slow.join(10)
     assert result == {"r": "slow done"}
+
+
+# ----- with a cluster secret: CURVE, users and roles
+
+SECRET = bytes(range(32))
+
+
+@pytest.fixture
+def secured():
+    """A CURVE-secured RpcServer whose topologies are t-1-aaaaaa and t-2-bbbbbb."""
+    security = Security(cluster_secret=SECRET)
+    operations = {
+        "look": rpc.Operation(lambda: "looked", rpc.READ),
+        "change": rpc.Operation(lambda: "changed", rpc.ADMIN),
+        "mine": rpc.Operation(lambda topology_id: topology_id, rpc.WORKER),
+    }
+    stopping = threading.Event()
+    srv = rpc.RpcServer("tcp://127.0.0.1:*", operations, stopping, security=security,
+                        topology_ids=lambda: {"t-1-aaaaaa", "t-2-bbbbbb"})
+    thread = threading.Thread(target=srv.serve, daemon=True)
+    thread.start()
+    yield srv.endpoint, security
+    stopping.set()
+    thread.join(5)
+
+
+def worker_security(security: Security, topology_id: str, tmp_path) -> Security:
+    path = tmp_path / f"{topology_id}.json"
+    path.write_text(json.dumps(security.worker_credentials(topology_id)))
+    return Security.for_worker(path)
+
+
+def test_each_user_may_call_only_what_its_role_allows(secured, tmp_path):
+    address, security = secured
+    admin, read, daemon = (security.rpc_client_keys(u) for u in ("admin", "read", "daemon"))
+    worker = worker_security(security, "t-1-aaaaaa", tmp_path).rpc_client_keys()
+    allowed = [(admin, "look", {}), (admin, "change", {}), (read, "look", {}),
+               (daemon, "look", {}), (daemon, "mine", {"topology_id": "t-2-bbbbbb"}),
+               (worker, "mine", {"topology_id": "t-1-aaaaaa"})]
+    for keys, op, args in allowed:
+        rpc.call(address, op, timeout=5, credentials=keys, **args)
+    refused = [(read, "change", {}), (daemon, "change", {}), (worker, "change", {}),
+               (worker, "look", {}), (worker, "mine", {"topology_id": "t-2-bbbbbb"}),
+               (read, "mine", {"topology_id": "t-1-aaaaaa"})]
+    for keys, op, args in refused:
+        with pytest.raises(rpc.RpcError, match="permission denied"):
+            rpc.call(address, op, timeout=5, credentials=keys, **args)
+
+
+def test_a_client_without_the_clusters_keys_gets_no_service(secured, tmp_path):
+    address, _security = secured
+    with pytest.raises(rpc.NimbusUnavailable):
+        rpc.call(address, "look", timeout=2)    # no CURVE at all
+    stranger = Security(cluster_secret=bytes(32))   # another cluster's secret
+    with pytest.raises(rpc.RpcError, match="refused this client's credentials"):
+        rpc.call(address, "look", timeout=5, credentials=stranger.rpc_client_keys("admin"))
+    # A worker of a topology the server does not run is a stranger too.
+    gone = worker_security(_security, "t-9-cccccc", tmp_path).rpc_client_keys()
+    with pytest.raises(rpc.RpcError, match="refused this client's credentials"):
+        rpc.call(address, "mine", timeout=5, credentials=gone, topology_id="t-9-cccccc")

@@ -43,6 +43,7 @@ from zookeeper_server import zookeeper_available
 
 from stormlet.ui.app import serve
 from stormlet.ui.progress import ProgressLine
+from stormlet.cluster.nimbus_client import NimbusClient
 from stormlet.ui.source import ClusterSource
 
 MESSAGES = COUNT * SPOUT_TASKS
@@ -393,7 +394,7 @@ def test_on_a_cluster_the_api_serves_nimbus_s_numbers_and_actions(tmp_path):
                                  "-c", f"ledger.messages={LEDGER_MESSAGES}",
                                  "-c", "topology.metrics.report.secs=1")
             assert result.returncode == 0, result.stderr
-            source = ClusterSource(cluster.zk.hosts)
+            source = ClusterSource(NimbusClient(cluster.zk.hosts))
             server = serve(source, "127.0.0.1", 0)
             try:
                 check_cluster_ui(server)

@@ -9,6 +9,7 @@ per group of commands:
     log.py       stormlet log create | append | describe
     failed.py    stormlet failed ls | show
     replay.py    stormlet replay
+    secret.py    stormlet secret generate
     backfill.py  stormlet backfill
     options.py   the options several commands share
     signals.py   how the daemons end: on SIGTERM or SIGINT, through their own stop
@@ -40,6 +41,7 @@ from .inspect import inspect
 from .local import local
 from .log import log_group
 from .replay import replay
+from .secret import secret
 from .worker import worker
 
 
@@ -55,5 +57,6 @@ def main(log_level: str) -> None:
 
 
 for _command in (local, nimbus, supervisor, worker, inspect, submit, list_command, errors, kill,
-                 activate, deactivate, rebalance, ui, failed, log_group, backfill, replay):
+                 activate, deactivate, rebalance, ui, failed, log_group, backfill, replay,
+                 secret):
     main.add_command(_command)

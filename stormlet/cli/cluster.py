@@ -7,12 +7,24 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from .options import NIMBUS_OPTION, ZK_OPTION, ZK_ROOT_OPTION, conf_option, conf_overrides
+from .options import (
+    SECRET_OPTION,
+    ZK_OPTION,
+    ZK_ROOT_OPTION,
+    NimbusTarget,
+    conf_option,
+    conf_overrides,
+    load_security,
+    nimbus_target,
+)
 from .signals import run_until_signal
+
+if TYPE_CHECKING:
+    from ..cluster.security import Security
 
 # ----- the daemons
 
@@ -20,19 +32,37 @@ from .signals import run_until_signal
 @click.command()
 @ZK_OPTION
 @ZK_ROOT_OPTION
-@click.option("--host", default="127.0.0.1", show_default=True, help="address to serve on")
+@SECRET_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address clients and peers reach this nimbus at")
+@click.option("--bind", default=None, help="address to listen on (default: --host)")
 @click.option("--port", default=6627, show_default=True, type=int)
 @click.option("--data-dir", default="nimbus-data", show_default=True, type=click.Path())
-def nimbus(zk: str, zk_root: str, host: str, port: int, data_dir: str) -> None:
+def nimbus(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
+           port: int, data_dir: str) -> None:
     """Run a nimbus (the leader, or a standby if one leads already)."""
     from ..cluster.nimbus import Nimbus
 
-    run_until_signal(Nimbus(zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root))
+    run_until_signal(_daemon(lambda security: Nimbus(
+        zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root, security=security,
+        bind=bind), secret_file))
+
+
+def _daemon(make: Callable[[Security], Any], secret_file: str | None) -> Any:
+    """``make(security)``, a setting security forbids being the command's error."""
+    from ..cluster.security import SecurityError
+
+    security = load_security(secret_file)
+    try:
+        return make(security)
+    except SecurityError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @click.command()
 @ZK_OPTION
 @ZK_ROOT_OPTION
+@SECRET_OPTION
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="address workers bind and peers reach")
 @click.option("--slots", default="6700,6701", show_default=True, help="worker ports, comma-separated")
@@ -40,7 +70,8 @@ def nimbus(zk: str, zk_root: str, host: str, port: int, data_dir: str) -> None:
 @click.option("--id", "supervisor_id", default=None, help="supervisor id (default: kept in data dir)")
 @click.option("--worker-timeout", default=30.0, show_default=True, type=float,
               help="seconds without a heartbeat before a worker is restarted")
-def supervisor(zk: str, zk_root: str, host: str, slots: str, data_dir: str,
+def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, slots: str,
+               data_dir: str,
                supervisor_id: str | None, worker_timeout: float) -> None:
     """Run a supervisor: start, watch and restart this node's workers."""
     from ..cluster.supervisor import Supervisor
@@ -50,24 +81,28 @@ def supervisor(zk: str, zk_root: str, host: str, slots: str, data_dir: str,
     except ValueError:
         raise click.BadParameter(f"{slots!r} is not a comma-separated list of ports",
                                  param_hint="--slots") from None
-    daemon = Supervisor(zk, ports, data_dir=data_dir, host=host, zk_root=zk_root,
-                        supervisor_id=supervisor_id, worker_timeout=worker_timeout)
-    run_until_signal(daemon)
+    run_until_signal(_daemon(lambda security: Supervisor(
+        zk, ports, data_dir=data_dir, host=host, zk_root=zk_root, supervisor_id=supervisor_id,
+        worker_timeout=worker_timeout, security=security), secret_file))
 
 
 @click.command()
 @click.option("--port", default=8080, show_default=True, type=int, help="port to serve on")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to serve on")
-@ZK_OPTION
-@ZK_ROOT_OPTION
-@NIMBUS_OPTION
-def ui(port: int, host: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+@nimbus_target
+def ui(port: int, host: str, target: NimbusTarget) -> None:
     """Serve the web UI and its REST API (/api/v1/) and Prometheus metrics (/metrics) for the
     cluster whose nimbus is found in ZooKeeper (or given with --nimbus)."""
     from ..ui.app import UiServer
     from ..ui.source import ClusterSource
 
-    source = ClusterSource(zk, zk_root, nimbus_address)
+    from ..cluster.security import SecurityError, check_bind_address
+
+    try:
+        check_bind_address(host, target.security, "the UI")
+    except SecurityError as exc:
+        raise click.ClickException(str(exc)) from None
+    source = ClusterSource(target.client())
     try:
         server = UiServer(source, host, port)   # binds the port: run_until_signal starts it
     except OSError as exc:
@@ -83,14 +118,13 @@ def ui(port: int, host: str, zk: str, zk_root: str, nimbus_address: str | None) 
 # ----- calls on nimbus
 
 
-def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 15, **args: Any) -> Any:
-    """``op`` on nimbus (see cluster/nimbus_client.py), its refusal as the command's error."""
-    from ..cluster.nimbus_client import NimbusClient
+def _call(target: NimbusTarget, op: str, timeout: float = 15, **args: Any) -> Any:
+    """``op`` on nimbus (see cluster/nimbus_client.py) as the cluster's admin, its refusal as
+    the command's error."""
     from ..cluster.rpc import RpcError
 
-    zk, zk_root, nimbus_address = ctx_args
     try:
-        with NimbusClient(zk, zk_root, nimbus_address) as client:
+        with target.client() as client:
             return client.call(op, timeout=timeout, **args)
     except RpcError as exc:
         raise click.ClickException(str(exc)) from None
@@ -100,11 +134,8 @@ def _call(ctx_args: tuple[str, str, str | None], op: str, timeout: float = 15, *
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--name", default=None, help="topology name (default: the file's stem)")
 @conf_option("config override")
-@ZK_OPTION
-@ZK_ROOT_OPTION
-@NIMBUS_OPTION
-def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], zk: str, zk_root: str,
-           nimbus_address: str | None) -> None:
+@nimbus_target
+def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], target: NimbusTarget) -> None:
     """Submit the topology in FILE to the cluster."""
     from ..cluster.code import CodeError, package_topology
 
@@ -114,21 +145,19 @@ def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], zk: str, z
     except CodeError as exc:
         raise click.ClickException(str(exc)) from None
     name = name or file.stem
-    result = _call((zk, zk_root, nimbus_address), "submit", timeout=120, name=name, payload=code,
+    result = _call(target, "submit", timeout=120, name=name, payload=code,
                    conf=overrides)
     click.echo(f"submitted {name} ({result['id']})")
 
 
 @click.command(name="list")
-@ZK_OPTION
-@ZK_ROOT_OPTION
-@NIMBUS_OPTION
-def list_command(zk: str, zk_root: str, nimbus_address: str | None) -> None:
+@nimbus_target
+def list_command(target: NimbusTarget) -> None:
     """List running topologies with status, workers, uptime and errors.
 
     errors counts every error the topology's workers counted since they started (and those of
     the last worker that exited on each slot); `stormlet errors NAME` shows them."""
-    rows = _call((zk, zk_root, nimbus_address), "list")
+    rows = _call(target, "list")
     if not rows:
         click.echo("no topologies running")
         return
@@ -148,15 +177,12 @@ def list_command(zk: str, zk_root: str, nimbus_address: str | None) -> None:
               help="how many of the most recent errors to show")
 @click.option("--stack", is_flag=True,
               help="also print each error's traceback (or a hung component's stack)")
-@ZK_OPTION
-@ZK_ROOT_OPTION
-@NIMBUS_OPTION
-def errors(name: str, limit: int, stack: bool, zk: str, zk_root: str,
-           nimbus_address: str | None) -> None:
+@nimbus_target
+def errors(name: str, limit: int, stack: bool, target: NimbusTarget) -> None:
     """Show a running topology's most recent errors, oldest first: time, component, task,
     worker host:port and the error. Errors of one kind beyond the first few show as one summary
     line per interval ("... and N more like it")."""
-    rows = _call((zk, zk_root, nimbus_address), "errors", name=name, limit=limit)
+    rows = _call(target, "errors", name=name, limit=limit)
     if not rows:
         click.echo(f"no errors reported for {name}")
         return
@@ -180,12 +206,10 @@ def _duration(seconds: float) -> str:
 @click.argument("name")
 @click.option("--wait", type=float, default=None,
               help="seconds between deactivating and removing (default: the message timeout)")
-@ZK_OPTION
-@ZK_ROOT_OPTION
-@NIMBUS_OPTION
-def kill(name: str, wait: float | None, zk: str, zk_root: str, nimbus_address: str | None) -> None:
+@nimbus_target
+def kill(name: str, wait: float | None, target: NimbusTarget) -> None:
     """Deactivate a topology, wait, then remove it and stop its workers."""
-    _call((zk, zk_root, nimbus_address), "kill", name=name, wait=wait)
+    _call(target, "kill", name=name, wait=wait)
     click.echo(f"killed {name}: deactivated now, removed after "
                f"{'the message timeout' if wait is None else f'{wait:g}s'}")
 
@@ -193,11 +217,9 @@ def kill(name: str, wait: float | None, zk: str, zk_root: str, nimbus_address: s
 def _status_command(op: str, help_text: str) -> click.Command:
     @click.command(name=op, help=help_text)
     @click.argument("name")
-    @ZK_OPTION
-    @ZK_ROOT_OPTION
-    @NIMBUS_OPTION
-    def command(name: str, zk: str, zk_root: str, nimbus_address: str | None) -> None:
-        _call((zk, zk_root, nimbus_address), op, name=name)
+    @nimbus_target
+    def command(name: str, target: NimbusTarget) -> None:
+        _call(target, op, name=name)
         click.echo(f"{op}d {name}")
 
     return command
@@ -213,11 +235,8 @@ deactivate = _status_command("deactivate",
 @click.option("--workers", type=int, default=None, help="new number of worker processes")
 @click.option("--executors", "-e", "executor_pairs", multiple=True, metavar="COMPONENT=N",
               help="new executor count for a component (at most its task count)")
-@ZK_OPTION
-@ZK_ROOT_OPTION
-@NIMBUS_OPTION
-def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...], zk: str,
-              zk_root: str, nimbus_address: str | None) -> None:
+@nimbus_target
+def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...], target: NimbusTarget) -> None:
     """Spread a running topology over a different number of workers or executors."""
     executors = {}
     for pair in executor_pairs:
@@ -225,6 +244,6 @@ def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...], z
         if not sep or not count.strip().isdigit():
             raise click.BadParameter(f"{pair!r} is not COMPONENT=N", param_hint="--executors")
         executors[component.strip()] = int(count)
-    result = _call((zk, zk_root, nimbus_address), "rebalance", name=name, workers=workers,
+    result = _call(target, "rebalance", name=name, workers=workers,
                    executors=executors)
     click.echo(f"rebalanced {name} to {result['workers']} workers")

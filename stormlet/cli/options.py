@@ -6,13 +6,20 @@ Defaults come from the modules that own them: the ZooKeeper hosts and root from
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from .. import config as cfg
+from ..cluster.security import SECRET_FILE_ENV
 from ..cluster.zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
+
+if TYPE_CHECKING:
+    from ..cluster.nimbus_client import NimbusClient
+    from ..cluster.security import Security
 
 ZK_OPTION = click.option("--zk", envvar="STORMLET_ZK", default=DEFAULT_HOSTS, show_default=True,
                          help="ZooKeeper hosts, host:port[,host:port...]")
@@ -20,6 +27,51 @@ ZK_ROOT_OPTION = click.option("--zk-root", default=DEFAULT_ROOT, show_default=Tr
                               help="the cluster's root path in ZooKeeper")
 NIMBUS_OPTION = click.option("--nimbus", "nimbus_address", default=None, metavar="HOST:PORT",
                              help="talk to this nimbus instead of finding the leader in ZooKeeper")
+
+SECRET_OPTION = click.option(
+    "--secret-file", envvar=SECRET_FILE_ENV, default=None, type=click.Path(dir_okay=False),
+    help="the cluster secret (env STORMLET_SECRET_FILE; make one with `stormlet secret "
+         "generate`); without one, daemons serve on loopback only")
+
+
+def load_security(secret_file: str | None) -> Security:
+    """The process's Security from ``--secret-file``; an unusable file is the command's error."""
+    from ..cluster.security import Security, SecurityError
+
+    try:
+        return Security.load(secret_file)
+    except SecurityError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@dataclass(frozen=True)
+class NimbusTarget:
+    """Which cluster a command calls, and with what credentials."""
+
+    zk: str
+    zk_root: str
+    nimbus_address: str | None
+    security: Security
+
+    def client(self) -> NimbusClient:
+        """A client calling as the cluster's admin (the secret file's holder is one)."""
+        from ..cluster.nimbus_client import NimbusClient
+
+        return NimbusClient(self.zk, self.zk_root, self.nimbus_address, self.security)
+
+
+def nimbus_target(command: Callable) -> Callable:
+    """--zk, --zk-root, --nimbus and --secret-file, given to ``command`` as ``target``."""
+    @functools.wraps(command)
+    def with_target(*args: Any, zk: str, zk_root: str, nimbus_address: str | None,
+                    secret_file: str | None, **kwargs: Any) -> Any:
+        target = NimbusTarget(zk, zk_root, nimbus_address, load_security(secret_file))
+        return command(*args, target=target, **kwargs)
+
+    for option in (SECRET_OPTION, NIMBUS_OPTION, ZK_ROOT_OPTION, ZK_OPTION):
+        with_target = option(with_target)
+    return with_target
+
 
 FAILED_DIR_OPTION = click.option(
     "--failed-dir", required=True, envvar="STORMLET_FAILED_DIR", type=click.Path(path_type=Path),

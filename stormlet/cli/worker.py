@@ -33,6 +33,7 @@ from .signals import run_until_signal
 def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: int, host: str,
            code: Path, heartbeat_file: Path) -> None:
     """Run one worker of a topology (supervisors start these)."""
+    from ..cluster.security import Security, SecurityError
     from ..cluster.worker import NotAssigned, Worker
     from ..runtime.tuning import tune_for_streaming
 
@@ -40,7 +41,12 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     logging.basicConfig(level=logging.getLogger().level, force=True,
                         format=f"%(asctime)s %(levelname)s worker:{port} %(name)s: %(message)s")
     tune_for_streaming()
-    daemon = Worker(zk, zk_root, topology_id, supervisor_id, port, host, code, heartbeat_file)
+    try:
+        security = Security.from_environment()
+    except SecurityError as exc:
+        raise SystemExit(str(exc)) from None
+    daemon = Worker(zk, zk_root, topology_id, supervisor_id, port, host, code, heartbeat_file,
+                    security)
     try:
         run_until_signal(daemon, end=daemon.end, ended=daemon.wait)
     except NotAssigned as exc:   # from start: nothing was started

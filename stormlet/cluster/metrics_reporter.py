@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 
 from . import rpc
+from .security import CurveKeys
 from .zk_state import rpc_address
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,10 @@ MAX_SEND_SECS = 2.0
 
 class MetricsReporter:
     def __init__(self, snapshot: Callable[[], dict], find_leader: Callable[[], dict | None],
-                 topology_id: str, host: str, port: int, interval: float):
+                 topology_id: str, host: str, port: int, interval: float,
+                 credentials: CurveKeys | None = None):
         self.snapshot = snapshot
+        self.credentials = credentials
         self.find_leader = find_leader
         self.topology_id = topology_id
         self.host = host
@@ -62,6 +65,7 @@ class MetricsReporter:
                 log.debug("no nimbus leader to send metrics to")
                 return False
             rpc.call(self._leader, "report_metrics", timeout=self.timeout,
+                     credentials=self.credentials,
                      topology_id=self.topology_id, host=self.host, port=self.port,
                      snapshot=snapshot)
             return True

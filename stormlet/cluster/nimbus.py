@@ -31,6 +31,7 @@ from . import rpc
 from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack, verify
 from .errors import topology_error_summary, topology_errors
 from .metrics_store import MetricsStore
+from .security import DAEMON_USER, Security, check_bind_address
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
 from .scheduler import (
     SchedulingError,
@@ -70,7 +71,13 @@ METRICS_REPORT_CONTAINERS = 200_000
 class Nimbus:
     def __init__(self, zk_hosts: str, port: int = 6627, data_dir: str | Path = "nimbus-data",
                  host: str = "127.0.0.1", zk_root: str = DEFAULT_ROOT,
-                 nimbus_id: str | None = None):
+                 nimbus_id: str | None = None, security: Security | None = None,
+                 bind: str | None = None):
+        """``host`` is the address peers reach this nimbus at; it listens on ``bind`` (default:
+        ``host``), which without a cluster secret (``security``) must be loopback."""
+        self.security = security or Security()
+        self.bind = bind or host
+        check_bind_address(self.bind, self.security, "nimbus")
         self.zk_hosts = zk_hosts
         self.zk_root = zk_root
         self.port = port
@@ -95,7 +102,9 @@ class Nimbus:
         self.state = ClusterState(self.client, self.zk_root)
         self._announce()
         self.client.add_listener(self._on_connection)
-        server = rpc.RpcServer(self.address, self._operations(), self.stopping)
+        server = rpc.RpcServer(f"tcp://{self.bind}:{self.port}", self._operations(),
+                               self.stopping, self.security,
+                               topology_ids=lambda: set(self.state.topologies()))
         for target, name in ((server.serve, "rpc"), (self._campaign, "election"),
                              (self._replicate_code, "code-replica")):
             thread = threading.Thread(target=target, name=f"nimbus-{name}", daemon=True)
@@ -472,7 +481,8 @@ class Nimbus:
         for tid in missing:
             for address in peers:
                 try:
-                    code = rpc.call(address, "get_code", timeout=10, topology_id=tid)
+                    code = rpc.call(address, "get_code", timeout=10, topology_id=tid,
+                                    credentials=self.security.rpc_client_keys(DAEMON_USER))
                     verify(code, (self.state.topology(tid) or {}).get("code_sha256"), tid)
                     self._store_code(tid, code)
                     log.info("copied the code of %s from %s", tid, address)

@@ -16,6 +16,7 @@ import time
 from typing import Any, Self
 
 from .rpc import NOT_LEADER, NimbusUnavailable, RpcError, call
+from .security import ADMIN_USER, Security
 from .zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
 
 # Requests a standby answers too; everything else needs the leader.
@@ -28,7 +29,10 @@ READ_TIMEOUT_SECS = 5.0
 
 class NimbusClient:
     def __init__(self, zk: str = DEFAULT_HOSTS, zk_root: str = DEFAULT_ROOT,
-                 address: str | None = None):
+                 address: str | None = None, security: Security | None = None,
+                 user: str = ADMIN_USER):
+        """Calls present ``user``'s keys when ``security`` holds the cluster secret."""
+        self.credentials = (security or Security()).rpc_client_keys(user)
         self.zk = zk
         self.zk_root = zk_root
         self.address = address and (address if "://" in address else f"tcp://{address}")
@@ -83,7 +87,7 @@ class NimbusClient:
             for address in addresses:
                 try:
                     return call(address, op, timeout=READ_TIMEOUT_SECS if read_only else timeout,
-                                **args)
+                                credentials=self.credentials, **args)
                 except NimbusUnavailable as exc:
                     problem: RpcError = exc
                 except RpcError as exc:

@@ -28,13 +28,16 @@ from typing import Any, Callable
 import msgpack
 import zmq
 
+from .security import ADMIN, READ, WORKER, CurveKeys, Security, permits
+
+__all__ = ["ADMIN", "READ", "WORKER", "NOT_LEADER", "NimbusUnavailable", "Operation", "RpcError",
+           "RpcServer", "call"]
+
 log = logging.getLogger(__name__)
 
 # How a standby nimbus begins its answer to a request only the leader may serve.
 NOT_LEADER = "this nimbus is a standby"
 
-# Who may call an operation (enforced once the cluster has a secret; see cluster/security.py).
-ADMIN, WORKER, READ = "admin", "worker", "read"
 
 DEFAULT_MAX_BYTES = 64 * 1024
 # Lists and maps a request's arguments may decode to: the bound on what a frame expands to (an
@@ -66,29 +69,53 @@ class Operation:
     slow: bool = False
 
 
+# A CURVE handshake that failed: the server does not know our key, or we have the wrong one of
+# its (libzmq retries such a connection quietly; these events say why no answer comes).
+_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
 def call(address: str, op: str, timeout: float = 30.0, payload: bytes | None = None,
-         **args: Any) -> Any:
-    """``op`` on the server at ``address``; its result, or ``RpcError`` with its message."""
+         credentials: CurveKeys | None = None, **args: Any) -> Any:
+    """``op`` on the server at ``address``, presenting ``credentials`` (see
+    ``Security.rpc_client_keys``); its result, or ``RpcError`` with its message."""
     context = zmq.Context.instance()
     sock = context.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RCVTIMEO, int(timeout * 1000))
     sock.setsockopt(zmq.SNDTIMEO, int(timeout * 1000))
+    monitor = None
+    if credentials is not None:
+        credentials.apply(sock)
+        monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED)
     try:
         sock.connect(address)
         request = [op.encode("ascii"), msgpack.packb(args, use_bin_type=True)]
         sock.send_multipart(request if payload is None else [*request, payload])
-        try:
-            reply = msgpack.unpackb(sock.recv(), raw=False)
-        except zmq.Again:
-            raise NimbusUnavailable(f"nimbus at {address} did not answer within {timeout:g}s") from None
+        reply = msgpack.unpackb(_receive(sock, monitor, address, timeout), raw=False)
     finally:
+        if monitor is not None:
+            sock.disable_monitor()
+            monitor.close(linger=0)
         sock.close(linger=0)
     if not isinstance(reply, dict):
         raise RpcError(f"nimbus at {address} sent a malformed reply")
     if not reply.get("ok"):
         raise RpcError(reply.get("error", "request failed"))
     return reply.get("result")
+
+
+def _receive(sock: zmq.Socket, monitor: zmq.Socket | None, address: str, timeout: float) -> bytes:
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    if monitor is not None:
+        poller.register(monitor, zmq.POLLIN)
+    ready = dict(poller.poll(timeout * 1000))
+    if sock in ready:
+        return sock.recv()
+    if monitor is not None and monitor in ready:
+        raise RpcError(f"nimbus at {address} refused this client's credentials: is the secret "
+                       f"file the cluster's?")
+    raise NimbusUnavailable(f"nimbus at {address} did not answer within {timeout:g}s")
 
 
 def decode_arguments(frame: bytes, max_containers: int) -> dict[str, Any]:
@@ -129,12 +156,16 @@ class RpcServer:
     between threads)."""
 
     def __init__(self, address: str, operations: dict[str, Operation],
-                 stopping: threading.Event):
+                 stopping: threading.Event, security: Security | None = None,
+                 topology_ids: Callable[[], set[str]] = set):
         self.operations = operations
         self.stopping = stopping
+        self._secured = security is not None and security.enabled
         context = zmq.Context.instance()
         self._socket = context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
+        if security is not None:
+            security.secure_rpc_server(self._socket, topology_ids)
         self._socket.setsockopt(zmq.MAXMSGSIZE, max(max(op.max_bytes, op.max_payload_bytes)
                                                     for op in operations.values()))
         self._socket.bind(address)
@@ -171,7 +202,9 @@ class RpcServer:
                 return
 
     def _serve_one(self) -> None:
-        frames = self._socket.recv_multipart()
+        message = self._socket.recv_multipart(copy=False)
+        caller = self._caller(message[-1])
+        frames = [frame.bytes for frame in message]
         # A REQ client's message arrives as [identity, b"", ...request]; anything else did not
         # come from a REQ socket and cannot be answered in step, so it is dropped.
         if len(frames) < 2 or frames[1] != b"":
@@ -184,6 +217,11 @@ class RpcServer:
             size = sum(len(f) for f in request)
             log.warning("rejected a malformed request of %d bytes: %s", size, exc)
             self._socket.send_multipart([*envelope, _error(f"malformed request: {exc}")])
+            return
+        if not permits(caller, operation.role, arguments):
+            log.warning("refused %s to %s", name, caller)
+            self._socket.send_multipart(
+                [*envelope, _error(f"permission denied: {caller} may not call {name}")])
             return
         if not operation.slow:
             self._socket.send_multipart([*envelope, self._run(name, operation, arguments)])
@@ -198,6 +236,17 @@ class RpcServer:
                                    f"try again")])
             return
         self._pool.submit(self._run_slow, envelope, name, operation, arguments)
+
+    def _caller(self, frame: zmq.Frame) -> str | None:
+        """Who sent ``frame``, as the ZAP handler named them; None with security off. With
+        security on, a message without a user (it cannot happen: ZAP admits only known keys)
+        counts as nobody's."""
+        if not self._secured:
+            return None
+        try:
+            return frame.get("User-Id") or ""
+        except zmq.ZMQError:
+            return ""
 
     def _parse(self, request: list[bytes]) -> tuple[str, Operation, dict[str, Any]]:
         if len(request) not in (2, 3):

@@ -14,6 +14,7 @@ only acts on what it can observe locally until ZooKeeper is back.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -33,6 +34,13 @@ from .code import CodeError, unpack, verify
 from .errors import cap_report, report_errors
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
 from .names import check_topology_id
+from .security import (
+    DAEMON_USER,
+    SECRET_FILE_ENV,
+    WORKER_CREDENTIALS_ENV,
+    Security,
+    check_bind_address,
+)
 from .zk_state import DEFAULT_ROOT, ClusterState, assigned_executors, connect, executor_key
 
 log = logging.getLogger(__name__)
@@ -61,7 +69,11 @@ class Supervisor:
     def __init__(self, zk_hosts: str, slots: list[int], data_dir: str | Path = "supervisor-data",
                  host: str = "127.0.0.1", zk_root: str = DEFAULT_ROOT,
                  supervisor_id: str | None = None, worker_timeout: float = 30.0,
-                 worker_start_timeout: float = 120.0):
+                 worker_start_timeout: float = 120.0, security: Security | None = None):
+        """Workers listen on ``host``, which without a cluster secret (``security``) must be
+        loopback."""
+        self.security = security or Security()
+        check_bind_address(host, self.security, "this supervisor's workers")
         self.zk_hosts = zk_hosts
         self.zk_root = zk_root
         self.slots = sorted(slots)
@@ -257,7 +269,8 @@ class Supervisor:
         problem = "no nimbus is registered"
         for address in self.state.nimbus_addresses():
             try:
-                code = rpc.call(address, "get_code", timeout=15, topology_id=tid)
+                code = rpc.call(address, "get_code", timeout=15, topology_id=tid,
+                                credentials=self.security.rpc_client_keys(DAEMON_USER))
                 verify(code, expected, tid)
                 return code
             except rpc.RpcError as exc:
@@ -284,11 +297,27 @@ class Supervisor:
                    "--host", self.host, "--code", str(entry), "--heartbeat-file", str(heartbeat)]
         with open(logs / f"worker-{port}.log", "ab") as log_file:
             process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
-                                       cwd=str(entry.parent), start_new_session=True)
+                                       cwd=str(entry.parent), env=self._worker_environment(tid),
+                                       start_new_session=True)
         restarts = self.restarts.get((tid, port), -1) + 1
         self.restarts[(tid, port)] = restarts
         self.workers[port] = WorkerProcess(tid, key, process, heartbeat, restarts=restarts)
         log.info("started worker %s:%d for %s (pid %d)", self.host, port, tid, process.pid)
+
+    def _worker_environment(self, tid: str) -> dict[str, str]:
+        """Ours, less the cluster secret's location; with security on, plus the file holding the
+        topology's own credentials (all a worker gets: it runs the topology's code)."""
+        environment = {k: v for k, v in os.environ.items()
+                       if k not in (SECRET_FILE_ENV, WORKER_CREDENTIALS_ENV)}
+        if self.security.enabled:
+            directory = self.data_dir / "credentials"
+            directory.mkdir(mode=0o700, exist_ok=True)
+            path = directory / f"{tid}.json"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.security.worker_credentials(tid), f)
+            environment[WORKER_CREDENTIALS_ENV] = str(path.resolve())
+        return environment
 
     def _kill(self, port: int, reason: str, hard: bool = False) -> None:
         worker = self.workers.pop(port, None)

@@ -43,6 +43,7 @@ from .backpressure import OverloadWatch
 from .errors import heartbeat_errors
 from .heartbeat import HEARTBEAT_SECS, write_heartbeat
 from .metrics_reporter import MetricsReporter
+from .security import Security
 from .transport import Receiver, RemoteRoute, Sender, make_deliver
 from .wire import FrameDecoder
 from .zk_state import (
@@ -68,7 +69,10 @@ class NotAssigned(Exception):
 
 class Worker:
     def __init__(self, zk_hosts: str, zk_root: str, topology_id: str, supervisor_id: str,
-                 port: int, host: str, code_entry: Path, heartbeat_file: Path):
+                 port: int, host: str, code_entry: Path, heartbeat_file: Path,
+                 security: Security | None = None):
+        """``security``: the topology's credentials its supervisor handed over, if any."""
+        self.security = security or Security()
         self.zk_hosts = zk_hosts
         self.zk_root = zk_root
         self.topology_id = topology_id
@@ -161,7 +165,8 @@ class Worker:
         self.reporter = MetricsReporter(
             functools.partial(self.runtime.metrics_snapshot, self.host, self.port),
             self.state.leader, self.topology_id, self.host, self.port,
-            float(self.runtime.conf[cfg.TOPOLOGY_METRICS_REPORT_SECS]))
+            float(self.runtime.conf[cfg.TOPOLOGY_METRICS_REPORT_SECS]),
+            credentials=self.security.rpc_client_keys())
 
     def end(self, reason: str) -> None:
         """Ask the worker to end: ``wait`` returns, and whoever started it calls ``stop``. Safe

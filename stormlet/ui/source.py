@@ -26,11 +26,13 @@ import socket
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import config as cfg
-from ..cluster.zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
 from ..local import LocalCluster, UnknownTopologyError
+
+if TYPE_CHECKING:
+    from ..cluster.nimbus_client import NimbusClient
 
 ACTIVE, INACTIVE, KILLED = "active", "inactive", "killed"
 
@@ -172,15 +174,13 @@ class LocalSource:
 
 
 class ClusterSource:
-    """A cluster, through its nimbus (found in ZooKeeper unless an address is given)."""
+    """A cluster, through its nimbus: ``client`` (a ``NimbusClient``) finds it and holds the
+    credentials."""
 
     mode = "cluster"
 
-    def __init__(self, zk: str = DEFAULT_HOSTS, zk_root: str = DEFAULT_ROOT,
-                 nimbus_address: str | None = None):
-        from ..cluster.nimbus_client import NimbusClient
-
-        self.client = NimbusClient(zk, zk_root, nimbus_address)
+    def __init__(self, client: NimbusClient):
+        self.client = client
 
     def close(self) -> None:
         self.client.close()

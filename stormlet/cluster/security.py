@@ -1,0 +1,293 @@
+"""A cluster's credentials, all derived from one secret.
+
+    stormlet secret generate /etc/stormlet/secret      # once; copy it to every node (mode 600)
+    security = Security.load("/etc/stormlet/secret")   # what every daemon and the CLI do
+
+Without a secret (``Security.load(None)``) security is off and the daemons serve on loopback
+only. With one, every key is derived from it with HMAC-SHA256 under a label, so nothing but the
+secret is distributed:
+
+- nimbus's RPC socket is a CURVE server; clients present the key of a role, and ZeroMQ's ZAP
+  handler (one per process, ``_Gatekeeper``) admits only known keys and tells the server who
+  called: ``admin`` (the CLI, the UI's actions), ``read`` (queries only), ``daemon``
+  (supervisors and nimbuses: code and queries) or ``worker:<topology id>`` (a worker: its own
+  topology's metrics and code);
+- each topology has a secret of its own, derived from the cluster's; a supervisor hands its
+  workers that one only, never the cluster's (``worker_credentials``).
+
+Daemons hold the secret file; workers run the topology's code and get only their topology's
+credentials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import os
+import secrets
+import socket
+import stat
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import zmq
+from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
+
+SECRET_FILE_ENV = "STORMLET_SECRET_FILE"
+# Where a worker finds the credentials its supervisor wrote for it.
+WORKER_CREDENTIALS_ENV = "STORMLET_WORKER_CREDENTIALS"
+SECRET_BYTES = 32
+
+# Who calls nimbus (the user ZAP names for a key) ...
+ADMIN_USER, READ_USER, DAEMON_USER, WORKER_USER_PREFIX = "admin", "read", "daemon", "worker:"
+# ... and what an operation requires: ADMIN changes the cluster, READ queries it, WORKER is
+# what a worker does for its own topology (the operation's ``topology_id`` argument).
+ADMIN, READ, WORKER = "admin", "read", "worker"
+RPC_DOMAIN = "nimbus"
+SECURITY_HINT = ("create a cluster secret with `stormlet secret generate FILE`, copy it to every "
+                 "node, and pass it with --secret-file FILE (or STORMLET_SECRET_FILE=FILE)")
+
+
+class SecurityError(Exception):
+    """A secret or credentials file that cannot be used, or a setting security forbids."""
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """A CURVE client's view of a connection: the server's public key and its own pair (z85)."""
+
+    server_public: bytes
+    public: bytes
+    secret: bytes
+
+    def apply(self, sock: zmq.Socket) -> None:
+        sock.curve_serverkey = self.server_public
+        sock.curve_publickey = self.public
+        sock.curve_secretkey = self.secret
+
+
+def _keypair(seed: bytes) -> tuple[bytes, bytes]:
+    """A CURVE key pair (public, secret; z85) from 32 seed bytes: any 32 bytes are a
+    Curve25519 secret key."""
+    secret = z85.encode(seed)
+    return zmq.curve_public(secret), secret
+
+
+class Security:
+    """Credentials for one process: the cluster secret (daemons, the CLI) or one topology's
+    (a worker), or none (security off)."""
+
+    def __init__(self, cluster_secret: bytes | None = None,
+                 topology: tuple[str, bytes, bytes] | None = None):
+        self._cluster_secret = cluster_secret
+        self._topology = topology   # (id, topology secret, nimbus's public key) for a worker
+
+    # ----- loading
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> Security:
+        """The cluster secret in ``path``; security off for None. The file must be readable by
+        its owner only."""
+        if path is None or str(path) == "":
+            return cls()
+        path = Path(path)
+        try:
+            mode = path.stat().st_mode
+            text = path.read_text().strip()
+        except OSError as exc:
+            raise SecurityError(f"cannot read the cluster secret {path}: {exc.strerror}") from None
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SecurityError(f"the cluster secret {path} is readable by others: "
+                                f"chmod 600 {path}")
+        try:
+            secret = bytes.fromhex(text)
+        except ValueError:
+            secret = b""
+        if len(secret) != SECRET_BYTES:
+            raise SecurityError(f"{path} does not hold a stormlet cluster secret "
+                                f"({SECRET_BYTES * 2} hex digits)")
+        return cls(cluster_secret=secret)
+
+    @classmethod
+    def from_environment(cls) -> Security:
+        """A worker's credentials (``WORKER_CREDENTIALS_ENV``) or the cluster secret
+        (``SECRET_FILE_ENV``), whichever the environment names; off when neither."""
+        credentials = os.environ.get(WORKER_CREDENTIALS_ENV)
+        if credentials:
+            return cls.for_worker(credentials)
+        return cls.load(os.environ.get(SECRET_FILE_ENV))
+
+    @classmethod
+    def for_worker(cls, path: str | Path) -> Security:
+        try:
+            record = json.loads(Path(path).read_text())
+            topology = (record["topology_id"], bytes.fromhex(record["topology_secret"]),
+                        record["nimbus_key"].encode("ascii"))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise SecurityError(f"cannot read the worker credentials {path}: {exc}") from None
+        return cls(topology=topology)
+
+    @staticmethod
+    def generate(path: str | Path) -> None:
+        """Write a new cluster secret to ``path`` (mode 600); refuse to overwrite one."""
+        path = Path(path)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise SecurityError(f"{path} exists already; a new secret would lock out every "
+                                f"node holding the old one") from None
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(SECRET_BYTES) + "\n")
+
+    # ----- what it allows
+
+    @property
+    def enabled(self) -> bool:
+        return self._cluster_secret is not None or self._topology is not None
+
+    def _derive(self, label: str) -> bytes:
+        if self._cluster_secret is None:
+            raise SecurityError("this process holds no cluster secret")
+        return hmac.new(self._cluster_secret, label.encode(), hashlib.sha256).digest()
+
+    def topology_secret(self, topology_id: str) -> bytes:
+        if self._topology is not None and self._topology[0] == topology_id:
+            return self._topology[1]
+        return self._derive(f"topology/{topology_id}")
+
+    def _nimbus_keys(self) -> tuple[bytes, bytes]:
+        return _keypair(self._derive("rpc/nimbus"))
+
+    def _role_keys(self, user: str) -> tuple[bytes, bytes]:
+        if user.startswith(WORKER_USER_PREFIX):
+            topology_id = user[len(WORKER_USER_PREFIX):]
+            return _keypair(hmac.new(self.topology_secret(topology_id), b"rpc/worker",
+                                     hashlib.sha256).digest())
+        return _keypair(self._derive(f"rpc/{user}"))
+
+    def rpc_client_keys(self, user: str = ADMIN_USER) -> CurveKeys | None:
+        """The keys this process presents to nimbus as ``user`` (a worker: always its own
+        topology's worker user); None with security off."""
+        if not self.enabled:
+            return None
+        if self._topology is not None:
+            user = WORKER_USER_PREFIX + self._topology[0]
+            server_public = self._topology[2]
+        else:
+            server_public = self._nimbus_keys()[0]
+        public, secret = self._role_keys(user)
+        return CurveKeys(server_public, public, secret)
+
+    def worker_credentials(self, topology_id: str) -> dict[str, str]:
+        """What a supervisor hands a worker of ``topology_id`` (see ``for_worker``)."""
+        return {"topology_id": topology_id,
+                "topology_secret": self.topology_secret(topology_id).hex(),
+                "nimbus_key": self._nimbus_keys()[0].decode("ascii")}
+
+    def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], set[str]]) -> None:
+        """Make ``sock`` (not yet bound) nimbus's CURVE server: it admits the role keys and the
+        worker keys of the topologies ``topology_ids()`` names, and tags each message with its
+        caller (``rpc.caller``). A no-op with security off."""
+        if not self.enabled:
+            return
+        public, secret = self._nimbus_keys()
+        users = {self._role_keys(u)[0]: u for u in (ADMIN_USER, READ_USER, DAEMON_USER)}
+
+        def who(key: bytes) -> str | None:
+            if key in users:
+                return users[key]
+            workers = {self._role_keys(WORKER_USER_PREFIX + tid)[0]: WORKER_USER_PREFIX + tid
+                       for tid in topology_ids()}
+            return workers.get(key)
+
+        _Gatekeeper.instance().admit(RPC_DOMAIN, who)
+        sock.zap_domain = RPC_DOMAIN.encode()
+        sock.curve_server = True
+        sock.curve_publickey = public
+        sock.curve_secretkey = secret
+
+
+class _Gatekeeper(ThreadAuthenticator):
+    """The process's ZAP handler (ZeroMQ allows one per context): for each domain, a function
+    from a client's public key to its user, or None to refuse it."""
+
+    _instance: _Gatekeeper | None = None
+    _instance_lock = threading.Lock()
+
+    @classmethod
+    def instance(cls) -> _Gatekeeper:
+        with cls._instance_lock:
+            if cls._instance is None:
+                cls._instance = cls(zmq.Context.instance())
+                cls._instance.start()
+            return cls._instance
+
+    def __init__(self, context: zmq.Context):
+        super().__init__(context)
+        self._users: dict[str, Callable[[bytes], str | None]] = {}
+        self._last_user: dict[bytes, str] = {}
+
+    def admit(self, domain: str, who: Callable[[bytes], str | None]) -> None:
+        self._users[domain] = who
+        self.configure_curve_callback(domain, credentials_provider=_Provider(self, domain))
+
+    def resolve(self, domain: str, key: bytes) -> bool:
+        user = self._users[domain](key)
+        if user is None:
+            return False
+        self._last_user[z85.decode(key)] = user
+        return True
+
+    def curve_user_id(self, client_public_key: bytes) -> str:
+        # Called on the ZAP thread right after ``resolve`` admitted the same key.
+        return self._last_user.pop(client_public_key, "")
+
+
+@dataclass
+class _Provider:
+    gatekeeper: _Gatekeeper
+    domain: str
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return self.gatekeeper.resolve(self.domain, key)
+
+
+def permits(user: str | None, role: str, arguments: dict) -> bool:
+    """Whether ``user`` (None: security is off) may call an operation requiring ``role``."""
+    if user is None:
+        return True
+    if role == ADMIN:
+        return user == ADMIN_USER
+    if role == READ:
+        return user in (ADMIN_USER, READ_USER, DAEMON_USER)
+    if role == WORKER:
+        return user == DAEMON_USER or user == WORKER_USER_PREFIX + str(arguments.get("topology_id"))
+    return False
+
+
+def check_bind_address(host: str, security: Security, what: str) -> None:
+    """Refuse to serve beyond loopback without a cluster secret: anyone who reaches an
+    unauthenticated port can run code on every node."""
+    if security.enabled or is_loopback(host):
+        return
+    raise SecurityError(f"{what} would listen on {host}, beyond this machine, with no cluster "
+                        f"secret: {SECURITY_HINT}")
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    if host == "localhost":
+        return True
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)

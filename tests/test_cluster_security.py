@@ -1,0 +1,155 @@
+"""A cluster with a secret: real ZooKeeper, nimbus, supervisor and worker processes on loopback,
+all authenticated from one secret file; clients without it, or with only a worker's
+credentials, get no further than their role allows."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cluster_support import REPO, LoopbackCluster, wait_until
+from kazoo.client import KazooClient
+from zookeeper_server import zookeeper_available
+
+from stormlet.cluster import rpc
+from stormlet.cluster.code import package_topology
+from stormlet.cluster.security import (
+    SECRET_FILE_ENV,
+    WORKER_CREDENTIALS_ENV,
+    Security,
+    SecurityError,
+)
+from stormlet.cluster.zk_state import ClusterState, rpc_address
+
+pytestmark = pytest.mark.skipif(not zookeeper_available(),
+                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+
+LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
+
+
+def stormlet(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "stormlet.cli", *args], capture_output=True,
+                          text=True, timeout=60, cwd=REPO, env=env)
+
+
+@pytest.fixture(scope="module")
+def secret_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("secret") / "cluster.secret"
+    result = stormlet("secret", "generate", str(path))
+    assert result.returncode == 0, result.stderr
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, secret_file):
+    base = tmp_path_factory.mktemp("secured")
+    with LoopbackCluster(base, secret_file=secret_file) as c:
+        c.add_nimbus()
+        c.add_supervisor("s1", 2)
+        yield from c.serving()
+
+
+@pytest.fixture(scope="module")
+def running(cluster, tmp_path_factory) -> str:
+    """A ledger topology running on the secured cluster; its id."""
+    ledger = tmp_path_factory.mktemp("ledger")
+    result = cluster.cli("submit", str(LEDGER), "--name", "secured", "-c", f"ledger.dir={ledger}",
+                         "-c", "ledger.rate=300", "-c", "topology.metrics.report.secs=1",
+                         "-c", "ledger.messages=1000000")
+    assert result.returncode == 0, result.stderr
+    wait_until(lambda: list(ledger.glob("acked-*.log")), 60, "the first acks")
+    (slot, beat), *_ = cluster.heartbeats().items()
+    return beat["topology_id"]
+
+
+@pytest.fixture
+def leader(cluster) -> str:
+    client = KazooClient(hosts=cluster.zk.hosts)
+    client.start()
+    try:
+        return rpc_address(ClusterState(client).leader())
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_a_topology_runs_and_reports_its_metrics_on_a_secured_cluster(cluster, running, leader,
+                                                                       secret_file):
+    admin = Security.load(secret_file).rpc_client_keys("admin")
+    wait_until(lambda: rpc.call(leader, "metrics", timeout=5, credentials=admin,
+                                name="secured"), 30, "the workers' metrics to reach nimbus")
+    listing = cluster.cli("list")
+    assert listing.returncode == 0 and "secured" in listing.stdout, listing.stderr
+
+
+def test_a_worker_gets_its_topologys_credentials_and_not_the_cluster_secret(cluster, running):
+    pid = next(iter(cluster.heartbeats().values()))["pid"]
+    environment = dict(line.split("=", 1) for line in
+                       Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in line)
+    assert SECRET_FILE_ENV not in environment
+    credentials = Path(environment[WORKER_CREDENTIALS_ENV])
+    assert credentials.stat().st_mode & 0o077 == 0
+    assert json.loads(credentials.read_text())["topology_id"] == running
+    assert cluster.secret_file.read_text().strip() not in credentials.read_text()
+
+
+def test_clients_without_the_secret_get_no_service(cluster, running, leader, tmp_path):
+    plain = stormlet("list", "--zk", cluster.zk.hosts)
+    assert plain.returncode != 0
+    other = tmp_path / "other.secret"
+    Security.generate(other)
+    wrong = stormlet("list", "--zk", cluster.zk.hosts, "--secret-file", str(other))
+    assert wrong.returncode != 0
+    assert "refused this client's credentials" in wrong.stderr
+    with pytest.raises(rpc.NimbusUnavailable):
+        rpc.call(leader, "list", timeout=2)
+
+
+def test_a_workers_credentials_cannot_submit_kill_or_read_another_topologys_code(
+        cluster, running, leader, secret_file, tmp_path):
+    path = tmp_path / "worker.json"
+    path.write_text(json.dumps(Security.load(secret_file).worker_credentials(running)))
+    worker = Security.for_worker(path).rpc_client_keys()
+    assert rpc.call(leader, "get_code", timeout=5, credentials=worker, topology_id=running)
+    with pytest.raises(rpc.RpcError, match="permission denied"):
+        rpc.call(leader, "submit", timeout=30, credentials=worker, name="sneaky",
+                 payload=package_topology(LEDGER))
+    with pytest.raises(rpc.RpcError, match="permission denied"):
+        rpc.call(leader, "kill", timeout=5, credentials=worker, name="secured")
+    with pytest.raises(rpc.RpcError, match="permission denied"):
+        rpc.call(leader, "get_code", timeout=5, credentials=worker, topology_id="x-1-abcdef")
+    read = Security.load(secret_file).rpc_client_keys("read")
+    assert rpc.call(leader, "list", timeout=5, credentials=read)
+    with pytest.raises(rpc.RpcError, match="permission denied"):
+        rpc.call(leader, "kill", timeout=5, credentials=read, name="secured")
+    assert "sneaky" not in cluster.cli("list").stdout
+
+
+def test_daemons_refuse_to_serve_beyond_loopback_without_a_secret(tmp_path):
+    for args in (["nimbus", "--host", "0.0.0.0"], ["nimbus", "--bind", "0.0.0.0"],
+                 ["supervisor", "--host", "0.0.0.0", "--data-dir", str(tmp_path)],
+                 ["ui", "--host", "0.0.0.0"]):
+        result = stormlet(*args, "--zk", "127.0.0.1:1")
+        assert result.returncode != 0
+        assert "no cluster secret" in result.stderr and "secret generate" in result.stderr, args
+
+
+def test_a_secret_file_must_be_private_well_formed_and_never_overwritten(tmp_path):
+    path = tmp_path / "s"
+    Security.generate(path)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert Security.load(path).enabled
+    with pytest.raises(SecurityError, match="exists already"):
+        Security.generate(path)
+    path.chmod(0o644)
+    with pytest.raises(SecurityError, match="chmod 600"):
+        Security.load(path)
+    bad = tmp_path / "bad"
+    bad.write_text("not hex\n")
+    bad.chmod(0o600)
+    with pytest.raises(SecurityError, match="does not hold"):
+        Security.load(bad)
+    assert not Security.load(None).enabled
