@@ -21,12 +21,16 @@ case "$action" in
   up)
     command -v stormlet >/dev/null || { echo "stormlet is not installed: pip install ." >&2; exit 1; }
     mkdir -p "$dir"
+    # Every daemon and command authenticates with this secret (the daemons read the variable).
+    [[ -f "$dir/cluster.secret" ]] || stormlet secret generate "$dir/cluster.secret"
+    export STORMLET_SECRET_FILE="$dir/cluster.secret"
     bash "$here/zookeeper.sh" install
     bash "$here/zookeeper.sh" start --port "$zk_port" --data-dir "$dir/zookeeper"
     start_daemon nimbus nimbus --data-dir "$dir/nimbus"
     start_daemon supervisor1 supervisor --id supervisor1 --slots 6700,6701 --data-dir "$dir/supervisor1"
     start_daemon supervisor2 supervisor --id supervisor2 --slots 6702,6703 --data-dir "$dir/supervisor2"
-    echo "cluster up: STORMLET_ZK=$STORMLET_ZK stormlet submit topologies/word_count.py -c topology.workers=4"
+    echo "cluster up: export STORMLET_ZK=$STORMLET_ZK STORMLET_SECRET_FILE=$STORMLET_SECRET_FILE"
+    echo "then: stormlet submit topologies/word_count.py -c topology.workers=4"
     ;;
   down)
     for name in supervisor1 supervisor2 nimbus; do

@@ -7,15 +7,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import zmq
 from cluster_support import REPO, LoopbackCluster, wait_until
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster import rpc
 from stormlet.cluster.code import package_topology
+from stormlet.cluster.wire import encode_frame
+from stormlet.protocol import BACKPRESSURE, SYSTEM_TASK
 from stormlet.cluster.security import (
     SECRET_FILE_ENV,
     WORKER_CREDENTIALS_ENV,
@@ -58,11 +62,16 @@ def running(cluster, tmp_path_factory) -> str:
     ledger = tmp_path_factory.mktemp("ledger")
     result = cluster.cli("submit", str(LEDGER), "--name", "secured", "-c", f"ledger.dir={ledger}",
                          "-c", "ledger.rate=300", "-c", "topology.metrics.report.secs=1",
+                         "-c", "topology.workers=2",
                          "-c", "ledger.messages=1000000")
     assert result.returncode == 0, result.stderr
     wait_until(lambda: list(ledger.glob("acked-*.log")), 60, "the first acks")
-    (slot, beat), *_ = cluster.heartbeats().items()
-    return beat["topology_id"]
+    wait_until(lambda: len(cluster.heartbeats()) == 2, 60, "both workers")
+    return next(iter(cluster.heartbeats().values()))["topology_id"]
+
+
+def acked(cluster) -> int:
+    return cluster.metric("source", "acked")
 
 
 @pytest.fixture
@@ -83,6 +92,39 @@ def test_a_topology_runs_and_reports_its_metrics_on_a_secured_cluster(cluster, r
                                 name="secured"), 30, "the workers' metrics to reach nimbus")
     listing = cluster.cli("list")
     assert listing.returncode == 0 and "secured" in listing.stdout, listing.stderr
+
+
+def test_forged_backpressure_with_the_right_topology_id_pauses_nothing(cluster, running,
+                                                                       leader, secret_file):
+    # Pause every task, as an overloaded worker of this topology would ask its peers.
+    pause_all = encode_frame([(BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK,
+                               [value for task in range(64) for value in (task, 1)])], running)
+    pushes = []
+    for _supervisor, port in cluster.heartbeats():
+        push = zmq.Context.instance().socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 0)
+        push.connect(f"tcp://127.0.0.1:{port}")
+        pushes.append(push)
+    try:
+        before = acked(cluster)
+        # Renewed every 0.1 s for 6 s, the pause would stop every spout (300 ids/s) within the
+        # first second if it were taken.
+        deadline = time.monotonic() + 6
+        while time.monotonic() < deadline:
+            for push in pushes:
+                try:
+                    push.send(pause_all, zmq.NOBLOCK)
+                except zmq.Again:   # never connected: refused at the handshake
+                    pass
+            time.sleep(0.1)
+        assert acked(cluster) > before + 600, "acks stalled while the forged pause was sent"
+    finally:
+        for push in pushes:
+            push.close(0)
+    admin = Security.load(secret_file).rpc_client_keys("admin")
+    wait_until(lambda: all(s["worker"].get("frames_rejected", 0) > 0 for s in
+                           rpc.call(leader, "metrics", timeout=5, credentials=admin,
+                                    name="secured")), 30, "frames_rejected in both workers")
 
 
 def test_a_worker_gets_its_topologys_credentials_and_not_the_cluster_secret(cluster, running):

@@ -3,6 +3,7 @@ and hostile frames refused while the receiver keeps serving."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -10,11 +11,13 @@ import time
 import msgpack
 import pytest
 import zmq
+from support import wait_until
 from zookeeper_server import free_port
 
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.cluster import backpressure
 from stormlet.cluster.backpressure import OverloadWatch, PausedTasks
+from stormlet.cluster.security import Security, release
 from stormlet.cluster.transport import Receiver, Sender, make_deliver
 from stormlet.runtime.layout import TopologyLayout
 from stormlet.protocol import ACK_ACK, BACKPRESSURE, DATA, SYSTEM_TASK
@@ -140,17 +143,18 @@ def test_an_inbox_at_capacity_pauses_its_tasks_at_every_peer_until_it_drains_to_
 class Endpoint:
     """One worker's transport: a sender, and a receiver delivering to ``routes``."""
 
-    def __init__(self, layout, routes: list, context: zmq.Context, peers: list[str]):
+    def __init__(self, layout, routes: list, context: zmq.Context, peers: list[str],
+                 security: Security | None = None):
         self.port = free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.stopping = threading.Event()
-        self.sender = Sender(context, self.stopping, TOPOLOGY)
+        self.sender = Sender(context, self.stopping, TOPOLOGY, security)
         self.watch = OverloadWatch(routes, lambda: peers,
                                    lambda address, message: self.sender.queue.put((address, message)))
         self.receiver = Receiver(context, f"tcp://127.0.0.1:{self.port}",
                                  FrameDecoder(layout, TOPOLOGY),
                                  make_deliver(routes, self.sender.paused, self.watch),
-                                 self.stopping, self.watch)
+                                 self.stopping, self.watch, security, TOPOLOGY)
         self.sender.start()
         self.receiver.start()
 
@@ -164,6 +168,7 @@ class Endpoint:
 def context():
     ctx = zmq.Context()
     yield ctx
+    release(ctx)   # the ZAP handler a secured endpoint started
     ctx.term()
 
 
@@ -304,4 +309,43 @@ def test_garbage_truncated_and_oversized_frames_are_refused_with_a_warning_and_t
         assert "another-topology" in text
     finally:
         push.close(0)
+        b.stop()
+
+
+# ----- with a cluster secret
+
+def test_with_a_secret_peers_without_the_topologys_keys_are_refused_and_counted(
+        layout, context, tmp_path):
+    src, sink = tasks(layout)
+    secured = Security(cluster_secret=bytes(range(32)))
+    inbox = Inbox(capacity=100)
+    routes: list = [None] * (layout.max_task + 1)
+    routes[sink] = inbox
+    b = Endpoint(layout, routes, context, [], security=secured)
+    # A worker of the same topology holds only its credentials, and gets through.
+    credentials = tmp_path / "worker.json"
+    credentials.write_text(json.dumps(secured.worker_credentials(TOPOLOGY)))
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [],
+                 security=Security.for_worker(credentials))
+    pause = encode_frame([(BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK, [sink, 1])], TOPOLOGY)
+    forgers = []
+    for keys in (None, Security(cluster_secret=bytes(32))):   # no CURVE; another cluster's
+        push = context.socket(zmq.PUSH)
+        push.setsockopt(zmq.LINGER, 0)
+        if keys is not None:
+            keys.secure_transport_client(push, TOPOLOGY)
+        push.connect(b.address)
+        push.send(pause, zmq.NOBLOCK)
+        forgers.append(push)
+    try:
+        a.sender.route(b.address).put((DATA, sink, src, batch(layout, 0)))
+        message = inbox.get(timeout=10)
+        assert [t.values[0] for t in message[3]] == list(range(10))
+        wait_until(lambda: b.receiver.frames_rejected >= 2, 10, "both forgers to be refused")
+        assert not b.sender.paused.paused(sink)
+        assert b.receiver.frames_undecodable == 0   # refused at the handshake: nothing arrived
+    finally:
+        for push in forgers:
+            push.close(0)
+        a.stop()
         b.stop()

@@ -28,7 +28,15 @@ from typing import Any, Callable
 import msgpack
 import zmq
 
-from .security import ADMIN, READ, WORKER, CurveKeys, Security, permits
+from .security import (
+    ADMIN,
+    HANDSHAKE_FAILED_EVENTS,
+    READ,
+    WORKER,
+    CurveKeys,
+    Security,
+    permits,
+)
 
 __all__ = ["ADMIN", "READ", "WORKER", "NOT_LEADER", "NimbusUnavailable", "Operation", "RpcError",
            "RpcServer", "call"]
@@ -69,12 +77,6 @@ class Operation:
     slow: bool = False
 
 
-# A CURVE handshake that failed: the server does not know our key, or we have the wrong one of
-# its (libzmq retries such a connection quietly; these events say why no answer comes).
-_HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-
-
 def call(address: str, op: str, timeout: float = 30.0, payload: bytes | None = None,
          credentials: CurveKeys | None = None, **args: Any) -> Any:
     """``op`` on the server at ``address``, presenting ``credentials`` (see
@@ -86,7 +88,7 @@ def call(address: str, op: str, timeout: float = 30.0, payload: bytes | None = N
     monitor = None
     if credentials is not None:
         credentials.apply(sock)
-        monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED)
+        monitor = sock.get_monitor_socket(HANDSHAKE_FAILED_EVENTS)
     try:
         sock.connect(address)
         request = [op.encode("ascii"), msgpack.packb(args, use_bin_type=True)]

@@ -13,7 +13,9 @@ secret is distributed:
   (supervisors and nimbuses: code and queries) or ``worker:<topology id>`` (a worker: its own
   topology's metrics and code);
 - each topology has a secret of its own, derived from the cluster's; a supervisor hands its
-  workers that one only, never the cluster's (``worker_credentials``).
+  workers that one only, never the cluster's (``worker_credentials``). The workers' data, ack
+  and backpressure frames travel over CURVE with a key pair derived from it: a peer without it
+  is refused at the handshake (and counted), so no frame of its reaches the worker.
 
 Daemons hold the secret file; workers run the topology's code and get only their topology's
 credentials.
@@ -48,7 +50,11 @@ ADMIN_USER, READ_USER, DAEMON_USER, WORKER_USER_PREFIX = "admin", "read", "daemo
 # ... and what an operation requires: ADMIN changes the cluster, READ queries it, WORKER is
 # what a worker does for its own topology (the operation's ``topology_id`` argument).
 ADMIN, READ, WORKER = "admin", "read", "worker"
-RPC_DOMAIN = "nimbus"
+RPC_DOMAIN, TRANSPORT_DOMAIN = "nimbus", "transport"
+# Socket monitor events of a CURVE handshake that failed: an unknown key, the wrong key of the
+# server's, or no CURVE at all (libzmq retries such connections quietly).
+HANDSHAKE_FAILED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                           | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 SECURITY_HINT = ("create a cluster secret with `stormlet secret generate FILE`, copy it to every "
                  "node, and pass it with --secret-file FILE (or STORMLET_SECRET_FILE=FILE)")
 
@@ -205,27 +211,67 @@ class Security:
                        for tid in topology_ids()}
             return workers.get(key)
 
-        _Gatekeeper.instance().admit(RPC_DOMAIN, who)
-        sock.zap_domain = RPC_DOMAIN.encode()
-        sock.curve_server = True
-        sock.curve_publickey = public
-        sock.curve_secretkey = secret
+        _serve_curve(sock, RPC_DOMAIN, who, public, secret)
+
+    def _transport_keys(self, topology_id: str) -> tuple[bytes, bytes]:
+        return _keypair(hmac.new(self.topology_secret(topology_id), b"transport",
+                                 hashlib.sha256).digest())
+
+    def secure_transport_server(self, sock: zmq.Socket, topology_id: str) -> zmq.Socket | None:
+        """Make a worker's receiving socket (not yet bound) a CURVE server admitting only the
+        topology's own workers; returns a monitor socket on which each refused handshake
+        arrives as an event (None with security off)."""
+        if not self.enabled:
+            return None
+        public, secret = self._transport_keys(topology_id)
+        _serve_curve(sock, TRANSPORT_DOMAIN, lambda key: "peer" if key == public else None,
+                     public, secret)
+        return sock.get_monitor_socket(HANDSHAKE_FAILED_EVENTS)
+
+    def secure_transport_client(self, sock: zmq.Socket, topology_id: str) -> None:
+        """Give a worker's sending socket (not yet connected) the topology's transport keys."""
+        if self.enabled:
+            public, secret = self._transport_keys(topology_id)
+            CurveKeys(public, public, secret).apply(sock)
+
+
+def release(context: zmq.Context) -> None:
+    """Stop ``context``'s ZAP handler, if it has one: its sockets would keep ``term()`` waiting."""
+    with _Gatekeeper._lock:
+        gatekeeper = _Gatekeeper._by_context.pop(id(context), None)
+    if gatekeeper is not None and gatekeeper.context is context:
+        gatekeeper.stop()
+
+
+def _serve_curve(sock: zmq.Socket, domain: str, who: Callable[[bytes], str | None],
+                 public: bytes, secret: bytes) -> _Gatekeeper:
+    """Make ``sock`` a CURVE server whose clients ``who`` names (None: refused)."""
+    gatekeeper = _Gatekeeper.of(sock.context)
+    gatekeeper.admit(domain, who)
+    sock.zap_domain = domain.encode()
+    # Without a ZAP handler libzmq would admit any client key: refuse instead.
+    sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+    sock.curve_server = True
+    sock.curve_publickey = public
+    sock.curve_secretkey = secret
+    return gatekeeper
 
 
 class _Gatekeeper(ThreadAuthenticator):
-    """The process's ZAP handler (ZeroMQ allows one per context): for each domain, a function
-    from a client's public key to its user, or None to refuse it."""
+    """A context's ZAP handler (ZeroMQ consults one per context): for each domain, a function
+    from a client's public key to its user, or None to refuse it; counts the refusals."""
 
-    _instance: _Gatekeeper | None = None
-    _instance_lock = threading.Lock()
+    _by_context: dict[int, _Gatekeeper] = {}
+    _lock = threading.Lock()
 
     @classmethod
-    def instance(cls) -> _Gatekeeper:
-        with cls._instance_lock:
-            if cls._instance is None:
-                cls._instance = cls(zmq.Context.instance())
-                cls._instance.start()
-            return cls._instance
+    def of(cls, context: zmq.Context) -> _Gatekeeper:
+        with cls._lock:
+            gatekeeper = cls._by_context.get(id(context))
+            if gatekeeper is None or gatekeeper.context is not context:
+                gatekeeper = cls._by_context[id(context)] = cls(context)
+                gatekeeper.start()
+            return gatekeeper
 
     def __init__(self, context: zmq.Context):
         super().__init__(context)

@@ -9,6 +9,10 @@ on its slot port; its receiver thread decodes frames and puts the messages in lo
 A worker whose executor falls behind asks its peers to hold data for it (backpressure.py): the
 receiver never blocks, the senders' data routes wait instead.
 
+With a cluster secret, both ends speak CURVE with the topology's transport keys
+(security.py): a peer without them is refused at the handshake and counted in the receiver's
+``frames_rejected``, along with frames that do not decode.
+
 ZeroMQ sockets are not thread-safe: the PUSH sockets belong to the sender thread, the PULL socket
 to the receiver thread.
 """
@@ -22,11 +26,13 @@ import time
 from typing import Any, Callable
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from ..protocol import BACKPRESSURE, DATA
 from ..runtime.inbox import wait_for_room
 from .wire import FrameDecoder, WireError, encode_frame
 from .backpressure import OverloadWatch, PausedTasks
+from .security import Security
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +46,11 @@ SEND_TIMEOUT_SECS = 2.0
 
 
 class Sender(threading.Thread):
-    def __init__(self, context: zmq.Context, stopping: threading.Event, topology: str = ""):
+    def __init__(self, context: zmq.Context, stopping: threading.Event, topology: str = "",
+                 security: Security | None = None):
         super().__init__(name="transfer-sender", daemon=True)
         self.topology = topology
+        self.security = security or Security()
         self.context = context
         self.stopping = stopping
         self.queue: queue.SimpleQueue[tuple[str, tuple]] = queue.SimpleQueue()
@@ -62,6 +70,7 @@ class Sender(threading.Thread):
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            self.security.secure_transport_client(sock, self.topology)
             sock.connect(address)
             self._sockets[address] = sock
         return sock
@@ -162,38 +171,68 @@ class Receiver(threading.Thread):
 
     def __init__(self, context: zmq.Context, bind: str, decoder: FrameDecoder,
                  deliver: Callable[[tuple], None], stopping: threading.Event,
-                 overload: OverloadWatch | None = None):
+                 overload: OverloadWatch | None = None, security: Security | None = None,
+                 topology: str = ""):
         super().__init__(name="transfer-receiver", daemon=True)
         self.socket = context.socket(zmq.PULL)
         self.socket.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
         self.socket.setsockopt(zmq.LINGER, 0)
+        # With security on, refused handshakes arrive here (a peer's frames never do).
+        self._refusals = (security or Security()).secure_transport_server(self.socket, topology)
         self.socket.bind(bind)
         self.decoder = decoder
         self.deliver = deliver
         self.stopping = stopping
         self.overload = overload
-        self.frames_rejected = 0
+        self.frames_undecodable = 0
+        self.peers_refused = 0
+
+    @property
+    def frames_rejected(self) -> int:
+        """Frames that did not decode, and handshakes refused (with security on, a peer
+        without the topology's keys is refused before any frame of its arrives)."""
+        return self.frames_undecodable + self.peers_refused
 
     def run(self) -> None:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
+        if self._refusals is not None:
+            poller.register(self._refusals, zmq.POLLIN)
         overload = self.overload
         while not self.stopping.is_set():
             if overload is not None:
                 overload.check()
             # Look at overloaded inboxes often, so peers resume soon after they drain.
-            if not poller.poll(20 if overload is not None and overload.busy() else 200):
+            ready = dict(poller.poll(20 if overload is not None and overload.busy() else 200))
+            if self._refusals is not None and self._refusals in ready:
+                self._count_refusals()
+            if self.socket not in ready:
                 continue
             frame = self.socket.recv(copy=False)
             try:
                 messages = self.decoder.decode(frame.bytes)
             except WireError as exc:
-                self.frames_rejected += 1
+                self.frames_undecodable += 1
                 log.warning("rejected a frame of %d bytes: %s", len(frame.bytes), exc)
                 continue
             for message in messages:
                 self.deliver(message)
+        if self._refusals is not None:
+            self.socket.disable_monitor()
+            self._refusals.close(linger=0)
         self.socket.close(linger=0)
+
+    def _count_refusals(self) -> None:
+        while True:
+            try:
+                event = recv_monitor_message(self._refusals, zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.peers_refused += 1
+            if self.peers_refused == 1 or self.peers_refused % 1000 == 0:
+                log.warning("refused a peer without this topology's keys on %s (%d so far)",
+                            event.get("endpoint", b"?").decode(errors="replace"),
+                            self.peers_refused)
 
 
 def make_deliver(routes: list[Any], paused: PausedTasks | None = None,

@@ -43,7 +43,7 @@ from .backpressure import OverloadWatch
 from .errors import heartbeat_errors
 from .heartbeat import HEARTBEAT_SECS, write_heartbeat
 from .metrics_reporter import MetricsReporter
-from .security import Security
+from .security import Security, release
 from .transport import Receiver, RemoteRoute, Sender, make_deliver
 from .wire import FrameDecoder
 from .zk_state import (
@@ -102,6 +102,7 @@ class Worker:
             if self.context is not None:
                 # Nothing runs yet, but the receiver may hold a bound socket, which term()
                 # would wait on forever.
+                release(self.context)
                 self.context.destroy(linger=0)
             self.client.stop()
             raise
@@ -145,7 +146,7 @@ class Worker:
         topology, _conf = load_topology_file(self.code_entry)
         self.context = zmq.Context()
         self.stopping = threading.Event()
-        self.sender = Sender(self.context, self.stopping, self.topology_id)
+        self.sender = Sender(self.context, self.stopping, self.topology_id, self.security)
         plan = [(e.component, list(e.tasks)) for e in self.executors]
         # What components may need of the cluster: offset spouts commit to its ZooKeeper, and
         # know a restarted worker of this topology instance from a new submission.
@@ -159,11 +160,11 @@ class Worker:
         self.receiver = Receiver(self.context, f"tcp://{self.host}:{self.port}",
                                  FrameDecoder(self.runtime.layout, self.topology_id),
                                  make_deliver(self.runtime.routes, self.sender.paused, overload),
-                                 self.stopping, overload)
+                                 self.stopping, overload, self.security, self.topology_id)
         self.status = record.get("status")
         self.started = time.time()
         self.reporter = MetricsReporter(
-            functools.partial(self.runtime.metrics_snapshot, self.host, self.port),
+            self.metrics_snapshot,
             self.state.leader, self.topology_id, self.host, self.port,
             float(self.runtime.conf[cfg.TOPOLOGY_METRICS_REPORT_SECS]),
             credentials=self.security.rpc_client_keys())
@@ -196,8 +197,15 @@ class Worker:
         self.stopping.set()
         self.sender.join(timeout=2)
         self.receiver.join(timeout=2)
+        release(self.context)
         self.context.term()
         self.client.stop()
+
+    def metrics_snapshot(self) -> dict:
+        """The runtime's snapshot, with this worker's transport counts in its "worker" part."""
+        snapshot = self.runtime.metrics_snapshot(self.host, self.port)
+        snapshot["worker"]["frames_rejected"] = self.receiver.frames_rejected
+        return snapshot
 
     # ----- placement and status
 
