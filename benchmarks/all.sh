@@ -7,6 +7,7 @@ echo
 python benchmarks/peers/wordcount.py
 echo
 python benchmarks/cluster_wordcount.py
+python benchmarks/cluster_wordcount.py --secure
 echo
 python benchmarks/backpressure.py
 echo

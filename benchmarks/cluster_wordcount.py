@@ -1,7 +1,10 @@
 """Word-count benchmark on a real one-machine cluster: ZooKeeper, nimbus, one supervisor with two
 slots, and the topology on two workers (one per core).
 
-    python benchmarks/cluster_wordcount.py [--seconds 20]
+    python benchmarks/cluster_wordcount.py [--seconds 20] [--secure]
+
+With --secure the cluster runs with a secret (CURVE on nimbus's port and between the workers),
+to compare with the same run without it.
 
 Prints acked words per second and complete latency p50/p99, read from the workers' heartbeats.
 Compare with the one-process figure of benchmarks/wordcount.py.
@@ -76,6 +79,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--topology", default=str(HERE / "wordcount_topology.py"))
+    parser.add_argument("--secure", action="store_true",
+                        help="run the cluster with a cluster secret (security on)")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology config override, as for stormlet submit")
     args = parser.parse_args()
@@ -83,18 +88,23 @@ def main() -> None:
     zk_port, nimbus_port = free_port(), free_port()
     slots = f"{free_port()},{free_port()}"
     zk = f"127.0.0.1:{zk_port}"
+    secret = []
+    if args.secure:
+        subprocess.run([sys.executable, "-m", "stormlet.cli", "secret", "generate",
+                        str(base / "secret")], check=True, stdout=subprocess.DEVNULL)
+        secret = ["--secret-file", str(base / "secret")]
     subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "start", "--port", str(zk_port),
                     "--data-dir", str(base / "zk")], check=True, stdout=subprocess.DEVNULL)
     daemons = [
         stormlet("nimbus", "--zk", zk, "--port", str(nimbus_port), "--data-dir", str(base / "n"),
-                 log=base / "nimbus.log"),
+                 *secret, log=base / "nimbus.log"),
         stormlet("supervisor", "--zk", zk, "--slots", slots, "--data-dir", str(base / "s"),
-                 log=base / "supervisor.log"),
+                 *secret, log=base / "supervisor.log"),
     ]
     try:
         time.sleep(2)
         subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", "submit",
-                        args.topology, "--name", "bench", "--zk", zk,
+                        args.topology, "--name", "bench", "--zk", zk, *secret,
                         *[arg for pair in args.conf for arg in ("-c", pair)]],
                        check=True)
         heartbeats = base / "s" / "heartbeats"
@@ -115,8 +125,8 @@ def main() -> None:
         cores = (cpu_seconds(pids) - start_cpu) / elapsed
         # Each spout's percentiles, from its own worker (heartbeats carry summaries only).
         latencies = [m["sentences"]["complete_latency_ms"] for m in metrics if "sentences" in m]
-        print(f"cluster word count: 2 workers on one supervisor, {args.seconds:g}s measured; "
-              f"{build_mode.describe()}")
+        print(f"cluster word count: 2 workers on one supervisor, {args.seconds:g}s measured, "
+              f"security {'on' if args.secure else 'off'}; {build_mode.describe()}")
         print(f"acked words per second: {words / elapsed:,.0f} "
               f"(the two workers used {cores:.2f} cores)")
         for i, latency in enumerate(latencies):

@@ -89,10 +89,17 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, slots:
 @click.command()
 @click.option("--port", default=8080, show_default=True, type=int, help="port to serve on")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to serve on")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="another name browsers reach the UI by (its Host header); repeatable")
+@click.option("--protect-reads", is_flag=True,
+              help="with a cluster secret, need the access token for pages, reads and /metrics "
+                   "too (actions always need it)")
 @nimbus_target
-def ui(port: int, host: str, target: NimbusTarget) -> None:
+def ui(port: int, host: str, allowed_hosts: tuple[str, ...], protect_reads: bool,
+       target: NimbusTarget) -> None:
     """Serve the web UI and its REST API (/api/v1/) and Prometheus metrics (/metrics) for the
     cluster whose nimbus is found in ZooKeeper (or given with --nimbus)."""
+    from ..ui.access import UiAccess
     from ..ui.app import UiServer
     from ..ui.source import ClusterSource
 
@@ -104,7 +111,11 @@ def ui(port: int, host: str, target: NimbusTarget) -> None:
         raise click.ClickException(str(exc)) from None
     source = ClusterSource(target.client())
     try:
-        server = UiServer(source, host, port)   # binds the port: run_until_signal starts it
+        access = UiAccess.for_host(
+            host, token=target.security.ui_token() if target.security.enabled else None,
+            protect_reads=protect_reads, extra_hosts=allowed_hosts)
+        # Binds the port: run_until_signal starts it.
+        server = UiServer(source, host, port, access=access)
     except OSError as exc:
         source.close()
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror}") from None

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from .options import SECRET_OPTION, load_security
+
 
 @click.group()
 def secret() -> None:
@@ -24,3 +26,15 @@ def generate(file: Path) -> None:
     except (SecurityError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"wrote a new cluster secret to {file}")
+
+
+@secret.command(name="ui-token")
+@SECRET_OPTION
+def ui_token(secret_file: str | None) -> None:
+    """Print the UI's access token, derived from the cluster secret: sign in with it on the
+    UI's /login.html, or send it as 'Authorization: Bearer TOKEN'."""
+    security = load_security(secret_file)
+    if not security.enabled:
+        raise click.ClickException("no cluster secret given (--secret-file or "
+                                   "STORMLET_SECRET_FILE): without one the UI needs no token")
+    click.echo(security.ui_token())

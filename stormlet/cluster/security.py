@@ -189,6 +189,10 @@ class Security:
         public, secret = self._role_keys(user)
         return CurveKeys(server_public, public, secret)
 
+    def ui_token(self) -> str:
+        """The UI's access token (``stormlet secret ui-token`` prints it)."""
+        return self._derive("ui/token").hex()
+
     def worker_credentials(self, topology_id: str) -> dict[str, str]:
         """What a supervisor hands a worker of ``topology_id`` (see ``for_worker``)."""
         return {"topology_id": topology_id,

@@ -23,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 from waitress import create_server
 
+from .access import UiAccess
 from .api import api_blueprint
 from .prometheus import SourceCollector
 from .source import UiSource
@@ -30,7 +31,7 @@ from .source import UiSource
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
-PAGES = ("index.html", "topology.html", "component.html")
+PAGES = ("index.html", "topology.html", "component.html", "login.html")
 # How long the serving loop waits for socket events before checking whether to stop.
 POLL_SECS = 0.2
 
@@ -53,8 +54,9 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def create_app(source: UiSource) -> Flask:
+def create_app(source: UiSource, access: UiAccess | None = None) -> Flask:
     app = Flask(__name__, static_folder=None)
+    (access or UiAccess()).install(app)
     app.json = FiniteJSONProvider(app)
     app.json.sort_keys = False   # keep components in their declared order
     app.register_blueprint(api_blueprint(source))
@@ -85,9 +87,13 @@ def create_app(source: UiSource) -> Flask:
 class UiServer:
     """A running server; ``port`` is the one it bound (useful after asking for port 0)."""
 
-    def __init__(self, source: UiSource, host: str, port: int, threads: int = 8):
-        self._server = create_server(create_app(source), host=host, port=port, threads=threads,
-                                     ident="stormlet-ui")
+    def __init__(self, source: UiSource, host: str, port: int, threads: int = 8,
+                 access: UiAccess | None = None):
+        """``access``: who may use it (default: no token, and only Host names ``host`` is
+        reached by; see access.py)."""
+        access = access or UiAccess.for_host(host)
+        self._server = create_server(create_app(source, access), host=host, port=port,
+                                     threads=threads, ident="stormlet-ui")
         self.host = host
         self.port: int = self._server.effective_port
         self._stopping = threading.Event()
@@ -117,6 +123,7 @@ class UiServer:
         self._thread.join(timeout=10)
 
 
-def serve(source: UiSource, host: str = "127.0.0.1", port: int = 8080) -> UiServer:
+def serve(source: UiSource, host: str = "127.0.0.1", port: int = 8080,
+          access: UiAccess | None = None) -> UiServer:
     """Start serving ``source`` on a background thread; returns at once."""
-    return UiServer(source, host, port).start()
+    return UiServer(source, host, port, access=access).start()

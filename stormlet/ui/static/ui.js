@@ -16,6 +16,9 @@ UI.api = async function (path, options) {
   } catch (e) {
     throw new Error(`${path}: HTTP ${response.status} and a reply that is not JSON`);
   }
+  if (response.status === 401) {
+    window.location.assign("/login.html");   // the UI needs its access token
+  }
   if (!response.ok) {
     const error = new Error(body && body.error ? body.error : `HTTP ${response.status}`);
     error.status = response.status;
