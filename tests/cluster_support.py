@@ -20,6 +20,8 @@ import support
 from zookeeper_server import ZooKeeperServer, free_port
 
 REPO = Path(__file__).resolve().parent.parent
+# The reliable topology most cluster tests run (see its docstring).
+LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
 
 
 class Daemon:
@@ -149,6 +151,18 @@ class LoopbackCluster:
                 continue
             parts.append(f"==== {path.relative_to(self.base)}\n" + path.read_text()[-3000:])
         return "\n".join(parts)
+
+
+def serve_cluster(base: Path, nimbuses: int = 1, supervisors: dict[str, int] | None = None,
+                  secret_file: Path | None = None) -> Iterator[LoopbackCluster]:
+    """For a module fixture: ``yield from serve_cluster(base, 2, {"s1": 2})`` yields a cluster
+    with that many nimbuses and supervisors (id: slots) once one leads, and tears it down."""
+    with LoopbackCluster(base, secret_file=secret_file) as cluster:
+        for _ in range(nimbuses):
+            cluster.add_nimbus()
+        for sid, slots in (supervisors or {"s1": 2}).items():
+            cluster.add_supervisor(sid, slots)
+        yield from cluster.serving()
 
 
 def _pid_alive(pid: int) -> bool:

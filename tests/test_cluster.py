@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from cluster_support import REPO, LoopbackCluster, wait_until
+from cluster_support import LEDGER, REPO, LoopbackCluster, serve_cluster, wait_until
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
@@ -23,18 +23,12 @@ pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 TOPOLOGIES = REPO / "topologies"
-LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("cluster")
-    with LoopbackCluster(base) as c:
-        c.add_nimbus()
-        c.add_nimbus()
-        c.add_supervisor("s1", 2)
-        c.add_supervisor("s2", 2)
-        yield from c.serving()
+    yield from serve_cluster(base, 2, {"s1": 2, "s2": 2})
 
 
 @pytest.fixture(autouse=True)

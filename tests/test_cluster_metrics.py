@@ -13,7 +13,7 @@ from pathlib import Path
 import msgpack
 import pytest
 import zmq
-from cluster_support import LoopbackCluster, wait_until
+from cluster_support import LEDGER, serve_cluster, wait_until
 from support import running
 from zookeeper_server import zookeeper_available
 
@@ -25,7 +25,6 @@ from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
 from stormlet.metrics.shape import EVERY_WINDOW
 from stormlet.runtime.metrics import TaskMetrics, window_stats
 
-LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
 MESSAGES = 2000
 NAME = "metered"
 
@@ -221,10 +220,7 @@ def cluster(tmp_path_factory):
     if not zookeeper_available():
         pytest.skip("ZooKeeper is not installed: run deploy/zookeeper.sh install")
     base = tmp_path_factory.mktemp("metrics-cluster")
-    with LoopbackCluster(base) as c:
-        c.add_nimbus()
-        c.add_supervisor("s1", 3)
-        yield from c.serving()
+    yield from serve_cluster(base, 1, {"s1": 3})
 
 
 @pytest.fixture(scope="module")

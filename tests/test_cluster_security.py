@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 import zmq
-from cluster_support import REPO, LoopbackCluster, wait_until
-from kazoo.client import KazooClient
+from cluster_support import LEDGER, REPO, serve_cluster, wait_until
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster import rpc
@@ -26,12 +25,11 @@ from stormlet.cluster.security import (
     Security,
     SecurityError,
 )
-from stormlet.cluster.zk_state import ClusterState, rpc_address
+from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
-LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
 
 
 def stormlet(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -50,10 +48,7 @@ def secret_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, secret_file):
     base = tmp_path_factory.mktemp("secured")
-    with LoopbackCluster(base, secret_file=secret_file) as c:
-        c.add_nimbus()
-        c.add_supervisor("s1", 2)
-        yield from c.serving()
+    yield from serve_cluster(base, 1, {"s1": 2}, secret_file)
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +70,8 @@ def acked(cluster) -> int:
 
 
 @pytest.fixture
-def leader(cluster) -> str:
-    client = KazooClient(hosts=cluster.zk.hosts)
-    client.start()
+def leader(cluster, secret_file) -> str:
+    client = connect(cluster.zk.hosts, security=Security.load(secret_file))
     try:
         return rpc_address(ClusterState(client).leader())
     finally:
@@ -153,7 +147,7 @@ def test_clients_without_the_secret_get_no_service(cluster, running, leader, tmp
 def test_a_workers_credentials_cannot_submit_kill_or_read_another_topologys_code(
         cluster, running, leader, secret_file, tmp_path):
     path = tmp_path / "worker.json"
-    path.write_text(json.dumps(Security.load(secret_file).worker_credentials(running)))
+    path.write_text(json.dumps(Security.load(secret_file).worker_credentials(running, "secured")))
     worker = Security.for_worker(path).rpc_client_keys()
     assert rpc.call(leader, "get_code", timeout=5, credentials=worker, topology_id=running)
     with pytest.raises(rpc.RpcError, match="permission denied"):
@@ -195,3 +189,60 @@ def test_a_secret_file_must_be_private_well_formed_and_never_overwritten(tmp_pat
     with pytest.raises(SecurityError, match="does not hold"):
         Security.load(bad)
     assert not Security.load(None).enabled
+
+
+def test_zookeeper_refuses_anonymous_clients_and_workers_write_only_their_offsets(
+        cluster, running, secret_file, tmp_path):
+    from kazoo.exceptions import NoAuthError
+
+    from stormlet.cluster.zk_state import offset_path, offsets_path
+    from stormlet.sources.offset_store import ZooKeeperOffsetStore
+
+    anonymous = connect(cluster.zk.hosts)
+    try:
+        for attempt in (lambda: anonymous.get_children("/stormlet/assignments"),
+                        lambda: anonymous.get("/stormlet/nimbus/leader"),
+                        lambda: anonymous.create("/stormlet/evil", b"x"),
+                        lambda: anonymous.set(f"/stormlet/topologies/{running}", b"{}"),
+                        lambda: anonymous.create("/stormlet/offsets/evil", b"x")):
+            with pytest.raises(NoAuthError):
+                attempt()
+    finally:
+        anonymous.stop()
+        anonymous.close()
+
+    cluster_security = Security.load(secret_file)
+
+    def worker_of(topology_id: str, name: str) -> Security:
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(cluster_security.worker_credentials(topology_id, name)))
+        return Security.for_worker(path)
+
+    ours = connect(cluster.zk.hosts, security=worker_of(running, "secured"))
+    theirs = connect(cluster.zk.hosts, security=worker_of("other-1-abcdef", "other"))
+    try:
+        assert ours.get_children("/stormlet/assignments")   # workers read cluster state
+        with pytest.raises(NoAuthError):
+            ours.set(f"/stormlet/assignments/{running}", b"{}")
+        with pytest.raises(NoAuthError):
+            ours.create("/stormlet/supervisors/fake", b"{}")
+        path = offset_path(offsets_path("/stormlet"), "secured-spout", 0)
+        ours.create(path, b'{"offset": 1}', makepath=True)
+        ours.set(path, b'{"offset": 2}')
+        with pytest.raises(NoAuthError):
+            theirs.set(path, b'{"offset": 0}')
+        with pytest.raises(NoAuthError):
+            theirs.delete(path)
+        assert ours.get(path)[0] == b'{"offset": 2}'
+        theirs.create(offset_path(offsets_path("/stormlet"), "other-spout", 0),
+                      b'{"offset": 5}', makepath=True)
+    finally:
+        for client in (ours, theirs):
+            client.stop()
+            client.close()
+    # A holder of the secret reads every commit.
+    store = ZooKeeperOffsetStore(cluster.zk.hosts, offsets_path("/stormlet"), cluster_security)
+    try:
+        assert set(store.all()) >= {"secured-spout", "other-spout"}
+    finally:
+        store.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 import msgpack
 import pytest
 import zmq
-from cluster_support import LoopbackCluster, wait_until
+from cluster_support import LEDGER, serve_cluster, wait_until
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
@@ -22,16 +22,12 @@ from stormlet.cluster.zk_state import ClusterState, rpc_address
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
-LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("hardening")
-    with LoopbackCluster(base) as c:
-        c.add_nimbus()
-        c.add_supervisor("s1", 1)
-        yield from c.serving()
+    yield from serve_cluster(base, 1, {"s1": 1})
 
 
 @pytest.fixture

@@ -178,7 +178,7 @@ def secured():
 
 def worker_security(security: Security, topology_id: str, tmp_path) -> Security:
     path = tmp_path / f"{topology_id}.json"
-    path.write_text(json.dumps(security.worker_credentials(topology_id)))
+    path.write_text(json.dumps(security.worker_credentials(topology_id, "t")))
     return Security.for_worker(path)
 
 

@@ -324,7 +324,7 @@ def test_with_a_secret_peers_without_the_topologys_keys_are_refused_and_counted(
     b = Endpoint(layout, routes, context, [], security=secured)
     # A worker of the same topology holds only its credentials, and gets through.
     credentials = tmp_path / "worker.json"
-    credentials.write_text(json.dumps(secured.worker_credentials(TOPOLOGY)))
+    credentials.write_text(json.dumps(secured.worker_credentials(TOPOLOGY, "t")))
     a = Endpoint(layout, [None] * (layout.max_task + 1), context, [],
                  security=Security.for_worker(credentials))
     pause = encode_frame([(BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK, [sink, 1])], TOPOLOGY)

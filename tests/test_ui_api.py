@@ -17,7 +17,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from cluster_support import LoopbackCluster
+from cluster_support import LEDGER, LoopbackCluster
 from prometheus_client.parser import text_string_to_metric_families
 from ui_support import (
     COUNT,
@@ -376,7 +376,6 @@ def test_stormlet_local_into_a_pipe_shows_no_progress_line():
 
 # ----- on a cluster
 
-LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
 LEDGER_MESSAGES = 500
 
 

@@ -98,8 +98,9 @@ class Nimbus:
     # ----- lifecycle
 
     def start(self) -> None:
-        self.client = connect(self.zk_hosts)
+        self.client = connect(self.zk_hosts, security=self.security)
         self.state = ClusterState(self.client, self.zk_root)
+        self.state.ensure_offsets_root(self.security.zk_acl(workers_create=True))
         self._announce()
         self.client.add_listener(self._on_connection)
         server = rpc.RpcServer(f"tcp://{self.bind}:{self.port}", self._operations(),

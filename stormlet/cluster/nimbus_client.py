@@ -15,6 +15,8 @@ import threading
 import time
 from typing import Any, Self
 
+from kazoo.exceptions import NoAuthError
+
 from .rpc import NOT_LEADER, NimbusUnavailable, RpcError, call
 from .security import ADMIN_USER, Security
 from .zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
@@ -32,7 +34,8 @@ class NimbusClient:
                  address: str | None = None, security: Security | None = None,
                  user: str = ADMIN_USER):
         """Calls present ``user``'s keys when ``security`` holds the cluster secret."""
-        self.credentials = (security or Security()).rpc_client_keys(user)
+        self.security = security or Security()
+        self.credentials = self.security.rpc_client_keys(user)
         self.zk = zk
         self.zk_root = zk_root
         self.address = address and (address if "://" in address else f"tcp://{address}")
@@ -50,6 +53,10 @@ class NimbusClient:
             client = self._connected_zk()
             try:
                 addresses = ClusterState(client, self.zk_root).nimbus_addresses()
+            except NoAuthError:
+                self._drop_zk()
+                raise RpcError(f"ZooKeeper at {self.zk} refused this client's credentials: is "
+                               f"the secret file the cluster's?") from None
             except Exception:   # any ZooKeeper failure: reconnect on the next call
                 self._drop_zk()
                 raise NimbusUnavailable(f"lost ZooKeeper at {self.zk} while looking for nimbus")
@@ -62,7 +69,7 @@ class NimbusClient:
 
         if self._zk_client is None:
             try:
-                self._zk_client = connect(self.zk, timeout=10)
+                self._zk_client = connect(self.zk, timeout=10, security=self.security)
             except Exception:   # kazoo's timeout, a bad host string, a refused connection
                 raise NimbusUnavailable(f"cannot reach ZooKeeper at {self.zk} to find nimbus "
                                         f"(use --zk, or --nimbus host:port)") from None

@@ -17,12 +17,18 @@ secret is distributed:
   and backpressure frames travel over CURVE with a key pair derived from it: a peer without it
   is refused at the handshake (and counted), so no frame of its reaches the worker.
 
+- ZooKeeper nodes carry digest ACLs (``zk_auth``, ``zk_acl``): the daemons' identity may do
+  anything; every worker's shared identity may read cluster state and create a spout's offsets
+  node; a topology's own identity (by name, so a resubmission resumes) may write the offsets
+  nodes its workers created. Anonymous clients may do nothing (``NoAuth``).
+
 Daemons hold the secret file; workers run the topology's code and get only their topology's
 credentials.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import ipaddress
@@ -34,7 +40,7 @@ import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
@@ -44,6 +50,9 @@ SECRET_FILE_ENV = "STORMLET_SECRET_FILE"
 # Where a worker finds the credentials its supervisor wrote for it.
 WORKER_CREDENTIALS_ENV = "STORMLET_WORKER_CREDENTIALS"
 SECRET_BYTES = 32
+# ZooKeeper digest identities: "<user>:<password>", the password derived from the secret.
+ZK_DAEMON_USER, ZK_WORKER_USER, ZK_TOPOLOGY_USER_PREFIX = (
+    "stormlet-daemon", "stormlet-worker", "stormlet-topology-")
 
 # Who calls nimbus (the user ZAP names for a key) ...
 ADMIN_USER, READ_USER, DAEMON_USER, WORKER_USER_PREFIX = "admin", "read", "daemon", "worker:"
@@ -89,9 +98,11 @@ class Security:
     (a worker), or none (security off)."""
 
     def __init__(self, cluster_secret: bytes | None = None,
-                 topology: tuple[str, bytes, bytes] | None = None):
+                 topology: tuple[str, bytes, bytes] | None = None,
+                 worker_zk: tuple[list[str], list[str]] | None = None):
         self._cluster_secret = cluster_secret
         self._topology = topology   # (id, topology secret, nimbus's public key) for a worker
+        self._worker_zk = worker_zk   # a worker's ZooKeeper (user:password, acl id) pairs
 
     # ----- loading
 
@@ -134,9 +145,10 @@ class Security:
             record = json.loads(Path(path).read_text())
             topology = (record["topology_id"], bytes.fromhex(record["topology_secret"]),
                         record["nimbus_key"].encode("ascii"))
+            zk = ([str(a) for a in record["zk_auth"]], [str(i) for i in record["zk_acl_ids"]])
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SecurityError(f"cannot read the worker credentials {path}: {exc}") from None
-        return cls(topology=topology)
+        return cls(topology=topology, worker_zk=zk)
 
     @staticmethod
     def generate(path: str | Path) -> None:
@@ -193,11 +205,49 @@ class Security:
         """The UI's access token (``stormlet secret ui-token`` prints it)."""
         return self._derive("ui/token").hex()
 
-    def worker_credentials(self, topology_id: str) -> dict[str, str]:
-        """What a supervisor hands a worker of ``topology_id`` (see ``for_worker``)."""
+    def worker_credentials(self, topology_id: str, topology_name: str) -> dict[str, Any]:
+        """What a supervisor hands a worker of ``topology_id`` (see ``for_worker``): its
+        topology's secret, nimbus's public key, and its ZooKeeper identities (the workers' and
+        its topology's) with the ACL ids its offsets nodes grant (the daemons', its own)."""
+        topology_user = ZK_TOPOLOGY_USER_PREFIX + topology_name
         return {"topology_id": topology_id,
                 "topology_secret": self.topology_secret(topology_id).hex(),
-                "nimbus_key": self._nimbus_keys()[0].decode("ascii")}
+                "nimbus_key": self._nimbus_keys()[0].decode("ascii"),
+                "zk_auth": [self._zk_login(ZK_WORKER_USER), self._zk_login(topology_user)],
+                "zk_acl_ids": [self._zk_id(ZK_DAEMON_USER), self._zk_id(topology_user)]}
+
+    # ----- ZooKeeper
+
+    def _zk_login(self, user: str) -> str:
+        return f"{user}:{self._derive(f'zk/{user}').hex()}"
+
+    def _zk_id(self, user: str) -> str:
+        """The digest ACL id of ``user``: ``user:base64(sha1(user:password))``."""
+        login = self._zk_login(user)
+        return f"{user}:{base64.b64encode(hashlib.sha1(login.encode()).digest()).decode()}"
+
+    def zk_auth(self) -> list[tuple[str, str]]:
+        """The digest credentials this process's ZooKeeper sessions present."""
+        if self._worker_zk is not None:
+            return [("digest", login) for login in self._worker_zk[0]]
+        if self._cluster_secret is None:
+            return []
+        return [("digest", self._zk_login(ZK_DAEMON_USER))]
+
+    def zk_acl(self, workers_create: bool = False) -> list | None:
+        """The ACL of the nodes this process creates (None: ZooKeeper's open default, with
+        security off). A daemon's nodes: the daemons may do anything, workers read (and with
+        ``workers_create``, create children: the offsets root). A worker's nodes (offsets): the
+        daemons and its own topology may do anything."""
+        from kazoo.security import make_acl
+
+        if self._worker_zk is not None:
+            return [make_acl("digest", acl_id, all=True) for acl_id in self._worker_zk[1]]
+        if self._cluster_secret is None:
+            return None
+        return [make_acl("digest", self._zk_id(ZK_DAEMON_USER), all=True),
+                make_acl("digest", self._zk_id(ZK_WORKER_USER), read=True,
+                         create=workers_create)]
 
     def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], set[str]]) -> None:
         """Make ``sock`` (not yet bound) nimbus's CURVE server: it admits the role keys and the

@@ -101,7 +101,7 @@ class Supervisor:
 
     def start(self) -> None:
         self._kill_orphans()
-        self.client = connect(self.zk_hosts)
+        self.client = connect(self.zk_hosts, security=self.security)
         self.state = ClusterState(self.client, self.zk_root)
         self._register()
         self.client.add_listener(self._on_connection)
@@ -291,20 +291,22 @@ class Supervisor:
         heartbeat = heartbeat_path(self.data_dir, port)
         heartbeat.parent.mkdir(exist_ok=True)
         heartbeat.unlink(missing_ok=True)
+        name = str((self.state.topology(tid) or {}).get("name", ""))
         command = [sys.executable, *WORKER_MODULE_ARGS, "--zk", self.zk_hosts,
                    "--zk-root", self.zk_root, "--topology-id", tid,
                    "--supervisor-id", self.supervisor_id, "--port", str(port),
                    "--host", self.host, "--code", str(entry), "--heartbeat-file", str(heartbeat)]
         with open(logs / f"worker-{port}.log", "ab") as log_file:
             process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
-                                       cwd=str(entry.parent), env=self._worker_environment(tid),
+                                       cwd=str(entry.parent),
+                                       env=self._worker_environment(tid, name),
                                        start_new_session=True)
         restarts = self.restarts.get((tid, port), -1) + 1
         self.restarts[(tid, port)] = restarts
         self.workers[port] = WorkerProcess(tid, key, process, heartbeat, restarts=restarts)
         log.info("started worker %s:%d for %s (pid %d)", self.host, port, tid, process.pid)
 
-    def _worker_environment(self, tid: str) -> dict[str, str]:
+    def _worker_environment(self, tid: str, name: str) -> dict[str, str]:
         """Ours, less the cluster secret's location; with security on, plus the file holding the
         topology's own credentials (all a worker gets: it runs the topology's code)."""
         environment = {k: v for k, v in os.environ.items()
@@ -315,7 +317,7 @@ class Supervisor:
             path = directory / f"{tid}.json"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
-                json.dump(self.security.worker_credentials(tid), f)
+                json.dump(self.security.worker_credentials(tid, name), f)
             environment[WORKER_CREDENTIALS_ENV] = str(path.resolve())
         return environment
 

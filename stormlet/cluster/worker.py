@@ -94,7 +94,7 @@ class Worker:
         """Connect to ZooKeeper, load the topology code, bind the slot's port, and start the
         executors and the worker's threads; returns. Raises ``NotAssigned`` when the slot has
         nothing to run. See the module doc for ``end`` during start, and a start that raises."""
-        self.client = connect(self.zk_hosts)
+        self.client = connect(self.zk_hosts, security=self.security)
         try:
             self.state = ClusterState(self.client, self.zk_root)
             self._build()

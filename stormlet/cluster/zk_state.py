@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kazoo.exceptions import NoNodeError, NodeExistsError
 
+from .security import Security
+
 if TYPE_CHECKING:
     # kazoo.client is slow to import: the command line and the sources import this module for
     # its paths and defaults alone, and only a daemon connects.
@@ -60,13 +62,17 @@ def offset_path(offsets_root: str, spout_id: str, partition: int) -> str:
     return f"{spout_offsets_path(offsets_root, spout_id)}/{partition}"
 
 
-def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 6.0) -> KazooClient:
-    """A started client. The session timeout bounds how long a dead daemon's ephemeral nodes
-    (a supervisor's registration, the nimbus leader) outlive it."""
+def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 6.0,
+            security: Security | None = None) -> KazooClient:
+    """A started client, authenticated and creating nodes with the ACL ``security`` gives (see
+    security.py). The session timeout bounds how long a dead daemon's ephemeral nodes (a
+    supervisor's registration, the nimbus leader) outlive it."""
     from kazoo.client import KazooClient
 
+    security = security or Security()
     client = KazooClient(hosts=hosts, timeout=session_timeout,
-                         connection_retry={"max_tries": -1, "max_delay": 2})
+                         connection_retry={"max_tries": -1, "max_delay": 2},
+                         auth_data=security.zk_auth() or None, default_acl=security.zk_acl())
     client.start(timeout=timeout)
     return client
 
@@ -157,6 +163,14 @@ class ClusterState:
 
     def _path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
+
+    def ensure_offsets_root(self, acl: list | None) -> None:
+        """Create the node offset spouts commit under, with ``acl`` (with security on, workers
+        may create their spouts' nodes in it: see ``Security.zk_acl``)."""
+        path = offsets_path(self.root)
+        self.client.ensure_path(path, acl=acl)
+        if acl is not None:
+            self.client.set_acls(path, acl)
 
     # ----- JSON nodes
 

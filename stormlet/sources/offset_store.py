@@ -55,21 +55,24 @@ class ZooKeeperOffsetStore:
     """Offsets at ``<root>/<spout_id>/<partition>``, as storm-kafka kept them (the paths are
     ``zk_state``'s: ``offset_path``, ``spout_offsets_path``)."""
 
-    def __init__(self, hosts: str, root: str):
+    def __init__(self, hosts: str, root: str, security: Any = None):
+        """``security``: the ``cluster.security.Security`` to connect with; by default the
+        process's own (a worker's topology credentials, or ``STORMLET_SECRET_FILE``)."""
         self.hosts = hosts
         self.root = root.rstrip("/")
+        self.security = security
         self._client: Any = None
 
     @property
     def client(self) -> Any:
         # Connected on first use: a spout's store is deep-copied per task before it runs.
         if self._client is None:
-            from kazoo.client import KazooClient
+            from ..cluster.security import Security
+            from ..cluster.zk_state import connect
 
-            client = KazooClient(hosts=self.hosts, timeout=10.0,
-                                 connection_retry={"max_tries": -1, "max_delay": 2})
-            client.start(timeout=15)
-            self._client = client
+            security = self.security or Security.from_environment()
+            self._client = connect(self.hosts, timeout=15, session_timeout=10.0,
+                                   security=security)
         return self._client
 
     def _path(self, spout_id: str, partition: int) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from chaos_topology import ID_WIDTH
 from cluster_support import LoopbackCluster, wait_until
+from stormlet.cluster.security import Security
 from stormlet.cluster.zk_state import ClusterState, connect
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
@@ -67,6 +68,8 @@ class ChaosRun:
     def __init__(self, cluster: LoopbackCluster, workdir: Path, messages: int, rate: float,
                  workers: int = 3, seed: int | None = None):
         self.cluster = cluster
+        # The cluster's credentials, to read its ZooKeeper as its daemons do.
+        self.security = Security.load(cluster.secret_file)
         self.workdir = workdir
         self.messages = messages
         self.rate = rate
@@ -178,7 +181,7 @@ class ChaosRun:
         self._threads.append(timer)
 
     def _leader(self) -> dict:
-        client = connect(self.cluster.zk.hosts)
+        client = connect(self.cluster.zk.hosts, security=self.security)
         try:
             return ClusterState(client).leader() or {}
         finally:
@@ -188,7 +191,7 @@ class ChaosRun:
     # ----- the end
 
     def committed(self) -> dict[int, int]:
-        store = ZooKeeperOffsetStore(self.cluster.zk.hosts, "/stormlet/offsets")
+        store = ZooKeeperOffsetStore(self.cluster.zk.hosts, "/stormlet/offsets", self.security)
         try:
             return {p: r["offset"] for p, r in store.all().get("chaos", {}).items()}
         except Exception:  # ZooKeeper may be down for a fault just now

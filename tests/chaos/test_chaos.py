@@ -12,12 +12,14 @@ from cluster_support import LoopbackCluster, wait_until
 from harness import ChaosRun
 from zookeeper_server import zookeeper_available
 
+from stormlet.cluster.security import Security
+
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 
-def chaos_cluster(base) -> LoopbackCluster:
-    cluster = LoopbackCluster(base, worker_timeout=8.0)
+def chaos_cluster(base, secret_file=None) -> LoopbackCluster:
+    cluster = LoopbackCluster(base, worker_timeout=8.0, secret_file=secret_file)
     cluster.__enter__()
     cluster.add_nimbus()
     cluster.add_nimbus()
@@ -27,8 +29,13 @@ def chaos_cluster(base) -> LoopbackCluster:
     return cluster
 
 
-def test_one_of_each_fault_loses_no_message(tmp_path):
-    cluster = chaos_cluster(tmp_path)
+@pytest.mark.parametrize("security", ["off", "on"])
+def test_one_of_each_fault_loses_no_message(tmp_path, security):
+    secret_file = None
+    if security == "on":   # CURVE on every socket, ACLs on every ZooKeeper node
+        secret_file = tmp_path / "cluster.secret"
+        Security.generate(secret_file)
+    cluster = chaos_cluster(tmp_path, secret_file)
     try:
         run = ChaosRun(cluster, tmp_path / "run", messages=30_000, rate=600, seed=7)
         run.start()
