@@ -99,3 +99,18 @@ def test_malformed_config_option_is_refused():
     result = stormlet("local", str(TOPOLOGIES / "exclamation.py"), "-c", "no-equals-sign")
     assert result.returncode != 0
     assert "key=value" in result.stderr
+
+
+@pytest.mark.parametrize("unit", ["stormlet-nimbus.service", "stormlet-supervisor.service"])
+def test_the_systemd_units_pass_only_options_their_command_takes(unit):
+    import re
+
+    text = (Path(__file__).resolve().parent.parent / "deploy" / "systemd" / unit).read_text()
+    (command_line,) = [line for line in text.splitlines() if line.startswith("ExecStart=")]
+    command = command_line.split()[1]
+    options = set(re.findall(r"(--[a-z-]+) ", command_line))
+    assert "--bind" in options
+    result = stormlet(command, "--help")
+    assert result.returncode == 0, result.stderr
+    missing = {option for option in options if option not in result.stdout}
+    assert not missing, f"{unit} passes {missing}, which `stormlet {command}` does not take"

@@ -167,6 +167,7 @@ def test_a_workers_credentials_cannot_submit_kill_or_read_another_topologys_code
 def test_daemons_refuse_to_serve_beyond_loopback_without_a_secret(tmp_path):
     for args in (["nimbus", "--host", "0.0.0.0"], ["nimbus", "--bind", "0.0.0.0"],
                  ["supervisor", "--host", "0.0.0.0", "--data-dir", str(tmp_path)],
+                 ["supervisor", "--bind", "0.0.0.0", "--data-dir", str(tmp_path)],
                  ["ui", "--host", "0.0.0.0"]):
         result = stormlet(*args, "--zk", "127.0.0.1:1")
         assert result.returncode != 0

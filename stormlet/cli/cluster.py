@@ -64,14 +64,16 @@ def _daemon(make: Callable[[Security], Any], secret_file: str | None) -> Any:
 @ZK_ROOT_OPTION
 @SECRET_OPTION
 @click.option("--host", default="127.0.0.1", show_default=True,
-              help="address workers bind and peers reach")
+              help="address peers reach this node's workers at")
+@click.option("--bind", default=None,
+              help="address workers listen on (default: --host)")
 @click.option("--slots", default="6700,6701", show_default=True, help="worker ports, comma-separated")
 @click.option("--data-dir", default="supervisor-data", show_default=True, type=click.Path())
 @click.option("--id", "supervisor_id", default=None, help="supervisor id (default: kept in data dir)")
 @click.option("--worker-timeout", default=30.0, show_default=True, type=float,
               help="seconds without a heartbeat before a worker is restarted")
-def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, slots: str,
-               data_dir: str,
+def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
+               slots: str, data_dir: str,
                supervisor_id: str | None, worker_timeout: float) -> None:
     """Run a supervisor: start, watch and restart this node's workers."""
     from ..cluster.supervisor import Supervisor
@@ -83,7 +85,7 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, slots:
                                  param_hint="--slots") from None
     run_until_signal(_daemon(lambda security: Supervisor(
         zk, ports, data_dir=data_dir, host=host, zk_root=zk_root, supervisor_id=supervisor_id,
-        worker_timeout=worker_timeout, security=security), secret_file))
+        worker_timeout=worker_timeout, security=security, bind=bind), secret_file))
 
 
 @click.command()

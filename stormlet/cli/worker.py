@@ -1,7 +1,7 @@
 """``stormlet worker``: one worker process, as its supervisor starts it (hidden from --help):
 
     python -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID --supervisor-id SID \\
-        --port PORT [--host HOST] --code ENTRY_FILE --heartbeat-file FILE
+        --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE --heartbeat-file FILE
 
 It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and
 exits 1 when an executor died or the slot had nothing to run, else 0. A signal that comes while
@@ -26,12 +26,13 @@ from .signals import run_until_signal
 @click.option("--topology-id", required=True)
 @click.option("--supervisor-id", required=True)
 @click.option("--port", type=int, required=True)
-@click.option("--host", default="127.0.0.1")
+@click.option("--host", default="127.0.0.1", help="the address peers reach this worker at")
+@click.option("--bind", default=None, help="the address to listen on (default: --host)")
 @click.option("--code", type=click.Path(path_type=Path), required=True,
               help="the topology's entry file")
 @click.option("--heartbeat-file", type=click.Path(path_type=Path), required=True)
 def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: int, host: str,
-           code: Path, heartbeat_file: Path) -> None:
+           bind: str | None, code: Path, heartbeat_file: Path) -> None:
     """Run one worker of a topology (supervisors start these)."""
     from ..cluster.security import Security, SecurityError
     from ..cluster.worker import NotAssigned, Worker
@@ -46,7 +47,7 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     except SecurityError as exc:
         raise SystemExit(str(exc)) from None
     daemon = Worker(zk, zk_root, topology_id, supervisor_id, port, host, code, heartbeat_file,
-                    security)
+                    security, bind)
     try:
         run_until_signal(daemon, end=daemon.end, ended=daemon.wait)
     except NotAssigned as exc:   # from start: nothing was started

@@ -69,11 +69,13 @@ class Supervisor:
     def __init__(self, zk_hosts: str, slots: list[int], data_dir: str | Path = "supervisor-data",
                  host: str = "127.0.0.1", zk_root: str = DEFAULT_ROOT,
                  supervisor_id: str | None = None, worker_timeout: float = 30.0,
-                 worker_start_timeout: float = 120.0, security: Security | None = None):
-        """Workers listen on ``host``, which without a cluster secret (``security``) must be
-        loopback."""
+                 worker_start_timeout: float = 120.0, security: Security | None = None,
+                 bind: str | None = None):
+        """Peers reach this node's workers at ``host``; they listen on ``bind`` (default:
+        ``host``), which without a cluster secret (``security``) must be loopback."""
         self.security = security or Security()
-        check_bind_address(host, self.security, "this supervisor's workers")
+        self.bind = bind or host
+        check_bind_address(self.bind, self.security, "this supervisor's workers")
         self.zk_hosts = zk_hosts
         self.zk_root = zk_root
         self.slots = sorted(slots)
@@ -295,7 +297,7 @@ class Supervisor:
         command = [sys.executable, *WORKER_MODULE_ARGS, "--zk", self.zk_hosts,
                    "--zk-root", self.zk_root, "--topology-id", tid,
                    "--supervisor-id", self.supervisor_id, "--port", str(port),
-                   "--host", self.host, "--code", str(entry), "--heartbeat-file", str(heartbeat)]
+                   "--host", self.host, "--bind", self.bind, "--code", str(entry), "--heartbeat-file", str(heartbeat)]
         with open(logs / f"worker-{port}.log", "ab") as log_file:
             process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
                                        cwd=str(entry.parent),

@@ -70,9 +70,11 @@ class NotAssigned(Exception):
 class Worker:
     def __init__(self, zk_hosts: str, zk_root: str, topology_id: str, supervisor_id: str,
                  port: int, host: str, code_entry: Path, heartbeat_file: Path,
-                 security: Security | None = None):
-        """``security``: the topology's credentials its supervisor handed over, if any."""
+                 security: Security | None = None, bind: str | None = None):
+        """``security``: the topology's credentials its supervisor handed over, if any. The
+        worker listens on ``bind`` (default: ``host``, the address peers reach it at)."""
         self.security = security or Security()
+        self.bind = bind or host
         self.zk_hosts = zk_hosts
         self.zk_root = zk_root
         self.topology_id = topology_id
@@ -157,7 +159,7 @@ class Worker:
                                        remote_routes=self._remote_routes(assignment))
         overload = OverloadWatch(self.runtime.routes, self._peers,
                                  lambda address, message: self.sender.queue.put((address, message)))
-        self.receiver = Receiver(self.context, f"tcp://{self.host}:{self.port}",
+        self.receiver = Receiver(self.context, f"tcp://{self.bind}:{self.port}",
                                  FrameDecoder(self.runtime.layout, self.topology_id),
                                  make_deliver(self.runtime.routes, self.sender.paused, overload),
                                  self.stopping, overload, self.security, self.topology_id)
