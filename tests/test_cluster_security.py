@@ -247,3 +247,57 @@ def test_zookeeper_refuses_anonymous_clients_and_workers_write_only_their_offset
         assert set(store.all()) >= {"secured-spout", "other-spout"}
     finally:
         store.close()
+
+
+def test_read_only_credentials_may_list_but_not_act(cluster, running, secret_file, tmp_path):
+    read_only = tmp_path / "monitor.json"
+    made = stormlet("secret", "read-only", str(read_only), "--secret-file", str(secret_file))
+    assert made.returncode == 0, made.stderr
+    assert read_only.stat().st_mode & 0o077 == 0
+    assert cluster.secret_file.read_text().strip() not in read_only.read_text()
+    listing = stormlet("list", "--zk", cluster.zk.hosts, "--secret-file", str(read_only))
+    assert listing.returncode == 0 and "secured" in listing.stdout, listing.stderr
+    kill = stormlet("kill", "secured", "--zk", cluster.zk.hosts, "--secret-file", str(read_only))
+    assert kill.returncode != 0 and "permission denied" in kill.stderr
+    assert "secured" in cluster.cli("list").stdout
+
+
+@pytest.mark.zookeeper
+def test_nodes_made_before_the_secret_get_acls_when_a_secured_nimbus_starts(tmp_path):
+    from kazoo.exceptions import NoAuthError
+    from zookeeper_server import ZooKeeperServer, free_port
+
+    from stormlet.cluster.nimbus import Nimbus
+    from stormlet.cluster.zk_state import connect
+
+    with ZooKeeperServer(tmp_path / "zk") as zk:
+        anonymous = connect(zk.hosts)
+        try:
+            anonymous.create("/stormlet/topologies/old-1-abcdef", b"{}", makepath=True)
+            anonymous.create("/stormlet/offsets/old-spout/0", b'{"offset": 3}', makepath=True)
+            secret = tmp_path / "secret"
+            Security.generate(secret)
+            security = Security.load(secret)
+            nimbus = Nimbus(zk.hosts, port=free_port(), data_dir=tmp_path / "nimbus",
+                            security=security)
+            nimbus.start()
+            try:
+                for path in ("/stormlet/topologies/old-1-abcdef", "/stormlet/offsets/old-spout/0",
+                             "/stormlet/topologies", "/stormlet"):
+                    with pytest.raises(NoAuthError):
+                        anonymous.get(path)
+                credentials = tmp_path / "worker.json"
+                credentials.write_text(json.dumps(security.worker_credentials("t-1-abcdef", "t")))
+                worker = connect(zk.hosts, security=Security.for_worker(credentials))
+                try:   # any topology may go on committing offsets of unknown owner
+                    worker.set("/stormlet/offsets/old-spout/0", b'{"offset": 4}')
+                    with pytest.raises(NoAuthError):
+                        worker.set("/stormlet/topologies/old-1-abcdef", b"{}")
+                finally:
+                    worker.stop()
+                    worker.close()
+            finally:
+                nimbus.stop()
+        finally:
+            anonymous.stop()
+            anonymous.close()

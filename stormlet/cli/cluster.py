@@ -114,7 +114,7 @@ def ui(port: int, host: str, allowed_hosts: tuple[str, ...], protect_reads: bool
     source = ClusterSource(target.client())
     try:
         access = UiAccess.for_host(
-            host, token=target.security.ui_token() if target.security.enabled else None,
+            host, token=target.security.ui_token(),
             protect_reads=protect_reads, extra_hosts=allowed_hosts)
         # Binds the port: run_until_signal starts it.
         server = UiServer(source, host, port, access=access)

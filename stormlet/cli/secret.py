@@ -28,13 +28,36 @@ def generate(file: Path) -> None:
     click.echo(f"wrote a new cluster secret to {file}")
 
 
+@secret.command(name="read-only")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@SECRET_OPTION
+def read_only(file: Path, secret_file: str | None) -> None:
+    """Write credentials that may only read the cluster (list, errors, metrics, the UI's
+    pages) to FILE (mode 600): give them to a monitoring host instead of the secret, which
+    it passes as --secret-file FILE."""
+    import json
+    import os
+
+    security = load_security(secret_file)
+    if security.ui_token() is None:
+        raise click.ClickException("read-only credentials are made from the cluster secret: "
+                                   "pass it with --secret-file or STORMLET_SECRET_FILE")
+    try:
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise click.ClickException(f"cannot create {file}: {exc.strerror}") from None
+    with os.fdopen(fd, "w") as f:
+        json.dump(security.read_only_credentials(), f)
+    click.echo(f"wrote read-only credentials to {file}")
+
+
 @secret.command(name="ui-token")
 @SECRET_OPTION
 def ui_token(secret_file: str | None) -> None:
     """Print the UI's access token, derived from the cluster secret: sign in with it on the
     UI's /login.html, or send it as 'Authorization: Bearer TOKEN'."""
-    security = load_security(secret_file)
-    if not security.enabled:
+    token = load_security(secret_file).ui_token()
+    if token is None:
         raise click.ClickException("no cluster secret given (--secret-file or "
                                    "STORMLET_SECRET_FILE): without one the UI needs no token")
-    click.echo(security.ui_token())
+    click.echo(token)

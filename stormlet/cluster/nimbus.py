@@ -100,7 +100,13 @@ class Nimbus:
     def start(self) -> None:
         self.client = connect(self.zk_hosts, security=self.security)
         self.state = ClusterState(self.client, self.zk_root)
-        self.state.ensure_offsets_root(self.security.zk_acl(workers_create=True))
+        if self.security.enabled:
+            self.state.ensure_offsets_root(self.security.zk_acl(workers="create"))
+            secured = self.state.secure_open_nodes(self.security.zk_acl(),
+                                                   self.security.zk_acl(workers="all"))
+            if secured:
+                log.info("gave %d ZooKeeper nodes made before the cluster had a secret its "
+                         "ACLs", secured)
         self._announce()
         self.client.add_listener(self._on_connection)
         server = rpc.RpcServer(f"tcp://{self.bind}:{self.port}", self._operations(),

@@ -51,8 +51,10 @@ SECRET_FILE_ENV = "STORMLET_SECRET_FILE"
 WORKER_CREDENTIALS_ENV = "STORMLET_WORKER_CREDENTIALS"
 SECRET_BYTES = 32
 # ZooKeeper digest identities: "<user>:<password>", the password derived from the secret.
-ZK_DAEMON_USER, ZK_WORKER_USER, ZK_TOPOLOGY_USER_PREFIX = (
-    "stormlet-daemon", "stormlet-worker", "stormlet-topology-")
+ZK_DAEMON_USER, ZK_WORKER_USER, ZK_READER_USER, ZK_TOPOLOGY_USER_PREFIX = (
+    "stormlet-daemon", "stormlet-worker", "stormlet-reader", "stormlet-topology-")
+# What a read-only credentials file says it is (``stormlet secret read-only``).
+READ_ONLY_KIND = "stormlet-read-only"
 
 # Who calls nimbus (the user ZAP names for a key) ...
 ADMIN_USER, READ_USER, DAEMON_USER, WORKER_USER_PREFIX = "admin", "read", "daemon", "worker:"
@@ -94,22 +96,24 @@ def _keypair(seed: bytes) -> tuple[bytes, bytes]:
 
 
 class Security:
-    """Credentials for one process: the cluster secret (daemons, the CLI) or one topology's
-    (a worker), or none (security off)."""
+    """Credentials for one process: the cluster secret (daemons, the CLI), one topology's (a
+    worker), a read-only client's, or none (security off)."""
 
     def __init__(self, cluster_secret: bytes | None = None,
                  topology: tuple[str, bytes, bytes] | None = None,
-                 worker_zk: tuple[list[str], list[str]] | None = None):
+                 worker_zk: tuple[list[str], list[str]] | None = None,
+                 read_only: tuple[CurveKeys, str] | None = None):
         self._cluster_secret = cluster_secret
         self._topology = topology   # (id, topology secret, nimbus's public key) for a worker
         self._worker_zk = worker_zk   # a worker's ZooKeeper (user:password, acl id) pairs
+        self._read_only = read_only   # (its RPC keys, its ZooKeeper user:password)
 
     # ----- loading
 
     @classmethod
     def load(cls, path: str | Path | None) -> Security:
-        """The cluster secret in ``path``; security off for None. The file must be readable by
-        its owner only."""
+        """The cluster secret, or the read-only credentials (``read_only_credentials``), in
+        ``path``; security off for None. The file must be readable by its owner only."""
         if path is None or str(path) == "":
             return cls()
         path = Path(path)
@@ -121,6 +125,8 @@ class Security:
         if mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise SecurityError(f"the cluster secret {path} is readable by others: "
                                 f"chmod 600 {path}")
+        if text.startswith("{"):
+            return cls._load_read_only(path, text)
         try:
             secret = bytes.fromhex(text)
         except ValueError:
@@ -129,6 +135,27 @@ class Security:
             raise SecurityError(f"{path} does not hold a stormlet cluster secret "
                                 f"({SECRET_BYTES * 2} hex digits)")
         return cls(cluster_secret=secret)
+
+    @classmethod
+    def _load_read_only(cls, path: Path, text: str) -> Security:
+        try:
+            record = json.loads(text)
+            if record.get("kind") != READ_ONLY_KIND:
+                raise ValueError(f"not a {READ_ONLY_KIND} file")
+            keys = CurveKeys(*(record[k].encode("ascii")
+                               for k in ("nimbus_key", "public", "secret")))
+            return cls(read_only=(keys, str(record["zk_login"])))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise SecurityError(f"{path} holds neither a cluster secret nor read-only "
+                                f"credentials: {exc}") from None
+
+    def read_only_credentials(self) -> dict[str, str]:
+        """A file's worth of credentials that may only read (the ``read`` role, and read
+        access to ZooKeeper to find nimbus): for monitoring, say, without the secret."""
+        public, secret = self._role_keys(READ_USER)
+        return {"kind": READ_ONLY_KIND, "nimbus_key": self._nimbus_keys()[0].decode("ascii"),
+                "public": public.decode("ascii"), "secret": secret.decode("ascii"),
+                "zk_login": self._zk_login(ZK_READER_USER)}
 
     @classmethod
     def from_environment(cls) -> Security:
@@ -166,7 +193,8 @@ class Security:
 
     @property
     def enabled(self) -> bool:
-        return self._cluster_secret is not None or self._topology is not None
+        return (self._cluster_secret is not None or self._topology is not None
+                or self._read_only is not None)
 
     def _derive(self, label: str) -> bytes:
         if self._cluster_secret is None:
@@ -193,6 +221,8 @@ class Security:
         topology's worker user); None with security off."""
         if not self.enabled:
             return None
+        if self._read_only is not None:
+            return self._read_only[0]
         if self._topology is not None:
             user = WORKER_USER_PREFIX + self._topology[0]
             server_public = self._topology[2]
@@ -201,8 +231,11 @@ class Security:
         public, secret = self._role_keys(user)
         return CurveKeys(server_public, public, secret)
 
-    def ui_token(self) -> str:
-        """The UI's access token (``stormlet secret ui-token`` prints it)."""
+    def ui_token(self) -> str | None:
+        """The UI's access token (``stormlet secret ui-token`` prints it); None without the
+        cluster secret."""
+        if self._cluster_secret is None:
+            return None
         return self._derive("ui/token").hex()
 
     def worker_credentials(self, topology_id: str, topology_name: str) -> dict[str, Any]:
@@ -230,15 +263,19 @@ class Security:
         """The digest credentials this process's ZooKeeper sessions present."""
         if self._worker_zk is not None:
             return [("digest", login) for login in self._worker_zk[0]]
+        if self._read_only is not None:
+            return [("digest", self._read_only[1])]
         if self._cluster_secret is None:
             return []
         return [("digest", self._zk_login(ZK_DAEMON_USER))]
 
-    def zk_acl(self, workers_create: bool = False) -> list | None:
+    def zk_acl(self, workers: str = "read") -> list | None:
         """The ACL of the nodes this process creates (None: ZooKeeper's open default, with
-        security off). A daemon's nodes: the daemons may do anything, workers read (and with
-        ``workers_create``, create children: the offsets root). A worker's nodes (offsets): the
-        daemons and its own topology may do anything."""
+        security off, and for a read-only client, which may create nothing anyway). A daemon's
+        nodes: the daemons may do anything, read-only clients read, and workers read
+        (``workers="read"``), also create children (``"create"``: the offsets root) or do
+        anything (``"all"``: offsets nodes of unknown owner, made before the cluster had a
+        secret). A worker's nodes (offsets): the daemons and its own topology may do anything."""
         from kazoo.security import make_acl
 
         if self._worker_zk is not None:
@@ -247,7 +284,8 @@ class Security:
             return None
         return [make_acl("digest", self._zk_id(ZK_DAEMON_USER), all=True),
                 make_acl("digest", self._zk_id(ZK_WORKER_USER), read=True,
-                         create=workers_create)]
+                         create=workers == "create", all=workers == "all"),
+                make_acl("digest", self._zk_id(ZK_READER_USER), read=True)]
 
     def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], set[str]]) -> None:
         """Make ``sock`` (not yet bound) nimbus's CURVE server: it admits the role keys and the

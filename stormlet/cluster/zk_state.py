@@ -22,7 +22,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kazoo.exceptions import NoNodeError, NodeExistsError
+from kazoo.exceptions import NoAuthError, NoNodeError, NodeExistsError
 
 from .security import Security
 
@@ -164,13 +164,32 @@ class ClusterState:
     def _path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
 
-    def ensure_offsets_root(self, acl: list | None) -> None:
-        """Create the node offset spouts commit under, with ``acl`` (with security on, workers
-        may create their spouts' nodes in it: see ``Security.zk_acl``)."""
+    def ensure_offsets_root(self, acl: list) -> None:
+        """Create the node offset spouts commit under, with ``acl`` (workers may create their
+        spouts' nodes in it: see ``Security.zk_acl``)."""
         path = offsets_path(self.root)
         self.client.ensure_path(path, acl=acl)
-        if acl is not None:
-            self.client.set_acls(path, acl)
+        self.client.set_acls(path, acl)
+
+    def secure_open_nodes(self, state_acl: list, offsets_acl: list) -> int:
+        """Give every node under the root that anyone may still use (made before the cluster
+        had a secret) ``state_acl``, or under the offsets root ``offsets_acl``; returns how
+        many were changed."""
+        offsets = offsets_path(self.root) + "/"
+        changed = 0
+        pending = [self.root]
+        while pending:
+            path = pending.pop()
+            try:
+                acl, _stat = self.client.get_acls(path)
+                pending.extend(f"{path}/{child}" for child in self.client.get_children(path))
+                if any(entry.id.scheme == "world" for entry in acl):
+                    self.client.set_acls(path, offsets_acl if path.startswith(offsets)
+                                         else state_acl)
+                    changed += 1
+            except (NoNodeError, NoAuthError):   # gone meanwhile, or a node we cannot read
+                continue
+        return changed
 
     # ----- JSON nodes
 
