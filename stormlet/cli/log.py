@@ -25,6 +25,7 @@ from ..cluster.zk_state import DEFAULT_ROOT
 from ..sources.log_lag import CommitsUnavailable, spout_lags
 from ..sources.log_lines import Appended, AppendFailed, BadLine, append_lines
 from ..sources.partitioned_log import LogError, PartitionedLog, offsets_dir
+from .options import SECRET_OPTION, load_security
 
 
 @click.group(name="log")
@@ -123,7 +124,8 @@ def _when(value: object) -> str:
               help="also show the commits spouts on a cluster made to this ZooKeeper")
 @click.option("--zk-root", default=DEFAULT_ROOT, show_default=True,
               help="the cluster's root node (commits are read from <root>/offsets)")
-def describe(path: Path, zk: str | None, zk_root: str) -> None:
+@SECRET_OPTION
+def describe(path: Path, zk: str | None, zk_root: str, secret_file: str | None) -> None:
     """Show each partition's offsets, and how far each spout that reads the log has got."""
     target = _open(path)
     try:
@@ -140,7 +142,8 @@ def describe(path: Path, zk: str | None, zk_root: str) -> None:
     click.echo(f"{'total':>9}  {'':>12}  {'':>12}  {total:>12}")
 
     try:
-        spouts = spout_lags(path, ranges, zk, zk_root)
+        spouts = spout_lags(path, ranges, zk, zk_root,
+                            load_security(secret_file) if zk else None)
     except CommitsUnavailable as exc:
         raise click.ClickException(str(exc)) from None
     if not spouts:

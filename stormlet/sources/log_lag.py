@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .offset_store import FileOffsetStore, ZooKeeperOffsetStore
 from .partitioned_log import offsets_dir
@@ -64,17 +65,20 @@ class SpoutLag:
 
 
 def spout_lags(path: str | os.PathLike, ranges: dict[int, tuple[int, int]],
-               zk_hosts: str | None = None, zk_root: str | None = None) -> list[SpoutLag]:
+               zk_hosts: str | None = None, zk_root: str | None = None,
+               security: Any = None) -> list[SpoutLag]:
     """Every spout id with commits for the log at ``path``, whose partitions span ``ranges``
     (``PartitionedLog.describe()``): those in the log's directory, then, with ``zk_hosts``, those
-    in the ZooKeeper of the cluster under ``zk_root``; each in spout id order. Raises
+    in the ZooKeeper of the cluster under ``zk_root`` (read with ``security``, a
+    ``cluster.security.Security``; by default the process's); each in spout id order. Raises
     ``CommitsUnavailable`` when ZooKeeper cannot be read."""
     name = str(Path(path).resolve())
     found = [(spout_id, LOCAL, records)
              for spout_id, records in FileOffsetStore(offsets_dir(path)).all().items()]
     if zk_hosts:
         found += [(spout_id, ZOOKEEPER, records)
-                  for spout_id, records in _zookeeper_commits(zk_hosts, zk_root, name).items()]
+                  for spout_id, records in _zookeeper_commits(zk_hosts, zk_root, name,
+                                                              security).items()]
     return [SpoutLag(spout_id, where, _partitions(records, ranges, name))
             for spout_id, where, records in found]
 
@@ -102,13 +106,14 @@ def _partitions(records: dict[int, dict], ranges: dict[int, tuple[int, int]],
     return partitions
 
 
-def _zookeeper_commits(hosts: str, root: str | None, log_name: str) -> dict[str, dict[int, dict]]:
+def _zookeeper_commits(hosts: str, root: str | None, log_name: str,
+                       security: Any) -> dict[str, dict[int, dict]]:
     """Every spout id's commits for this log (by its path) where the cluster under ``root``
     keeps them (``zk_state.offsets_path``)."""
     # Imported here: only for a cluster, whose layout zk_state keeps.
     from ..cluster.zk_state import offsets_path
 
-    store = ZooKeeperOffsetStore(hosts, offsets_path(root))
+    store = ZooKeeperOffsetStore(hosts, offsets_path(root), security)
     try:
         found = store.all()
     except Exception as exc:  # kazoo raises its own timeout types
