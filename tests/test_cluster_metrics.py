@@ -321,6 +321,11 @@ def test_a_garbage_report_is_refused_and_nimbus_keeps_serving(leader, ledger):
                      **garbage)
     with pytest.raises(rpc.RpcError):
         rpc.call(leader, "report_metrics", timeout=5, topology_id=tid)   # arguments missing
+    # A report for a slot the topology is not assigned (nimbus would keep it for ever).
+    elsewhere = {**before[0], "worker": {**before[0]["worker"], "host": "10.9.9.9"}}
+    with pytest.raises(rpc.RpcError, match="no worker of .* is assigned to 10.9.9.9"):
+        rpc.call(leader, "report_metrics", timeout=5, topology_id=tid, host="10.9.9.9",
+                 port=port, snapshot=elsewhere)
     # The worker's own report still stands, and nimbus still answers.
     after = rpc.call(leader, "metrics", timeout=5, name=NAME)
     assert [s["worker"]["pid"] for s in after] == [s["worker"]["pid"] for s in before]

@@ -258,6 +258,25 @@ def test_read_only_credentials_may_list_but_not_act(cluster, running, secret_fil
     listing = stormlet("list", "--zk", cluster.zk.hosts, "--secret-file", str(read_only))
     assert listing.returncode == 0 and "secured" in listing.stdout, listing.stderr
     kill = stormlet("kill", "secured", "--zk", cluster.zk.hosts, "--secret-file", str(read_only))
+    # It reads a worker's offsets too, as `stormlet log describe` does.
+    from stormlet.cluster.zk_state import connect, offset_path, offsets_path
+    from stormlet.sources.offset_store import ZooKeeperOffsetStore
+    credentials = tmp_path / "worker.json"
+    credentials.write_text(json.dumps(
+        Security.load(secret_file).worker_credentials(running, "secured")))
+    worker = connect(cluster.zk.hosts, security=Security.for_worker(credentials))
+    try:
+        worker.create(offset_path(offsets_path("/stormlet"), "monitored-spout", 0),
+                      b'{"offset": 7}', makepath=True)
+    finally:
+        worker.stop()
+        worker.close()
+    store = ZooKeeperOffsetStore(cluster.zk.hosts, offsets_path("/stormlet"),
+                                 Security.load(read_only))
+    try:
+        assert store.all()["monitored-spout"][0]["offset"] == 7
+    finally:
+        store.close()
     assert kill.returncode != 0 and "permission denied" in kill.stderr
     assert "secured" in cluster.cli("list").stdout
 
@@ -301,3 +320,12 @@ def test_nodes_made_before_the_secret_get_acls_when_a_secured_nimbus_starts(tmp_
         finally:
             anonymous.stop()
             anonymous.close()
+
+
+def test_a_ui_with_read_only_credentials_stays_on_loopback(secret_file, tmp_path):
+    read_only = tmp_path / "monitor.json"
+    assert stormlet("secret", "read-only", str(read_only),
+                    "--secret-file", str(secret_file)).returncode == 0
+    for args in (["--host", "0.0.0.0"], ["--protect-reads"]):
+        result = stormlet("ui", *args, "--zk", "127.0.0.1:1", "--secret-file", str(read_only))
+        assert result.returncode != 0 and "access token" in result.stderr, result.stderr

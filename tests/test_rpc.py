@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 from stormlet.cluster import rpc
-from stormlet.cluster.security import Security
+from stormlet.cluster.security import CurveKeys, Security
 
 
 @pytest.fixture
@@ -210,3 +210,32 @@ def test_a_client_without_the_clusters_keys_gets_no_service(secured, tmp_path):
     gone = worker_security(_security, "t-9-cccccc", tmp_path).rpc_client_keys()
     with pytest.raises(rpc.RpcError, match="refused this client's credentials"):
         rpc.call(address, "mine", timeout=5, credentials=gone, topology_id="t-9-cccccc")
+
+
+def test_a_failure_looking_up_worker_keys_refuses_that_client_and_no_other():
+    """The lookup runs on ZeroMQ's ZAP thread: if it raised out of it, every later handshake
+    (an admin's too) would wait forever."""
+    security = Security(cluster_secret=SECRET)
+    calls = []
+
+    def failing_lookup() -> set[str]:
+        calls.append(1)
+        raise ConnectionError("ZooKeeper is away")
+
+    stopping = threading.Event()
+    srv = rpc.RpcServer("tcp://127.0.0.1:*", {"look": rpc.Operation(lambda: "ok", rpc.READ)},
+                        stopping, security=security, topology_ids=failing_lookup)
+    thread = threading.Thread(target=srv.serve, daemon=True)
+    thread.start()
+    try:
+        # Knows the server's public key (as every worker does), not a known client key.
+        public, secret = zmq.curve_keypair()
+        stranger = CurveKeys(security.rpc_client_keys("admin").server_public, public, secret)
+        with pytest.raises(rpc.RpcError, match="refused this client's credentials"):
+            rpc.call(srv.endpoint, "look", timeout=5, credentials=stranger)
+        assert calls
+        admin = security.rpc_client_keys("admin")
+        assert rpc.call(srv.endpoint, "look", timeout=5, credentials=admin) == "ok"
+    finally:
+        stopping.set()
+        thread.join(5)

@@ -93,6 +93,10 @@ class Nimbus:
         self._lock = threading.Lock()   # leader state changes happen one at a time
         self._good_assignments: dict[str, dict] = {}   # the last well-formed ones seen
         self.metrics_store = MetricsStore()
+        # The topologies whose workers nimbus admits (with security on). Kept current by the
+        # leader's monitor, a standby's replication pass and submit; read at each handshake on
+        # the ZAP thread, which must never wait on ZooKeeper.
+        self._topology_ids: frozenset[str] = frozenset()
         self._threads: list[threading.Thread] = []
 
     # ----- lifecycle
@@ -100,6 +104,7 @@ class Nimbus:
     def start(self) -> None:
         self.client = connect(self.zk_hosts, security=self.security)
         self.state = ClusterState(self.client, self.zk_root)
+        self._topology_ids = frozenset(self.state.topologies())
         if self.security.enabled:
             self.state.ensure_offsets_root(self.security.zk_acl(workers="create"))
             secured = self.state.secure_open_nodes(self.security.zk_acl(),
@@ -111,7 +116,7 @@ class Nimbus:
         self.client.add_listener(self._on_connection)
         server = rpc.RpcServer(f"tcp://{self.bind}:{self.port}", self._operations(),
                                self.stopping, self.security,
-                               topology_ids=lambda: set(self.state.topologies()))
+                               topology_ids=lambda: self._topology_ids)
         for target, name in ((server.serve, "rpc"), (self._campaign, "election"),
                              (self._replicate_code, "code-replica")):
             thread = threading.Thread(target=target, name=f"nimbus-{name}", daemon=True)
@@ -248,6 +253,7 @@ class Nimbus:
                       "code_sha256": digest(code), "kill_at": None}
             self._store_code(topology_id, code)
             self.state.set_topology(topology_id, record)
+            self._topology_ids = self._topology_ids | {topology_id}
             self._schedule(topology_id, record)
         log.info("submitted %s as %s", name, topology_id)
         return {"id": topology_id}
@@ -315,6 +321,10 @@ class Nimbus:
         """A worker's newest metrics (its ``TopologyRuntime.metrics_snapshot()``). Only the
         leader keeps them: a standby refuses, so the worker looks the leader up again."""
         self._require_leader()
+        assigned = {(e.host, e.port) for e in
+                    assigned_executors(self.state.checked_assignment(check_topology_id(topology_id)))}
+        if (host, port) not in assigned:
+            raise rpc.RpcError(f"no worker of {topology_id} is assigned to {host}:{port}")
         try:
             self.metrics_store.put(topology_id, host, port, snapshot)
         except ValueError as exc:
@@ -432,6 +442,7 @@ class Nimbus:
             self.state.set_assignment(tid, assignments[tid])
         self._good_assignments = assignments
         topologies = self.state.topologies()
+        self._topology_ids = frozenset(topologies)
         self.metrics_store.retain(set(topologies))
         for tid, record in topologies.items():
             if record.get("status") == KILLED and time.time() >= float(record.get("kill_at") or 0):
@@ -467,6 +478,7 @@ class Nimbus:
             return
         try:
             known = set(self.state.topologies())
+            self._topology_ids = frozenset(known)
         except Exception:
             return
         for path in self.code_dir.glob("*.zip"):

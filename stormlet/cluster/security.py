@@ -33,6 +33,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import secrets
 import socket
@@ -45,6 +46,8 @@ from typing import Any, Callable
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
+
+log = logging.getLogger(__name__)
 
 SECRET_FILE_ENV = "STORMLET_SECRET_FILE"
 # Where a worker finds the credentials its supervisor wrote for it.
@@ -101,12 +104,14 @@ class Security:
 
     def __init__(self, cluster_secret: bytes | None = None,
                  topology: tuple[str, bytes, bytes] | None = None,
-                 worker_zk: tuple[list[str], list[str]] | None = None,
-                 read_only: tuple[CurveKeys, str] | None = None):
+                 worker_zk: tuple[list[str], list[str], str] | None = None,
+                 read_only: tuple[CurveKeys, str, str] | None = None):
         self._cluster_secret = cluster_secret
         self._topology = topology   # (id, topology secret, nimbus's public key) for a worker
-        self._worker_zk = worker_zk   # a worker's ZooKeeper (user:password, acl id) pairs
-        self._read_only = read_only   # (its RPC keys, its ZooKeeper user:password)
+        # A worker's ZooKeeper logins, the ids its nodes grant everything, the reader's id.
+        self._worker_zk = worker_zk
+        # A read-only client's RPC keys, ZooKeeper login, and the daemons' ZooKeeper id.
+        self._read_only = read_only
 
     # ----- loading
 
@@ -144,7 +149,7 @@ class Security:
                 raise ValueError(f"not a {READ_ONLY_KIND} file")
             keys = CurveKeys(*(record[k].encode("ascii")
                                for k in ("nimbus_key", "public", "secret")))
-            return cls(read_only=(keys, str(record["zk_login"])))
+            return cls(read_only=(keys, str(record["zk_login"]), str(record["zk_daemon_id"])))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SecurityError(f"{path} holds neither a cluster secret nor read-only "
                                 f"credentials: {exc}") from None
@@ -155,7 +160,8 @@ class Security:
         public, secret = self._role_keys(READ_USER)
         return {"kind": READ_ONLY_KIND, "nimbus_key": self._nimbus_keys()[0].decode("ascii"),
                 "public": public.decode("ascii"), "secret": secret.decode("ascii"),
-                "zk_login": self._zk_login(ZK_READER_USER)}
+                "zk_login": self._zk_login(ZK_READER_USER),
+                "zk_daemon_id": self._zk_id(ZK_DAEMON_USER)}
 
     @classmethod
     def from_environment(cls) -> Security:
@@ -172,7 +178,8 @@ class Security:
             record = json.loads(Path(path).read_text())
             topology = (record["topology_id"], bytes.fromhex(record["topology_secret"]),
                         record["nimbus_key"].encode("ascii"))
-            zk = ([str(a) for a in record["zk_auth"]], [str(i) for i in record["zk_acl_ids"]])
+            zk = ([str(a) for a in record["zk_auth"]], [str(i) for i in record["zk_acl_ids"]],
+                  str(record["zk_reader_id"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SecurityError(f"cannot read the worker credentials {path}: {exc}") from None
         return cls(topology=topology, worker_zk=zk)
@@ -247,7 +254,8 @@ class Security:
                 "topology_secret": self.topology_secret(topology_id).hex(),
                 "nimbus_key": self._nimbus_keys()[0].decode("ascii"),
                 "zk_auth": [self._zk_login(ZK_WORKER_USER), self._zk_login(topology_user)],
-                "zk_acl_ids": [self._zk_id(ZK_DAEMON_USER), self._zk_id(topology_user)]}
+                "zk_acl_ids": [self._zk_id(ZK_DAEMON_USER), self._zk_id(topology_user)],
+                "zk_reader_id": self._zk_id(ZK_READER_USER)}
 
     # ----- ZooKeeper
 
@@ -271,15 +279,19 @@ class Security:
 
     def zk_acl(self, workers: str = "read") -> list | None:
         """The ACL of the nodes this process creates (None: ZooKeeper's open default, with
-        security off, and for a read-only client, which may create nothing anyway). A daemon's
-        nodes: the daemons may do anything, read-only clients read, and workers read
-        (``workers="read"``), also create children (``"create"``: the offsets root) or do
-        anything (``"all"``: offsets nodes of unknown owner, made before the cluster had a
-        secret). A worker's nodes (offsets): the daemons and its own topology may do anything."""
+        security off). A daemon's nodes: the daemons may do anything, read-only clients read,
+        and workers read (``workers="read"``), also create children (``"create"``: the offsets
+        root) or do anything (``"all"``: offsets nodes of unknown owner, made before the
+        cluster had a secret). A worker's nodes (offsets): the daemons and its own topology may
+        do anything, read-only clients read. A read-only client's (a path it ensures before
+        nimbus made it): the daemons' alone."""
         from kazoo.security import make_acl
 
         if self._worker_zk is not None:
-            return [make_acl("digest", acl_id, all=True) for acl_id in self._worker_zk[1]]
+            return [*(make_acl("digest", acl_id, all=True) for acl_id in self._worker_zk[1]),
+                    make_acl("digest", self._worker_zk[2], read=True)]
+        if self._read_only is not None:
+            return [make_acl("digest", self._read_only[2], all=True)]
         if self._cluster_secret is None:
             return None
         return [make_acl("digest", self._zk_id(ZK_DAEMON_USER), all=True),
@@ -290,18 +302,24 @@ class Security:
     def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], set[str]]) -> None:
         """Make ``sock`` (not yet bound) nimbus's CURVE server: it admits the role keys and the
         worker keys of the topologies ``topology_ids()`` names, and tags each message with its
-        caller (``rpc.caller``). A no-op with security off."""
+        caller (``rpc.caller``). A no-op with security off. ``topology_ids`` runs on the ZAP
+        thread at every handshake of a key that is not a role's: it must be quick and must not
+        wait on ZooKeeper (nimbus passes a set it keeps up to date)."""
         if not self.enabled:
             return
         public, secret = self._nimbus_keys()
         users = {self._role_keys(u)[0]: u for u in (ADMIN_USER, READ_USER, DAEMON_USER)}
+        worker_keys: dict[str, bytes] = {}   # topology id -> its workers' public key
 
         def who(key: bytes) -> str | None:
             if key in users:
                 return users[key]
-            workers = {self._role_keys(WORKER_USER_PREFIX + tid)[0]: WORKER_USER_PREFIX + tid
-                       for tid in topology_ids()}
-            return workers.get(key)
+            for tid in topology_ids():
+                if tid not in worker_keys:
+                    worker_keys[tid] = self._role_keys(WORKER_USER_PREFIX + tid)[0]
+                if worker_keys[tid] == key:
+                    return WORKER_USER_PREFIX + tid
+            return None
 
         _serve_curve(sock, RPC_DOMAIN, who, public, secret)
 
@@ -375,7 +393,12 @@ class _Gatekeeper(ThreadAuthenticator):
         self.configure_curve_callback(domain, credentials_provider=_Provider(self, domain))
 
     def resolve(self, domain: str, key: bytes) -> bool:
-        user = self._users[domain](key)
+        # An exception would end pyzmq's ZAP thread and leave every later handshake waiting.
+        try:
+            user = self._users[domain](key)
+        except Exception:
+            log.exception("could not check a client's key in the %s domain; refused it", domain)
+            return False
         if user is None:
             return False
         self._last_user[z85.decode(key)] = user

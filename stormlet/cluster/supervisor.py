@@ -238,6 +238,11 @@ class Supervisor:
             for path in code_dir.iterdir():
                 if path.name.lstrip(".").removesuffix(".partial") not in in_use:
                     shutil.rmtree(path, ignore_errors=True)
+        credentials = self._credentials_dir()
+        if credentials.is_dir():
+            for path in credentials.glob("*.json"):
+                if path.stem not in in_use:
+                    path.unlink(missing_ok=True)
         for key in [k for k in self.restarts if k[0] not in in_use]:
             del self.restarts[key]
         for port in [p for p, e in self.exited.items() if e["topology_id"] not in in_use]:
@@ -314,14 +319,21 @@ class Supervisor:
         environment = {k: v for k, v in os.environ.items()
                        if k not in (SECRET_FILE_ENV, WORKER_CREDENTIALS_ENV)}
         if self.security.enabled:
-            directory = self.data_dir / "credentials"
+            directory = self._credentials_dir()
             directory.mkdir(mode=0o700, exist_ok=True)
+            directory.chmod(0o700)   # whatever it was made with before
             path = directory / f"{tid}.json"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            partial = directory / f".{tid}.json.{os.getpid()}"
+            partial.unlink(missing_ok=True)
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
                 json.dump(self.security.worker_credentials(tid, name), f)
+            os.replace(partial, path)
             environment[WORKER_CREDENTIALS_ENV] = str(path.resolve())
         return environment
+
+    def _credentials_dir(self) -> Path:
+        return self.data_dir / "credentials"
 
     def _kill(self, port: int, reason: str, hard: bool = False) -> None:
         worker = self.workers.pop(port, None)
