@@ -311,6 +311,7 @@ def test_topology_info_and_cluster_info_describe_the_placement(leader, ledger):
 
 @needs_zookeeper
 def test_a_garbage_report_is_refused_and_nimbus_keeps_serving(leader, ledger):
+    wait_until(lambda: rpc.call(leader, "metrics", timeout=5, name=NAME), 30, "a first report")
     before = rpc.call(leader, "metrics", timeout=5, name=NAME)
     (host, port) = before[0]["worker"]["host"], before[0]["worker"]["port"]
     tid = before[0]["topology_id"]
