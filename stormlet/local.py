@@ -51,6 +51,10 @@ class LocalCluster:
         if not isinstance(topology, Topology):
             raise TopologyError(f"submit takes a built Topology (call TopologyBuilder.build()), "
                                 f"got {type(topology).__name__}")
+        problems = topology.config_problems(conf)
+        if problems:
+            raise TopologyError(f"topology {name!r} cannot run with this config: "
+                                + "; ".join(problems))
         with self._lock:
             if name in self._running:
                 raise ValueError(f"a topology named {name!r} is already running")

@@ -18,6 +18,7 @@ from . import groupings as g
 from .components import BasicBolt, Bolt, Component, Spout, StreamDeclaration, declared_streams
 from .errors import TopologyError
 from .protocol import DEFAULT_STREAM
+from .windowing import WindowedBolt, WindowedBoltRunner
 
 
 @dataclass
@@ -65,6 +66,11 @@ class Topology:
     @property
     def spouts(self) -> list[ComponentSpec]:
         return [c for c in self.components.values() if c.is_spout]
+
+    def config_problems(self, conf: dict[str, Any] | None) -> list[str]:
+        """What cannot run under the topology config ``conf``: windows longer than the message
+        timeout its bolts will see."""
+        return _window_problems(self.components.values(), conf or {})
 
     @property
     def bolts(self) -> list[ComponentSpec]:
@@ -171,6 +177,8 @@ class TopologyBuilder:
 
     def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt,
                  parallelism: int = 1) -> ComponentDeclarer:
+        if isinstance(bolt, WindowedBolt):   # the runner keeps its window and calls it
+            bolt = WindowedBoltRunner(bolt)
         return self._add(component_id, bolt, False, parallelism)
 
     def _add(self, component_id: str, obj: Component, is_spout: bool,
@@ -187,6 +195,7 @@ class TopologyBuilder:
         problems = list(self._problems)
         for spec in self._specs.values():
             problems += _component_problems(spec)
+        problems += _window_problems(self._specs.values(), {})
         if not any(spec.is_spout for spec in self._specs.values()):
             problems.append("a topology needs at least one spout")
         for spec in self._specs.values():
@@ -195,6 +204,15 @@ class TopologyBuilder:
             raise TopologyError("invalid topology: " + "; ".join(problems))
         ordered = sorted(self._specs.values(), key=lambda s: (not s.is_spout, s.id))
         return Topology({spec.id: spec for spec in ordered})
+
+
+def _window_problems(specs: Any, conf: dict[str, Any]) -> list[str]:
+    problems = []
+    for spec in specs:
+        if isinstance(spec.obj, WindowedBoltRunner):
+            timeout = spec.component_conf(conf)[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
+            problems += spec.obj.problems(spec.id, float(timeout))
+    return problems
 
 
 def _component_problems(spec: ComponentSpec) -> list[str]:

@@ -19,6 +19,9 @@ def summary(path: str) -> dict:
         json.dumps(config)
     except TypeError as exc:
         raise TopologyFileError(f"{path}: `config` must hold JSON values only ({exc})") from None
+    problems = topology.config_problems(config)
+    if problems:
+        raise TopologyFileError(f"{path}: " + "; ".join(problems))
     components = {}
     for cid, spec in topology.components.items():
         components[cid] = {"spout": spec.is_spout, "tasks": spec.tasks, "executors": spec.executors,
