@@ -24,6 +24,10 @@ class RunningTopology(Protocol):
     def output_fields(self, component: str, stream: str) -> list[str]:
         ...
 
+    def sources(self, component: str) -> list[str]:
+        """The components ``component`` subscribes to."""
+        ...
+
 
 class TopologyContext:
     """Passed to ``open`` and ``prepare``: who this task is and what the topology looks like,
@@ -80,6 +84,10 @@ class TopologyContext:
 
     def get_component_ids(self) -> list[str]:
         return self._layout.component_ids()
+
+    def get_this_sources(self) -> list[str]:
+        """The components this task's component subscribes to."""
+        return self._layout.sources(self.component_id)
 
     def get_component_output_fields(self, component: str, stream: str = DEFAULT_STREAM) -> list[str]:
         return self._layout.output_fields(component, stream)

@@ -1,4 +1,4 @@
-"""Windowed bolts, with Storm 2.x's semantics (its docs/Windowing.md), in processing time.
+"""Windowed bolts, with Storm 2.x's semantics (its docs/Windowing.md).
 
     from stormlet.windowing import WindowedBolt, Count, Duration
 
@@ -26,16 +26,29 @@ window's tuples itself (``ack`` does nothing); ``fail(tup)`` fails one, which th
 window. If ``execute(window)`` raises, every tuple of the window is failed (and replayed by its
 spout), and the error is reported.
 
-``WindowManager`` is the bookkeeping alone, on explicit timestamps, for tests and reuse;
-``WindowedBoltRunner`` is the bolt the topology runs in a ``WindowedBolt``'s place.
+**Event time.** With ``with_timestamp_field("ts")`` (milliseconds since the epoch) or
+``with_timestamp_extractor(fn)``, windows follow the tuples' own times, not their arrival.
+Every watermark interval (``with_watermark_interval``, default 1 s) the watermark moves to the
+smallest, over the bolt's input tasks, of the largest timestamp each has sent, less the lag
+(``with_lag``, default 0): until every input task has sent a tuple it does not move. Each window
+ending at or before the watermark fires, holding the tuples with timestamps in
+``[end - length, end)``; windows end at multiples of the sliding interval, and both must be
+``Duration``s. A tuple older than the watermark is late: it goes, anchored, to the stream
+named by ``with_late_tuple_stream`` as one field, ``tuple``, holding its values, or is
+counted (the ``late_tuples_dropped`` metric) and acked if no stream is named.
+
+``WindowManager`` and ``EventTimeWindowManager`` are the bookkeeping alone, on explicit
+timestamps, for tests and reuse; ``WindowedBoltRunner`` is the bolt the topology runs in a
+``WindowedBolt``'s place.
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from . import config as cfg
 from .components import Bolt, OutputFieldsDeclarer
@@ -52,6 +65,10 @@ if TYPE_CHECKING:
 # Ticks per sliding interval: a time window fires at most a quarter of its interval late.
 TICKS_PER_SLIDE = 4
 MIN_TICK_SECS = 0.01
+DEFAULT_WATERMARK_INTERVAL_MS = 1000
+# The one field of a late-tuple stream: the late tuple's values.
+LATE_TUPLE_FIELD = "tuple"
+LATE_DROPPED_METRIC = "late_tuples_dropped"
 
 
 @dataclass(frozen=True)
@@ -184,12 +201,92 @@ class WindowManager:
                 self._expired.append(events.popleft()[2])
 
 
+class EventTimeWindowManager:
+    """Windows by the items' own timestamps (ms), fired as the watermark passes their ends. The
+    watermark is the smallest, over ``sources``, of the largest timestamp each has sent, less
+    ``lag_ms``; it moves only when ``advance`` is called (every watermark interval)."""
+
+    def __init__(self, length: Duration, sliding: Duration, lag_ms: int, sources: set):
+        self.length = length.ms
+        self.sliding = sliding.ms
+        self.lag = lag_ms
+        self.sources = set(sources)
+        self.watermark: int | None = None
+        self._latest: dict[Any, int] = {}    # source -> the largest timestamp it has sent
+        self._events: list[tuple[int, int, Any]] = []   # (timestamp, arrival serial, item)
+        self._serial = 0
+        self._shown: set[int] = set()       # serials already in a fired window
+        self._next_end: int | None = None
+
+    def is_late(self, timestamp: int) -> bool:
+        return self.watermark is not None and timestamp < self.watermark
+
+    def add(self, item: Any, timestamp: int, source: Any) -> None:
+        """Take an item that is not late (see ``is_late``)."""
+        bisect.insort(self._events, (timestamp, self._serial, item))
+        self._serial += 1
+        if timestamp > self._latest.get(source, timestamp - 1):
+            self._latest[source] = timestamp
+
+    def advance(self) -> list[tuple[Window | None, list]]:
+        """Move the watermark if it can, and fire every window it has passed."""
+        if not self.sources or not self.sources <= set(self._latest):
+            return []   # an input task has sent nothing yet
+        candidate = min(self._latest[s] for s in self.sources) - self.lag
+        if self.watermark is not None and candidate <= self.watermark:
+            return []
+        self.watermark = candidate
+        fired: list[tuple[Window | None, list]] = []
+        while self._events:
+            if self._next_end is None or self._events[0][0] >= self._next_end:
+                # Past an empty stretch: the first window end after the earliest item.
+                earliest = self._events[0][0]
+                self._next_end = max(self._next_end or 0,
+                                     (earliest // self.sliding + 1) * self.sliding)
+            if self._next_end > candidate:
+                break
+            fired.append(self._fire(self._next_end))
+            self._next_end += self.sliding
+        return fired
+
+    def discard(self, item: Any) -> bool:
+        for index, (_ts, serial, held) in enumerate(self._events):
+            if held is item:
+                del self._events[index]
+                self._shown.discard(serial)
+                return True
+        return False
+
+    def items(self) -> list:
+        return [item for _ts, _serial, item in self._events]
+
+    def _fire(self, end: int) -> tuple[Window | None, list]:
+        start = end - self.length
+        leaving = bisect.bisect_left(self._events, (start, -1))
+        expired = [item for _ts, _serial, item in self._events[:leaving]]
+        for _ts, serial, _item in self._events[:leaving]:
+            self._shown.discard(serial)
+        del self._events[:leaving]
+        inside = self._events[:bisect.bisect_left(self._events, (end, -1))]
+        if not inside:
+            return None, expired
+        new = [item for _ts, serial, item in inside if serial not in self._shown]
+        self._shown.update(serial for _ts, serial, _item in inside)
+        return Window([item for _ts, _serial, item in inside], new, list(expired), start,
+                      end), expired
+
+
 class WindowedBolt(Bolt):
     """Subclass it and implement ``execute(window)``; configure it with ``with_window`` or
     ``with_tumbling_window`` when adding it to a topology."""
 
     window_length: Length | None = None
     window_sliding: Length | None = None
+    timestamp_field: str | None = None
+    timestamp_extractor: Callable[[Tuple], int] | None = None
+    lag: Duration | None = None
+    watermark_interval: Duration | None = None
+    late_tuple_stream: str | None = None
 
     def with_window(self, length: Length, sliding: Length | None = None) -> Self:
         """A window of ``length`` that fires every ``sliding`` (default: ``length``, tumbling)."""
@@ -204,8 +301,52 @@ class WindowedBolt(Bolt):
     def with_tumbling_window(self, length: Length) -> Self:
         return self.with_window(length, length)
 
+    def with_timestamp_field(self, field: str) -> Self:
+        """Event time: each tuple's time is its ``field`` (ms since the epoch)."""
+        self.timestamp_field = field
+        return self
+
+    def with_timestamp_extractor(self, extractor: Callable[[Tuple], int]) -> Self:
+        """Event time: each tuple's time is ``extractor(tuple)`` (ms since the epoch)."""
+        self.timestamp_extractor = extractor
+        return self
+
+    def with_lag(self, lag: Duration) -> Self:
+        """How far behind the newest timestamp the watermark stays (out-of-order slack)."""
+        self.lag = _duration("lag", lag)
+        return self
+
+    def with_watermark_interval(self, interval: Duration) -> Self:
+        self.watermark_interval = _duration("watermark interval", interval)
+        return self
+
+    def with_late_tuple_stream(self, stream: str) -> Self:
+        """Late tuples go to ``stream`` (one field, ``tuple``: their values) instead of being
+        dropped."""
+        if not isinstance(stream, str) or not stream:
+            raise TopologyError(f"a late-tuple stream must be a non-empty name, got {stream!r}")
+        self.late_tuple_stream = stream
+        return self
+
+    @property
+    def event_time(self) -> bool:
+        return self.timestamp_field is not None or self.timestamp_extractor is not None
+
+    def timestamp_of(self, tup: Tuple) -> int:
+        value = (self.timestamp_extractor(tup) if self.timestamp_extractor is not None
+                 else tup[self.timestamp_field])
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise ValueError(f"the tuple's timestamp must be a number of ms, got {value!r}")
+        return int(value)
+
     def execute(self, window: Window) -> None:   # type: ignore[override]
         raise NotImplementedError
+
+
+def _duration(what: str, value: Any) -> Duration:
+    if not isinstance(value, Duration):
+        raise TopologyError(f"a window's {what} must be a Duration, got {value!r}")
+    return value
 
 
 class _WindowCollector:
@@ -257,11 +398,20 @@ class WindowedBoltRunner(Bolt):
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         self.bolt.declare_output_fields(declarer)
+        if self.bolt.late_tuple_stream is not None:
+            declarer.declare([LATE_TUPLE_FIELD], stream=self.bolt.late_tuple_stream)
+
+    def _watermark_ms(self) -> int:
+        interval = self.bolt.watermark_interval
+        return interval.ms if interval is not None else DEFAULT_WATERMARK_INTERVAL_MS
 
     def get_component_configuration(self) -> dict[str, Any] | None:
         conf = dict(self.bolt.get_component_configuration() or {})
         sliding = self.bolt.window_sliding
-        if isinstance(sliding, Duration):
+        if self.bolt.event_time:   # the watermark moves on ticks
+            conf[cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = max(MIN_TICK_SECS,
+                                                           self._watermark_ms() / 1000)
+        elif isinstance(sliding, Duration):
             conf[cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = max(
                 MIN_TICK_SECS, sliding.ms / 1000 / TICKS_PER_SLIDE)
         return conf
@@ -269,15 +419,27 @@ class WindowedBoltRunner(Bolt):
     def problems(self, component_id: str, timeout_secs: float) -> list[str]:
         """What is wrong with the window of bolt ``component_id`` under this message timeout."""
         length, sliding = self.bolt.window_length, self.bolt.window_sliding
+        bolt = self.bolt
         if length is None or sliding is None:
             return [f"windowed bolt {component_id!r} has no window: use with_window(...) or "
                     f"with_tumbling_window(...)"]
-        span_ms = sum(x.ms for x in (length, sliding) if isinstance(x, Duration))
+        if bolt.late_tuple_stream is not None and not bolt.event_time:
+            return [f"windowed bolt {component_id!r} names a late-tuple stream but has no "
+                    f"event time: use with_timestamp_field(...)"]
+        parts = [x.ms for x in (length, sliding) if isinstance(x, Duration)]
+        what = "window length plus sliding interval"
+        if bolt.event_time:
+            if not (isinstance(length, Duration) and isinstance(sliding, Duration)):
+                return [f"windowed bolt {component_id!r}: event-time windows take a Duration "
+                        f"length and sliding interval (Count is processing time only here)"]
+            parts += [bolt.lag.ms if bolt.lag else 0, self._watermark_ms()]
+            what += ", lag and watermark interval"
+        span_ms = sum(parts)
         if span_ms > timeout_secs * 1000:
-            return [f"windowed bolt {component_id!r}: its window length plus sliding interval "
-                    f"({span_ms / 1000:g} s) is longer than the message timeout "
-                    f"({timeout_secs:g} s, {cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS}): its tuples "
-                    f"would time out before they leave the window"]
+            return [f"windowed bolt {component_id!r}: its {what} ({span_ms / 1000:g} s) is "
+                    f"longer than the message timeout ({timeout_secs:g} s, "
+                    f"{cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS}): its tuples would time out before "
+                    f"they leave the window"]
         return []
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext,
@@ -288,18 +450,46 @@ class WindowedBoltRunner(Bolt):
             raise TopologyError("; ".join(problems))
         self.collector = collector
         self.window_collector = _WindowCollector(self, collector)
-        self.manager = WindowManager(self.bolt.window_length, self.bolt.window_sliding,
-                                     self._now_ms())
-        self.bolt.prepare(conf, context, self.window_collector)   # type: ignore[arg-type]
+        bolt = self.bolt
+        if bolt.event_time:
+            inputs = {task for source in context.get_this_sources()
+                      for task in context.get_component_tasks(source)}
+            self.manager: Any = EventTimeWindowManager(
+                bolt.window_length, bolt.window_sliding, bolt.lag.ms if bolt.lag else 0, inputs)
+            self.late_dropped = context.register_counter(LATE_DROPPED_METRIC)
+        else:
+            self.manager = WindowManager(bolt.window_length, bolt.window_sliding, self._now_ms())
+        bolt.prepare(conf, context, self.window_collector)   # type: ignore[arg-type]
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
 
     def execute(self, tup: Tuple) -> None:
-        if tup.is_tick():
+        if self.bolt.event_time:
+            self._execute_event_time(tup)
+        elif tup.is_tick():
             self._fire(self.manager.advance(self._now_ms()))
         else:
             self._fire(self.manager.add(tup, self._now_ms()))
+
+    def _execute_event_time(self, tup: Tuple) -> None:
+        if tup.is_tick():
+            self._fire(self.manager.advance())
+            return
+        try:
+            timestamp = self.bolt.timestamp_of(tup)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            self.collector.fail(tup, f"no event time: {exc}")
+            self.collector.report_error(exc)
+            return
+        if not self.manager.is_late(timestamp):
+            self.manager.add(tup, timestamp, tup.source_task)
+            return
+        if self.bolt.late_tuple_stream is not None:
+            self.collector.emit([list(tup.values)], tup, self.bolt.late_tuple_stream)
+        else:
+            self.late_dropped.inc()
+        self.collector.ack(tup)
 
     def _fire(self, fired: list[tuple[Window, list]]) -> None:
         for window, expired in fired:

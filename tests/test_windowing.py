@@ -13,7 +13,13 @@ from support import running, wait_until
 
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.errors import TopologyError
-from stormlet.windowing import Count, Duration, WindowedBolt, WindowManager
+from stormlet.windowing import (
+    Count,
+    Duration,
+    EventTimeWindowManager,
+    WindowedBolt,
+    WindowManager,
+)
 
 
 def fire_log(fired):
@@ -98,6 +104,39 @@ def test_a_discarded_item_leaves_the_window_and_is_not_expired():
     # It still counted as an arrival: the window fires on the second, holding only b.
     (window, expired), = manager.add("b", 2)
     assert window.get() == ["b"] and window.get_new() == ["b"] and expired == []
+
+
+def test_event_time_windows_follow_timestamps_out_of_order_and_call_old_ones_late():
+    manager = EventTimeWindowManager(Duration(ms=100), Duration(ms=100), lag_ms=20,
+                                     sources={1, 2})
+    log = []
+    for item, ts, source in (("a", 1010, 1), ("b", 1050, 1), ("c", 1030, 2)):
+        manager.add(item, ts, source)
+    log += fire_log(manager.advance())      # watermark min(1050, 1030) - 20 = 1010: no end yet
+    assert manager.watermark == 1010
+    for item, ts, source in (("d", 1120, 1), ("e", 1090, 2), ("f", 1125, 2)):
+        manager.add(item, ts, source)       # e arrives after d but belongs to the first window
+    log += fire_log(manager.advance())      # watermark 1120 - 20 = 1100: [1000, 1100) fires
+    assert manager.watermark == 1100
+    assert manager.is_late(1099) and not manager.is_late(1100)
+    for item, ts, source in (("g", 1230, 1), ("h", 1260, 2)):
+        manager.add(item, ts, source)
+    log += fire_log(manager.advance())      # watermark 1210: [1100, 1200) fires, a..e leave
+    assert log == [(["a", "c", "b", "e"], ["a", "c", "b", "e"], [], 1000, 1100),
+                   (["d", "f"], ["d", "f"], ["a", "c", "b", "e"], 1100, 1200)]
+
+
+def test_event_time_sliding_windows_and_a_silent_input_holding_the_watermark():
+    manager = EventTimeWindowManager(Duration(ms=200), Duration(ms=100), lag_ms=0,
+                                     sources={1, 2})
+    manager.add("a", 50, 1)
+    manager.add("b", 150, 1)
+    assert manager.advance() == [] and manager.watermark is None   # task 2 has sent nothing
+    manager.add("c", 310, 2)
+    manager.add("d", 320, 1)
+    log = fire_log(manager.advance())       # watermark 310: ends 100, 200, 300
+    assert [(e[0], e[2], e[3], e[4]) for e in log] == [
+        (["a"], [], -100, 100), (["a", "b"], [], 0, 200), (["b"], ["a"], 100, 300)]
 
 
 @pytest.mark.parametrize("bad", [lambda: Count(0), lambda: Count(1.5), lambda: Duration(),
@@ -224,6 +263,13 @@ def test_a_window_longer_than_the_message_timeout_is_refused_naming_the_bolt():
     builder.set_bolt("totals", Totals()).global_grouping("numbers")
     with pytest.raises(TopologyError, match="windowed bolt 'totals' has no window"):
         builder.build()
+    with pytest.raises(TopologyError, match="event-time windows take a Duration"):
+        windowed_topology(Totals().with_tumbling_window(Count(5)).with_timestamp_field("n"))
+    with pytest.raises(TopologyError, match="late-tuple stream but has no event time"):
+        windowed_topology(Totals().with_tumbling_window(Count(5)).with_late_tuple_stream("x"))
+    with pytest.raises(TopologyError, match="lag and watermark interval.*31 s"):
+        windowed_topology(Totals().with_tumbling_window(Duration(seconds=10))
+                          .with_timestamp_field("n").with_lag(Duration(seconds=10)))
 
 
 @pytest.mark.slow   # waits out windows (and timeouts) by design
@@ -241,3 +287,94 @@ def test_the_top_words_example_reports_each_second_and_acks_what_left_its_window
                    "the first sentences to leave their last window")
         assert cluster.metrics("top")["sentences"]["failed"] == 0
         assert report.manager.items()
+
+
+class Stamped(Spout):
+    """Emits ``test.events`` ([n, ts] pairs) tracked, in order, one every 150 ms (three
+    watermark intervals: the watermark sees each in turn), then nothing."""
+
+    outputs = ["n", "ts"]
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.events = list(conf["test.events"])
+        self.acked, self.failed = [], []
+        self.last = 0.0
+
+    def next_tuple(self):
+        if self.events and time.monotonic() - self.last >= 0.15:
+            self.last = time.monotonic()
+            n, ts = self.events.pop(0)
+            self.collector.emit([n, ts], msg_id=n)
+        else:
+            time.sleep(0.001)
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id, reason):
+        self.failed.append(msg_id)
+
+
+class EventTotals(WindowedBolt):
+    outputs = ["start", "end", "numbers"]
+
+    def execute(self, window):
+        self.collector.emit([window.start, window.end, sorted(t[0] for t in window.get())])
+
+
+class Collect(Bolt):
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.seen = {}
+
+    def execute(self, tup):
+        self.seen.setdefault(tup.stream, []).append(list(tup.values))
+        self.collector.ack(tup)
+
+
+def test_an_event_time_window_sends_late_tuples_to_their_stream_with_their_values():
+    base = 1_700_000_000_000
+    events = [(0, base + 10), (1, base + 500), (2, base + 300),    # out of order, in lag
+              (3, base + 1200), (4, base + 400),                   # 4 is late by then
+              (5, base + 2600), (6, base + 3900)]
+    bolt = (EventTotals().with_tumbling_window(Duration(seconds=1)).with_timestamp_field("ts")
+            .with_lag(Duration(ms=300)).with_watermark_interval(Duration(ms=50))
+            .with_late_tuple_stream("late"))
+    builder = TopologyBuilder()
+    builder.set_spout("stamped", Stamped())
+    builder.set_bolt("totals", bolt).global_grouping("stamped")
+    builder.set_bolt("collect", Collect()).global_grouping("totals").global_grouping(
+        "totals", "late")
+    conf = {"test.events": events, "topology.message.timeout.secs": 10}
+    with running(builder.build(), conf) as cluster:
+        collect = cluster.instances("test", "collect")[0]
+        # 5 (at 2600) moves the watermark to 2300, 6 (at 3900) to 3600.
+        wait_until(lambda: len(collect.seen.get("default", [])) == 3, 15, "three windows")
+        windows = collect.seen["default"]
+        assert windows == [[base, base + 1000, [0, 1, 2]], [base + 1000, base + 2000, [3]],
+                           [base + 2000, base + 3000, [5]]]
+        assert collect.seen.get("late") == [[[4, base + 400]]]
+        spout = cluster.instances("test", "stamped")[0]
+        # 0..3 left their windows as the watermark passed 3000; 4 was acked as late; 5 and 6
+        # wait for a watermark that no later tuple brings.
+        wait_until(lambda: sorted(spout.acked) == [0, 1, 2, 3, 4], 10, "0..4 to be acked")
+        assert spout.failed == []
+
+
+def test_without_a_late_stream_late_tuples_are_counted_and_acked():
+    base = 1_700_000_000_000
+    events = [(0, base + 1500), (1, base + 100), (2, base + 3000)]   # 1 is late by 1500 ms
+    bolt = (EventTotals().with_tumbling_window(Duration(seconds=1)).with_timestamp_field("ts")
+            .with_watermark_interval(Duration(ms=50)))
+    builder = TopologyBuilder()
+    builder.set_spout("stamped", Stamped())
+    builder.set_bolt("totals", bolt).global_grouping("stamped")
+    with running(builder.build(), {"test.events": events}) as cluster:
+        spout = cluster.instances("test", "stamped")[0]
+        wait_until(lambda: 1 in spout.acked, 10, "the late tuple to be acked")
+        def dropped():
+            rows = cluster.metrics_snapshot("test")["tasks"]
+            return sum(row["user"].get("late_tuples_dropped", 0) for row in rows
+                       if row["component"] == "totals")
+        wait_until(lambda: dropped() == 1, 10, "the late tuple to be counted")

@@ -37,3 +37,8 @@ class TopologyLayout:
 
     def output_fields(self, component: str, stream: str) -> list[str]:
         return list(self.topology.components[component].streams[stream].fields)
+
+    def sources(self, component: str) -> list[str]:
+        """The components ``component`` subscribes to."""
+        spec = self.topology.components.get(component)
+        return sorted({sub.source for sub in spec.inputs}) if spec else []
