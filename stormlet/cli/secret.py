@@ -36,18 +36,17 @@ def read_only(file: Path, secret_file: str | None) -> None:
     pages) to FILE (mode 600): give them to a monitoring host instead of the secret, which
     it passes as --secret-file FILE."""
     import json
-    import os
+
+    from ..cluster.security import write_private_file
 
     security = load_security(secret_file)
     if security.ui_token() is None:
         raise click.ClickException("read-only credentials are made from the cluster secret: "
                                    "pass it with --secret-file or STORMLET_SECRET_FILE")
     try:
-        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        write_private_file(file, json.dumps(security.read_only_credentials()))
     except OSError as exc:
         raise click.ClickException(f"cannot create {file}: {exc.strerror}") from None
-    with os.fdopen(fd, "w") as f:
-        json.dump(security.read_only_credentials(), f)
     click.echo(f"wrote read-only credentials to {file}")
 
 

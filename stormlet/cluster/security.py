@@ -8,15 +8,14 @@ only. With one, every key is derived from it with HMAC-SHA256 under a label, so 
 secret is distributed:
 
 - nimbus's RPC socket is a CURVE server; clients present the key of a role, and ZeroMQ's ZAP
-  handler (one per process, ``_Gatekeeper``) admits only known keys and tells the server who
-  called: ``admin`` (the CLI, the UI's actions), ``read`` (queries only), ``daemon``
+  handler (one per ZeroMQ context, ``_Gatekeeper``) admits only known keys and tells the server
+  who called: ``admin`` (the CLI, the UI's actions), ``read`` (queries only), ``daemon``
   (supervisors and nimbuses: code and queries) or ``worker:<topology id>`` (a worker: its own
   topology's metrics and code);
 - each topology has a secret of its own, derived from the cluster's; a supervisor hands its
   workers that one only, never the cluster's (``worker_credentials``). The workers' data, ack
   and backpressure frames travel over CURVE with a key pair derived from it: a peer without it
-  is refused at the handshake (and counted), so no frame of its reaches the worker.
-
+  is refused at the handshake (and counted), so no frame of its reaches the worker;
 - ZooKeeper nodes carry digest ACLs (``zk_auth``, ``zk_acl``): the daemons' identity may do
   anything; every worker's shared identity may read cluster state and create a spout's offsets
   node; a topology's own identity (by name, so a resubmission resumes) may write the offsets
@@ -41,7 +40,7 @@ import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
@@ -91,6 +90,50 @@ class CurveKeys:
         sock.curve_secretkey = self.secret
 
 
+class _WorkerTopology(NamedTuple):
+    """What a worker holds of its topology."""
+
+    topology_id: str
+    secret: bytes
+    nimbus_key: bytes   # nimbus's public CURVE key (z85)
+
+
+class _WorkerZooKeeper(NamedTuple):
+    """A worker's ZooKeeper identities and the ACL ids of the nodes it creates."""
+
+    logins: list[str]        # "user:password", each added to its sessions
+    owner_ids: list[str]     # may do anything with its nodes: the daemons, its topology
+    reader_id: str           # may read them: read-only clients
+
+
+class _ReadOnly(NamedTuple):
+    """A read-only client's credentials (``stormlet secret read-only``)."""
+
+    keys: CurveKeys
+    zk_login: str
+    zk_daemon_id: str        # the owner of any node it has to create
+
+
+def _hmac(key: bytes, label: str) -> bytes:
+    """The key derivation everything here uses: HMAC-SHA256 of ``label`` under ``key``."""
+    return hmac.new(key, label.encode(), hashlib.sha256).digest()
+
+
+def write_private_file(path: str | Path, text: str, replace: bool = False) -> None:
+    """Write ``text`` to a new file at ``path`` only its owner may read (mode 600). With
+    ``replace``, through a private temporary file renamed over whatever is there; without,
+    refuse (``FileExistsError``) if ``path`` exists."""
+    path = Path(path)
+    target = path.with_name(f".{path.name}.{os.getpid()}") if replace else path
+    if replace:
+        target.unlink(missing_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    if replace:
+        os.replace(target, path)
+
+
 def _keypair(seed: bytes) -> tuple[bytes, bytes]:
     """A CURVE key pair (public, secret; z85) from 32 seed bytes: any 32 bytes are a
     Curve25519 secret key."""
@@ -103,14 +146,12 @@ class Security:
     worker), a read-only client's, or none (security off)."""
 
     def __init__(self, cluster_secret: bytes | None = None,
-                 topology: tuple[str, bytes, bytes] | None = None,
-                 worker_zk: tuple[list[str], list[str], str] | None = None,
-                 read_only: tuple[CurveKeys, str, str] | None = None):
+                 topology: _WorkerTopology | None = None,
+                 worker_zk: _WorkerZooKeeper | None = None,
+                 read_only: _ReadOnly | None = None):
         self._cluster_secret = cluster_secret
-        self._topology = topology   # (id, topology secret, nimbus's public key) for a worker
-        # A worker's ZooKeeper logins, the ids its nodes grant everything, the reader's id.
+        self._topology = topology
         self._worker_zk = worker_zk
-        # A read-only client's RPC keys, ZooKeeper login, and the daemons' ZooKeeper id.
         self._read_only = read_only
 
     # ----- loading
@@ -149,7 +190,8 @@ class Security:
                 raise ValueError(f"not a {READ_ONLY_KIND} file")
             keys = CurveKeys(*(record[k].encode("ascii")
                                for k in ("nimbus_key", "public", "secret")))
-            return cls(read_only=(keys, str(record["zk_login"]), str(record["zk_daemon_id"])))
+            return cls(read_only=_ReadOnly(keys, str(record["zk_login"]),
+                                           str(record["zk_daemon_id"])))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SecurityError(f"{path} holds neither a cluster secret nor read-only "
                                 f"credentials: {exc}") from None
@@ -176,10 +218,12 @@ class Security:
     def for_worker(cls, path: str | Path) -> Security:
         try:
             record = json.loads(Path(path).read_text())
-            topology = (record["topology_id"], bytes.fromhex(record["topology_secret"]),
-                        record["nimbus_key"].encode("ascii"))
-            zk = ([str(a) for a in record["zk_auth"]], [str(i) for i in record["zk_acl_ids"]],
-                  str(record["zk_reader_id"]))
+            topology = _WorkerTopology(record["topology_id"],
+                                       bytes.fromhex(record["topology_secret"]),
+                                       record["nimbus_key"].encode("ascii"))
+            zk = _WorkerZooKeeper([str(a) for a in record["zk_auth"]],
+                                  [str(i) for i in record["zk_acl_ids"]],
+                                  str(record["zk_reader_id"]))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SecurityError(f"cannot read the worker credentials {path}: {exc}") from None
         return cls(topology=topology, worker_zk=zk)
@@ -187,14 +231,11 @@ class Security:
     @staticmethod
     def generate(path: str | Path) -> None:
         """Write a new cluster secret to ``path`` (mode 600); refuse to overwrite one."""
-        path = Path(path)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            write_private_file(path, secrets.token_hex(SECRET_BYTES) + "\n")
         except FileExistsError:
             raise SecurityError(f"{path} exists already; a new secret would lock out every "
                                 f"node holding the old one") from None
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(SECRET_BYTES) + "\n")
 
     # ----- what it allows
 
@@ -206,11 +247,11 @@ class Security:
     def _derive(self, label: str) -> bytes:
         if self._cluster_secret is None:
             raise SecurityError("this process holds no cluster secret")
-        return hmac.new(self._cluster_secret, label.encode(), hashlib.sha256).digest()
+        return _hmac(self._cluster_secret, label)
 
     def topology_secret(self, topology_id: str) -> bytes:
-        if self._topology is not None and self._topology[0] == topology_id:
-            return self._topology[1]
+        if self._topology is not None and self._topology.topology_id == topology_id:
+            return self._topology.secret
         return self._derive(f"topology/{topology_id}")
 
     def _nimbus_keys(self) -> tuple[bytes, bytes]:
@@ -219,8 +260,7 @@ class Security:
     def _role_keys(self, user: str) -> tuple[bytes, bytes]:
         if user.startswith(WORKER_USER_PREFIX):
             topology_id = user[len(WORKER_USER_PREFIX):]
-            return _keypair(hmac.new(self.topology_secret(topology_id), b"rpc/worker",
-                                     hashlib.sha256).digest())
+            return _keypair(_hmac(self.topology_secret(topology_id), "rpc/worker"))
         return _keypair(self._derive(f"rpc/{user}"))
 
     def rpc_client_keys(self, user: str = ADMIN_USER) -> CurveKeys | None:
@@ -229,10 +269,10 @@ class Security:
         if not self.enabled:
             return None
         if self._read_only is not None:
-            return self._read_only[0]
+            return self._read_only.keys
         if self._topology is not None:
-            user = WORKER_USER_PREFIX + self._topology[0]
-            server_public = self._topology[2]
+            user = WORKER_USER_PREFIX + self._topology.topology_id
+            server_public = self._topology.nimbus_key
         else:
             server_public = self._nimbus_keys()[0]
         public, secret = self._role_keys(user)
@@ -270,9 +310,9 @@ class Security:
     def zk_auth(self) -> list[tuple[str, str]]:
         """The digest credentials this process's ZooKeeper sessions present."""
         if self._worker_zk is not None:
-            return [("digest", login) for login in self._worker_zk[0]]
+            return [("digest", login) for login in self._worker_zk.logins]
         if self._read_only is not None:
-            return [("digest", self._read_only[1])]
+            return [("digest", self._read_only.zk_login)]
         if self._cluster_secret is None:
             return []
         return [("digest", self._zk_login(ZK_DAEMON_USER))]
@@ -288,10 +328,11 @@ class Security:
         from kazoo.security import make_acl
 
         if self._worker_zk is not None:
-            return [*(make_acl("digest", acl_id, all=True) for acl_id in self._worker_zk[1]),
-                    make_acl("digest", self._worker_zk[2], read=True)]
+            return [*(make_acl("digest", acl_id, all=True)
+                      for acl_id in self._worker_zk.owner_ids),
+                    make_acl("digest", self._worker_zk.reader_id, read=True)]
         if self._read_only is not None:
-            return [make_acl("digest", self._read_only[2], all=True)]
+            return [make_acl("digest", self._read_only.zk_daemon_id, all=True)]
         if self._cluster_secret is None:
             return None
         return [make_acl("digest", self._zk_id(ZK_DAEMON_USER), all=True),
@@ -324,8 +365,7 @@ class Security:
         _serve_curve(sock, RPC_DOMAIN, who, public, secret)
 
     def _transport_keys(self, topology_id: str) -> tuple[bytes, bytes]:
-        return _keypair(hmac.new(self.topology_secret(topology_id), b"transport",
-                                 hashlib.sha256).digest())
+        return _keypair(_hmac(self.topology_secret(topology_id), "transport"))
 
     def secure_transport_server(self, sock: zmq.Socket, topology_id: str) -> zmq.Socket | None:
         """Make a worker's receiving socket (not yet bound) a CURVE server admitting only the
@@ -369,7 +409,7 @@ def _serve_curve(sock: zmq.Socket, domain: str, who: Callable[[bytes], str | Non
 
 class _Gatekeeper(ThreadAuthenticator):
     """A context's ZAP handler (ZeroMQ consults one per context): for each domain, a function
-    from a client's public key to its user, or None to refuse it; counts the refusals."""
+    from a client's public key to its user, or None to refuse it."""
 
     _by_context: dict[int, _Gatekeeper] = {}
     _lock = threading.Lock()

@@ -40,6 +40,7 @@ from .security import (
     WORKER_CREDENTIALS_ENV,
     Security,
     check_bind_address,
+    write_private_file,
 )
 from .zk_state import DEFAULT_ROOT, ClusterState, assigned_executors, connect, executor_key
 
@@ -302,7 +303,8 @@ class Supervisor:
         command = [sys.executable, *WORKER_MODULE_ARGS, "--zk", self.zk_hosts,
                    "--zk-root", self.zk_root, "--topology-id", tid,
                    "--supervisor-id", self.supervisor_id, "--port", str(port),
-                   "--host", self.host, "--bind", self.bind, "--code", str(entry), "--heartbeat-file", str(heartbeat)]
+                   "--host", self.host, "--bind", self.bind, "--code", str(entry),
+                   "--heartbeat-file", str(heartbeat)]
         with open(logs / f"worker-{port}.log", "ab") as log_file:
             process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
                                        cwd=str(entry.parent),
@@ -323,12 +325,8 @@ class Supervisor:
             directory.mkdir(mode=0o700, exist_ok=True)
             directory.chmod(0o700)   # whatever it was made with before
             path = directory / f"{tid}.json"
-            partial = directory / f".{tid}.json.{os.getpid()}"
-            partial.unlink(missing_ok=True)
-            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.security.worker_credentials(tid, name), f)
-            os.replace(partial, path)
+            write_private_file(path, json.dumps(self.security.worker_credentials(tid, name)),
+                               replace=True)
             environment[WORKER_CREDENTIALS_ENV] = str(path.resolve())
         return environment
 
