@@ -329,3 +329,6 @@ def test_a_ui_with_read_only_credentials_stays_on_loopback(secret_file, tmp_path
     for args in (["--host", "0.0.0.0"], ["--protect-reads"]):
         result = stormlet("ui", *args, "--zk", "127.0.0.1:1", "--secret-file", str(read_only))
         assert result.returncode != 0 and "access token" in result.stderr, result.stderr
+    # Without any secret, --protect-reads has no token to ask for: refused, not ignored.
+    plain = stormlet("ui", "--protect-reads", "--zk", "127.0.0.1:1")
+    assert plain.returncode != 0 and "access token" in plain.stderr, plain.stderr

@@ -101,27 +101,26 @@ def ui(port: int, host: str, allowed_hosts: tuple[str, ...], protect_reads: bool
        target: NimbusTarget) -> None:
     """Serve the web UI and its REST API (/api/v1/) and Prometheus metrics (/metrics) for the
     cluster whose nimbus is found in ZooKeeper (or given with --nimbus)."""
+    from ..cluster.security import SECURITY_HINT, SecurityError, check_bind_address, is_loopback
     from ..ui.access import UiAccess
     from ..ui.app import UiServer
     from ..ui.source import ClusterSource
 
-    from ..cluster.security import SECURITY_HINT, SecurityError, check_bind_address, is_loopback
-
-    token = target.security.ui_token()
     try:
         check_bind_address(host, target.security, "the UI")
     except SecurityError as exc:
         raise click.ClickException(str(exc)) from None
-    if token is None and target.security.enabled and (protect_reads or not is_loopback(host)):
-        # Read-only credentials: no token can be made, so nothing could guard the pages.
+    token = target.security.ui_token()
+    if token is None and (protect_reads or not is_loopback(host)):
+        # No cluster secret here (none, or read-only credentials): no token can be made, so
+        # nothing would guard the pages.
         raise click.ClickException(f"a UI beyond loopback, or with --protect-reads, needs its "
                                    f"access token, made from the cluster secret: "
                                    f"{SECURITY_HINT}")
     source = ClusterSource(target.client())
     try:
-        access = UiAccess.for_host(
-            host, token=token,
-            protect_reads=protect_reads, extra_hosts=allowed_hosts)
+        access = UiAccess.for_host(host, token=token, protect_reads=protect_reads,
+                                   extra_hosts=allowed_hosts)
         # Binds the port: run_until_signal starts it.
         server = UiServer(source, host, port, access=access)
     except OSError as exc:

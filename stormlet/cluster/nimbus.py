@@ -31,7 +31,6 @@ from . import rpc
 from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack, verify
 from .errors import topology_error_summary, topology_errors
 from .metrics_store import MetricsStore
-from .security import DAEMON_USER, Security, check_bind_address
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
 from .scheduler import (
     SchedulingError,
@@ -40,6 +39,7 @@ from .scheduler import (
     plan_from_summary,
     repair,
 )
+from .security import DAEMON_USER, Security, check_bind_address
 from .zk_state import (
     DEFAULT_ROOT,
     ClusterState,
@@ -272,9 +272,10 @@ class Nimbus:
             shutil.rmtree(staging, ignore_errors=True)
 
     def _store_code(self, topology_id: str, code: bytes) -> None:
-        partial = self.code_dir / f".{topology_id}.zip.part"
+        path = self._code_path(topology_id)   # checks the id before any file is written
+        partial = path.with_name(f".{path.name}.part")
         partial.write_bytes(code)
-        os.replace(partial, self._code_path(topology_id))
+        os.replace(partial, path)
 
     def _code_path(self, topology_id: str) -> Path:
         return self.code_dir / f"{check_topology_id(topology_id)}.zip"
@@ -510,6 +511,7 @@ class Nimbus:
                     log.debug("no code for %s at %s: %s", tid, address, exc)
                 except CodeError as exc:
                     log.warning("refused the code of %s from %s: %s", tid, address, exc)
+
 
 def _row(topology_id: str, record: dict, executors: list[Executor],
          reports: dict[str, dict]) -> dict:
