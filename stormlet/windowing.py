@@ -130,10 +130,41 @@ class Window:
                 f"{len(self._expired)} expired, {self.start}..{self.end})")
 
 
-class WindowManager:
+# One firing: the window (None when nothing was in it) and the items that left since the
+# previous firing (the caller acks those).
+Firing = tuple[Window | None, list]
+
+
+def _keep(fired: list[Firing], firing: Firing) -> None:
+    """Add ``firing`` to ``fired`` unless nothing happened in it."""
+    if firing[0] is not None or firing[1]:
+        fired.append(firing)
+
+
+class _HeldItems:
+    """What both window managers hold: ``(time, arrival serial, item)``, oldest first."""
+
+    _events: Any
+
+    def items(self) -> list:
+        return [item for _ts, _serial, item in self._events]
+
+    def discard(self, item: Any) -> bool:
+        """Take ``item`` out of the window (it was failed); True if it was there."""
+        for index, (_ts, serial, held) in enumerate(self._events):
+            if held is item:
+                del self._events[index]
+                self._forget(serial)
+                return True
+        return False
+
+    def _forget(self, serial: int) -> None:
+        """What else the manager keeps of a discarded item's serial."""
+
+
+class WindowManager(_HeldItems):
     """Which items each window holds, when it fires, and which items leave it, given each
-    item's arrival time (ms). ``add`` and ``advance`` return the windows that fired, in order,
-    with the items that left in each (the caller acks those)."""
+    item's arrival time (ms). ``add`` and ``advance`` return the firings, in order."""
 
     def __init__(self, length: Length, sliding: Length, start_ms: int):
         self.length = length
@@ -145,7 +176,7 @@ class WindowManager:
         self._next_fire = (start_ms + sliding.ms) if isinstance(sliding, Duration) else None
         self._expired: list = []  # left by eviction or discard since the previous firing
 
-    def add(self, item: Any, now_ms: int) -> list[tuple[Window, list]]:
+    def add(self, item: Any, now_ms: int) -> list[Firing]:
         """Fire any time window due by ``now_ms``, then take ``item``; a count-sliding window
         that is due with it fires too."""
         fired = self.advance(now_ms)
@@ -153,35 +184,24 @@ class WindowManager:
         self._serial += 1
         self._added_since_fire += 1
         if isinstance(self.sliding, Count) and self._added_since_fire >= self.sliding.n:
-            fired += self._fire(now_ms)
+            _keep(fired, self._fire(now_ms))
         return fired
 
-    def advance(self, now_ms: int) -> list[tuple[Window, list]]:
+    def advance(self, now_ms: int) -> list[Firing]:
         """Fire every time window due by ``now_ms``."""
-        fired: list[tuple[Window, list]] = []
+        fired: list[Firing] = []
         while self._next_fire is not None and now_ms >= self._next_fire:
-            fired += self._fire(self._next_fire)
+            _keep(fired, self._fire(self._next_fire))
             self._next_fire += self.sliding.ms
         return fired
 
-    def discard(self, item: Any) -> bool:
-        """Take ``item`` out of the window (it was failed); True if it was there."""
-        for index, (_ts, _serial, held) in enumerate(self._events):
-            if held is item:
-                del self._events[index]
-                return True
-        return False
-
-    def items(self) -> list:
-        return [item for _ts, _serial, item in self._events]
-
-    def _fire(self, at_ms: int) -> list[tuple[Window, list]]:
+    def _fire(self, at_ms: int) -> Firing:
         self._evict(at_ms)
         self._added_since_fire = 0
         expired, self._expired = self._expired, []
         if not self._events:
             self._fired_serial = self._serial
-            return [(None, expired)] if expired else []   # type: ignore[list-item]
+            return None, expired
         tuples = [item for _ts, _serial, item in self._events]
         new = [item for _ts, serial, item in self._events if serial >= self._fired_serial]
         self._fired_serial = self._serial
@@ -189,7 +209,7 @@ class WindowManager:
             start = at_ms - self.length.ms
         else:
             start = self._events[0][0]
-        return [(Window(tuples, new, list(expired), start, at_ms), expired)]
+        return Window(tuples, new, list(expired), start, at_ms), expired
 
     def _evict(self, at_ms: int) -> None:
         events = self._events
@@ -201,7 +221,7 @@ class WindowManager:
                 self._expired.append(events.popleft()[2])
 
 
-class EventTimeWindowManager:
+class EventTimeWindowManager(_HeldItems):
     """Windows by the items' own timestamps (ms), fired as the watermark passes their ends. The
     watermark is the smallest, over ``sources``, of the largest timestamp each has sent, less
     ``lag_ms``; it moves only when ``advance`` is called (every watermark interval)."""
@@ -228,7 +248,7 @@ class EventTimeWindowManager:
         if timestamp > self._latest.get(source, timestamp - 1):
             self._latest[source] = timestamp
 
-    def advance(self) -> list[tuple[Window | None, list]]:
+    def advance(self) -> list[Firing]:
         """Move the watermark if it can, and fire every window it has passed."""
         if not self.sources or not self.sources <= set(self._latest):
             return []   # an input task has sent nothing yet
@@ -236,7 +256,7 @@ class EventTimeWindowManager:
         if self.watermark is not None and candidate <= self.watermark:
             return []
         self.watermark = candidate
-        fired: list[tuple[Window | None, list]] = []
+        fired: list[Firing] = []
         while self._events:
             if self._next_end is None or self._events[0][0] >= self._next_end:
                 # Past an empty stretch: the first window end after the earliest item.
@@ -245,22 +265,14 @@ class EventTimeWindowManager:
                                      (earliest // self.sliding + 1) * self.sliding)
             if self._next_end > candidate:
                 break
-            fired.append(self._fire(self._next_end))
+            _keep(fired, self._fire(self._next_end))
             self._next_end += self.sliding
         return fired
 
-    def discard(self, item: Any) -> bool:
-        for index, (_ts, serial, held) in enumerate(self._events):
-            if held is item:
-                del self._events[index]
-                self._shown.discard(serial)
-                return True
-        return False
+    def _forget(self, serial: int) -> None:
+        self._shown.discard(serial)
 
-    def items(self) -> list:
-        return [item for _ts, _serial, item in self._events]
-
-    def _fire(self, end: int) -> tuple[Window | None, list]:
+    def _fire(self, end: int) -> Firing:
         start = end - self.length
         leaving = bisect.bisect_left(self._events, (start, -1))
         expired = [item for _ts, _serial, item in self._events[:leaving]]
@@ -491,7 +503,7 @@ class WindowedBoltRunner(Bolt):
             self.late_dropped.inc()
         self.collector.ack(tup)
 
-    def _fire(self, fired: list[tuple[Window, list]]) -> None:
+    def _fire(self, fired: list[Firing]) -> None:
         for window, expired in fired:
             if window is not None:
                 self._run(window)
