@@ -134,7 +134,7 @@ def test_a_worker_gets_its_topologys_credentials_and_not_the_cluster_secret(clus
 
 def test_clients_without_the_secret_get_no_service(cluster, running, leader, tmp_path):
     plain = stormlet("list", "--zk", cluster.zk.hosts)
-    assert plain.returncode != 0
+    assert plain.returncode != 0 and "--secret-file" in plain.stderr, plain.stderr
     other = tmp_path / "other.secret"
     Security.generate(other)
     wrong = stormlet("list", "--zk", cluster.zk.hosts, "--secret-file", str(other))

@@ -18,7 +18,7 @@ from typing import Any, Self
 from kazoo.exceptions import NoAuthError
 
 from .rpc import NOT_LEADER, NimbusUnavailable, RpcError, call
-from .security import ADMIN_USER, Security
+from .security import ADMIN_USER, PASS_THE_SECRET, Security
 from .zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
 
 # Requests a standby answers too; everything else needs the leader.
@@ -55,6 +55,10 @@ class NimbusClient:
                 addresses = ClusterState(client, self.zk_root).nimbus_addresses()
             except NoAuthError:
                 self._drop_zk()
+                if not self.security.enabled:
+                    raise RpcError(f"ZooKeeper at {self.zk} refused this client, which has no "
+                                   f"credentials: the cluster has a secret; {PASS_THE_SECRET}"
+                                   ) from None
                 raise RpcError(f"ZooKeeper at {self.zk} refused this client's credentials: is "
                                f"the secret file the cluster's?") from None
             except Exception:   # any ZooKeeper failure: reconnect on the next call

@@ -68,8 +68,9 @@ RPC_DOMAIN, TRANSPORT_DOMAIN = "nimbus", "transport"
 # server's, or no CURVE at all (libzmq retries such connections quietly).
 HANDSHAKE_FAILED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+PASS_THE_SECRET = "pass it with --secret-file FILE (or STORMLET_SECRET_FILE=FILE)"
 SECURITY_HINT = ("create a cluster secret with `stormlet secret generate FILE`, copy it to every "
-                 "node, and pass it with --secret-file FILE (or STORMLET_SECRET_FILE=FILE)")
+                 f"node, and {PASS_THE_SECRET}")
 
 
 class SecurityError(Exception):
