@@ -56,6 +56,9 @@ SLOW_WORKERS = 2
 MAX_SLOW_BACKLOG = 8
 
 
+_SERVER_NUMBERS = itertools.count()
+
+
 class RpcError(Exception):
     """The server refused or failed a request; the message is the server's."""
 
@@ -173,7 +176,9 @@ class RpcServer:
         self._socket.bind(address)
         # Where it listens: ``address`` with a port of "*" resolved.
         self.endpoint = self._socket.getsockopt_string(zmq.LAST_ENDPOINT)
-        self._replies_address = f"inproc://rpc-replies-{id(self):x}"
+        # A name never used before in this process: a closed server's inproc endpoint is
+        # released only once ZeroMQ reaps its socket, and a new server may reuse its id().
+        self._replies_address = f"inproc://rpc-replies-{next(_SERVER_NUMBERS)}"
         self._replies = context.socket(zmq.PULL)
         self._replies.bind(self._replies_address)
         self._pool = ThreadPoolExecutor(SLOW_WORKERS, thread_name_prefix="rpc-slow")
