@@ -28,6 +28,10 @@ STORMLET_ZOOKEEPER_ROOT = "stormlet.zookeeper.root"
 STORMLET_FAILED_DIR = "stormlet.failed.dir"
 OFFSETS_START_OVER = "offsets.start.over"
 TOPOLOGY_METRICS_REPORT_SECS = "topology.metrics.report.secs"
+TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
+TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
+TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
+STORMLET_STATE_DIR = "stormlet.state.dir"
 
 #: Every key stormlet reads, with its default and what it means.
 DEFAULTS: dict[str, tuple[Any, str]] = {
@@ -95,6 +99,26 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     TOPOLOGY_METRICS_REPORT_SECS: (
         5,
         "how often each worker sends its metrics (one message per worker) to the nimbus leader",
+    ),
+    TOPOLOGY_STATE_PROVIDER: (
+        "embedded",
+        "where stateful bolts keep their state: embedded (a SQLite file in stormlet.state.dir), "
+        "redis, or memory (lost when a worker stops: for tests)",
+    ),
+    TOPOLOGY_STATE_PROVIDER_CONFIG: (
+        None,
+        "the state provider's settings, a dict or JSON text: redis takes host, port, db, "
+        "password; embedded takes dir",
+    ),
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: (
+        1000,
+        "how often stateful bolts checkpoint their state; their acks wait for the checkpoint, "
+        "so it must be shorter than the message timeout",
+    ),
+    STORMLET_STATE_DIR: (
+        None,
+        "directory of the embedded state store; None: stormlet-state in the working directory "
+        "in local mode, the supervisor's data directory on a cluster",
     ),
     OFFSETS_START_OVER: (
         False,

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import config as cfg
@@ -18,6 +18,11 @@ from . import groupings as g
 from .components import BasicBolt, Bolt, Component, Spout, StreamDeclaration, declared_streams
 from .errors import TopologyError
 from .protocol import DEFAULT_STREAM
+from .state import providers as state_providers
+from .state.bolt import StatefulBolt
+from .state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM, CheckpointSpout
+from .state.runner import CheckpointForwarder, StatefulBoltRunner
+from .state.wiring import checkpoint_sources
 from .windowing import WindowedBolt, WindowedBoltRunner
 
 
@@ -69,8 +74,11 @@ class Topology:
 
     def config_problems(self, conf: dict[str, Any] | None) -> list[str]:
         """What cannot run under the topology config ``conf``: windows longer than the message
-        timeout its bolts will see."""
-        return _window_problems(self.components.values(), conf or {})
+        timeout its bolts will see, state settings that cannot work."""
+        problems = _window_problems(self.components.values(), conf or {})
+        if CHECKPOINT_COMPONENT in self.components:
+            problems += state_providers.config_problems(cfg.merged(conf))
+        return problems
 
     @property
     def bolts(self) -> list[ComponentSpec]:
@@ -179,6 +187,8 @@ class TopologyBuilder:
                  parallelism: int = 1) -> ComponentDeclarer:
         if isinstance(bolt, WindowedBolt):   # the runner keeps its window and calls it
             bolt = WindowedBoltRunner(bolt)
+        elif isinstance(bolt, StatefulBolt):   # the runner keeps its state and checkpoints it
+            bolt = StatefulBoltRunner(bolt)
         return self._add(component_id, bolt, False, parallelism)
 
     def _add(self, component_id: str, obj: Component, is_spout: bool,
@@ -202,16 +212,46 @@ class TopologyBuilder:
             problems += _subscription_problems(spec, self._specs)
         if problems:
             raise TopologyError("invalid topology: " + "; ".join(problems))
-        ordered = sorted(self._specs.values(), key=lambda s: (not s.is_spout, s.id))
+        specs = _with_checkpointing(self._specs)
+        problems = [p for spec in specs.values() for p in _subscription_problems(spec, specs)]
+        if problems:   # the checkpoint stream's wiring is stormlet's own: a bug if wrong
+            raise TopologyError("invalid checkpoint wiring: " + "; ".join(problems))
+        ordered = sorted(specs.values(), key=lambda s: (not s.is_spout, s.id))
         return Topology({spec.id: spec for spec in ordered})
+
+
+def _with_checkpointing(specs: dict[str, ComponentSpec]) -> dict[str, ComponentSpec]:
+    """``specs``, with the checkpoint spout and stream added if any bolt is stateful: bolts
+    upstream of a stateful bolt are run by a ``CheckpointForwarder`` (see state/wiring.py)."""
+    stateful = {cid for cid, spec in specs.items() if isinstance(spec.obj, StatefulBoltRunner)}
+    if not stateful:
+        return dict(specs)
+    spouts = {cid for cid, spec in specs.items() if spec.is_spout}
+    inputs = {cid: {sub.source for sub in spec.inputs} for cid, spec in specs.items()}
+    wired = dict(specs)
+    checkpoint_stream = StreamDeclaration(CHECKPOINT_FIELDS)
+    for cid, sources in checkpoint_sources(inputs, spouts, stateful).items():
+        spec = specs[cid]
+        obj = copy.copy(spec.obj) if cid in stateful else CheckpointForwarder(spec.obj)
+        obj.checkpoint_sources = sources
+        subscriptions = [Subscription(source, CHECKPOINT_STREAM, g.Grouping(g.ALL))
+                         for source in sources]
+        wired[cid] = replace(spec, obj=obj, inputs=spec.inputs + subscriptions,
+                             streams={**spec.streams, CHECKPOINT_STREAM: checkpoint_stream})
+    spout = CheckpointSpout()
+    wired[CHECKPOINT_COMPONENT] = ComponentSpec(
+        CHECKPOINT_COMPONENT, spout, True, 1,
+        streams={CHECKPOINT_STREAM: checkpoint_stream})
+    return wired
 
 
 def _window_problems(specs: Any, conf: dict[str, Any]) -> list[str]:
     problems = []
     for spec in specs:
-        if isinstance(spec.obj, WindowedBoltRunner):
+        runner = spec.obj.inner if isinstance(spec.obj, CheckpointForwarder) else spec.obj
+        if isinstance(runner, WindowedBoltRunner):
             timeout = spec.component_conf(conf)[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
-            problems += spec.obj.problems(spec.id, float(timeout))
+            problems += runner.problems(spec.id, float(timeout))
     return problems
 
 

@@ -34,6 +34,7 @@ from ..metrics.structure import topology_structure
 from ..metrics.windows import RollingWindows
 from ..protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK
 from ..rotating_map import RotatingMap
+from ..state.checkpoint import CHECKPOINT_COMPONENT
 from ..topology import ComponentSpec, Topology
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
@@ -245,17 +246,24 @@ class TopologyRuntime:
         if active:
             self.activate()
 
+    def data_spout_executors(self) -> list[SpoutExecutor]:
+        """The spout executors but the checkpoint spout's: it goes on while the topology is
+        deactivated, so that the acks stateful bolts hold are released by a commit and a
+        deactivated topology drains."""
+        return [e for e in self.spout_executors()
+                if e.tasks[0].component_id != CHECKPOINT_COMPONENT]
+
     def activate(self) -> None:
         for executor in self.spout_executors():
             executor.want_active = True
 
     def deactivate(self) -> None:
-        for executor in self.spout_executors():
+        for executor in self.data_spout_executors():
             executor.want_active = False
 
     def is_active(self) -> bool:
         """Whether the spouts are asked to emit (activated, not deactivated)."""
-        return any(e.want_active for e in self.spout_executors())
+        return any(e.want_active for e in self.data_spout_executors())
 
     def activation_settled(self) -> bool:
         """Whether every spout executor has acted on the last activate or deactivate (each
@@ -263,7 +271,8 @@ class TopologyRuntime:
         return all(e.active == e.want_active for e in self.spout_executors())
 
     def in_flight(self) -> int:
-        return sum(e.in_flight() for e in self.spout_executors())
+        """Tracked data tuples in flight (checkpoints are not data)."""
+        return sum(e.in_flight() for e in self.data_spout_executors())
 
     def _tick_loop(self) -> None:
         """Send tick tuples when due, and sample the metrics windows every SAMPLE_SECS."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..protocol import ACKER_COMPONENT
+from ..state.checkpoint import CHECKPOINT_STREAM
 from ..topology import Topology
 
 
@@ -39,6 +40,9 @@ class TopologyLayout:
         return list(self.topology.components[component].streams[stream].fields)
 
     def sources(self, component: str) -> list[str]:
-        """The components ``component`` subscribes to."""
+        """The components ``component`` subscribes to for data (the checkpoint stream is not
+        data: a window's watermark must not wait for the checkpoint spout)."""
         spec = self.topology.components.get(component)
-        return sorted({sub.source for sub in spec.inputs}) if spec else []
+        if spec is None:
+            return []
+        return sorted({sub.source for sub in spec.inputs if sub.stream != CHECKPOINT_STREAM})

@@ -1,0 +1,146 @@
+"""The checkpoint spout and its state machine (Storm's ``CheckpointSpout`` and
+``CheckPointState``).
+
+A topology with stateful bolts gets one extra spout, ``__checkpointspout``. It drives every
+stateful bolt through checkpoints on the ``__checkpoint`` stream (fields ``txid``, ``action``),
+one action at a time, each a tracked tuple whose tree reaches every stateful bolt:
+
+    PREPARE t    stage the changes since the last checkpoint as checkpoint t
+    COMMIT t     make checkpoint t the committed state; acks held since t's PREPARE go out
+    ROLLBACK t   drop checkpoint t and every change since; held tuples fail (and are replayed)
+    INITSTATE t  hand a bolt its committed state (once, before its first tuple)
+
+The spout's own progress (the last txid and its phase: PREPARING, COMMITTING or COMMITTED) is
+saved in the same backend before each action, so a restarted spout resumes where it was. At
+start, and after any action fails, it *recovers*: it finishes a COMMITTING checkpoint with
+COMMIT, rolls a PREPARING one back, then sends INITSTATE. Otherwise, once a checkpoint interval
+has passed since the last one, it sends PREPARE for the next txid, then COMMIT once every bolt
+has prepared.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import config as cfg
+from ..components import Spout
+from ..fail_reason import FailReason
+from .key_value import KeyValueState
+from .providers import namespace, open_state
+
+if TYPE_CHECKING:
+    from ..collectors import SpoutOutputCollector
+    from ..context import TopologyContext
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_COMPONENT = "__checkpointspout"
+CHECKPOINT_STREAM = "__checkpoint"
+CHECKPOINT_FIELDS = ("txid", "action")
+
+PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"
+PREPARING, COMMITTING, COMMITTED = "PREPARING", "COMMITTING", "COMMITTED"
+
+_PROGRESS_KEY = "progress"
+# How long the spout waits, with nothing to send, before it looks again (an ack wakes it).
+IDLE_WAIT_MS = 20
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where the checkpoints are: the last txid and its phase."""
+
+    txid: int = 0
+    phase: str = COMMITTED
+
+    def next_action(self, recovering: bool) -> str:
+        if self.phase == PREPARING:
+            return ROLLBACK if recovering else PREPARE
+        if self.phase == COMMITTING:
+            return COMMIT
+        return INITSTATE if recovering else PREPARE
+
+    def next(self, recovering: bool) -> Progress:
+        """Where the checkpoints are once this step's action is acked."""
+        if self.phase == PREPARING:
+            return (Progress(self.txid - 1, COMMITTED) if recovering
+                    else Progress(self.txid, COMMITTING))
+        if self.phase == COMMITTING:
+            return Progress(self.txid, COMMITTED)
+        return self if recovering else Progress(self.txid + 1, PREPARING)
+
+
+class CheckpointSpout(Spout):
+    """Emits one checkpoint action at a time; see the module's docstring."""
+
+    def declare_output_fields(self, declarer: Any) -> None:
+        declarer.declare(list(CHECKPOINT_FIELDS), stream=CHECKPOINT_STREAM)
+
+    def get_component_configuration(self) -> dict[str, Any]:
+        # A checkpoint that fails is recovered from, never given up on.
+        return {cfg.TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS: None,
+                cfg.TOPOLOGY_MAX_SPOUT_PENDING: None,
+                cfg.TOPOLOGY_SPOUT_WAIT_MS: IDLE_WAIT_MS}
+
+    def open(self, conf: dict[str, Any], context: TopologyContext,
+             collector: SpoutOutputCollector) -> None:
+        self.collector = collector
+        self.interval_secs = float(conf[cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS]) / 1000
+        self.state: KeyValueState = open_state(
+            conf, context.topology_name, namespace(context.topology_name, context.component_id))
+        self.progress = Progress(*self.state.get(_PROGRESS_KEY, (0, COMMITTED)))
+        self.recovering = True
+        self.in_flight: tuple[int, str, int] | None = None
+        self.sent = 0
+        self.last_checkpoint = time.monotonic()
+
+    def next_tuple(self) -> None:
+        if self.in_flight is not None:
+            return
+        if not self.recovering:
+            due = time.monotonic() - self.last_checkpoint >= self.interval_secs
+            if self.progress.phase == COMMITTED and not due:
+                return
+            if self.progress.phase == COMMITTED:
+                self._save(self.progress.next(recovering=False))
+                self.last_checkpoint = time.monotonic()
+        action = self.progress.next_action(self.recovering)
+        self.sent += 1
+        self.in_flight = (self.progress.txid, action, self.sent)
+        self.collector.emit([self.progress.txid, action], self.in_flight, CHECKPOINT_STREAM)
+
+    def ack(self, msg_id: Any) -> None:
+        if tuple(msg_id) != self.in_flight:
+            return   # an earlier attempt's late answer
+        self.in_flight = None
+        following = self.progress.next(self.recovering)
+        if self.recovering and following == self.progress:
+            self.recovering = False   # INITSTATE is done: checkpoints resume
+            return
+        try:
+            self._save(following)
+        except Exception as exc:
+            # Not saved, so not done: recover from what was saved (a PREPARING checkpoint is
+            # rolled back, never committed unsaved).
+            log.error("checkpoint spout cannot save its progress (%s): recovering", exc)
+            self.recovering = True
+            raise
+
+    def fail(self, msg_id: Any, reason: FailReason) -> None:
+        if tuple(msg_id) != self.in_flight:
+            return
+        txid, action, _ = self.in_flight
+        log.warning("checkpoint %s %d failed (%s): recovering", action, txid, reason)
+        self.in_flight = None
+        self.recovering = True
+
+    def _save(self, progress: Progress) -> None:
+        self.state.put(_PROGRESS_KEY, (progress.txid, progress.phase))
+        self.state.commit()
+        self.progress = progress
+
+    def close(self) -> None:
+        self.state.close()

@@ -1,0 +1,101 @@
+"""``KeyValueState``: what a stateful bolt's ``init_state`` receives.
+
+    n = state.get("word", 0) + 1
+    state.put("word", n)
+    state.delete("stale")
+    for key, value in state.items(): ...
+
+Reads see every ``put`` and ``delete`` at once; the backend (a ``Store``) sees them only at
+checkpoints: ``prepare_commit`` stages the changes since the last checkpoint, ``commit`` makes
+them the committed state, ``rollback`` drops every change not committed. Keys and values must be
+msgpack-encodable (a ``put`` of anything else raises ``StateError`` naming the key and type);
+tuple keys come back from ``items()`` as tuples.
+
+Values read are kept in memory (this task is the only writer of its namespace, so they never
+go stale); put a changed value back with ``put``: changing a list in place changes what ``get``
+returns but not what is checkpointed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from .store import Changes, Store, decode_key, decode_value, encode_key, encode_value
+
+_ABSENT = object()   # cached: the key has no value
+
+
+class KeyValueState:
+    """A key-value state over ``store``, checkpointed in two phases."""
+
+    def __init__(self, store: Store):
+        self._store = store
+        self._values: dict[Any, Any] = {}   # key -> value or _ABSENT, as reads must see it
+        self._pending: Changes = {}         # changed since the last prepare
+        self._prepared: Changes = {}        # in the prepared checkpoint, not yet committed
+        self._prepared_keys: list[Any] = []
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """The value of ``key``, or ``default``."""
+        try:
+            value = self._values[key]
+        except KeyError:
+            raw = self._store.get(encode_key(key))
+            value = _ABSENT if raw is None else decode_value(raw)
+            self._values[key] = value
+        return default if value is _ABSENT else value
+
+    def put(self, key: Any, value: Any) -> None:
+        raw_key = encode_key(key)
+        self._pending[raw_key] = encode_value(key, value)
+        self._values[key] = value
+
+    def delete(self, key: Any) -> None:
+        self._pending[encode_key(key)] = None
+        self._values[key] = _ABSENT
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """Every key and value, changes not yet checkpointed included."""
+        seen = set()
+        for key, value in list(self._values.items()):
+            seen.add(key)
+            if value is not _ABSENT:
+                yield key, value
+        for raw_key, raw_value in self._store.scan():
+            key = decode_key(raw_key)
+            if key not in seen:
+                yield key, decode_value(raw_value)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.items())
+
+    def prepare_commit(self, txid: int) -> None:
+        """Stage every change since the last commit as checkpoint ``txid``. A second prepare
+        before the commit stages the first one's changes again, with the new ones."""
+        changes = {**self._prepared, **self._pending}
+        self._store.prepare(txid, changes)
+        self._prepared = changes
+        self._prepared_keys += [decode_key(k) for k in self._pending]
+        self._pending = {}
+
+    def commit(self, txid: int | None = None) -> None:
+        """Make checkpoint ``txid`` the committed state. Without a ``txid``, prepare and commit
+        every change at once (for state a component checkpoints itself)."""
+        if txid is None:
+            txid = 0
+            self.prepare_commit(txid)
+        self._store.commit(txid)
+        self._prepared, self._prepared_keys = {}, []
+
+    def rollback(self) -> None:
+        """Drop every change not committed; reads see the committed state again."""
+        for key in self._prepared_keys:
+            self._values.pop(key, None)
+        for raw_key in self._pending:
+            self._values.pop(decode_key(raw_key), None)
+        self._prepared, self._prepared_keys, self._pending = {}, [], {}
+        self._store.rollback()
+
+    def close(self) -> None:
+        self._store.close()

@@ -1,0 +1,247 @@
+"""What a topology runs for its stateful bolts, and for the bolts upstream of them, so that the
+checkpoint stream reaches every stateful bolt (Storm's ``StatefulBoltExecutor`` and
+``CheckpointTupleForwarder``).
+
+A bolt acts on a checkpoint action once it has it from every task that sends it the checkpoint
+stream (so every upstream task has passed the point), then sends it on, anchored, to the bolts
+after it, and acks it. A failed action is recovered by the checkpoint spout.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..collectors import BasicOutputCollector
+from ..components import BasicBolt, Bolt, OutputFieldsDeclarer
+from ..protocol import DEFAULT_STREAM
+from ..tuples import Tuple
+from .bolt import StatefulBolt
+from .checkpoint import (CHECKPOINT_FIELDS, CHECKPOINT_STREAM, COMMIT, INITSTATE, PREPARE,
+                         ROLLBACK)
+from .key_value import KeyValueState
+from .providers import namespace, open_state
+from .store import StateError
+
+if TYPE_CHECKING:
+    from ..collectors import OutputCollector
+    from ..context import TopologyContext
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointBarrier:
+    """Tells when a checkpoint action has come from every input task.
+
+    Counted per (action, txid) as a set of senders, so a retried action sent again by a task
+    that sent it before is not counted twice; actions older than the last one acted on are
+    stale (``arrive`` returns False and forgets them)."""
+
+    def __init__(self, senders: Iterable[int]):
+        self.senders = frozenset(senders)
+        self._arrived: dict[tuple[str, int], set[int]] = {}
+        self.last_txid = -1
+
+    def arrive(self, tup: Tuple) -> bool:
+        """Record ``tup`` (a checkpoint tuple); True when its action is due here now."""
+        txid, action = tup[0], tup[1]
+        if txid < self.last_txid:
+            return False
+        key = (action, txid)
+        arrived = self._arrived.setdefault(key, set())
+        arrived.add(tup.source_task)
+        if not self.senders <= arrived:
+            return False
+        del self._arrived[key]
+        self.last_txid = txid - 1 if action == ROLLBACK else txid
+        for stale in [k for k in self._arrived if k[1] < self.last_txid]:
+            del self._arrived[stale]
+        return True
+
+
+class _CheckpointingBolt(Bolt):
+    """What the stateful runner and the forwarder share: the checkpoint stream's inputs and
+    outputs. ``checkpoint_sources`` (the components sending this bolt the checkpoint stream) is
+    set when the topology is built."""
+
+    checkpoint_sources: tuple[str, ...] = ()
+    inner: Any
+
+    @property
+    def outputs(self) -> Any:   # type: ignore[override]
+        return self.inner.outputs
+
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        self.inner.declare_output_fields(declarer)
+        declarer.declare(list(CHECKPOINT_FIELDS), stream=CHECKPOINT_STREAM)
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        return self.inner.get_component_configuration()
+
+    def _open_barrier(self, context: TopologyContext) -> None:
+        self.barrier = CheckpointBarrier(task for source in self.checkpoint_sources
+                                         for task in context.get_component_tasks(source))
+
+    def _on_checkpoint(self, tup: Tuple) -> None:
+        if not self.barrier.arrive(tup):
+            self.collector.ack(tup)
+            return
+        try:
+            self.act(tup[1], tup[0])
+        except Exception as exc:
+            log.error("%s of checkpoint %s failed: %s", tup[1], tup[0], exc)
+            self.collector.fail(tup, f"checkpoint {tup[1]} {tup[0]} failed: {exc}")
+            self.collector.report_error(exc)
+            return
+        self.collector.emit([tup[0], tup[1]], tup, CHECKPOINT_STREAM)
+        self.collector.ack(tup)
+
+    def act(self, action: str, txid: int) -> None:
+        """Do checkpoint ``action`` for ``txid`` (raise to fail it)."""
+
+    def cleanup(self) -> None:
+        self.inner.cleanup()
+
+
+class CheckpointForwarder(_CheckpointingBolt):
+    """Runs a bolt (or basic bolt) upstream of a stateful bolt, passing checkpoints on."""
+
+    def __init__(self, bolt: Bolt | BasicBolt):
+        self.inner = bolt
+
+    def prepare(self, conf: dict[str, Any], context: TopologyContext,
+                collector: OutputCollector) -> None:
+        self.collector = collector
+        self._open_barrier(context)
+        if isinstance(self.inner, BasicBolt):
+            self._basic = BasicOutputCollector(collector)
+            self.inner.prepare(conf, context)
+        else:
+            self.inner.prepare(conf, context, collector)
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.stream == CHECKPOINT_STREAM:
+            self._on_checkpoint(tup)
+        elif isinstance(self.inner, BasicBolt):
+            self._basic.input = tup
+            self.inner.execute(tup, self._basic)   # raising fails it, as for any basic bolt
+            self.collector.ack(tup)
+        else:
+            self.inner.execute(tup)
+
+
+class StatefulBoltRunner(_CheckpointingBolt):
+    """The bolt a topology runs in a ``StatefulBolt``'s place: it keeps the bolt's state, holds
+    its acks until their checkpoint commits, and holds its input until its state is ready."""
+
+    def __init__(self, bolt: StatefulBolt):
+        self.inner = bolt
+
+    def prepare(self, conf: dict[str, Any], context: TopologyContext,
+                collector: OutputCollector) -> None:
+        self.collector = collector
+        self.component_id = context.component_id
+        self._open_barrier(context)
+        self.state: KeyValueState = open_state(
+            conf, context.topology_name,
+            namespace(context.topology_name, context.component_id, context.task_id))
+        self.initialized = False
+        self.waiting: list[Tuple] = []    # arrived before init_state
+        self.acked: list[Tuple] = []      # acked since the last PREPARE
+        self.prepared: list[Tuple] = []   # acked before the last PREPARE, held for its COMMIT
+        self.inner.prepare(conf, context, _StatefulCollector(self, collector))
+
+    def execute(self, tup: Tuple) -> None:
+        if tup.stream == CHECKPOINT_STREAM:
+            self._on_checkpoint(tup)
+        elif self.initialized:
+            self.inner.execute(tup)
+        else:
+            self.waiting.append(tup)
+
+    def act(self, action: str, txid: int) -> None:
+        bolt, state = self.inner, self.state
+        if action == PREPARE:
+            if not self.initialized:
+                raise StateError("PREPARE before the state was initialized (a restarted task): "
+                                 "recovering")
+            bolt.pre_prepare(txid)
+            state.prepare_commit(txid)
+            self.prepared += self.acked
+            self.acked = []
+        elif action == COMMIT:
+            bolt.pre_commit(txid)
+            state.commit(txid)
+            held, self.prepared = self.prepared, []
+            for tup in held:
+                self.collector.ack(tup)
+        elif action == ROLLBACK:
+            bolt.pre_rollback()
+            held, self.prepared, self.acked = self.prepared + self.acked, [], []
+            for tup in held:
+                self.collector.fail(tup, f"checkpoint {txid} rolled back")
+            state.rollback()
+        elif action == INITSTATE and not self.initialized:
+            # Bolts that are initialized already ignore it: it is sent again after a failure
+            # for the sake of restarted tasks.
+            bolt.init_state(state)
+            self.initialized = True
+            waiting, self.waiting = self.waiting, []
+            for tup in waiting:
+                self._execute_waiting(tup)
+
+    def _execute_waiting(self, tup: Tuple) -> None:
+        # As the executor does for any tuple: one that raises fails alone, with the reason.
+        try:
+            self.inner.execute(tup)
+        except Exception as exc:
+            self.collector.fail(tup, f"stateful bolt raised {type(exc).__name__}: {exc}")
+            self.collector.report_error(exc)
+
+    def hold_ack(self, tup: Tuple) -> None:
+        self.acked.append(tup)
+
+    def cleanup(self) -> None:
+        try:
+            self.inner.cleanup()
+        finally:
+            self.state.close()
+
+
+class _StatefulCollector:
+    """What a stateful bolt's ``self.collector`` is: emits must be anchored, acks are held."""
+
+    def __init__(self, runner: StatefulBoltRunner, collector: OutputCollector):
+        self._runner = runner
+        self._collector = collector
+
+    def emit(self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] = (),
+             stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._collector.emit(values, self._anchored(anchors), stream)
+
+    def emit_direct(self, task: int, values: Sequence[Any],
+                    anchors: Tuple | Iterable[Tuple] = (),
+                    stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._collector.emit_direct(task, values, self._anchored(anchors), stream)
+
+    def _anchored(self, anchors: Tuple | Iterable[Tuple]) -> Tuple | Iterable[Tuple]:
+        if isinstance(anchors, Tuple) or anchors:
+            return anchors
+        raise StateError(f"stateful bolt {self._runner.component_id!r} emitted without anchors: "
+                         f"a stateful bolt's emits must be anchored to their input "
+                         f"(emit(values, anchors=[tup])) so that a rolled-back checkpoint "
+                         f"replays them")
+
+    def ack(self, tup: Tuple) -> None:
+        """Held until the checkpoint holding ``tup``'s changes is committed."""
+        self._runner.hold_ack(tup)
+
+    def fail(self, tup: Tuple, reason: str | None = None) -> None:
+        self._collector.fail(tup, reason)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self._collector.reset_timeout(tup)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._collector.report_error(error)
