@@ -129,6 +129,27 @@ class LoopbackCluster:
         return sum(beat["metrics"].get(component, {}).get(key, 0)
                    for beat in self.heartbeats().values())
 
+    def topology_workers(self, name: str) -> dict[tuple[str, int], dict]:
+        """The heartbeats of topology ``name``'s live workers, by (supervisor, port)."""
+        return {slot: beat for slot, beat in self.heartbeats().items()
+                if beat["topology_id"].startswith(name + "-")}
+
+    def submit(self, path: Path, name: str, *conf: str) -> None:
+        """Submit the topology file ``path`` as ``name`` with ``key=value`` config pairs."""
+        args = ["submit", str(path), "--name", name]
+        for pair in conf:
+            args += ["-c", pair]
+        result = self.cli(*args)
+        assert result.returncode == 0, result.stderr
+        assert f"submitted {name}" in result.stdout
+
+    def kill_and_wait(self, name: str) -> None:
+        """Kill topology ``name`` and wait until its workers are gone and nimbus forgot it."""
+        result = self.cli("kill", name, "--wait", "1")
+        assert result.returncode == 0, result.stderr
+        wait_until(lambda: not self.topology_workers(name), 40, f"{name}'s workers to exit")
+        wait_until(lambda: name not in self.cli("list").stdout, 20, f"{name} to leave the list")
+
     def worker_pids(self) -> set[int]:
         out = subprocess.run(["pgrep", "-f", "stormlet worker --zk " + self.zk.hosts],
                              capture_output=True, text=True)
@@ -163,6 +184,14 @@ def serve_cluster(base: Path, nimbuses: int = 1, supervisors: dict[str, int] | N
         for sid, slots in (supervisors or {"s1": 2}).items():
             cluster.add_supervisor(sid, slots)
         yield from cluster.serving()
+
+
+def acked_ids(directory: Path) -> set[int]:
+    """The message ids a ledger spout recorded as acked (its acked-*.log files)."""
+    ids: set[int] = set()
+    for path in directory.glob("acked-*.log"):
+        ids |= {int(line) for line in path.read_text().split()}
+    return ids
 
 
 def _pid_alive(pid: int) -> bool:

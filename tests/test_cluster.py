@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from cluster_support import LEDGER, REPO, LoopbackCluster, serve_cluster, wait_until
+from cluster_support import LEDGER, REPO, LoopbackCluster, acked_ids, serve_cluster, wait_until
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
@@ -42,35 +42,7 @@ def logs_on_failure(request, cluster):
         listing = cluster.cli("list").stdout.splitlines()[1:]
         for name in [line.split()[0] for line in listing if line.strip()]:
             if name != "no":
-                kill_and_wait(cluster, name)
-
-
-def acked_ids(directory: Path) -> set[int]:
-    ids: set[int] = set()
-    for path in directory.glob("acked-*.log"):
-        ids |= {int(line) for line in path.read_text().split()}
-    return ids
-
-
-def topology_workers(cluster: LoopbackCluster, topology_id_prefix: str) -> dict[tuple[str, int], dict]:
-    return {slot: beat for slot, beat in cluster.heartbeats().items()
-            if beat["topology_id"].startswith(topology_id_prefix + "-")}
-
-
-def submit(cluster: LoopbackCluster, path: Path, name: str, *conf: str) -> None:
-    args = ["submit", str(path), "--name", name]
-    for pair in conf:
-        args += ["-c", pair]
-    result = cluster.cli(*args)
-    assert result.returncode == 0, result.stderr
-    assert f"submitted {name}" in result.stdout
-
-
-def kill_and_wait(cluster: LoopbackCluster, name: str) -> None:
-    result = cluster.cli("kill", name, "--wait", "1")
-    assert result.returncode == 0, result.stderr
-    wait_until(lambda: not topology_workers(cluster, name), 40, f"{name}'s workers to exit")
-    wait_until(lambda: name not in cluster.cli("list").stdout, 20, f"{name} to leave the list")
+                cluster.kill_and_wait(name)
 
 
 def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
@@ -78,9 +50,9 @@ def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
     import word_count
     sys.path.remove(str(TOPOLOGIES))
 
-    submit(cluster, TOPOLOGIES / "word_count.py", "wc", "topology.workers=4",
+    cluster.submit(TOPOLOGIES / "word_count.py", "wc", "topology.workers=4",
            f"wordcount.output.dir={tmp_path}", "wordcount.repeats=1000")
-    wait_until(lambda: len(topology_workers(cluster, "wc")) == 4, 40, "four workers")
+    wait_until(lambda: len(cluster.topology_workers("wc")) == 4, 40, "four workers")
     listing = cluster.cli("list").stdout
     row = next(line.split() for line in listing.splitlines() if line.startswith("wc "))
     assert row[1] == "active" and row[2] == "4", listing
@@ -91,17 +63,17 @@ def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
     # (Heartbeats are a second apart and the run can be shorter: wait for them to catch up.)
     def ackers():
         return [beat["metrics"].get("__acker", {}).get("executed", 0)
-                for beat in topology_workers(cluster, "wc").values()]
+                for beat in cluster.topology_workers("wc").values()]
 
     wait_until(lambda: len(ackers()) == 4 and all(n > 0 for n in ackers()), 15,
                "every worker's acker to report acks")
-    workers = topology_workers(cluster, "wc")
+    workers = cluster.topology_workers("wc")
     # The counting tasks live in other workers than all of the splitters: words crossed ZeroMQ.
     split_slots = {s for s, b in workers.items() if "split" in b["metrics"]}
     count_slots = {s for s, b in workers.items() if "count" in b["metrics"]}
     assert count_slots - split_slots
 
-    kill_and_wait(cluster, "wc")
+    cluster.kill_and_wait("wc")
     wait_until(lambda: not list(cluster.base.glob("*/code/wc-*")), 20,
                "supervisors to delete the removed topology's code")
     counts: Counter = Counter()
@@ -112,7 +84,7 @@ def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
 
 def test_deactivate_activate_and_rebalance_lose_nothing(cluster, tmp_path):
     total = 6000
-    submit(cluster, LEDGER, "ledger", "topology.workers=4", f"ledger.dir={tmp_path}",
+    cluster.submit(LEDGER, "ledger", "topology.workers=4", f"ledger.dir={tmp_path}",
            f"ledger.messages={total}", "ledger.rate=300")
     wait_until(lambda: len(acked_ids(tmp_path)) > 300, 40, "the first acks")
 
@@ -130,28 +102,28 @@ def test_deactivate_activate_and_rebalance_lose_nothing(cluster, tmp_path):
 
     result = cluster.cli("rebalance", "ledger", "--workers", "2")
     assert result.returncode == 0, result.stderr
-    wait_until(lambda: len(topology_workers(cluster, "ledger")) == 2, 60, "two workers")
+    wait_until(lambda: len(cluster.topology_workers("ledger")) == 2, 60, "two workers")
     wait_until(lambda: len(acked_ids(tmp_path)) == total, 120, "every message to be acked")
     assert acked_ids(tmp_path) == set(range(total))
-    kill_and_wait(cluster, "ledger")
+    cluster.kill_and_wait("ledger")
 
 
 def test_a_killed_worker_is_restarted_and_its_tuples_replayed(cluster, tmp_path):
     # Unthrottled, so max pending (500 per spout) is in flight when the worker dies.
     total = 30000
-    submit(cluster, LEDGER, "crash", "topology.workers=4", f"ledger.dir={tmp_path}",
+    cluster.submit(LEDGER, "crash", "topology.workers=4", f"ledger.dir={tmp_path}",
            f"ledger.messages={total}")
-    wait_until(lambda: len(topology_workers(cluster, "crash")) == 4, 40, "four workers")
+    wait_until(lambda: len(cluster.topology_workers("crash")) == 4, 40, "four workers")
     wait_until(lambda: len(acked_ids(tmp_path)) > 1000, 40, "the first acks")
     # A worker without spouts: killing it loses in-flight tuples, which the spouts replay.
-    victim_slot, victim = next((slot, beat) for slot, beat in topology_workers(cluster, "crash").items()
+    victim_slot, victim = next((slot, beat) for slot, beat in cluster.topology_workers("crash").items()
                                if "source" not in beat["metrics"])
     os.kill(victim["pid"], signal.SIGKILL)
-    wait_until(lambda: topology_workers(cluster, "crash").get(victim_slot, {}).get("pid",
+    wait_until(lambda: cluster.topology_workers("crash").get(victim_slot, {}).get("pid",
                victim["pid"]) != victim["pid"], 40, "the supervisor to restart the worker")
     wait_until(lambda: len(acked_ids(tmp_path)) == total, 120, "every message to be acked")
     assert cluster.metric("source", "failed") > 0  # the lost tuples timed out and were replayed
-    kill_and_wait(cluster, "crash")
+    cluster.kill_and_wait("crash")
 
 
 @pytest.mark.parametrize("source, message", [
@@ -173,7 +145,7 @@ def test_a_bad_topology_file_is_refused_and_changes_nothing(cluster, tmp_path, s
 
 
 def test_duplicate_names_and_unknown_topologies_get_clear_errors(cluster, tmp_path):
-    submit(cluster, LEDGER, "dup", f"ledger.dir={tmp_path}", "ledger.rate=50")
+    cluster.submit(LEDGER, "dup", f"ledger.dir={tmp_path}", "ledger.rate=50")
     again = cluster.cli("submit", str(LEDGER), "--name", "dup", "-c", f"ledger.dir={tmp_path}")
     assert again.returncode != 0 and "already running" in again.stderr
     for command in (["kill", "nope"], ["activate", "nope"], ["deactivate", "nope"],
@@ -181,7 +153,7 @@ def test_duplicate_names_and_unknown_topologies_get_clear_errors(cluster, tmp_pa
         result = cluster.cli(*command)
         assert result.returncode != 0
         assert "no topology named 'nope'" in result.stderr, result.stderr
-    kill_and_wait(cluster, "dup")
+    cluster.kill_and_wait("dup")
 
 
 def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving(cluster, tmp_path):
@@ -190,7 +162,7 @@ def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving
     import msgpack
     import zmq
 
-    submit(cluster, LEDGER, "junk", f"ledger.dir={tmp_path}", "ledger.rate=100")
+    cluster.submit(LEDGER, "junk", f"ledger.dir={tmp_path}", "ledger.rate=100")
     wait_until(lambda: len(acked_ids(tmp_path)) > 50, 40, "the first acks")
     zk = KazooClient(hosts=cluster.zk.hosts)
     zk.start()
@@ -208,7 +180,7 @@ def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving
         reply = msgpack.unpackb(req.recv())
         assert reply["ok"] is False and reply["error"], reply
     req.close()
-    (slot, beat), = topology_workers(cluster, "junk").items()
+    (slot, beat), = cluster.topology_workers("junk").items()
     tid = beat["topology_id"]
     push = zmq.Context.instance().socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 0)
@@ -224,15 +196,15 @@ def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving
     progress = len(acked_ids(tmp_path))
     wait_until(lambda: len(acked_ids(tmp_path)) > progress + 50, 30, "the worker to keep going")
     assert cluster.cli("list").returncode == 0
-    assert topology_workers(cluster, "junk")[slot]["pid"] == beat["pid"]
-    kill_and_wait(cluster, "junk")
+    assert cluster.topology_workers("junk")[slot]["pid"] == beat["pid"]
+    cluster.kill_and_wait("junk")
     logs = "".join(path.read_text() for path in cluster.base.rglob("*.log"))
     assert logs.count("rejected a frame") >= 4, "each bad frame is logged by the worker"
     assert "malformed request" in logs
 
 
 def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path):
-    submit(cluster, LEDGER, "ha", "topology.workers=2", f"ledger.dir={tmp_path}",
+    cluster.submit(LEDGER, "ha", "topology.workers=2", f"ledger.dir={tmp_path}",
            "ledger.messages=100000", "ledger.rate=200")
     wait_until(lambda: len(acked_ids(tmp_path)) > 100, 40, "the first acks")
     zk = KazooClient(hosts=cluster.zk.hosts)
@@ -263,29 +235,29 @@ def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path)
     finally:
         zk.stop()
         zk.close()
-    kill_and_wait(cluster, "ha")
+    cluster.kill_and_wait("ha")
 
 
 def test_a_dead_supervisor_s_work_moves_to_the_others(cluster, tmp_path):
     cluster.add_supervisor("s3", 2)  # room to move to
     total = 6000
-    submit(cluster, LEDGER, "orphan", "topology.workers=2", f"ledger.dir={tmp_path}",
+    cluster.submit(LEDGER, "orphan", "topology.workers=2", f"ledger.dir={tmp_path}",
            f"ledger.messages={total}", "ledger.rate=300")
-    wait_until(lambda: len(topology_workers(cluster, "orphan")) == 2, 40, "two workers")
+    wait_until(lambda: len(cluster.topology_workers("orphan")) == 2, 40, "two workers")
     wait_until(lambda: len(acked_ids(tmp_path)) > 300, 40, "the first acks")
-    (victim_sid, _port), _beat = next(iter(topology_workers(cluster, "orphan").items()))
+    (victim_sid, _port), _beat = next(iter(cluster.topology_workers("orphan").items()))
     # The whole node dies: its supervisor and every worker it runs.
     doomed = [beat["pid"] for (sid, _), beat in cluster.heartbeats().items() if sid == victim_sid]
     cluster.supervisors[victim_sid].kill(signal.SIGKILL)
     for pid in doomed:
         os.kill(pid, signal.SIGKILL)
     del cluster.supervisors[victim_sid]
-    wait_until(lambda: len(topology_workers(cluster, "orphan")) == 2
-               and all(sid != victim_sid for sid, _ in topology_workers(cluster, "orphan")), 60,
+    wait_until(lambda: len(cluster.topology_workers("orphan")) == 2
+               and all(sid != victim_sid for sid, _ in cluster.topology_workers("orphan")), 60,
                "nimbus to move the dead supervisor's workers")
     wait_until(lambda: len(acked_ids(tmp_path)) == total, 120, "every message to be acked")
     assert acked_ids(tmp_path) == set(range(total))
-    kill_and_wait(cluster, "orphan")
+    cluster.kill_and_wait("orphan")
 
 
 def zk_commits(cluster: LoopbackCluster, spout_id: str) -> dict[int, int]:
@@ -311,21 +283,21 @@ def test_the_log_word_count_survives_a_killed_spout_worker_with_no_message_lost(
     ends = {p: log.end_offset(p) for p in range(4)}
     assert sum(ends.values()) == total and all(ends.values())
 
-    submit(cluster, TOPOLOGIES / "log_word_count.py", "lwc", "topology.workers=4",
+    cluster.submit(TOPOLOGIES / "log_word_count.py", "lwc", "topology.workers=4",
            f"sentences.log={path}", "topology.message.timeout.secs=4",
            "topology.max.spout.pending=200")
-    wait_until(lambda: len(topology_workers(cluster, "lwc")) == 4, 40, "four workers")
+    wait_until(lambda: len(cluster.topology_workers("lwc")) == 4, 40, "four workers")
     # Every partition committed once: whichever spout dies, its successor has a commit of
     # this topology to resume from.
     wait_until(lambda: len(zk_commits(cluster, "log-word-count")) == 4
                and all(zk_commits(cluster, "log-word-count").values()), 60,
                "a first commit of every partition")
-    victim_slot, victim = next((slot, beat) for slot, beat in topology_workers(cluster, "lwc").items()
+    victim_slot, victim = next((slot, beat) for slot, beat in cluster.topology_workers("lwc").items()
                                if "sentences" in beat["metrics"])
     os.kill(victim["pid"], signal.SIGKILL)
     at_kill = zk_commits(cluster, "log-word-count")
     assert sum(at_kill.values()) < total, "the kill must come mid-run"
-    wait_until(lambda: topology_workers(cluster, "lwc").get(victim_slot, {}).get("pid",
+    wait_until(lambda: cluster.topology_workers("lwc").get(victim_slot, {}).get("pid",
                victim["pid"]) != victim["pid"], 40, "the supervisor to restart the worker")
     wait_until(lambda: zk_commits(cluster, "log-word-count") == ends, 120,
                "every partition to be committed to its end")
@@ -337,7 +309,7 @@ def test_the_log_word_count_survives_a_killed_spout_worker_with_no_message_lost(
     described = cluster.cli("log", "describe", str(path))
     assert described.returncode == 0, described.stderr
     assert "spout log-word-count (commits in ZooKeeper):" in described.stdout
-    kill_and_wait(cluster, "lwc")
+    cluster.kill_and_wait("lwc")
 
 
 def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster, tmp_path):
@@ -345,13 +317,13 @@ def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster
     daemon logs it and goes on, no worker is stopped or moved, and nimbus puts the last good
     assignment back."""
     total = 3000
-    submit(cluster, LEDGER, "corrupt", "topology.workers=2", f"ledger.dir={tmp_path}",
+    cluster.submit(LEDGER, "corrupt", "topology.workers=2", f"ledger.dir={tmp_path}",
            f"ledger.messages={total}", "ledger.rate=300")
-    wait_until(lambda: len(topology_workers(cluster, "corrupt")) == 2, 40, "two workers")
+    wait_until(lambda: len(cluster.topology_workers("corrupt")) == 2, 40, "two workers")
     wait_until(lambda: len(acked_ids(tmp_path)) > 100, 40, "the first acks")
-    workers = {slot: beat["pid"] for slot, beat in topology_workers(cluster, "corrupt").items()}
+    workers = {slot: beat["pid"] for slot, beat in cluster.topology_workers("corrupt").items()}
     daemons = [d for d in [*cluster.nimbuses, *cluster.supervisors.values()] if d.alive()]
-    tid = next(iter(topology_workers(cluster, "corrupt").values()))["topology_id"]
+    tid = next(iter(cluster.topology_workers("corrupt").values()))["topology_id"]
     client = KazooClient(hosts=cluster.zk.hosts)
     client.start(timeout=15)
     try:
@@ -383,7 +355,7 @@ def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster
         assert cluster.cli("list").returncode == 0
         time.sleep(3)
         assert {slot: beat["pid"] for slot, beat
-                in topology_workers(cluster, "corrupt").items()} == workers
+                in cluster.topology_workers("corrupt").items()} == workers
         assert all(d.alive() for d in daemons)
         wait_until(lambda: len(acked_ids(tmp_path)) == total, 60, "every message to be acked")
         client.delete("/stormlet/topologies/bogus")
@@ -391,7 +363,7 @@ def test_corrupt_zookeeper_nodes_are_skipped_and_the_assignment_repaired(cluster
         client.stop()
         client.close()
     assert f"/stormlet/assignments/{tid}: not a valid assignment" in refused[0]
-    kill_and_wait(cluster, "corrupt")
+    cluster.kill_and_wait("corrupt")
 
 
 FAULTY = Path(__file__).resolve().parent / "cluster_topologies" / "faulty.py"
@@ -401,11 +373,11 @@ def test_a_bolt_raising_on_every_tuple_is_reported_and_its_workers_stay_up(clust
     """Bolt `explode` raises on every tuple, on both workers. `stormlet errors` shows where
     (component, task, host:port), `stormlet list` counts the errors, standbys answer too, and
     the topology's healthy path (the ledger) keeps acking on the same worker processes."""
-    submit(cluster, FAULTY, "faulty", "topology.workers=2", f"ledger.dir={tmp_path}",
+    cluster.submit(FAULTY, "faulty", "topology.workers=2", f"ledger.dir={tmp_path}",
            "ledger.messages=100000", "ledger.rate=200", "faulty.rate=2000",
            "topology.error.throttle.interval.secs=2")
-    wait_until(lambda: len(topology_workers(cluster, "faulty")) == 2, 40, "two workers")
-    workers = {slot: beat["pid"] for slot, beat in topology_workers(cluster, "faulty").items()}
+    wait_until(lambda: len(cluster.topology_workers("faulty")) == 2, 40, "two workers")
+    workers = {slot: beat["pid"] for slot, beat in cluster.topology_workers("faulty").items()}
     addresses = {f"127.0.0.1:{port}" for _sid, port in workers}
     wait_until(lambda: len(acked_ids(tmp_path)) > 100, 40, "the first acks")
     wait_until(lambda: "more like it" in cluster.cli("errors", "faulty").stdout, 40,
@@ -462,18 +434,18 @@ def test_a_bolt_raising_on_every_tuple_is_reported_and_its_workers_stay_up(clust
     wait_until(lambda: len(acked_ids(tmp_path)) > progress + 200, 30,
                "the healthy path to keep acking")
     assert {slot: beat["pid"] for slot, beat
-            in topology_workers(cluster, "faulty").items()} == workers
+            in cluster.topology_workers("faulty").items()} == workers
 
     unknown = cluster.cli("errors", "nope")
     assert unknown.returncode != 0 and "no topology named 'nope'" in unknown.stderr
-    kill_and_wait(cluster, "faulty")
+    cluster.kill_and_wait("faulty")
 
 
 def test_a_worker_whose_executor_dies_says_why_before_it_is_restarted(cluster, tmp_path):
     """An `explode` task raises SystemExit, which ends its executor's thread: the worker logs
     it, writes one last heartbeat and exits; the supervisor restarts it, logs the worker's last
     error and keeps it, so `stormlet errors` still shows it after the restart."""
-    submit(cluster, FAULTY, "quits", f"ledger.dir={tmp_path}", "ledger.rate=100",
+    cluster.submit(FAULTY, "quits", f"ledger.dir={tmp_path}", "ledger.rate=100",
            "faulty.rate=100", "faulty.quit=true")
     wait_until(lambda: (tmp_path / "quit").exists(), 40, "explode to quit")
 
@@ -485,7 +457,7 @@ def test_a_worker_whose_executor_dies_says_why_before_it_is_restarted(cluster, t
     (line,) = death()
     _date, _time, component, task, worker, *_ = line.split()
     assert component == "explode" and task.isdigit()
-    (slot, beat), = topology_workers(cluster, "quits").items()
+    (slot, beat), = cluster.topology_workers("quits").items()
     assert worker == f"127.0.0.1:{slot[1]}"
     progress = len(acked_ids(tmp_path))
     wait_until(lambda: len(acked_ids(tmp_path)) > progress + 100, 40,
@@ -497,14 +469,14 @@ def test_a_worker_whose_executor_dies_says_why_before_it_is_restarted(cluster, t
     supervisor_log = (cluster.base / f"{slot[0]}.log").read_text()
     assert f"exited with 1; restarting in 2s; it said: {said}" in supervisor_log, \
         supervisor_log[-3000:]
-    kill_and_wait(cluster, "quits")
+    cluster.kill_and_wait("quits")
 
 
 def test_a_slow_bolt_in_another_worker_throttles_the_spout_without_timeouts(cluster, tmp_path):
     """Backpressure across workers, no max spout pending: the spout is held back by the slow
     bolt's worker, so messages in flight and memory stay bounded and nothing times out."""
     slow = Path(__file__).resolve().parent / "cluster_topologies" / "slow_bolt.py"
-    submit(cluster, slow, "slow", f"slow.dir={tmp_path}", "slow.ms=2",
+    cluster.submit(slow, "slow", f"slow.dir={tmp_path}", "slow.ms=2",
            "topology.message.timeout.secs=10")
 
     def status(name):
@@ -518,7 +490,7 @@ def test_a_slow_bolt_in_another_worker_throttles_the_spout_without_timeouts(clus
     early = status("spout")
     time.sleep(15)   # 25 s in all: more than twice the message timeout
     spout, bolt = status("spout"), status("bolt")
-    kill_and_wait(cluster, "slow")
+    cluster.kill_and_wait("slow")
     # The spout alone could emit some 50,000 a second; the bolt takes 500. Without backpressure
     # between the workers, what is in flight would grow by the difference every second: over a
     # million by now. Bounded queues hold some tens of thousands (an inbox holds 64 batches of

@@ -13,7 +13,7 @@ from pathlib import Path
 import msgpack
 import pytest
 import zmq
-from cluster_support import LEDGER, serve_cluster, wait_until
+from cluster_support import LEDGER, acked_ids, serve_cluster, wait_until
 from support import running
 from zookeeper_server import zookeeper_available
 
@@ -252,13 +252,6 @@ def logs_on_failure(request):
     report = getattr(request.node, "report_call", None)
     if report is not None and report.failed and "cluster" in request.fixturenames:
         print(request.getfixturevalue("cluster").logs())
-
-
-def acked_ids(directory: Path) -> set[int]:
-    ids: set[int] = set()
-    for path in directory.glob("acked-*.log"):
-        ids |= {int(line) for line in path.read_text().split()}
-    return ids
 
 
 def spout_total(snapshots: list[dict], key: str) -> int:

@@ -14,7 +14,9 @@
 are checkpointed every ``topology.state.checkpoint.interval.ms``; a tuple's ack is held until
 the checkpoint holding its changes is committed, and a tuple whose changes are rolled back is
 failed and replayed by its spout. That is at least once, as in Storm: after a failure, a tuple
-can be applied to the state twice. Emits must be anchored: an unanchored emit raises
+can be applied to the state twice. A tuple whose ``execute`` raises is failed and replayed,
+but what it changed before raising stays: read everything first (a read can fail while a
+backend is unreachable), then change. Emits must be anchored: an unanchored emit raises
 ``StateError``.
 """
 
