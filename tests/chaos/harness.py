@@ -16,6 +16,7 @@ sampled four times a second, so the report can say how long each fault held thro
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -30,8 +31,12 @@ from stormlet.cluster.security import Security
 from stormlet.cluster.zk_state import ClusterState, connect
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
+from stormlet.state.redis_store import KEY_PREFIX
+from stormlet.state.store import decode_key, decode_value
 
 TOPOLOGY = Path(__file__).resolve().parent / "chaos_topology.py"
+# The same pipeline with a stateful bolt whose state is on a Redis server (``redis=`` below).
+STATEFUL_TOPOLOGY = Path(__file__).resolve().parent / "chaos_stateful_topology.py"
 NAME = "chaos"
 PARTITIONS = 4
 FAULTS = ("worker", "supervisor", "nimbus", "zookeeper")
@@ -52,10 +57,13 @@ class ChaosReport:
     faults: list[Fault]
     lost: int
     duplicates: int
+    uncounted: int | None = None   # stateful runs: messages missing from the committed state
 
     def lines(self) -> list[str]:
         out = [f"messages: {self.messages} in {self.seconds:.0f}s; faults injected: "
-               f"{len(self.faults)}; lost: {self.lost}; duplicates delivered: {self.duplicates}"]
+               f"{len(self.faults)}; lost: {self.lost}; duplicates delivered: {self.duplicates}"
+               + ("" if self.uncounted is None
+                  else f"; missing from the committed state: {self.uncounted}")]
         for f in self.faults:
             recovery = (f"throughput back after {f.recovered_after:.1f}s"
                         if f.recovered_after is not None
@@ -66,8 +74,10 @@ class ChaosReport:
 
 class ChaosRun:
     def __init__(self, cluster: LoopbackCluster, workdir: Path, messages: int, rate: float,
-                 workers: int = 3, seed: int | None = None):
+                 workers: int = 3, seed: int | None = None, redis=None):
+        """With ``redis`` (a ``RedisServer``), the stateful topology runs, its state there."""
         self.cluster = cluster
+        self.redis = redis
         # The cluster's credentials, to read its ZooKeeper as its daemons do.
         self.security = Security.load(cluster.secret_file)
         self.workdir = workdir
@@ -89,10 +99,14 @@ class ChaosRun:
     def start(self) -> None:
         self.seen_dir.mkdir(parents=True)
         PartitionedLog.create(self.log_path, PARTITIONS).close()
-        result = self.cluster.cli("submit", str(TOPOLOGY), "--name", NAME,
-                                  "-c", f"topology.workers={self.workers}",
+        state = []
+        if self.redis is not None:
+            state = ["-c", "topology.state.provider=redis", "-c",
+                     f"topology.state.provider.config={json.dumps(self.redis.provider_config)}"]
+        result = self.cluster.cli("submit", str(STATEFUL_TOPOLOGY if self.redis else TOPOLOGY),
+                                  "--name", NAME, "-c", f"topology.workers={self.workers}",
                                   "-c", f"chaos.log={self.log_path}",
-                                  "-c", f"chaos.dir={self.seen_dir}")
+                                  "-c", f"chaos.dir={self.seen_dir}", *state)
         assert result.returncode == 0, result.stderr
         wait_until(lambda: len(self.topology_workers()) == self.workers, 60, "the workers")
         self.started = time.monotonic()
@@ -174,6 +188,11 @@ class ChaosRun:
         self._later(down_secs, self.cluster.zk.start)
         return f"ZooKeeper SIGKILLed, restarted after {down_secs:.0f}s"
 
+    def _kill_redis(self, down_secs: float = 5.0) -> str:
+        self.redis.kill()
+        self._later(down_secs, self.redis.start)
+        return f"Redis SIGKILLed, restarted after {down_secs:.0f}s"
+
     def _later(self, secs: float, action) -> None:
         timer = threading.Timer(secs, action)
         timer.daemon = True
@@ -221,8 +240,21 @@ class ChaosRun:
         expected = {f"{i:09d}" for i in range(self.messages)}
         lost = len(expected - counts.keys())
         duplicates = sum(counts.values()) - len(counts)
+        uncounted = None
+        if self.redis is not None:
+            uncounted = len(expected - self.committed_counts().keys())
         self._measure_recovery()
-        return ChaosReport(self.messages, seconds, self.faults, lost, duplicates)
+        return ChaosReport(self.messages, seconds, self.faults, lost, duplicates, uncounted)
+
+    def committed_counts(self) -> dict[str, int]:
+        """The stateful bolt's committed count of each message, read from Redis."""
+        client = self.redis.client()
+        counts: dict[str, int] = {}
+        for key in client.scan_iter(match=f"{KEY_PREFIX}{NAME}/tally/*"):
+            if b"$" not in key:
+                counts.update({decode_key(k): decode_value(v)
+                               for k, v in client.hgetall(key).items()})
+        return counts
 
     def _measure_recovery(self) -> None:
         """Per fault: seconds until the sink's rate over a second is back to 80% of the

@@ -2,8 +2,11 @@
 every kind are injected at random, then the report.
 
     python tests/chaos/run.py [--messages 200000] [--rate 2000] [--faults 20] [--seed N]
+                              [--stateful]
 
-Needs ZooKeeper (bash deploy/zookeeper.sh install). Exits non-zero if any message was lost.
+Needs ZooKeeper (bash deploy/zookeeper.sh install); --stateful runs the stateful topology with
+its state on a Redis server (bash deploy/redis.sh install), which also gets SIGKILLed. Exits
+non-zero if any message was lost (or, --stateful, is missing from the committed state).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from harness import FAULTS, ChaosRun  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 from test_chaos import chaos_cluster  # noqa: E402
 
 SUPERVISOR_DOWN = 15.0
@@ -31,24 +35,28 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=2000, help="messages appended per second")
     parser.add_argument("--faults", type=int, default=20)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--stateful", action="store_true",
+                        help="the stateful topology, its state on a Redis server")
     args = parser.parse_args()
     rng = random.Random(args.seed)
     stream_secs = args.messages / args.rate
     interval = stream_secs / (args.faults + 1)
     with tempfile.TemporaryDirectory(prefix="stormlet-chaos-") as tmp:
+        redis = RedisServer(Path(tmp) / "redis").start() if args.stateful else None
+        kinds = FAULTS + ("redis",) if args.stateful else FAULTS
         cluster = chaos_cluster(Path(tmp))
         try:
-            run = ChaosRun(cluster, Path(tmp) / "run", args.messages, args.rate, seed=args.seed)
+            run = ChaosRun(cluster, Path(tmp) / "run", args.messages, args.rate, seed=args.seed,
+                           redis=redis)
             run.start()
             # Faults that take capacity away for a while are not stacked: at most one
             # supervisor down and one ZooKeeper outage at a time, so the cluster can recover.
-            busy_until = {kind: 0.0 for kind in FAULTS}
+            busy_until = {kind: 0.0 for kind in kinds}
             for i in range(args.faults):
                 at = (i + 1 + rng.uniform(-0.3, 0.3)) * interval
                 time.sleep(max(0.0, at - run.elapsed()))
                 now = run.elapsed()
-                kinds = [k for k in FAULTS if busy_until[k] <= now]
-                kind = rng.choice(kinds)
+                kind = rng.choice([k for k in kinds if busy_until[k] <= now])
                 if kind == "supervisor":
                     run.inject(kind, down_secs=SUPERVISOR_DOWN)
                     busy_until[kind] = now + SUPERVISOR_DOWN + 10
@@ -64,8 +72,10 @@ def main() -> int:
             raise
         finally:
             cluster.shutdown()
+            if redis is not None:
+                redis.kill()
     print("\n".join(report.lines()))
-    return 1 if report.lost else 0
+    return 1 if report.lost or report.uncounted else 0
 
 
 if __name__ == "__main__":

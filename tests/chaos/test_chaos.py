@@ -10,6 +10,8 @@ import pytest
 
 from cluster_support import LoopbackCluster, wait_until
 from harness import ChaosRun
+from redis_server import SKIP_REASON as REDIS_SKIP_REASON
+from redis_server import RedisServer, redis_available
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.security import Security
@@ -59,3 +61,26 @@ def test_one_of_each_fault_loses_no_message(tmp_path, security):
     assert [f.kind for f in report.faults] == ["worker", "supervisor", "nimbus", "zookeeper"]
     # No worker was killed or moved because ZooKeeper blinked.
     assert workers_after == workers_before
+
+
+@pytest.mark.skipif(not redis_available(), reason=REDIS_SKIP_REASON)
+def test_a_stateful_topology_on_redis_loses_no_message_and_no_committed_count(tmp_path):
+    with RedisServer(tmp_path / "redis") as redis:
+        cluster = chaos_cluster(tmp_path)
+        try:
+            run = ChaosRun(cluster, tmp_path / "run", messages=12_000, rate=500, seed=11,
+                           redis=redis)
+            run.start()
+            for kind in ("worker", "redis", "supervisor"):
+                time.sleep(6)
+                run.inject(kind)
+            report = run.finish(timeout=240)
+        except BaseException:
+            print(cluster.logs())
+            raise
+        finally:
+            cluster.shutdown()
+    print("\n".join(report.lines()))
+    assert report.lost == 0, report.lines()
+    assert report.uncounted == 0, report.lines()
+    assert [f.kind for f in report.faults] == ["worker", "redis", "supervisor"]
