@@ -313,6 +313,24 @@ def test_a_stateful_topology_gets_a_checkpoint_spout_and_stream_up_to_its_statef
     assert CHECKPOINT_COMPONENT not in plain.build().components
 
 
+def test_backfill_refuses_a_stateful_bolt_and_runs_the_bolts_before_it():
+    from stormlet.spark.backfill import plan_backfill
+    from stormlet.spark.backfill.errors import BackfillError
+
+    with pytest.raises(BackfillError, match="bolt 'totals' keeps checkpointed state across "
+                                            "tuples.*--component"):
+        plan_backfill(stateful_topology())
+    assert plan_backfill(stateful_topology(), components=["upper"]).order == ["upper"]
+
+
+def test_memory_state_on_a_cluster_logs_that_it_does_not_survive_a_restart(caplog):
+    conf = {"topology.state.provider": "memory"}
+    open_store(conf, "t", "t/b/1")
+    assert not caplog.records
+    open_store({**conf, "stormlet.zookeeper.connect": "127.0.0.1:2181"}, "t", "t/b/1")
+    assert "does not survive a worker restart" in caplog.text
+
+
 # ----- in a topology
 
 WORDS = ["apple", "pear", "apple", "fig", "pear", "apple"] * 50

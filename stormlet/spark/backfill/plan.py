@@ -30,6 +30,9 @@ from typing import Any
 
 from ... import groupings as g
 from ...protocol import DEFAULT_STREAM
+from ...state.checkpoint import CHECKPOINT_COMPONENT
+from ...state.runner import CheckpointForwarder, StatefulBoltRunner
+from ...windowing import WindowedBoltRunner
 from ...topology import Topology
 from .errors import BackfillError
 
@@ -108,6 +111,13 @@ def plan_backfill(topology: Topology, spout: str | None = None, stream: str | No
                                     f"of the input")
         reached = _ancestors(topology, set(components), reached)
 
+    for cid in sorted(reached):
+        kept = _kept_across_tuples(topology.components[cid].obj)
+        if kept:
+            raise BackfillError(f"bolt {cid!r} keeps {kept} across tuples, which a backfill "
+                                f"(each bolt run once over a batch, with no ticks or "
+                                f"checkpoints) cannot keep; backfill the bolts before it "
+                                f"with --component")
     edges = [Edge(sub.source, sub.stream, spec.id, i, sub.grouping.kind)
              for spec in topology.bolts if spec.id in reached
              for i, sub in enumerate(spec.inputs) if _feeds(sub, spout, stream, reached)]
@@ -139,13 +149,26 @@ def plan_backfill(topology: Topology, spout: str | None = None, stream: str | No
     return Plan(spout, stream, order, edges, outputs, notes)
 
 
+def _kept_across_tuples(bolt: Any) -> str | None:
+    """What ``bolt`` (as the topology runs it) keeps that a backfill cannot: a window or
+    checkpointed state."""
+    if isinstance(bolt, CheckpointForwarder):
+        bolt = bolt.inner
+    if isinstance(bolt, StatefulBoltRunner):
+        return "checkpointed state"
+    if isinstance(bolt, WindowedBoltRunner):
+        return "a window"
+    return None
+
+
 def _choose_spout(topology: Topology, spout: str | None) -> Any:
-    spouts = sorted(s.id for s in topology.spouts)
+    # The checkpoint spout emits no data: there is nothing of its to replace.
+    spouts = sorted(s.id for s in topology.spouts if s.id != CHECKPOINT_COMPONENT)
     if spout is None:
         if len(spouts) > 1:
             raise BackfillError(f"the topology has {len(spouts)} spouts ({', '.join(spouts)}): "
                                 f"choose the one the input replaces with --spout")
-        return topology.spouts[0]
+        return topology.components[spouts[0]]
     spec = topology.components.get(spout)
     if spec is None or not spec.is_spout:
         what = "a bolt" if spec is not None else "no such component"
