@@ -9,6 +9,8 @@ echo
 python benchmarks/cluster_wordcount.py
 python benchmarks/cluster_wordcount.py --secure
 echo
+python benchmarks/state_and_windows.py
+echo
 python benchmarks/backpressure.py
 echo
 python benchmarks/metrics_cost.py

@@ -102,20 +102,33 @@ def run(tracked: bool, seconds: float, rate: float | None = None, pending: int =
         basic: bool = False) -> dict:
     conf = {"topology.max.spout.pending": pending if tracked else None,
             "topology.acker.executors": 1 if tracked else 0}
+    return measure(build(tracked, rate, basic), conf, seconds)
+
+
+def measure(topology, conf: dict, seconds: float, warmup: float | None = None) -> dict:
+    """Run ``topology`` (a "sentences" spout; its words counted by the "count" bolt) for
+    ``seconds`` after a warm-up: words/s executed by "count", words/s acked (sentences acked
+    times their words), CPU cores used, complete latency and failures."""
     with LocalCluster() as cluster:
-        cluster.submit("bench", conf, build(tracked, rate, basic))
-        time.sleep(min(1.0, seconds / 4))  # warm-up
-        start_words = cluster.metrics("bench")["count"]["executed"]
+        cluster.submit("bench", conf, topology)
+        time.sleep(min(1.0, seconds / 4) if warmup is None else warmup)
+
+        def counters():
+            metrics = cluster.metrics("bench")
+            return metrics["count"]["executed"], metrics["sentences"]["acked"]
+
+        start_words, start_acked = counters()
         start = time.monotonic()
         cpu_start = time.process_time()
         time.sleep(seconds)
-        words = cluster.metrics("bench")["count"]["executed"] - start_words
+        words, acked = counters()
         elapsed = time.monotonic() - start
         cpu = time.process_time() - cpu_start
         report = cluster.kill("bench", wait_secs=5)
     latency = report.metrics["sentences"]["complete_latency_ms"]
-    return {"words_per_sec": words / elapsed, "cpu_cores": cpu / elapsed,
-            "p50_ms": latency["p50"], "p99_ms": latency["p99"],
+    return {"words_per_sec": (words - start_words) / elapsed,
+            "acked_words_per_sec": (acked - start_acked) * WORDS_PER_SENTENCE / elapsed,
+            "cpu_cores": cpu / elapsed, "p50_ms": latency["p50"], "p99_ms": latency["p99"],
             "failed": report.metrics["sentences"]["failed"]}
 
 

@@ -11,6 +11,7 @@ machine share the file (each task has its own connection; writers take turns).
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,16 +40,35 @@ class EmbeddedStore:
     def __init__(self, path: str | Path, namespace: str):
         self.path = Path(path)
         self.namespace = namespace
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                self._db = self._open()
+                return
+            except sqlite3.OperationalError as exc:
+                # Switching to WAL does not wait for the other tasks opening the file at the
+                # same moment: it fails at once with "locked", so wait here.
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise StateError(f"cannot open the embedded state store {self.path}: "
+                                     f"{exc}") from None
+                time.sleep(0.01)
+            except (OSError, sqlite3.Error) as exc:
+                raise StateError(f"cannot open the embedded state store {self.path}: "
+                                 f"{exc}") from None
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Transactions are opened by hand (BEGIN IMMEDIATE), not by the sqlite3 module.
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                             check_same_thread=False)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            # Transactions are opened by hand (BEGIN IMMEDIATE), not by the sqlite3 module.
-            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000,
-                                       isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            raise StateError(f"cannot open the embedded state store {self.path}: {exc}") from None
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.executescript(_SCHEMA)
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def get(self, key: bytes) -> bytes | None:
         row = self._db.execute("SELECT v FROM kv WHERE ns = ? AND k = ?",
