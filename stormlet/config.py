@@ -118,7 +118,7 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     STORMLET_STATE_DIR: (
         None,
         "directory of the embedded state store; None: stormlet-state in the working directory "
-        "in local mode, the supervisor's data directory on a cluster",
+        "in local mode, DATA_DIR/state of the supervisor on a cluster",
     ),
     OFFSETS_START_OVER: (
         False,

@@ -43,11 +43,14 @@ def redis(tmp_path):
 
 
 def submit_stateful(cluster, redis, name, ledger_dir):
+    """Submit the stateful ledger on two workers, its state on ``redis`` (None: embedded)."""
     ledger_dir.mkdir()
-    provider = json.dumps(redis.provider_config)
+    state = ["topology.state.provider=embedded"]
+    if redis is not None:
+        state = ["topology.state.provider=redis",
+                 f"topology.state.provider.config={json.dumps(redis.provider_config)}"]
     cluster.submit(STATEFUL, name, "topology.workers=2", f"ledger.dir={ledger_dir}",
-                   f"ledger.messages={MESSAGES}", "ledger.rate=250",
-                   "topology.state.provider=redis", f"topology.state.provider.config={provider}")
+                   f"ledger.messages={MESSAGES}", "ledger.rate=250", *state)
     wait_until(lambda: len(cluster.topology_workers(name)) == 2, 40, "two workers")
 
 
@@ -61,6 +64,15 @@ def committed_state(redis, name):
             continue
         for k, v in client.hgetall(key).items():
             state[decode_key(k)] = decode_value(v)
+    return state
+
+
+def embedded_state(path, name):
+    import sqlite3
+    db = sqlite3.connect(path)
+    rows = db.execute("SELECT k, v FROM kv WHERE ns LIKE ?", (namespace(name, "totals", 0)[:-1] + "%",))
+    state = {decode_key(k): decode_value(v) for k, v in rows}
+    db.close()
     return state
 
 
@@ -100,7 +112,11 @@ def finish(cluster, redis, name, ledger_dir):
     wait_until(lambda: len(acked_ids(ledger_dir)) == MESSAGES, 120, "every message acked")
     # The last acks come with a commit: the committed state holds every message now.
     cluster.kill_and_wait(name)
-    return check_accounting(committed_state(redis, name), emitted_counts(ledger_dir))
+    if redis is None:   # embedded: the supervisor's state directory
+        state = embedded_state(cluster.base / "s1" / "state" / f"{name}.sqlite3", name)
+    else:
+        state = committed_state(redis, name)
+    return check_accounting(state, emitted_counts(ledger_dir))
 
 
 def test_a_stateful_word_count_with_redis_survives_a_killed_worker(cluster, redis, tmp_path):
@@ -117,6 +133,17 @@ def test_a_stateful_word_count_with_redis_survives_a_killed_worker(cluster, redi
     assert sum(emitted.values()) > MESSAGES, "the kill replayed nothing: it tested nothing"
     print(f"killed worker: {duplicates} duplicate counts, "
           f"{sum(emitted.values()) - MESSAGES} re-emits")
+
+
+def test_the_embedded_store_serves_two_workers_from_the_supervisor_s_state_directory(
+        cluster, tmp_path):
+    ledger_dir = tmp_path / "ledger"
+    submit_stateful(cluster, None, "stembed", ledger_dir)
+    wait_until(lambda: len(acked_ids(ledger_dir)) > 300, 60, "300 messages acked")
+    victim = stateful_worker(cluster, "stembed")
+    os.kill(victim["pid"], signal.SIGKILL)
+    duplicates = finish(cluster, None, "stembed", ledger_dir)
+    print(f"embedded, killed worker: {duplicates} duplicate counts")
 
 
 def test_a_stateful_word_count_with_redis_survives_a_redis_crash(cluster, redis, tmp_path):

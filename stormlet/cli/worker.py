@@ -1,7 +1,8 @@
 """``stormlet worker``: one worker process, as its supervisor starts it (hidden from --help):
 
     python -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID --supervisor-id SID \\
-        --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE --heartbeat-file FILE
+        --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE --heartbeat-file FILE \
+        [--state-dir DIR]
 
 It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and
 exits 1 when an executor died or the slot had nothing to run, else 0. A signal that comes while
@@ -31,8 +32,10 @@ from .signals import run_until_signal
 @click.option("--code", type=click.Path(path_type=Path), required=True,
               help="the topology's entry file")
 @click.option("--heartbeat-file", type=click.Path(path_type=Path), required=True)
+@click.option("--state-dir", type=click.Path(path_type=Path), default=None,
+              help="the embedded state store's directory, unless the topology names one")
 def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: int, host: str,
-           bind: str | None, code: Path, heartbeat_file: Path) -> None:
+           bind: str | None, code: Path, heartbeat_file: Path, state_dir: Path | None) -> None:
     """Run one worker of a topology (supervisors start these)."""
     from ..cluster.security import Security, SecurityError
     from ..cluster.worker import NotAssigned, Worker
@@ -47,7 +50,7 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     except SecurityError as exc:
         raise SystemExit(str(exc)) from None
     daemon = Worker(zk, zk_root, topology_id, supervisor_id, port, host, code, heartbeat_file,
-                    security, bind)
+                    security, bind, state_dir)
     try:
         run_until_signal(daemon, end=daemon.end, ended=daemon.wait)
     except NotAssigned as exc:   # from start: nothing was started

@@ -304,7 +304,9 @@ class Supervisor:
                    "--zk-root", self.zk_root, "--topology-id", tid,
                    "--supervisor-id", self.supervisor_id, "--port", str(port),
                    "--host", self.host, "--bind", self.bind, "--code", str(entry),
-                   "--heartbeat-file", str(heartbeat)]
+                   "--heartbeat-file", str(heartbeat),
+                   # Outside the code directory: state outlives a topology instance.
+                   "--state-dir", str((self.data_dir / "state").resolve())]
         with open(logs / f"worker-{port}.log", "ab") as log_file:
             process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
                                        cwd=str(entry.parent),

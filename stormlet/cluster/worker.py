@@ -70,9 +70,12 @@ class NotAssigned(Exception):
 class Worker:
     def __init__(self, zk_hosts: str, zk_root: str, topology_id: str, supervisor_id: str,
                  port: int, host: str, code_entry: Path, heartbeat_file: Path,
-                 security: Security | None = None, bind: str | None = None):
+                 security: Security | None = None, bind: str | None = None,
+                 state_dir: Path | None = None):
         """``security``: the topology's credentials its supervisor handed over, if any. The
-        worker listens on ``bind`` (default: ``host``, the address peers reach it at)."""
+        worker listens on ``bind`` (default: ``host``, the address peers reach it at).
+        ``state_dir``: where the embedded state store is, unless the topology says."""
+        self.state_dir = state_dir
         self.security = security or Security()
         self.bind = bind or host
         self.zk_hosts = zk_hosts
@@ -155,6 +158,8 @@ class Worker:
         conf = {**record["conf"], cfg.STORMLET_ZOOKEEPER_CONNECT: self.zk_hosts,
                 cfg.STORMLET_ZOOKEEPER_ROOT: self.state.root,
                 cfg.STORMLET_TOPOLOGY_ID: self.topology_id}
+        if self.state_dir is not None and not conf.get(cfg.STORMLET_STATE_DIR):
+            conf[cfg.STORMLET_STATE_DIR] = str(self.state_dir)
         self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
                                        remote_routes=self._remote_routes(assignment))
         overload = OverloadWatch(self.runtime.routes, self._peers,
