@@ -53,6 +53,15 @@ def checked(values: Any, stream: StreamShape, component: str) -> list:
     return values
 
 
+def plainly_encodable(value: Any) -> bool:
+    """True if msgpack surely encodes ``value`` (a scalar of a plain type, in range); False
+    means "encode it to know"."""
+    kind = type(value)
+    if kind in PLAIN_TYPES or kind is str and value.isascii():
+        return True
+    return kind is int and INT_MIN <= value <= INT_MAX
+
+
 def check_values(values: Any, component: str, stream: str, fields: list[str]) -> None:
     if type(values) is not list:
         if isinstance(values, (tuple, list)):
@@ -66,13 +75,10 @@ def check_values(values: Any, component: str, stream: str, fields: list[str]) ->
             f"{component!r} emitted {len(values)} values on stream {stream!r}, "
             f"which declares {len(fields)} fields {fields}"
         )
-    plain = PLAIN_TYPES
     for i, value in enumerate(values):
+        if plainly_encodable(value):
+            continue
         kind = type(value)
-        if kind in plain or kind is str and value.isascii():
-            continue
-        if kind is int and INT_MIN <= value <= INT_MAX:
-            continue
         try:
             msgpack.packb(value, use_bin_type=True)
         except (TypeError, ValueError, OverflowError) as exc:

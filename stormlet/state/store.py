@@ -18,7 +18,7 @@ empty string where a backend needs bytes: msgpack never encodes anything to no b
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import msgpack
@@ -53,18 +53,22 @@ class Store(Protocol):
         ...
 
 
-def encode_key(key: Any) -> bytes:
+def _packb(value: Any) -> bytes:
+    return msgpack.packb(value, use_bin_type=True)
+
+
+def encode_key(key: Any, pack: Callable[[Any], bytes] = _packb) -> bytes:
     try:
-        return msgpack.packb(key, use_bin_type=True)
+        return pack(key)
     except (TypeError, ValueError, OverflowError) as exc:
         raise StateError(f"a state key must be msgpack-encodable (str, bytes, int, float, bool, "
                          f"None or a tuple of them); {key!r} is a {type(key).__name__}: "
                          f"{exc}") from None
 
 
-def encode_value(key: Any, value: Any) -> bytes:
+def encode_value(key: Any, value: Any, pack: Callable[[Any], bytes] = _packb) -> bytes:
     try:
-        return msgpack.packb(value, use_bin_type=True)
+        return pack(value)
     except (TypeError, ValueError, OverflowError) as exc:
         raise StateError(f"the state value for key {key!r} cannot be stored: a "
                          f"{type(value).__name__} is not msgpack-encodable ({exc})") from None

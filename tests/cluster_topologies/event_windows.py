@@ -15,7 +15,7 @@ import os
 import time
 
 from stormlet import Bolt, Spout, TopologyBuilder
-from stormlet.windowing import Duration, WindowedBolt
+from stormlet.windowing import Count, Duration, WindowedBolt
 
 BASE = 1_700_000_000_000   # a multiple of the window length
 
@@ -58,7 +58,8 @@ class Record(Bolt):
 
     def execute(self, tup):
         with open(self.path, "a") as f:
-            f.write(json.dumps({"stream": tup.stream, "values": list(tup.values)}) + "\n")
+            f.write(json.dumps({"component": tup.source_component, "stream": tup.stream,
+                                "values": list(tup.values)}) + "\n")
         self.collector.ack(tup)
 
 
@@ -67,7 +68,9 @@ builder.set_spout("stamped", Stamped(), parallelism=2)
 builder.set_bolt("totals", Totals().with_tumbling_window(Duration(seconds=1))
                  .with_timestamp_field("ts").with_watermark_interval(Duration(ms=200))
                  .with_late_tuple_stream("late")).global_grouping("stamped")
-builder.set_bolt("record", Record()).global_grouping("totals").global_grouping("totals", "late")
+builder.set_bolt("counted", Totals().with_tumbling_window(Count(50))).global_grouping("stamped")
+builder.set_bolt("record", Record()).global_grouping("totals").global_grouping("totals", "late") \
+    .global_grouping("counted")
 topology = builder.build()
 
 config = {"topology.message.timeout.secs": 20, "windows.count": 300, "windows.late_after": 3}
