@@ -100,3 +100,36 @@ class BasicOutputCollector:
 
     def report_error(self, error: BaseException | str) -> None:
         self._collector.report_error(error)
+
+
+class AnchoringCollector:
+    """An ``OutputCollector`` over ``collector`` that chooses the anchors of every emit
+    (``anchored``, given what the bolt passed, ``None`` if nothing) and passes the rest on.
+    Windowed and stateful bolts get one of these, with their own anchoring and acking."""
+
+    def __init__(self, collector: OutputCollector):
+        self._collector = collector
+
+    def emit(self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None,
+             stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._collector.emit(values, self.anchored(anchors), stream)
+
+    def emit_direct(self, task: int, values: Sequence[Any],
+                    anchors: Tuple | Iterable[Tuple] | None = None,
+                    stream: str = DEFAULT_STREAM) -> list[int]:
+        return self._collector.emit_direct(task, values, self.anchored(anchors), stream)
+
+    def anchored(self, anchors: Tuple | Iterable[Tuple] | None) -> Tuple | Iterable[Tuple]:
+        return () if anchors is None else anchors
+
+    def ack(self, tup: Tuple) -> None:
+        self._collector.ack(tup)
+
+    def fail(self, tup: Tuple, reason: str | None = None) -> None:
+        self._collector.fail(tup, reason)
+
+    def reset_timeout(self, tup: Tuple) -> None:
+        self._collector.reset_timeout(tup)
+
+    def report_error(self, error: BaseException | str) -> None:
+        self._collector.report_error(error)

@@ -48,12 +48,12 @@ import bisect
 import collections
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import config as cfg
+from .collectors import AnchoringCollector
 from .components import Bolt, OutputFieldsDeclarer
 from .errors import TopologyError
-from .protocol import DEFAULT_STREAM
 from .tuples import Tuple
 
 if TYPE_CHECKING:
@@ -361,24 +361,15 @@ def _duration(what: str, value: Any) -> Duration:
     return value
 
 
-class _WindowCollector:
+class _WindowCollector(AnchoringCollector):
     """What a windowed bolt's ``self.collector`` is: emits anchored to the current window."""
 
     def __init__(self, runner: WindowedBoltRunner, collector: OutputCollector):
+        super().__init__(collector)
         self._runner = runner
-        self._collector = collector
         self.window: Window | None = None
 
-    def emit(self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = None,
-             stream: str = DEFAULT_STREAM) -> list[int]:
-        return self._collector.emit(values, self._anchors(anchors), stream)
-
-    def emit_direct(self, task: int, values: Sequence[Any],
-                    anchors: Tuple | Iterable[Tuple] | None = None,
-                    stream: str = DEFAULT_STREAM) -> list[int]:
-        return self._collector.emit_direct(task, values, self._anchors(anchors), stream)
-
-    def _anchors(self, anchors: Tuple | Iterable[Tuple] | None) -> Tuple | Iterable[Tuple]:
+    def anchored(self, anchors: Tuple | Iterable[Tuple] | None) -> Tuple | Iterable[Tuple]:
         if anchors is not None:
             return anchors
         return self.window.get() if self.window is not None else ()
@@ -388,12 +379,6 @@ class _WindowCollector:
 
     def fail(self, tup: Tuple, reason: str | None = None) -> None:
         self._runner.fail(tup, reason)
-
-    def reset_timeout(self, tup: Tuple) -> None:
-        self._collector.reset_timeout(tup)
-
-    def report_error(self, error: BaseException | str) -> None:
-        self._collector.report_error(error)
 
 
 class WindowedBoltRunner(Bolt):

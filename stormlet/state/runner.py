@@ -10,12 +10,11 @@ after it, and acks it. A failed action is recovered by the checkpoint spout.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..collectors import BasicOutputCollector
+from ..collectors import AnchoringCollector, BasicOutputCollector
 from ..components import BasicBolt, Bolt, OutputFieldsDeclarer
-from ..protocol import DEFAULT_STREAM
 from ..tuples import Tuple
 from .bolt import StatefulBolt
 from .checkpoint import (CHECKPOINT_FIELDS, CHECKPOINT_STREAM, COMMIT, INITSTATE, PREPARE,
@@ -209,23 +208,14 @@ class StatefulBoltRunner(_CheckpointingBolt):
             self.state.close()
 
 
-class _StatefulCollector:
+class _StatefulCollector(AnchoringCollector):
     """What a stateful bolt's ``self.collector`` is: emits must be anchored, acks are held."""
 
     def __init__(self, runner: StatefulBoltRunner, collector: OutputCollector):
+        super().__init__(collector)
         self._runner = runner
-        self._collector = collector
 
-    def emit(self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] = (),
-             stream: str = DEFAULT_STREAM) -> list[int]:
-        return self._collector.emit(values, self._anchored(anchors), stream)
-
-    def emit_direct(self, task: int, values: Sequence[Any],
-                    anchors: Tuple | Iterable[Tuple] = (),
-                    stream: str = DEFAULT_STREAM) -> list[int]:
-        return self._collector.emit_direct(task, values, self._anchored(anchors), stream)
-
-    def _anchored(self, anchors: Tuple | Iterable[Tuple]) -> Tuple | Iterable[Tuple]:
+    def anchored(self, anchors: Tuple | Iterable[Tuple] | None) -> Tuple | Iterable[Tuple]:
         if isinstance(anchors, Tuple) or anchors:
             return anchors
         raise StateError(f"stateful bolt {self._runner.component_id!r} emitted without anchors: "
@@ -236,12 +226,3 @@ class _StatefulCollector:
     def ack(self, tup: Tuple) -> None:
         """Held until the checkpoint holding ``tup``'s changes is committed."""
         self._runner.hold_ack(tup)
-
-    def fail(self, tup: Tuple, reason: str | None = None) -> None:
-        self._collector.fail(tup, reason)
-
-    def reset_timeout(self, tup: Tuple) -> None:
-        self._collector.reset_timeout(tup)
-
-    def report_error(self, error: BaseException | str) -> None:
-        self._collector.report_error(error)

@@ -5,6 +5,8 @@ reported. The long form is ``python tests/chaos/run.py`` (see its --help)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -31,14 +33,26 @@ def chaos_cluster(base, secret_file=None) -> LoopbackCluster:
     return cluster
 
 
+@contextmanager
+def serving_chaos_cluster(base, secret_file=None) -> Iterator[LoopbackCluster]:
+    """``chaos_cluster``, its daemons' logs printed if what ran with it failed, torn down."""
+    cluster = chaos_cluster(base, secret_file)
+    try:
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.shutdown()
+
+
 @pytest.mark.parametrize("security", ["off", "on"])
 def test_one_of_each_fault_loses_no_message(tmp_path, security):
     secret_file = None
     if security == "on":   # CURVE on every socket, ACLs on every ZooKeeper node
         secret_file = tmp_path / "cluster.secret"
         Security.generate(secret_file)
-    cluster = chaos_cluster(tmp_path, secret_file)
-    try:
+    with serving_chaos_cluster(tmp_path, secret_file) as cluster:
         run = ChaosRun(cluster, tmp_path / "run", messages=30_000, rate=600, seed=7)
         run.start()
         for kind in ("worker", "supervisor", "nimbus"):
@@ -51,11 +65,6 @@ def test_one_of_each_fault_loses_no_message(tmp_path, security):
         time.sleep(12 + 6)
         workers_after = {slot: beat["pid"] for slot, beat in run.topology_workers().items()}
         report = run.finish(timeout=240)
-    except BaseException:
-        print(cluster.logs())
-        raise
-    finally:
-        cluster.shutdown()
     print("\n".join(report.lines()))
     assert report.lost == 0, report.lines()
     assert [f.kind for f in report.faults] == ["worker", "supervisor", "nimbus", "zookeeper"]
@@ -65,21 +74,14 @@ def test_one_of_each_fault_loses_no_message(tmp_path, security):
 
 @pytest.mark.skipif(not redis_available(), reason=REDIS_SKIP_REASON)
 def test_a_stateful_topology_on_redis_loses_no_message_and_no_committed_count(tmp_path):
-    with RedisServer(tmp_path / "redis") as redis:
-        cluster = chaos_cluster(tmp_path)
-        try:
-            run = ChaosRun(cluster, tmp_path / "run", messages=12_000, rate=500, seed=11,
-                           redis=redis)
-            run.start()
-            for kind in ("worker", "redis", "supervisor"):
-                time.sleep(6)
-                run.inject(kind)
-            report = run.finish(timeout=240)
-        except BaseException:
-            print(cluster.logs())
-            raise
-        finally:
-            cluster.shutdown()
+    with RedisServer(tmp_path / "redis") as redis, serving_chaos_cluster(tmp_path) as cluster:
+        run = ChaosRun(cluster, tmp_path / "run", messages=12_000, rate=500, seed=11,
+                       redis=redis)
+        run.start()
+        for kind in ("worker", "redis", "supervisor"):
+            time.sleep(6)
+            run.inject(kind)
+        report = run.finish(timeout=240)
     print("\n".join(report.lines()))
     assert report.lost == 0, report.lines()
     assert report.uncounted == 0, report.lines()

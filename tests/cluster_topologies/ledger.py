@@ -47,6 +47,9 @@ class LedgerSpout(Spout):
                 return
         msg_id = self.todo.popleft()
         self.sent += 1
+        self.send(msg_id)
+
+    def send(self, msg_id):
         self.collector.emit([msg_id], msg_id=msg_id)
 
     def ack(self, msg_id):

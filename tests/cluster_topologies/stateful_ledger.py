@@ -1,9 +1,7 @@
 """A stateful word count over a durable source, for cluster tests of checkpointed state.
 
-The source is message ids 0..N-1 (``ledger.messages``); spout task i owns the ids congruent to
-i, appends every emit to ``emitted-<index>.log`` and every ack to ``acked-<index>.log`` in
-``ledger.dir``, and skips acked ids when it (re)starts, as a spout over Kafka resumes from its
-committed offsets. Message m carries the word ``w<m % 13>``. ``Totals`` (a stateful bolt, fields
+The source is ``ledger.py``'s (ids 0..N-1, ``ledger.messages``, resumed after acked ones on a
+restart), which here also appends every emit to ``emitted-<index>.log`` in ``ledger.dir``. Message m carries the word ``w<m % 13>``. ``Totals`` (a stateful bolt, fields
 grouping on the word) keeps each word's total and, for the test's accounting, how many times it
 counted each message: after a failure a message can be counted twice, but only if it was
 emitted twice, and every word's total is the sum of its messages' counts.
@@ -11,11 +9,11 @@ emitted twice, and every word's total is the sum of its messages' counts.
 
 from __future__ import annotations
 
-import collections
 import os
-import time
 
-from stormlet import Bolt, Spout, TopologyBuilder
+from ledger import LedgerSpout
+
+from stormlet import Bolt, TopologyBuilder
 from stormlet.state import StatefulBolt
 
 WORDS = 13
@@ -25,51 +23,23 @@ def word_of(msg_id: int) -> str:
     return f"w{msg_id % WORDS}"
 
 
-class LedgerSpout(Spout):
+class WordLedgerSpout(LedgerSpout):
+    """The ledger's spout, sending each id with its word and logging every emit."""
+
     outputs = ["id", "word"]
 
     def open(self, conf, context, collector):
-        self.collector = collector
-        directory = conf["ledger.dir"]
+        super().open(conf, context, collector)
         index = context.this_task_index
-        n = len(context.get_this_component_tasks())
-        total = int(conf["ledger.messages"])
-        self.rate = float(conf.get("ledger.rate", 0) or 0)
-        acked_path = os.path.join(directory, f"acked-{index}.log")
-        done = set()
-        if os.path.exists(acked_path):
-            with open(acked_path) as f:
-                done = {int(line) for line in f if line.strip()}
-        self.todo = collections.deque(i for i in range(index, total, n) if i not in done)
-        self.acked = open(acked_path, "a")
-        self.emitted = open(os.path.join(directory, f"emitted-{index}.log"), "a")
-        self.sent = 0
-        self.started = None
+        self.emitted = open(os.path.join(conf["ledger.dir"], f"emitted-{index}.log"), "a")
 
-    def next_tuple(self):
-        if not self.todo:
-            return
-        if self.rate:
-            now = time.monotonic()
-            if self.started is None:
-                self.started = now
-            if self.sent >= (now - self.started) * self.rate:
-                return
-        msg_id = self.todo.popleft()
-        self.sent += 1
+    def send(self, msg_id):
         self.emitted.write(f"{msg_id}\n")
         self.emitted.flush()
         self.collector.emit([msg_id, word_of(msg_id)], msg_id=msg_id)
 
-    def ack(self, msg_id):
-        self.acked.write(f"{msg_id}\n")
-        self.acked.flush()
-
-    def fail(self, msg_id, reason):
-        self.todo.append(msg_id)
-
     def close(self):
-        self.acked.close()
+        super().close()
         self.emitted.close()
 
 
@@ -99,7 +69,7 @@ class Totals(StatefulBolt):
 
 
 builder = TopologyBuilder()
-builder.set_spout("source", LedgerSpout(), parallelism=2)
+builder.set_spout("source", WordLedgerSpout(), parallelism=2)
 builder.set_bolt("relay", Relay(), parallelism=2).shuffle_grouping("source")
 builder.set_bolt("totals", Totals(), parallelism=2).fields_grouping("relay", ["word"])
 topology = builder.build()
