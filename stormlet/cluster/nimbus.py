@@ -28,7 +28,7 @@ from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
 from . import rpc
-from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack, verify
+from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack
 from .errors import topology_error_summary, topology_errors
 from .metrics_store import MetricsStore
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
@@ -39,7 +39,8 @@ from .scheduler import (
     plan_from_summary,
     repair,
 )
-from .security import DAEMON_USER, Security, check_bind_address
+from .nimbus_client import fetch_code
+from .security import Security, check_bind_address
 from .zk_state import (
     DEFAULT_ROOT,
     ClusterState,
@@ -490,21 +491,20 @@ class Nimbus:
         """Copy the code of every topology this nimbus lacks from another live nimbus (standbys
         keep copies so that one can take over; a new leader fills any gap the same way)."""
         try:
-            missing = [tid for tid in self.state.topologies()
-                       if is_topology_id(tid) and not self._code_path(tid).is_file()]
+            missing = {tid: record.get("code_sha256")   # tid -> the digest its code must have
+                       for tid, record in self.state.topologies().items()
+                       if is_topology_id(tid) and not self._code_path(tid).is_file()}
             if not missing:
                 return
             peers = [a for a in self.state.nimbus_addresses() if a != self.address]
         except Exception as exc:
             log.debug("code replication pass failed: %s", exc)
             return
-        for tid in missing:
+        for tid, expected in missing.items():
             for address in peers:
                 try:
-                    code = rpc.call(address, "get_code", timeout=10, topology_id=tid,
-                                    credentials=self.security.rpc_client_keys(DAEMON_USER))
-                    verify(code, (self.state.topology(tid) or {}).get("code_sha256"), tid)
-                    self._store_code(tid, code)
+                    self._store_code(tid, fetch_code(address, tid, expected, self.security,
+                                                     timeout=10))
                     log.info("copied the code of %s from %s", tid, address)
                     break
                 except rpc.RpcError as exc:

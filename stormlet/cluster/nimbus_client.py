@@ -17,8 +17,9 @@ from typing import Any, Self
 
 from kazoo.exceptions import NoAuthError
 
+from .code import verify
 from .rpc import NOT_LEADER, NimbusUnavailable, RpcError, call
-from .security import ADMIN_USER, PASS_THE_SECRET, Security
+from .security import ADMIN_USER, DAEMON_USER, PASS_THE_SECRET, Security
 from .zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
 
 # Requests a standby answers too; everything else needs the leader.
@@ -27,6 +28,17 @@ READ_ONLY_OPS = frozenset({"list", "cluster", "errors", "topology_info", "metric
 # stays registered until its ZooKeeper session expires).
 LEADER_WAIT_SECS = 15.0
 READ_TIMEOUT_SECS = 5.0
+
+
+def fetch_code(address: str, topology_id: str, expected_sha256: str | None, security: Security,
+               timeout: float) -> bytes:
+    """The code package of ``topology_id`` from the nimbus at ``address``, asked as a daemon;
+    ``RpcError`` if it has none, ``CodeError`` if its bytes do not match ``expected_sha256``
+    (the digest in the topology's record)."""
+    code = call(address, "get_code", timeout=timeout, topology_id=topology_id,
+                credentials=security.rpc_client_keys(DAEMON_USER))
+    verify(code, expected_sha256, topology_id)
+    return code
 
 
 class NimbusClient:

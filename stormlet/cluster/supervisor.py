@@ -30,12 +30,12 @@ from pathlib import Path
 from kazoo.protocol.states import KazooState
 
 from . import rpc
-from .code import CodeError, unpack, verify
+from .code import CodeError, unpack
 from .errors import cap_report, report_errors
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
 from .names import check_topology_id
+from .nimbus_client import fetch_code
 from .security import (
-    DAEMON_USER,
     SECRET_FILE_ENV,
     WORKER_CREDENTIALS_ENV,
     Security,
@@ -277,10 +277,7 @@ class Supervisor:
         problem = "no nimbus is registered"
         for address in self.state.nimbus_addresses():
             try:
-                code = rpc.call(address, "get_code", timeout=15, topology_id=tid,
-                                credentials=self.security.rpc_client_keys(DAEMON_USER))
-                verify(code, expected, tid)
-                return code
+                return fetch_code(address, tid, expected, self.security, timeout=15)
             except rpc.RpcError as exc:
                 problem = str(exc)
             except CodeError as exc:
