@@ -25,7 +25,7 @@ class RunningTopology(Protocol):
         ...
 
     def sources(self, component: str) -> list[str]:
-        """The components ``component`` subscribes to."""
+        """The components ``component`` subscribes to for data (not for checkpoints)."""
         ...
 
 
@@ -86,7 +86,7 @@ class TopologyContext:
         return self._layout.component_ids()
 
     def get_this_sources(self) -> list[str]:
-        """The components this task's component subscribes to."""
+        """The components this task's component subscribes to for data."""
         return self._layout.sources(self.component_id)
 
     def get_component_output_fields(self, component: str, stream: str = DEFAULT_STREAM) -> list[str]:

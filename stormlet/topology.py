@@ -21,7 +21,7 @@ from .protocol import DEFAULT_STREAM
 from .state import providers as state_providers
 from .state.bolt import StatefulBolt
 from .state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM, CheckpointSpout
-from .state.runner import CheckpointForwarder, StatefulBoltRunner
+from .state.runner import CheckpointForwarder, StatefulBoltRunner, run_bolt
 from .state.wiring import checkpoint_sources
 from .windowing import WindowedBolt, WindowedBoltRunner
 
@@ -238,9 +238,8 @@ def _with_checkpointing(specs: dict[str, ComponentSpec]) -> dict[str, ComponentS
                          for source in sources]
         wired[cid] = replace(spec, obj=obj, inputs=spec.inputs + subscriptions,
                              streams={**spec.streams, CHECKPOINT_STREAM: checkpoint_stream})
-    spout = CheckpointSpout()
     wired[CHECKPOINT_COMPONENT] = ComponentSpec(
-        CHECKPOINT_COMPONENT, spout, True, 1,
+        CHECKPOINT_COMPONENT, CheckpointSpout(), True, 1,
         streams={CHECKPOINT_STREAM: checkpoint_stream})
     return wired
 
@@ -248,7 +247,7 @@ def _with_checkpointing(specs: dict[str, ComponentSpec]) -> dict[str, ComponentS
 def _window_problems(specs: Any, conf: dict[str, Any]) -> list[str]:
     problems = []
     for spec in specs:
-        runner = spec.obj.inner if isinstance(spec.obj, CheckpointForwarder) else spec.obj
+        runner = run_bolt(spec.obj)
         if isinstance(runner, WindowedBoltRunner):
             timeout = spec.component_conf(conf)[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
             problems += runner.problems(spec.id, float(timeout))

@@ -275,10 +275,10 @@ class EventTimeWindowManager(_HeldItems):
     def _fire(self, end: int) -> Firing:
         start = end - self.length
         leaving = bisect.bisect_left(self._events, (start, -1))
-        expired = [item for _ts, _serial, item in self._events[:leaving]]
-        for _ts, serial, _item in self._events[:leaving]:
-            self._shown.discard(serial)
+        gone = self._events[:leaving]
         del self._events[:leaving]
+        expired = [item for _ts, _serial, item in gone]
+        self._shown.difference_update(serial for _ts, serial, _item in gone)
         inside = self._events[:bisect.bisect_left(self._events, (end, -1))]
         if not inside:
             return None, expired

@@ -40,7 +40,7 @@ def read_only(file: Path, secret_file: str | None) -> None:
     from ..cluster.security import write_private_file
 
     security = load_security(secret_file)
-    if security.ui_token() is None:
+    if not security.holds_secret:
         raise click.ClickException("read-only credentials are made from the cluster secret: "
                                    "pass it with --secret-file or STORMLET_SECRET_FILE")
     try:

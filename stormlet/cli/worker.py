@@ -1,7 +1,7 @@
 """``stormlet worker``: one worker process, as its supervisor starts it (hidden from --help):
 
     python -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID --supervisor-id SID \\
-        --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE --heartbeat-file FILE \
+        --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE --heartbeat-file FILE \\
         [--state-dir DIR]
 
 It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and

@@ -241,6 +241,12 @@ class Security:
     # ----- what it allows
 
     @property
+    def holds_secret(self) -> bool:
+        """Whether this process holds the cluster secret itself (not a worker's or read-only
+        credentials derived from it)."""
+        return self._cluster_secret is not None
+
+    @property
     def enabled(self) -> bool:
         return (self._cluster_secret is not None or self._topology is not None
                 or self._read_only is not None)
@@ -282,9 +288,7 @@ class Security:
     def ui_token(self) -> str | None:
         """The UI's access token (``stormlet secret ui-token`` prints it); None without the
         cluster secret."""
-        if self._cluster_secret is None:
-            return None
-        return self._derive("ui/token").hex()
+        return self._derive("ui/token").hex() if self.holds_secret else None
 
     def worker_credentials(self, topology_id: str, topology_name: str) -> dict[str, Any]:
         """What a supervisor hands a worker of ``topology_id`` (see ``for_worker``): its

@@ -100,13 +100,11 @@ class CheckpointSpout(Spout):
     def next_tuple(self) -> None:
         if self.in_flight is not None:
             return
-        if not self.recovering:
-            due = time.monotonic() - self.last_checkpoint >= self.interval_secs
-            if self.progress.phase == COMMITTED and not due:
+        if not self.recovering and self.progress.phase == COMMITTED:
+            if time.monotonic() - self.last_checkpoint < self.interval_secs:
                 return
-            if self.progress.phase == COMMITTED:
-                self._save(self.progress.next(recovering=False))
-                self.last_checkpoint = time.monotonic()
+            self._save(self.progress.next(recovering=False))
+            self.last_checkpoint = time.monotonic()
         action = self.progress.next_action(self.recovering)
         self.sent += 1
         self.in_flight = (self.progress.txid, action, self.sent)

@@ -115,19 +115,27 @@ class CheckpointForwarder(_CheckpointingBolt):
         self._open_barrier(context)
         if isinstance(self.inner, BasicBolt):
             self._basic = BasicOutputCollector(collector)
+            self._execute_data = self._execute_basic
             self.inner.prepare(conf, context)
         else:
+            self._execute_data = self.inner.execute
             self.inner.prepare(conf, context, collector)
 
     def execute(self, tup: Tuple) -> None:
         if tup.stream == CHECKPOINT_STREAM:
             self._on_checkpoint(tup)
-        elif isinstance(self.inner, BasicBolt):
-            self._basic.input = tup
-            self.inner.execute(tup, self._basic)   # raising fails it, as for any basic bolt
-            self.collector.ack(tup)
         else:
-            self.inner.execute(tup)
+            self._execute_data(tup)
+
+    def _execute_basic(self, tup: Tuple) -> None:
+        self._basic.input = tup
+        self.inner.execute(tup, self._basic)   # raising fails it, as for any basic bolt
+        self.collector.ack(tup)
+
+
+def run_bolt(obj: Any) -> Any:
+    """The bolt a topology runs as ``obj``: a forwarder's inner bolt, else ``obj`` itself."""
+    return obj.inner if isinstance(obj, CheckpointForwarder) else obj
 
 
 class StatefulBoltRunner(_CheckpointingBolt):

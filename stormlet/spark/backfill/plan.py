@@ -31,7 +31,7 @@ from typing import Any
 from ... import groupings as g
 from ...protocol import DEFAULT_STREAM
 from ...state.checkpoint import CHECKPOINT_COMPONENT
-from ...state.runner import CheckpointForwarder, StatefulBoltRunner
+from ...state.runner import StatefulBoltRunner, run_bolt
 from ...windowing import WindowedBoltRunner
 from ...topology import Topology
 from .errors import BackfillError
@@ -152,8 +152,7 @@ def plan_backfill(topology: Topology, spout: str | None = None, stream: str | No
 def _kept_across_tuples(bolt: Any) -> str | None:
     """What ``bolt`` (as the topology runs it) keeps that a backfill cannot: a window or
     checkpointed state."""
-    if isinstance(bolt, CheckpointForwarder):
-        bolt = bolt.inner
+    bolt = run_bolt(bolt)
     if isinstance(bolt, StatefulBoltRunner):
         return "checkpointed state"
     if isinstance(bolt, WindowedBoltRunner):
