@@ -1,4 +1,6 @@
-"""Loading a topology file: a Python module that defines ``topology`` (and maybe ``config``)."""
+"""Loading a topology file: a Python module that defines ``topology`` (and maybe ``config``), or a
+streamparse project's topology file, which defines a ``Topology`` class (``stormlet.streamparse``).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .streamparse import project
 from .topology import Topology, TopologyError
 
 
@@ -27,9 +30,12 @@ def load_topology_file(path: str | Path) -> tuple[Topology, dict[str, Any]]:
     module = importlib.util.module_from_spec(spec)
     # Components are deep-copied and, on a cluster, pickled: their module must be importable.
     sys.modules[module_name] = module
-    directory = str(path.resolve().parent)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
+    streamparse = project.uses_streamparse(path)
+    if streamparse:
+        project.alias_streamparse()
+    for directory in reversed(project.import_paths(path) if streamparse else [path.resolve().parent]):
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
@@ -42,6 +48,8 @@ def load_topology_file(path: str | Path) -> tuple[Topology, dict[str, Any]]:
             f"{path}: importing it raised {type(exc).__name__}: {exc} "
             f"(at {where.filename}:{where.lineno})") from None
     topology = getattr(module, "topology", None)
+    if topology is None and streamparse:
+        return _streamparse_topology(path, module)
     if topology is None:
         raise TopologyFileError(
             f"{path}: defines no module-level `topology` (set topology = builder.build())")
@@ -53,3 +61,21 @@ def load_topology_file(path: str | Path) -> tuple[Topology, dict[str, Any]]:
     if not isinstance(config, dict):
         raise TopologyFileError(f"{path}: `config` must be a dict, got {type(config).__name__}")
     return topology, dict(config)
+
+
+def _streamparse_topology(path: Path, module: Any) -> tuple[Topology, dict[str, Any]]:
+    """The topology of the one streamparse ``Topology`` class ``module`` defines."""
+    from .streamparse.build import build
+    from .streamparse.dsl import Topology as StreamparseTopology
+
+    classes = [value for value in vars(module).values()
+               if isinstance(value, type) and issubclass(value, StreamparseTopology)
+               and value is not StreamparseTopology and value.__module__ == module.__name__]
+    if len(classes) != 1:
+        found = ", ".join(c.__name__ for c in classes) or "none"
+        raise TopologyFileError(f"{path}: a streamparse topology file defines one Topology "
+                                f"subclass (found: {found})")
+    try:
+        return build(classes[0])
+    except TopologyError as exc:
+        raise TopologyFileError(f"{path}: {classes[0].__name__}: {exc}") from None

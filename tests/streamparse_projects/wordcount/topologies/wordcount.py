@@ -1,0 +1,13 @@
+"""
+Word count topology
+"""
+
+from streamparse import Grouping, Topology
+
+from bolts.wordcount import WordCountBolt
+from spouts.words import WordSpout
+
+
+class WordCount(Topology):
+    word_spout = WordSpout.spec()
+    count_bolt = WordCountBolt.spec(inputs={word_spout: Grouping.fields("word")}, par=2)
