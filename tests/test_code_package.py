@@ -81,7 +81,7 @@ def package_with_manifest(entry: str) -> bytes:
 
 @pytest.mark.parametrize("entry", ["../topo.py", "/etc/passwd", "sub/topo.py", "missing.py",
                                    "stormlet-manifest.json", 7])
-def test_a_manifest_whose_entry_is_not_a_top_level_python_file_is_refused(tmp_path, entry):
+def test_a_manifest_whose_entry_is_not_a_python_file_in_the_package_is_refused(tmp_path, entry):
     with pytest.raises(CodeError, match="manifest names"):
         unpack(package_with_manifest(entry), tmp_path / "out")
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*"))

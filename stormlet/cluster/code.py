@@ -1,4 +1,5 @@
-"""Topology code packages: the topology file and the Python files beside it, zipped.
+"""Topology code packages: the topology file and the Python files beside it (a streamparse
+project's whole tree), zipped.
 
 Nimbus keeps packages on its own disk (not in ZooKeeper, whose nodes stop at 1 MB) and serves them
 to supervisors; the topology's record holds each package's SHA-256, and whoever fetches a package
@@ -20,6 +21,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
+
+from ..streamparse.project import CONFIG_FILE as PROJECT_CONFIG_FILE
+from ..streamparse.project import project_root
 
 MAX_PACKAGE_BYTES = 64 * 1024 * 1024
 MAX_FILES = 2000
@@ -46,26 +50,29 @@ class CodeError(Exception):
 
 
 def package_topology(path: str | Path) -> bytes:
-    """Zip ``path`` and every .py file under its directory; the manifest names the entry file."""
+    """Zip ``path`` and every .py file under its code root; the manifest names the entry file.
+
+    The code root is the file's directory, or for a streamparse project its root (with its
+    ``config.json``, so the project is found again where the package is unpacked)."""
     path = Path(path).resolve()
     if not path.is_file():
         raise CodeError(f"{path}: no such file")
-    base = path.parent
+    base = project_root(path) or path.parent
     buffer = io.BytesIO()
     count = 0
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for directory, dirs, files in os.walk(base):
             dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
             for name in sorted(files):
-                if not name.endswith(".py"):
+                full = Path(directory, name)
+                if not (name.endswith(".py") or full == base / PROJECT_CONFIG_FILE):
                     continue
                 count += 1
                 if count > MAX_FILES:
                     raise CodeError(f"{base} holds more than {MAX_FILES} Python files; put the "
                                     f"topology in a directory of its own")
-                full = Path(directory, name)
                 archive.write(full, full.relative_to(base).as_posix())
-        archive.writestr(MANIFEST, json.dumps({"entry": path.name}))
+        archive.writestr(MANIFEST, json.dumps({"entry": path.relative_to(base).as_posix()}))
     data = buffer.getvalue()
     if len(data) > MAX_PACKAGE_BYTES:
         raise CodeError(f"code package is {len(data)} bytes, over the {MAX_PACKAGE_BYTES} limit")
@@ -100,10 +107,11 @@ def unpack(data: bytes, directory: str | Path) -> Path:
                 if not (directory / member).resolve().is_relative_to(base):
                     raise CodeError(f"code package member {member!r} escapes its directory")
             entry = json.loads(archive.read(MANIFEST))["entry"]
-            if (not isinstance(entry, str) or "/" in entry or "\\" in entry
-                    or not entry.endswith(".py") or entry not in archive.namelist()):
+            if (not isinstance(entry, str) or "\\" in entry or ".." in entry.split("/")
+                    or entry.startswith("/") or not entry.endswith(".py")
+                    or entry not in archive.namelist()):
                 raise CodeError(f"the package's manifest names {entry!r} as its entry: not a "
-                                f"Python file at the package's top level")
+                                f"Python file in the package")
             archive.extractall(directory)
     except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
         raise CodeError(f"not a stormlet code package: {exc}") from None

@@ -265,7 +265,7 @@ class Supervisor:
             staging = directory.with_name(f".{tid}.partial")
             shutil.rmtree(staging, ignore_errors=True)
             entry = unpack(code, staging)
-            (staging / ".entry").write_text(entry.name)
+            (staging / ".entry").write_text(entry.relative_to(staging).as_posix())
             shutil.rmtree(directory, ignore_errors=True)
             os.replace(staging, directory)
         return directory / marker.read_text().strip()
