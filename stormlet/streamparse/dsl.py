@@ -89,15 +89,16 @@ class Grouping:
         return _Grouping("custom", java_class="(serialized Java object)")
 
 
-@dataclass
+@dataclass(frozen=True)
 class StreamId:
-    """A component's stream, as ``spec["stream"]`` names it (streamparse's ``GlobalStreamId``)."""
+    """A component's stream, as ``spec["stream"]`` names it (streamparse's ``GlobalStreamId``);
+    a key of a spec's ``inputs`` dict."""
 
     component: ComponentSpec | str
     stream: str
 
 
-class ComponentSpec:
+class ComponentSpec:   # hashed by identity: specs are keys of ``inputs`` dicts
     """One component of a topology: its class, name, parallelism, config, outputs and inputs.
 
     ``shell`` holds a ``ShellBolt``/``ShellSpout``'s ``(command, script)``; a spout or bolt

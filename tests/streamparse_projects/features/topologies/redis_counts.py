@@ -1,0 +1,9 @@
+from streamparse import Grouping, Topology
+
+from bolts.redis_counter import RedisWordCounter
+from spouts.words import WordSpout
+
+
+class RedisCounts(Topology):
+    words = WordSpout.spec()
+    counter = RedisWordCounter.spec(inputs={words: Grouping.fields("word")}, par=2)
