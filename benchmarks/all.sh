@@ -11,6 +11,8 @@ python benchmarks/cluster_wordcount.py --secure
 echo
 python benchmarks/state_and_windows.py
 echo
+python benchmarks/streamparse_wordcount.py
+echo
 python benchmarks/backpressure.py
 echo
 python benchmarks/metrics_cost.py

@@ -18,6 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from zookeeper_server import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -82,3 +84,12 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.kill()
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """A Redis server for a test module (import this fixture into it); skips without Redis."""
+    if not redis_available():
+        pytest.skip(SKIP_REASON)
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
+        yield server

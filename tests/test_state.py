@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from redis_server import SKIP_REASON, RedisServer, redis_available
+from redis_server import SKIP_REASON, redis_available, redis_server  # noqa: F401
 from support import running, wait_until
 
 from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder
@@ -25,13 +25,6 @@ from stormlet.state.store import MemoryStore
 
 needs_redis = pytest.mark.skipif(not redis_available(), reason=SKIP_REASON)
 
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    if not redis_available():
-        pytest.skip(SKIP_REASON)
-    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
-        yield server
 
 
 @pytest.fixture(params=["memory", "embedded", "redis"])

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import Counter, defaultdict
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from redis_server import SKIP_REASON, RedisServer, redis_available
+from redis_server import redis_server  # noqa: F401
 from stormlet.loader import load_topology_file
 from support import running, wait_until
 
@@ -138,14 +138,6 @@ def test_jvm_and_non_python_shell_components_are_refused_at_load_naming_the_comp
     for word in words:
         assert word in result.stderr
     assert "ran" not in result.stdout          # nothing started
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory):
-    if not redis_available():
-        pytest.skip(SKIP_REASON)
-    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
-        yield server
 
 
 def test_a_bolt_using_the_redis_client_counts_every_word_in_a_real_redis_server(
