@@ -226,3 +226,68 @@ def test_emits_are_checked_as_streamparse_checks_them_and_anchoring_after_an_ack
         wait_until(lambda: "acked one" in problems, 20, "the spout's tuple acked")
     assert problems[0].startswith("All Tuples must be either lists or tuples")
     assert "bolt 'bolt': Anchored onto tuple 1 after it was acked or failed" in problems[1]
+
+
+def test_a_raising_process_batch_fails_its_batch_only_and_a_shell_spec_runs_a_python_class(
+        tmp_path):
+    from stormlet.streamparse import BatchingBolt, Grouping, ReliableSpout, ShellBolt, Topology
+    from stormlet.streamparse.build import build
+
+    outcome = {"acked": [], "failed": []}
+
+    class Letters(ReliableSpout):
+        outputs = ["word"]
+
+        def initialize(self, conf, ctx):
+            self.todo = ["ant", "bee", "bat", "cow"]
+
+        def next_tuple(self):
+            if self.todo:
+                word = self.todo.pop(0)
+                self.emit([word], tup_id=word)
+
+        def ack(self, tup_id):
+            outcome["acked"].append(tup_id)
+            super().ack(tup_id)
+
+        def fail(self, tup_id):
+            outcome["failed"].append(tup_id)
+            super().fail(tup_id)
+
+    class ByLetter(BatchingBolt):
+        config = {"topology.tick.tuple.freq.secs": 0.1}
+
+        def initialize(self, conf, ctx):
+            self.raised = False
+
+        def group_key(self, tup):
+            return tup.values.word[0]
+
+        def process_batch(self, key, tups):
+            if key == "b" and not self.raised:
+                self.raised = True
+                raise RuntimeError("b is bad once")
+
+    # A ShellBolt whose command is a Python component's runs that class, as streamparse runs it
+    ByLetter.__qualname__ = ByLetter.__name__
+    import types
+    module = types.ModuleType("sp_batch_test_module")
+    module.ByLetter = ByLetter
+    ByLetter.__module__ = module.__name__
+    sys.modules[module.__name__] = module
+    try:
+        letters = Letters.spec()
+        topology_class = type("Batches", (Topology,), {
+            "letters": letters,
+            "batches": ShellBolt.spec(command="streamparse_run",
+                                      script="sp_batch_test_module.ByLetter",
+                                      inputs={letters: Grouping.GLOBAL},
+                                      config=ByLetter.config)})
+        topology, conf = build(topology_class)
+        assert isinstance(topology.components["batches"].obj.bolt_class(), ByLetter)
+        with running(topology, conf, name="batches"):
+            wait_until(lambda: len(outcome["acked"]) == 4, 20, "every word acked")
+    finally:
+        del sys.modules[module.__name__]
+    assert sorted(outcome["acked"]) == ["ant", "bat", "bee", "cow"]
+    assert sorted(outcome["failed"]) == ["bat", "bee"]      # the "b" batch, once, and only it
