@@ -21,7 +21,7 @@ from ..components import BasicBolt
 from ..protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
 from ..tuples import StreamInfo, Tuple
 from ..collectors import BasicOutputCollector
-from .collector import BoltCollector
+from .collector import BasicCollector, BoltCollector
 from .executor import FLUSH_EVERY, ExecutorThread, TaskBase
 
 TICK_INFO = StreamInfo(SYSTEM_COMPONENT, TICK_STREAM, ["rate_secs"])
@@ -36,7 +36,8 @@ class BoltTask(TaskBase):
         self.broken: BaseException | None = None
         if isinstance(self.obj, BasicBolt):
             self.execute = self._basic_execute
-            self._basic = BasicOutputCollector(collector)
+            self._basic = (BasicOutputCollector(collector) if collector.logs_emits
+                           else BasicCollector(collector))
         else:
             self.execute = self.obj.execute
 

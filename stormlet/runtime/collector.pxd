@@ -5,6 +5,7 @@ from stormlet.tuples cimport Tuple
 from stormlet.runtime.routing cimport StreamRoute
 from stormlet.runtime.metrics cimport TaskMetrics
 from stormlet.serialization cimport checked
+from stormlet.collectors cimport BasicOutputCollector
 
 cdef class _Emitter:
     cdef dict __dict__
@@ -19,6 +20,7 @@ cdef class _Emitter:
     cdef public TaskMetrics metrics
     cdef dict _emitted
     cdef dict _plain_routes
+    cdef public bint logs_emits
 
 cdef class InFlight:
     cdef public object msg_id
@@ -42,3 +44,7 @@ cdef class BoltCollector(_Emitter):
     cdef dict _started
     cdef double _timeout_secs
     cdef object _process_latency
+    cdef list _emit(self, object values, object anchors, object stream, object _to_task)
+
+cdef class BasicCollector(BasicOutputCollector):
+    pass
