@@ -3,7 +3,7 @@ and the tasks it went to."""
 
 import logging
 
-from stormlet import Bolt, LocalCluster, OutputFieldsDeclarer, Spout, TopologyBuilder
+from stormlet import BasicBolt, Bolt, LocalCluster, OutputFieldsDeclarer, Spout, TopologyBuilder
 
 
 class TwoSentences(Spout):
@@ -57,3 +57,26 @@ def test_debug_logs_every_emit_with_its_stream_and_tasks(caplog):
     for word in "abcd":
         assert sum(f"emitted ['{word}'] on 'default' to tasks" in m for m in lines) == 1
         assert sum(f"emitted ['{word.upper()}'] on 'direct' to tasks" in m for m in lines) == 1
+
+
+class BasicSplit(BasicBolt):
+    outputs = ["word"]
+
+    def execute(self, tup, collector):
+        for word in tup["sentence"].split():
+            collector.emit([word])
+
+
+def test_debug_logs_a_basic_bolts_emits_too(caplog):
+    b = TopologyBuilder()
+    b.set_spout("sentences", TwoSentences())
+    b.set_bolt("split", BasicSplit()).shuffle_grouping("sentences")
+    b.set_bolt("sink", Sink()).shuffle_grouping("split")
+    caplog.set_level(logging.INFO, logger="stormlet.runtime.collector")
+    with LocalCluster() as cluster:
+        cluster.submit("dbg", {"topology.debug": True}, b.build())
+        cluster.wait_for(lambda: cluster.metrics("dbg")["sentences"]["acked"] == 2, timeout=20)
+    lines = [r.getMessage() for r in caplog.records if r.name == "stormlet.runtime.collector"]
+    for word in "abcd":
+        assert sum(m.startswith("split:") and f"emitted ['{word}'] on 'default' to tasks" in m
+                   for m in lines) == 1, lines
