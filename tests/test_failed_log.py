@@ -14,6 +14,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -70,7 +71,7 @@ def test_round_trip_keeps_every_field(tmp_path):
     read = list(read_failed(tmp_path))
     assert len(read) == len(written)
     for original, got in zip(written, read):
-        assert got["format"] == 1
+        assert got["format"] == 2
         assert got["record_id"] == original.record_id
         assert (got["topology"], got["component"], got["task"]) == ("wc", "sentences", 3)
         assert got["source"] == original.source
@@ -88,17 +89,27 @@ def test_round_trip_keeps_every_field(tmp_path):
     assert len({r["record_id"] for r in read}) == len(read)
 
 
-def test_file_is_json_lines_spark_can_read(tmp_path):
+def test_file_is_parquet_with_typed_columns(tmp_path):
     with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as writer:
         writer.write(record(0, key=b"key", value=math.nan))
+        writer.write(record(1, key="k\ud800", value="plain"))
     (path,) = final_files(tmp_path)
-    assert path.parent == tmp_path / "wc" and path.suffix == ".jsonl"
-    lines = path.read_bytes().split(b"\n")
-    assert len(lines) == 2 and lines[1] == b""           # one record, newline-terminated
-    raw = json.loads(lines[0])                            # strict JSON: no NaN literal
-    assert raw["payload"] == {"key": {"base64": "a2V5"}, "value": {"float": "nan"}}
-    assert math.isnan(next(read_failed(tmp_path))["payload"]["value"])
-    assert next(read_failed(tmp_path, decode=False)) == raw
+    assert path.parent == tmp_path / "wc" and path.suffix == ".parquet"
+    table = pq.read_table(path)
+    assert table.schema.metadata[b"stormlet.failed.format"] == b"2"
+    assert table.num_rows == 2 and table["task"].to_pylist() == [3, 3]
+    assert table["source"].to_pylist()[1] == {"kind": "kafka", "name": "words", "partition": 0,
+                                               "offset": 1}
+    # Bytes as bytes, a str as a str; what neither column holds is canonical, strict JSON.
+    assert table["key"].to_pylist() == [{"str": None, "bytes": b"key", "json": None},
+                                        {"str": None, "bytes": None, "json": '"k\\ud800"'}]
+    assert table["value"].to_pylist() == [{"str": None, "bytes": None, "json": '{"float":"nan"}'},
+                                          {"str": "plain", "bytes": None, "json": None}]
+    assert table["message_id"].to_pylist() == ["[0,0]", "[0,1]"]
+    first, second = read_failed(tmp_path)
+    assert math.isnan(first["payload"]["value"]) and second["payload"]["key"] == "k\ud800"
+    assert next(read_failed(tmp_path, decode=False))["payload"] == {  # as encode_value has it
+        "key": {"base64": "a2V5"}, "value": {"float": "nan"}}
 
 
 def test_unwritable_values_and_bad_sources_are_refused_by_name(tmp_path):
@@ -147,14 +158,23 @@ def test_filters_and_summary(tmp_path):
     assert summarize(tmp_path, topology="wc", reason="error").records == 5
 
 
-def test_reader_skips_lines_that_are_not_records(tmp_path, caplog):
-    with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as writer:
-        writer.write(record(0))
-    (path,) = final_files(tmp_path)
-    with open(path, "ab") as f:
-        f.write(b"[1, 2]\nnot json\n")
+def test_reader_skips_lines_that_are_not_records_in_a_json_lines_file(tmp_path, caplog):
+    path = tmp_path / "wc" / "sentences-3-20240101T000000.000Z-abcdef-000001.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(lines_of(record(0)) + b"[1, 2]\nnot json\n")   # the first format
     assert message_ids(read_failed(tmp_path)) == [0]
     assert f"{path} line 2 is not a record" in caplog.text and "line 3" in caplog.text
+
+
+def test_reader_skips_a_damaged_parquet_file(tmp_path, caplog):
+    with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as writer:
+        writer.write(record(0))
+        writer.flush()
+        writer.write(record(1))
+    first, second = final_files(tmp_path)
+    first.write_bytes(first.read_bytes()[:-20])
+    assert message_ids(read_failed(tmp_path)) == [1]
+    assert f"{first} is not a readable Parquet file" in caplog.text
 
 
 # ----- files: complete or absent
@@ -168,7 +188,7 @@ def test_reader_never_sees_the_in_progress_file(tmp_path):
     (inprogress,) = inprogress_files(tmp_path)
     assert inprogress.name.startswith(".") and inprogress.stat().st_size > 0
     assert list(read_failed(tmp_path)) == [] and final_files(tmp_path) == []
-    assert list(tmp_path.glob("*/*.jsonl")) == []         # what spark.read.json globs
+    assert list(tmp_path.glob("*/*.parquet")) == []       # what spark.read.parquet globs
     assert summarize(tmp_path).in_progress == 1
     made = writer.flush()
     assert made is not None and made.exists() and not inprogress.exists()
@@ -180,24 +200,32 @@ def test_reader_never_sees_the_in_progress_file(tmp_path):
 
 def test_a_file_is_complete_and_synced_before_its_final_name_appears(tmp_path, monkeypatch):
     # What a kill cannot show but a power cut would: fsync the data, rename, fsync the directory.
+    # The journal goes only after that: until then a crash leaves it for recovery.
     events = []
-    real_fsync, real_rename = os.fsync, os.rename
+    real_fsync, real_replace, real_unlink = os.fsync, os.replace, os.unlink
 
     def fsync(fd):
         events.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
         real_fsync(fd)
 
-    def rename(src, dst):
-        events.append(("rename", len(Path(src).read_bytes().splitlines())))
-        real_rename(src, dst)
+    def replace(src, dst):
+        events.append(("rename", Path(dst).name, rows(Path(src))))
+        real_replace(src, dst)
+
+    def unlink(path):
+        events.append(("unlink", Path(path).name))
+        real_unlink(path)
 
     writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3)
     monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(os, "rename", rename)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(os, "unlink", unlink)
     for i in range(100):
         writer.write(record(i))
-    writer.flush()
-    assert events == ["fsync file", ("rename", 100), "fsync dir"]
+    (journal,) = inprogress_files(tmp_path)
+    made = writer.flush()
+    assert events == ["fsync file", ("rename", made.name, 100), "fsync dir",
+                      ("unlink", journal.name)]
     monkeypatch.undo()
     writer.close()
 
@@ -210,28 +238,24 @@ def test_each_flush_starts_a_new_file(tmp_path):
                 writer.flush()
     files = final_files(tmp_path)
     assert len(files) == 3
-    assert [len(f.read_bytes().splitlines()) for f in files] == [2, 2, 2]
+    assert [rows(f) for f in files] == [2, 2, 2]
     assert message_ids(read_failed(tmp_path)) == list(range(6))
 
 
 def test_rotation_by_size(tmp_path):
-    with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as probe:
-        probe.write(record(0))
-    line = final_files(tmp_path)[0].stat().st_size
-    for f in final_files(tmp_path):
-        f.unlink()
+    # The size is the journal's: a record's JSON line.
+    line = len(lines_of(record(0), topology="wc", component="sentences", task=3))
     max_bytes = 3 * line + line // 2                      # room for three records
     writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3, max_bytes=max_bytes)
     for i in range(10):
         writer.write(record(i))
     files = final_files(tmp_path)
     assert len(files) == 3                                # 9 records rotated, one in progress
-    assert all(f.stat().st_size <= max_bytes for f in files)
     assert message_ids(read_failed(tmp_path)) == list(range(9))
     writer.write(record(10, value=b"x" * (2 * max_bytes)))  # bigger than a file: a file of its own
     writer.write(record(11))
     writer.close()
-    sizes = [len(f.read_bytes().splitlines()) for f in final_files(tmp_path)]
+    sizes = [rows(f) for f in final_files(tmp_path)]
     assert sizes == [3, 3, 3, 1, 1, 1]
     assert message_ids(read_failed(tmp_path)) == list(range(12))
 
@@ -256,16 +280,21 @@ def test_rotation_by_age(tmp_path):
 
 def leftover(tmp_path: Path, component: str, task: int, seq: int, content: bytes) -> Path:
     """An in-progress file named as a writer of component:task names them."""
-    name = f"{component}-{task}-20240101T000000.000Z-abcdef-{seq:06d}.jsonl"
-    path = tmp_path / "wc" / f".{name}.inprogress"
+    name = f"{component}-{task}-20240101T000000.000Z-abcdef-{seq:06d}"
+    path = tmp_path / "wc" / f".{name}.jsonl.inprogress"
     path.parent.mkdir(exist_ok=True)
     path.write_bytes(content)
     return path
 
 
-def lines_of(*records: FailedRecord) -> bytes:
-    return b"".join(json.dumps(record_to_dict(r, "wc", "s", 1, 1.0)).encode() + b"\n"
-                    for r in records)
+def lines_of(*records: FailedRecord, topology="wc", component="s", task=1) -> bytes:
+    """Records as a writer's journal (and the first format's files) hold them."""
+    return b"".join(json.dumps(record_to_dict(r, topology, component, task, time.time()),
+                               separators=(",", ":")).encode() + b"\n" for r in records)
+
+
+def rows(path: Path) -> int:
+    return pq.read_metadata(path).num_rows
 
 
 def test_recovery_keeps_complete_lines_and_drops_torn_and_garbage_ones(tmp_path):
@@ -275,8 +304,8 @@ def test_recovery_keeps_complete_lines_and_drops_torn_and_garbage_ones(tmp_path)
     writer = FailedMessageWriter(tmp_path, "wc", "s", 1)
     assert not path.exists()
     (made,) = writer.recovered
-    assert made.name == path.name[1:-len(".inprogress")]  # the name its writer would have given
-    assert made.read_bytes() == good + last
+    assert made.name == path.name[1:-len(".jsonl.inprogress")] + ".parquet"  # its writer's name
+    assert rows(made) == 3
     assert message_ids(read_failed(tmp_path)) == [0, 1, 3]
     writer.close()
 
@@ -298,10 +327,11 @@ def test_recovery_leaves_live_writers_and_other_tasks_alone(tmp_path):
 
 
 def test_recovery_interrupted_after_making_the_final_file_does_not_duplicate(tmp_path):
-    content = lines_of(record(0))
-    path = leftover(tmp_path, "s", 1, 1, content)
-    final = path.parent / path.name[1:-len(".inprogress")]
-    final.write_bytes(content)  # as if a recovery died between its rename and the unlink
+    path = leftover(tmp_path, "s", 1, 1, lines_of(record(0)))
+    FailedMessageWriter(tmp_path, "wc", "s", 1).close()
+    (final,) = final_files(tmp_path)
+    content = final.read_bytes()
+    path.write_bytes(lines_of(record(0)))  # as if a recovery died between its rename and unlink
     FailedMessageWriter(tmp_path, "wc", "s", 1).close()
     assert not path.exists() and final.read_bytes() == content
     assert message_ids(read_failed(tmp_path)) == [0]
@@ -458,3 +488,28 @@ def test_cli_refuses_a_missing_directory_clearly(tmp_path):
     assert result.exit_code == 1 and "is not a directory" in result.output
     result = failed_cli("ls")
     assert result.exit_code == 2 and "--failed-dir" in result.output
+
+
+def test_cli_convert_turns_the_first_format_into_parquet_record_for_record(tmp_path):
+    # Files of the first format, as earlier versions wrote them, beside a Parquet one.
+    with FailedMessageWriter(tmp_path, "wc", "s", 1) as writer:
+        writer.write(record(0))
+    legacy = tmp_path / "wc" / "s-2-20240101T000000.000Z-abcdef-000001.jsonl"
+    legacy.write_bytes(lines_of(record(1, key=None, value="text"), record(2, value=math.inf),
+                                task=2) + b"not json\n")
+    before = sorted(read_failed(tmp_path), key=lambda r: r["record_id"])
+    assert len(before) == 3
+
+    result = failed_cli("convert", "--failed-dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert f"{legacy.name} -> {legacy.stem}.parquet: 2 records (1 line that were not records " \
+           f"dropped)" in result.output
+    assert result.output.splitlines()[-1] == f"1 file converted in {tmp_path}"
+    assert not legacy.exists() and all(f.suffix == ".parquet" for f in final_files(tmp_path))
+    after = sorted(read_failed(tmp_path), key=lambda r: r["record_id"])
+    assert after == [{**r, "format": 2} for r in before]
+    # Interrupted after the Parquet file was made: run again, and nothing is duplicated.
+    legacy.write_bytes(lines_of(record(1), task=2))
+    result = failed_cli("convert", "--failed-dir", str(tmp_path))
+    assert result.exit_code == 0 and not legacy.exists()
+    assert len(list(read_failed(tmp_path))) == 3

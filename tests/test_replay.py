@@ -25,7 +25,7 @@ from click.testing import CliRunner
 import support
 from stormlet import Bolt, FailReason, TopologyBuilder
 from stormlet.cli import main
-from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef, read_failed
+from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef, final_files, read_failed
 from stormlet.cli.replay import parse_time
 from stormlet.sources import KafkaSpout, LogSpout, RetryPolicy
 from stormlet.sources.offset_store import FileOffsetStore
@@ -162,9 +162,22 @@ def test_end_to_end_through_the_local_log(spark, tmp_path):
     assert first + second == Counter(values)                   # every message processed once
     assert len(list(read_failed(failed_dir))) == 40            # nothing failed again
 
+    # Nothing new: the files the first run planned from are not read again (no Spark job).
     again = replay(failed_dir, f"log:{path}")
-    assert again.planned == again.written == 0 and again.replayed_before == 40
+    assert again.planned == again.written == 0 and again.matched == 0
+    assert (again.files, again.skipped_files) == (0, len(final_files(failed_dir)))
     assert again.run is None and ends(log) == {0: 120, 1: 120}
+
+    # A new file is read, and a message in it that the first run replayed is not replayed again.
+    old = next(read_failed(failed_dir))
+    with FailedMessageWriter(failed_dir, "test", "source", 9) as writer:
+        writer.write(FailedRecord(message_id=old["message_id"], reason=FailReason("fail"),
+                                  attempts=1, first_failed_at=1.0, last_failed_at=2.0,
+                                  key=old["payload"]["key"], value=old["payload"]["value"],
+                                  source=old["source"]))
+    again = replay(failed_dir, f"log:{path}")
+    assert (again.files, again.matched, again.replayed_before, again.planned) == (1, 1, 1, 0)
+    assert ends(log) == {0: 120, 1: 120}
 
 
 def test_end_to_end_through_kafka(spark, mock_kafka, tmp_path):
@@ -449,6 +462,20 @@ def test_errors_exit_non_zero_with_one_clear_line_and_write_nothing(tmp_path, ar
     assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], lines
     assert not (tmp_path / "failed" / REPLAYS_DIR).exists()
     assert PartitionedLog(tmp_path / "log").end_offset(0) == 0
+
+
+def test_files_of_the_first_format_are_refused_until_converted(tmp_path):
+    write_records(tmp_path / "failed", [rec(1, "v")])
+    (parquet,) = final_files(tmp_path / "failed")
+    legacy = parquet.with_name("old-1-20240101T000000.000Z-abcdef-000001.jsonl")
+    legacy.write_bytes(b"")
+    PartitionedLog.create(tmp_path / "log", 1)
+    args = ["replay", "--failed-dir", str(tmp_path / "failed"), "--to", f"log:{tmp_path}/log"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1
+    assert "1 files of the failed-message log are in the JSON Lines format" in result.output
+    assert f"stormlet failed convert --failed-dir {tmp_path / 'failed'}" in result.output
+    assert not (tmp_path / "failed" / REPLAYS_DIR).exists()
 
 
 @pytest.mark.parametrize("args, message", [

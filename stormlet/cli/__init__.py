@@ -7,7 +7,7 @@ per group of commands:
     worker.py    stormlet worker, hidden: the worker process a supervisor starts
     inspect.py   stormlet inspect, hidden: nimbus's look at a submitted topology, in a subprocess
     log.py       stormlet log create | append | describe
-    failed.py    stormlet failed ls | show
+    failed.py    stormlet failed ls | show | convert
     replay.py    stormlet replay
     secret.py    stormlet secret generate
     backfill.py  stormlet backfill

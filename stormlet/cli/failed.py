@@ -2,6 +2,7 @@
 
     stormlet failed ls --failed-dir failed                 # counts by topology, component, reason
     stormlet failed show --failed-dir failed --topology wc --reason error --limit 5
+    stormlet failed convert --failed-dir failed            # JSON Lines of earlier versions -> Parquet
 """
 
 from __future__ import annotations
@@ -100,6 +101,25 @@ def show(failed_dir: Path, topology: str | None, component: str | None, reason: 
             click.echo(json.dumps(record, separators=(",", ":")))
         else:
             click.echo(("\n" if i else "") + _block(record))
+
+
+@failed.command()
+@FAILED_DIR_OPTION
+@TOPOLOGY_OPTION
+def convert(failed_dir: Path, topology: str | None) -> None:
+    """Turn files of the first format (JSON Lines) into Parquet, record for record.
+
+    Safe to run again after an interruption; replay needs it done first."""
+    from ..failed import convert_legacy
+
+    try:
+        done = convert_legacy(failed_dir, topology)
+    except OSError as exc:
+        raise _directory_error(exc) from None
+    for c in done:
+        dropped = f" ({_count(c.dropped, 'line')} that were not records dropped)" if c.dropped else ""
+        click.echo(f"{c.legacy.name} -> {c.parquet.name}: {_count(c.records, 'record')}{dropped}")
+    click.echo(f"{_count(len(done), 'file')} converted in {failed_dir}")
 
 
 def _block(record: dict[str, Any]) -> str:

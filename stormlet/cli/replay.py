@@ -106,13 +106,16 @@ def replay(failed_dir: Path, topology: str | None, component: str | None, reason
     writes nothing the second time, and a replay that was interrupted finishes, without
     duplicates, the next time it runs.
     """
-    from ..spark.replay import ReplayError, ReplayProgress
+    from ..spark.replay import PlanProgress, ReplayError, ReplayProgress
     from ..spark.replay import replay as run_replay
     from ..spark.session import SparkUnavailable, quiet_py4j
 
     quiet_py4j()
 
-    def show(p: ReplayProgress) -> None:
+    def show(p: PlanProgress | ReplayProgress) -> None:
+        if isinstance(p, PlanProgress):
+            click.echo(_plan_line(p), err=True)
+            return
         rate = f", {p.written / p.seconds:,.0f}/s" if p.seconds > 0 else ""
         click.echo(f"replay {p.run_id}: chunk {p.chunk}/{p.chunks}, {p.written:,} of "
                    f"{p.planned:,} messages written{rate}", err=True)
@@ -138,5 +141,18 @@ def replay(failed_dir: Path, topology: str | None, component: str | None, reason
     click.echo(f"  {summary.matched:,} records matched, {summary.duplicates:,} older duplicates, "
                f"{summary.replayed_before:,} replayed before, "
                f"{summary.unreplayable:,} unreplayable (value not str or bytes)")
+    if summary.skipped_files:
+        click.echo(f"  {summary.skipped_files:,} files not read again: earlier runs with the same "
+                   f"filters planned from them")
     if summary.counts:
         click.echo(table(summary.counts))
+
+
+def _plan_line(p: Any) -> str:
+    if p.stage == "planning":
+        skipped = (f" ({p.skipped_files:,} more were planned from by earlier runs)"
+                   if p.skipped_files else "")
+        return (f"planning: reading {p.files:,} files ({p.bytes / 1e6:,.1f} MB) of the "
+                f"failed-message log{skipped}")
+    return (f"planned: {p.planned:,} messages to write, of {p.matched:,} matching records, in "
+            f"{p.seconds:.1f}s")

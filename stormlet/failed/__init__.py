@@ -1,32 +1,35 @@
 """The failed-message log: where spouts put messages that finally failed, for a Spark job to replay.
 
-Files are JSON Lines (one record per line), written append-only, and either complete or absent: a
-writer appends to a hidden in-progress file and makes it visible only once it is complete, by
-flushing, fsyncing, renaming it to its final name and fsyncing the directory. So a reader, and
-``spark.read.json``, never sees half a record. Layout::
+Files are Parquet (``columnar`` has the columns), written by one writer per spout task and either
+complete or absent: a writer appends each record to a hidden journal and writes the Parquet file
+under its final name only once it is complete, durably (written aside, fsynced, renamed, the
+directory fsynced). So a reader, and ``spark.read.parquet``, never sees half a file. Layout::
 
-    <directory>/<topology>/<component>-<task>-<writer start>-<writer id>-<seq>.jsonl    complete
-    <directory>/<topology>/.<same name>.inprogress                                  being written
+    <directory>/<topology>/<component>-<task>-<writer start>-<writer id>-<seq>.parquet   complete
+    <directory>/<topology>/.<same name without .parquet>.jsonl.inprogress             the journal
 
 Names are percent-encoded where they hold a character unsafe in a file name (``/``, ``%``, a
 leading ``.``); readers go by the fields inside the records, never by parsing file names. Hadoop
-and Spark skip files whose names start with ``.``, so ``spark.read.json("<directory>/*/*.jsonl")``
-(or the directory itself) reads exactly the complete files.
+and Spark skip files whose names start with ``.``, so ``spark.read.parquet("<directory>/*")``
+reads exactly the complete files. Files ending in ``.jsonl`` are the JSON Lines of the first
+format: read here still, and turned into Parquet by ``stormlet failed convert``.
 
-One record (a single line in the file)::
+One record, as the reader gives it (and as one line of a journal holds it)::
 
-    {"format": 1, "record_id": "5c0f...", "topology": "wc", "component": "sentences", "task": 3,
+    {"format": 2, "record_id": "5c0f...", "topology": "wc", "component": "sentences", "task": 3,
      "message_id": [0, 42],
      "source": {"kind": "kafka", "name": "words", "partition": 0, "offset": 42},
-     "payload": {"key": {"base64": "a2V5"}, "value": {"base64": "aGVsbG8="}},
+     "payload": {"key": b"key", "value": b"hello"},
      "reason": {"kind": "error", "component": "split", "message": "ValueError: bad word"},
      "attempts": 3, "first_failed_at": 1732323300.25, "last_failed_at": 1732323391.5,
      "written_at": 1732323391.52}
 
-Values (the payload's key and value, and the message id) are written as JSON, with these
-reversible encodings for what JSON cannot hold (``decode_value`` undoes them):
+In the journal (and with ``read_failed(..., decode=False)``) values (the payload's key and value,
+and the message id) are JSON, with these reversible encodings for what JSON cannot hold
+(``decode_value`` undoes them); in the Parquet file a str or bytes payload has a column of its
+own, and anything else is that JSON:
 
-- ``bytes`` become ``{"base64": "<standard base64>"}`` (Spark: ``unbase64(payload.value.base64)``);
+- ``bytes`` become ``{"base64": "<standard base64>"}``;
 - a float NaN or infinity becomes ``{"float": "nan" | "inf" | "-inf"}``;
 - a dict with a key that is not a str becomes ``{"pairs": [[key, value], ...]}``;
 - a dict whose only key is one of those tags is wrapped as ``{"dict": {...}}``, so that no value
@@ -50,8 +53,8 @@ A writer is not thread-safe: each spout task owns one and calls it from its own 
 from .dead_letters import DeadLetterBox
 from .reader import FailedSummary, final_files, inprogress_files, read_failed, summarize, topologies
 from .record import FailedRecord, SourceRef, decode_record, decode_value, encode_value
-from .writer import FailedMessageWriter, recover_leftovers
+from .writer import FailedMessageWriter, convert_legacy, recover_leftovers
 
 __all__ = ["DeadLetterBox", "FailedMessageWriter", "FailedRecord", "FailedSummary", "SourceRef",
-           "decode_record", "decode_value", "encode_value", "final_files", "inprogress_files", "read_failed",
+           "convert_legacy", "decode_record", "decode_value", "encode_value", "final_files", "inprogress_files", "read_failed",
            "recover_leftovers", "summarize", "topologies"]

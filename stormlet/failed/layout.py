@@ -11,8 +11,13 @@ from urllib.parse import quote
 
 from ..durable import fsync_dir
 
-FINAL_SUFFIX = ".jsonl"
-INPROGRESS_SUFFIX = ".inprogress"
+FINAL_SUFFIX = ".parquet"
+#: The final files of the first format (JSON Lines): still read, and converted by
+#: ``stormlet failed convert``.
+LEGACY_SUFFIX = ".jsonl"
+#: A writer's journal: the JSON lines of the records since its file began, from which the final
+#: file is made (and, after a crash, recovered).
+JOURNAL_SUFFIX = ".jsonl.inprogress"
 # What follows "<component>-<task>-" in a name: writer start time (UTC), writer id, file sequence.
 SESSION_SEQ = r"\d{8}T\d{6}\.\d{3}Z-[0-9a-f]{6}-\d+"
 
@@ -29,15 +34,24 @@ def topology_dir(directory: str | os.PathLike, topology: str) -> Path:
 
 def own_inprogress(component: str, task: int) -> re.Pattern[str]:
     prefix = re.escape(f".{file_safe(component)}-{task}-")
-    return re.compile(prefix + SESSION_SEQ + re.escape(FINAL_SUFFIX + INPROGRESS_SUFFIX))
+    return re.compile(prefix + SESSION_SEQ + re.escape(JOURNAL_SUFFIX))
 
 
 def is_final(name: str) -> bool:
-    return name.endswith(FINAL_SUFFIX) and not name.startswith(".")
+    return not name.startswith(".") and name.endswith((FINAL_SUFFIX, LEGACY_SUFFIX))
+
+
+def is_legacy(name: str) -> bool:
+    return is_final(name) and name.endswith(LEGACY_SUFFIX)
 
 
 def is_inprogress(name: str) -> bool:
-    return name.startswith(".") and name.endswith(FINAL_SUFFIX + INPROGRESS_SUFFIX)
+    return name.startswith(".") and name.endswith(JOURNAL_SUFFIX)
+
+
+def final_name(journal: str) -> str:
+    """The final file a journal becomes."""
+    return journal[1:-len(JOURNAL_SUFFIX)] + FINAL_SUFFIX
 
 
 def utc_stamp(t: float) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import unquote
 
-from .layout import file_safe, is_final, is_inprogress, topology_dir
+from .columnar import read_table, table_records
+from .layout import file_safe, is_final, is_inprogress, is_legacy, topology_dir
 from .record import decode_record
 
 log = logging.getLogger(__name__)
@@ -82,26 +83,45 @@ def read_failed(directory: str | os.PathLike, topology: str | None = None,
 
 
 def _read(files: list[Path], topology: str | None, component: str | None, reason: str | None,
-          since: float | None, until: float | None, decode: bool) -> Iterator[dict[str, Any]]:
-    """``read_failed`` over the complete files ``files``."""
+          since: float | None, until: float | None, decode: bool,
+          columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """``read_failed`` over the complete files ``files`` (of Parquet files, only ``columns``)."""
     for path in files:
-        try:
-            f = open(path, "rb")
-        except FileNotFoundError:
-            continue  # archived or removed (by a replay job, say) since the listing
-        with f:
-            for lineno, line in enumerate(f, 1):
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    record = None
-                if not isinstance(record, dict):
-                    log.warning("failed-message log: %s line %d is not a record; skipped", path,
-                                lineno)
-                    continue
-                if not _matches(record, topology, component, reason, since, until):
-                    continue
+        records = _legacy_records(path) if is_legacy(path.name) else _records(path, columns)
+        for record in records:
+            if _matches(record, topology, component, reason, since, until):
                 yield decode_record(record) if decode else record
+
+
+def _records(path: Path, columns: list[str] | None) -> Iterator[dict[str, Any]]:
+    try:
+        table = read_table(path, columns)
+    except FileNotFoundError:
+        return  # archived or removed (by a replay job, say) since the listing
+    except (OSError, ValueError) as exc:  # pyarrow's errors for a damaged file derive from these
+        log.warning("failed-message log: %s is not a readable Parquet file (%s); skipped", path,
+                    exc)
+        return
+    yield from table_records(table)
+
+
+def _legacy_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a JSON Lines file of the first format."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        for lineno, line in enumerate(f, 1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                log.warning("failed-message log: %s line %d is not a record; skipped", path,
+                            lineno)
+                continue
+            yield record
 
 
 def _matches(record: dict[str, Any], topology: str | None, component: str | None,
@@ -156,7 +176,8 @@ def summarize(directory: str | os.PathLike, topology: str | None = None,
     listing = _listing(directory, topology)
     files = _final(listing, component)
     summary = FailedSummary(files=len(files), in_progress=len(_inprogress(listing)))
-    for record in _read(files, topology, component, reason, since, until, decode=False):
+    for record in _read(files, topology, component, reason, since, until, decode=False,
+                        columns=["topology", "component", "reason", "last_failed_at"]):
         kind = (record.get("reason") or {}).get("kind") or "?"
         summary.counts[record.get("topology") or "?", record.get("component") or "?", kind] += 1
         summary.records += 1

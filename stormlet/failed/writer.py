@@ -1,5 +1,11 @@
 """Writing the failed-message log: one writer per spout task, files complete or absent, and
-recovery of what a crashed writer left behind."""
+recovery of what a crashed writer left behind.
+
+A writer appends each record, as a JSON line, to its journal (a hidden in-progress file) and
+gathers it column by column; completing the file writes the Parquet file (``columnar``) under its
+final name, durably, then removes the journal. A writer that dies leaves its journal, whose
+complete lines the next writer of the task turns into the final file.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +16,15 @@ import logging
 import os
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..durable import fsync_dir, replace_atomically
-from .layout import (FINAL_SUFFIX, INPROGRESS_SUFFIX, file_safe, make_dirs, own_inprogress,
-                     same_file, topology_dir, utc_stamp)
+from .columnar import ColumnBuilder
+from .layout import (FINAL_SUFFIX, JOURNAL_SUFFIX, LEGACY_SUFFIX, file_safe, final_name,
+                     is_legacy, make_dirs, own_inprogress, same_file, topology_dir, utc_stamp)
+from .reader import final_files
 from .record import FailedRecord, record_to_dict
 
 log = logging.getLogger(__name__)
@@ -30,8 +39,8 @@ class FailedMessageWriter:
     """Appends the failed messages of one spout task to its own files under
     ``<directory>/<topology>/``.
 
-    ``write`` appends to the in-progress file. A file becomes visible (renamed to its final name,
-    durably) when it reaches ``max_bytes``, when a write finds it older than ``max_age_secs``
+    ``write`` appends to the in-progress journal. A file becomes visible (written under its final
+    name, durably) when its journal reaches ``max_bytes``, when a write finds it older than ``max_age_secs``
     (``rotate_if_due`` checks age without writing), and on ``flush`` and ``close``. After
     ``flush`` returns, every record written so far survives a crash, so the spout may commit
     offsets past them. If ``write`` or ``flush`` raises, the records since the last flush are not
@@ -43,7 +52,7 @@ class FailedMessageWriter:
     """
 
     def __init__(self, directory: str | os.PathLike, topology: str, component: str, task: int,
-                 max_bytes: int = 64 * MiB, max_age_secs: float = 60.0):
+                 max_bytes: int = 16 * MiB, max_age_secs: float = 60.0):
         if max_bytes <= 0 or max_age_secs <= 0:
             raise ValueError("max_bytes and max_age_secs must be positive")
         self.topology, self.component, self.task = topology, component, int(task)
@@ -57,12 +66,12 @@ class FailedMessageWriter:
         self._seq = 0
         self._file: Any = None
         self._inprogress = self._final = self.path
+        self._columns = ColumnBuilder()
         self._bytes = 0
         self._opened_at = 0.0
         self._closed = False
         #: Final files made from leftovers of this task's earlier, crashed writers.
         self.recovered: list[Path] = recover_leftovers(directory, topology, component, self.task)
-        self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
 
     def write(self, record: FailedRecord) -> None:
         if self._closed:
@@ -79,6 +88,7 @@ class FailedMessageWriter:
         except OSError:
             self._abandon()
             raise
+        self._columns.add(data)
         self._bytes += len(line)
 
     def flush(self) -> Path | None:
@@ -100,7 +110,6 @@ class FailedMessageWriter:
             self.flush()
         finally:
             self._closed = True
-            os.close(self._dir_fd)
 
     def __enter__(self) -> FailedMessageWriter:
         return self
@@ -111,8 +120,7 @@ class FailedMessageWriter:
     def _open(self) -> None:
         while True:
             self._seq += 1
-            name = f"{self._name_prefix}{self._seq:06d}{FINAL_SUFFIX}"
-            inprogress = self.path / f".{name}{INPROGRESS_SUFFIX}"
+            inprogress = self.path / f".{self._name_prefix}{self._seq:06d}{JOURNAL_SUFFIX}"
             fd = os.open(inprogress, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
             fcntl.flock(fd, fcntl.LOCK_EX)
             # Between create and lock, a recovering writer of this task in another process may
@@ -121,27 +129,30 @@ class FailedMessageWriter:
                 break
             os.close(fd)
         self._file = os.fdopen(fd, "wb", buffering=_WRITE_BUFFER)
-        self._inprogress, self._final = inprogress, self.path / name
+        self._inprogress, self._final = inprogress, self.path / final_name(inprogress.name)
+        self._columns = ColumnBuilder()
         self._bytes = 0
         self._opened_at = time.monotonic()
 
     def _complete(self) -> Path:
-        # fsync before rename: otherwise a crash could leave the final name on an empty file.
+        # The final file is made durable (fsynced, renamed into place, directory fsynced) before
+        # the journal goes: a crash in between leaves both, and recovery then drops the journal.
         try:
             self._file.flush()
-            os.fsync(self._file.fileno())
-            os.rename(self._inprogress, self._final)
-            os.fsync(self._dir_fd)  # makes the rename itself durable
+            replace_atomically(self._final, self._columns.to_parquet())
+            os.unlink(self._inprogress)
         except OSError:
             self._abandon()
             raise
         self._file.close()
         self._file = None
+        self._columns = ColumnBuilder()
         log.debug("failed-message log: completed %s (%d bytes)", self._final, self._bytes)
         return self._final
 
     def _abandon(self) -> None:
         file, self._file = self._file, None
+        self._columns = ColumnBuilder()
         try:
             file.close()
         except OSError:
@@ -184,7 +195,7 @@ def recover_leftovers(directory: str | os.PathLike, topology: str, component: st
 
 def _recover_one(tdir: Path, name: str) -> Path | None:
     path = tdir / name
-    final = tdir / name[1:-len(INPROGRESS_SUFFIX)]
+    final = tdir / final_name(name)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -206,33 +217,58 @@ def _recover_one(tdir: Path, name: str) -> Path | None:
             data = f.read()
         kept, dropped = _complete_records(data)
         if kept:
-            # Copy, then rename: the final name appears only on a complete, durable file.
-            replace_atomically(final, kept)
+            # Written aside, then renamed: the final name appears only on a complete, durable file.
+            replace_atomically(final, kept.to_parquet())
         os.unlink(path)
         fsync_dir(tdir)
     finally:
         os.close(fd)
     if kept or dropped:
         log.info("failed-message log: recovered %d records of a crashed writer from %s into %s%s",
-                 kept.count(b"\n"), path.name, final.name if kept else "(no file)",
+                 len(kept), path.name, final.name if kept else "(no file)",
                  f"; dropped {dropped} incomplete or unreadable lines" if dropped else "")
     return final if kept else None
 
 
-def _complete_records(data: bytes) -> tuple[bytes, int]:
+@dataclass(frozen=True)
+class Converted:
+    """A file of the first format (JSON Lines) turned into Parquet."""
+
+    legacy: Path
+    parquet: Path
+    records: int
+    dropped: int  # lines that were not records
+
+
+def convert_legacy(directory: str | os.PathLike, topology: str | None = None) -> list[Converted]:
+    """Turn the JSON Lines files of the first format under ``directory`` (of ``topology``, or
+    all) into Parquet files of the same name and records, each durable before its JSON Lines
+    file goes; running it again after a crash finishes the job without duplicating a record."""
+    done = []
+    for legacy in final_files(directory, topology):
+        if not is_legacy(legacy.name):
+            continue
+        parquet = legacy.with_name(legacy.name[:-len(LEGACY_SUFFIX)] + FINAL_SUFFIX)
+        records, dropped = _complete_records(legacy.read_bytes())
+        if not parquet.exists():  # else made by a conversion that died before the unlink
+            replace_atomically(parquet, records.to_parquet())
+        os.unlink(legacy)
+        fsync_dir(legacy.parent)
+        done.append(Converted(legacy, parquet, len(records), dropped))
+    return done
+
+
+def _complete_records(data: bytes) -> tuple[ColumnBuilder, int]:
     """The lines of ``data`` that are whole records, and how many others were dropped. A kill
     tears at most the last line; a power cut can leave zeros in the unsynced part, so every line
     is parsed rather than trusting all but the last."""
     lines = data.split(b"\n")
     torn = lines.pop()  # after the last newline: empty, or a line the writer never finished
-    kept, dropped = [], int(bool(torn))
+    kept, dropped = ColumnBuilder(), int(bool(torn))
     for line in lines:
         try:
-            ok = isinstance(json.loads(line), dict)
+            record = json.loads(line)
+            kept.add(record)
         except ValueError:
-            ok = False
-        if ok:
-            kept.append(line + b"\n")
-        else:
             dropped += 1
-    return b"".join(kept), dropped
+    return kept, dropped

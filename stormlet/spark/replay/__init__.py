@@ -26,8 +26,8 @@ from .errors import ReplayError
 from .job import DEFAULT_CHUNK, PARTITION_BY, ReplaySummary, replay
 from .manifest import REPLAYS_DIR
 from .targets import HEADER_KEY, HEADER_RUN, TargetSpec, parse_target
-from .writer import ReplayProgress, RunResult
+from .writer import PlanProgress, ReplayProgress, RunResult
 
-__all__ = ["DEFAULT_CHUNK", "HEADER_KEY", "HEADER_RUN", "PARTITION_BY", "REPLAYS_DIR",
+__all__ = ["DEFAULT_CHUNK", "HEADER_KEY", "HEADER_RUN", "PARTITION_BY", "PlanProgress", "REPLAYS_DIR",
            "ReplayError", "ReplayProgress", "ReplaySummary", "RunResult", "TargetSpec",
            "parse_target", "replay"]

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...failed import final_files
+from ...failed.layout import is_legacy
 from ...failed.reader import ByKeys
 from ..session import spark_session
 from .errors import ReplayError
 from .manifest import Manifest, Run
-from .plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, with_partition,
-                   write_plan)
+from .plan import REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, write_plan
 from .targets import TargetSpec, open_target, parse_target
-from .writer import ReplayProgress, RunResult, write_run
+from .writer import PlanProgress, ReplayProgress, RunResult, write_run
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,11 @@ class ReplaySummary(ByKeys):
     run: RunResult | None = None
     #: Unfinished runs of earlier calls finished first (in a dry run: found, not finished).
     resumed: list[RunResult] = field(default_factory=list)
+    #: Files of the log read to plan this call.
+    files: int = 0
+    #: Files not read again: an earlier run with the same filters planned from them (their
+    #: messages were replayed then, or are older copies, or cannot be replayed).
+    skipped_files: int = 0
     #: Seconds spent reading, filtering and de-duplicating the log, and writing the plan.
     plan_seconds: float = 0.0
     seconds: float = 0.0
@@ -72,14 +77,19 @@ def replay(failed_dir: str | os.PathLike, target: str | TargetSpec, *,
            since: float | None = None, until: float | None = None, dry_run: bool = False,
            master: str | None = None, partition_by: str = "source",
            chunk_size: int = DEFAULT_CHUNK, timeout: float = 10.0,
-           progress: Callable[[ReplayProgress], None] | None = None) -> ReplaySummary:
+           progress: Callable[[PlanProgress | ReplayProgress], None] | None = None
+           ) -> ReplaySummary:
     """Replay the failed messages of ``failed_dir`` that match the filters into ``target``
     (``log:PATH`` or ``kafka://HOST:PORT/TOPIC``, or a ``TargetSpec``); see the module doc.
 
     Unfinished runs of earlier calls on this directory are finished first. With ``dry_run``
     nothing is written: the summary says what would be. ``master`` is the Spark master (default
     ``local[*]``; an already active session is used as it is). ``timeout`` bounds each wait for a
-    Kafka broker. ``progress`` is called after each chunk is written.
+    Kafka broker. ``progress`` is called when planning starts and ends, and after each chunk is
+    written.
+
+    Files that an earlier run with the same filters planned from are not read again (a file of
+    the log never changes once complete): so a replay with nothing new to do starts no Spark.
 
     Raises ``ReplayError`` (and ``SparkUnavailable``) with a message meant for the user.
     """
@@ -114,13 +124,18 @@ def replay(failed_dir: str | os.PathLike, target: str | TargetSpec, *,
             else:
                 log.info("replay: finishing run %s, which did not complete", run.id)
                 summary.resumed.append(write_run(run, opened, progress))
-        if not files:
-            log.info("replay: no failed-message files in %s%s", failed_dir,
-                     f" for topology {topology!r}" if topology else "")
+        covered = manifest.covered(filters)
+        new = [f for f in files if _relative(failed_dir, f) not in covered]
+        summary.files, summary.skipped_files = len(new), len(files) - len(new)
+        if not new:
+            log.info("replay: no failed-message files in %s%s%s", failed_dir,
+                     f" for topology {topology!r}" if topology else "",
+                     f" that earlier runs have not planned from ({len(files)} they have)"
+                     if files else "")
         else:
             with spark_session("stormlet-replay", master) as spark:
-                run = _plan(spark, manifest, files, filters, spec, opened.partitions,
-                            partition_by, chunk_size, dry_run, summary)
+                run = _plan(spark, manifest, failed_dir, new, filters, spec, opened.partitions,
+                            partition_by, chunk_size, dry_run, summary, progress)
             if run is not None:
                 summary.run = write_run(run, opened, progress)
     finally:
@@ -146,22 +161,34 @@ def _failed_files(failed_dir: Path, topology: str | None, component: str | None)
     if unreadable:
         raise ReplayError(f"{len(unreadable)} files of the failed-message log are not readable, "
                           f"for one {unreadable[0]}")
+    legacy = [f for f in files if is_legacy(f.name)]
+    if legacy:
+        raise ReplayError(f"{len(legacy)} files of the failed-message log are in the JSON Lines "
+                          f"format of earlier versions (for one {legacy[0]}); convert them first: "
+                          f"stormlet failed convert --failed-dir {failed_dir}")
     return files
 
 
-def _plan(spark: Any, manifest: Manifest, files: list[Path], filters: dict[str, Any],
-          spec: TargetSpec, partitions: int, partition_by: str, chunk_size: int, dry_run: bool,
-          summary: ReplaySummary) -> Run | None:
+def _relative(failed_dir: Path, file: Path) -> str:
+    return file.relative_to(failed_dir).as_posix()
+
+
+def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
+          filters: dict[str, Any], spec: TargetSpec, partitions: int, partition_by: str,
+          chunk_size: int, dry_run: bool, summary: ReplaySummary,
+          progress: Callable[[PlanProgress | ReplayProgress], None] | None) -> Run | None:
     """Fill in the summary's counts and, unless ``dry_run``, write the plan of a new run; returns
     the run (None if there is nothing to replay)."""
     from pyspark.sql import functions as F
 
     began = time.monotonic()
     earlier = [r.plan for r in manifest.runs() if r.planned()]
+    size = sum(f.stat().st_size for f in files)
     log.info("replay: planning from %d files of %s (%d earlier runs)", len(files),
              manifest.path.parent, len(earlier))
-    candidates = with_partition(find_candidates(spark, files, filters, earlier), spec,
-                                partitions, partition_by)
+    if progress is not None:
+        progress(PlanProgress("planning", len(files), size, summary.skipped_files))
+    candidates = find_candidates(spark, files, filters, earlier, spec, partitions, partition_by)
     run = None
     if dry_run:
         rows = (candidates.groupBy("topology", "component", "reason", "status", "partition")
@@ -188,13 +215,13 @@ def _plan(spark: Any, manifest: Manifest, files: list[Path], filters: dict[str, 
         shutil.rmtree(run.path)
         run = None
     if run is not None:
-        _count_planned(summary, spark.read.schema(
-            "topology STRING, component STRING, reason STRING, partition INT")
-            .json(str(run.plan)).groupBy("topology", "component", "reason", "partition")
+        _count_planned(summary, spark.read.parquet(str(run.plan))
+            .groupBy("topology", "component", "reason", "partition")
             .agg(F.count(F.lit(1)).alias("n")).collect())
         run.commit({
             "target": str(spec), "partition_by": partition_by, "filters": filters,
-            "files": len(files), "chunk_size": chunk_size,
+            "files": len(files), "covers": [_relative(failed_dir, f) for f in files],
+            "chunk_size": chunk_size,
             "planned": summary.planned, "matched": summary.matched,
             "duplicates": summary.duplicates, "replayed_before": summary.replayed_before,
             "unreplayable": summary.unreplayable,
@@ -202,6 +229,9 @@ def _plan(spark: Any, manifest: Manifest, files: list[Path], filters: dict[str, 
             "counts": [[t, c, r, n] for (t, c, r), n in sorted(summary.counts.items())],
         })
     summary.plan_seconds = time.monotonic() - began
+    if progress is not None:
+        progress(PlanProgress("planned", len(files), size, summary.skipped_files,
+                              summary.matched, summary.planned, summary.plan_seconds))
     log.info("replay: %d messages to replay to %s%s, planned in %.1fs", summary.planned, spec,
              f" (run {run.id})" if run else "", summary.plan_seconds)
     return run

@@ -4,11 +4,12 @@ journal of chunks written and its summary, and the lock that lets one replay run
 The directory's leading ``.`` makes readers of the failed log, and Spark, skip it, and no
 topology's directory can be called that. Each run has a directory::
 
-    .replays/<run id>/plan/part-*.json   the messages to write (JSON Lines, written by Spark): per
-                                         line partition, dedup_key, record_id, topology,
+    .replays/<run id>/plan/part-*.parquet  the messages to write (written by Spark): per row
+                                         partition, dedup_key, record_id, topology,
                                          component, reason, and key_s/value_s (a str) or
-                                         key_b/value_b (bytes, base64); one file holds all of a
-                                         target partition's messages, in the order written
+                                         key_b/value_b (bytes); one file holds all of a target
+                                         partition's messages, in the order written (runs
+                                         planned before the log was Parquet: part-*.json)
     .replays/<run id>/run.json           written once the plan is complete and fsynced: run id,
                                          filters, target, chunk size, counts
     .replays/<run id>/journal.jsonl      one fsynced line per chunk: "start" (with the target's
@@ -99,13 +100,6 @@ class Run:
         _write_json(self.path / RUN_FILE, {"format": RUN_FORMAT, "version": RUN_VERSION,
                                            "run_id": self.id, "created_at": time.time(), **meta})
 
-    def plan_lines(self) -> Iterator[bytes]:
-        """The plan's lines, file after file: one target partition's messages at a time, in the
-        order they are to be written."""
-        for path in sorted(p for p in self.plan.iterdir() if p.name.startswith("part-")):
-            with open(path, "rb") as f:
-                yield from f
-
     def record(self, **entry: Any) -> None:
         """Append a journal line and make it durable before returning."""
         if self._journal is None:
@@ -175,6 +169,18 @@ class Manifest:
         if not self.path.is_dir():
             return []
         return [Run(p) for p in sorted(self.path.iterdir()) if p.is_dir()]
+
+    def covered(self, filters: dict[str, Any]) -> set[str]:
+        """The files (relative to the failed-message directory) that planned runs with exactly
+        these filters read: every message of theirs that matched is replayed, an older copy,
+        or unreplayable, so reading them again can add nothing."""
+        covered: set[str] = set()
+        for run in self.runs():
+            if run.planned():
+                meta = run.meta
+                if meta.get("filters") == filters:
+                    covered.update(meta.get("covers", ()))
+        return covered
 
     def lock(self) -> None:
         """Exclude other replays on this failed-message log until ``unlock``."""

@@ -1,12 +1,15 @@
 """The Spark side of a replay, and the plan it writes: read the failed-message log, keep the
 records that match the filters, one per message, tell apart the messages to replay from those an
 earlier run replayed and those no target can hold, give each its target partition, and write the
-plan (the messages to write, in order); then, on the driver, read the plan back a line at a time.
+plan (the messages to write, in order, as Parquet); then, on the driver, read the plan back a
+batch at a time.
 
 **One replay per message.** A message is identified by its source (kind, name, partition,
 offset) when the record has one, else by (topology, component, message id). The same message may
 sit in several records (it failed again after a restart); the latest ``last_failed_at`` wins, then
-the latest ``written_at``. Message ids are compared as JSON values, so ``"42"`` and ``42`` differ.
+the latest ``written_at``. Message ids are compared as canonical JSON, so ``"42"`` and ``42``
+differ. The copies of a message are records of one message, so they carry the same key: the
+target partition is worked out per record, before de-duplicating, which lets one shuffle do both.
 
 **Where each message goes** (``partition_by``): by default a message goes back to the partition it
 came from, when the target is the very log or topic it was read from: the spout deals partitions
@@ -35,50 +38,20 @@ from .targets import Message, TargetSpec
 REPLAY, REPLAYED_BEFORE, UNREPLAYABLE = "replay", "replayed before", "unreplayable"
 
 
-def _record_schema() -> Any:
-    from pyspark.sql import types as T
-
-    string, long, double, variant = T.StringType(), T.LongType(), T.DoubleType(), T.VariantType()
-
-    def struct(**fields: Any) -> Any:
-        return T.StructType([T.StructField(name, kind) for name, kind in fields.items()])
-
-    # Values are variants: a message id may be a list in one record and a str in the next, and a
-    # payload is a str or {"base64": ...}; a string column would make "42" and 42 (or a str that
-    # reads like {"base64": ...} and real bytes) the same.
-    return struct(record_id=string, topology=string, component=string, message_id=variant,
-                  source=struct(kind=string, name=string, partition=long, offset=long),
-                  payload=struct(key=variant, value=variant),
-                  reason=struct(kind=string),
-                  first_failed_at=double, last_failed_at=double, written_at=double)
-
-
-def _payload_columns(value: Any, name: str) -> list[Any]:
-    """``<name>_type`` (none, str, bytes or other), ``<name>_s`` (the str), ``<name>_b`` (the
-    bytes) of a variant payload field."""
-    from pyspark.sql import functions as F
-
-    shape = F.schema_of_variant(value)
-    kind = (F.when(value.isNull() | F.is_variant_null(value), F.lit("none"))
-            .when(shape == "STRING", F.lit("str"))
-            .when(shape == "OBJECT<base64: STRING>", F.lit("bytes"))
-            .otherwise(F.lit("other")))
-    return [kind.alias(f"{name}_type"),
-            F.when(kind == "str", F.try_variant_get(value, "$", "string")).alias(f"{name}_s"),
-            F.when(kind == "bytes", F.unbase64(F.try_variant_get(value, "$.base64", "string")))
-            .alias(f"{name}_b")]
-
-
 def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
-                earlier_plans: list[Path]) -> Any:
+                    earlier_plans: list[Path], spec: TargetSpec, partitions: int,
+                    partition_by: str) -> Any:
     """One row per message that matches the filters (the winning record), with ``copies`` (its
-    records) and ``status``."""
+    records), ``status`` and ``partition``; hash-partitioned by target partition and, within a
+    Spark partition, in the order to write them (``_PLAN_ORDER``).
+
+    One shuffle does it all: records go to their target partition (a function of the message,
+    the same for all its copies), and a window over the message's identity within it, sorted in
+    the plan's order, keeps the latest copy; the plan's sort is then the window's own."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    df = spark.read.schema(_record_schema()).json([str(f) for f in files])
-    df = df.where(F.col("record_id").isNotNull())  # a line that is no record (edited by hand)
+    df = spark.read.parquet(*[str(f) for f in files])
     if filters.get("topology") is not None:
         df = df.where(F.col("topology") == filters["topology"])
     if filters.get("component") is not None:
@@ -91,45 +64,85 @@ def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
     if filters.get("until") is not None:
         df = df.where(failed_at < F.lit(float(filters["until"])))
 
-    def v(name: str) -> Any:
-        return F.col(name).cast(T.VariantType())
-
-    identity = (F.when(F.col("source").isNotNull(), F.to_json(F.array(
-                    F.lit("source").cast(T.VariantType()), v("source.kind"), v("source.name"),
-                    v("source.partition"), v("source.offset"))))
-                .otherwise(F.to_json(F.array(
-                    F.lit("message").cast(T.VariantType()), v("topology"), v("component"),
-                    F.coalesce(F.col("message_id"), F.parse_json(F.lit("null")))))))
     df = df.select(
-        identity.alias("dedup_key"), "record_id", "topology", "component",
+        dedup_key(), "record_id", "topology", "component",
         F.coalesce(F.col("reason.kind"), F.lit("?")).alias("reason"),
         F.col("source.kind").alias("src_kind"), F.col("source.name").alias("src_name"),
         F.col("source.partition").alias("src_partition"),
         F.col("source.offset").alias("src_offset"),
+        F.when(F.col("source").isNull(), F.struct("topology", "component", "message_id"))
+        .alias("message"),
         "first_failed_at", "last_failed_at", "written_at",
-        *_payload_columns(F.col("payload.key"), "key"),
-        *_payload_columns(F.col("payload.value"), "value"))
-
-    # The latest attempt wins; record_id only makes a tie deterministic. Both columns use one
-    # window spec (a whole-partition frame for the count), so Spark sorts once.
-    latest = Window.partitionBy("dedup_key").orderBy(
-        F.desc_nulls_last("last_failed_at"), F.desc_nulls_last("written_at"), F.desc("record_id"))
-    every = latest.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    df = (df.withColumn("copies", F.count(F.lit(1)).over(every))
-            .withColumn("rank", F.row_number().over(latest))
-            .where(F.col("rank") == 1).drop("rank"))
-
+        *_payload_columns("key"), *_payload_columns("value"))
+    df = with_partition(df, spec, partitions, partition_by)
     if earlier_plans:
-        seen = (spark.read.schema("dedup_key STRING").json([str(p) for p in earlier_plans])
-                .withColumn("seen", F.lit(True)))
+        # Every copy of a message has its key, so each is marked; small sets are broadcast.
+        seen = _earlier_keys(spark, earlier_plans).withColumn("seen", F.lit(True))
         df = df.join(seen, "dedup_key", "left")
     else:
         df = df.withColumn("seen", F.lit(None).cast("boolean"))
+
+    # The latest attempt wins; record_id only makes a tie deterministic.
+    latest = Window.partitionBy(*_PLAN_ORDER).orderBy(
+        F.desc_nulls_last("last_failed_at"), F.desc_nulls_last("written_at"), F.desc("record_id"))
+    every = latest.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    df = (df.repartition("partition")
+            .withColumn("copies", F.count(F.lit(1)).over(every))
+            .withColumn("rank", F.row_number().over(latest))
+            .where(F.col("rank") == 1).drop("rank"))
     replayable = (F.col("value_type").isin("str", "bytes")
                   & F.col("key_type").isin("none", "str", "bytes"))
     status = (F.when(F.col("seen").isNotNull(), F.lit(REPLAYED_BEFORE))
               .when(~replayable, F.lit(UNREPLAYABLE)).otherwise(F.lit(REPLAY)))
     return df.withColumn("status", status).drop("seen")
+
+
+def dedup_key() -> Any:
+    """A message's identity as the JSON text plans and Kafka headers hold:
+    ``["source", kind, name, partition, offset]``, or ``["message", topology, component, id]``
+    for a record without a source."""
+    from pyspark.sql import functions as F
+
+    def json_array(*head: Any, tail: list[Any]) -> Any:
+        # to_json quotes and escapes the strings; the numbers, and the id (already JSON), are
+        # appended before its closing bracket.
+        strings = F.to_json(F.array(*head))
+        return F.concat(F.left(strings, F.length(strings) - 1), *tail, F.lit("]"))
+
+    return F.when(F.col("source").isNotNull(), json_array(
+        F.lit("source"), "source.kind", "source.name",
+        tail=[F.lit(","), F.col("source.partition").cast("string"), F.lit(","),
+              F.col("source.offset").cast("string")])) \
+        .otherwise(json_array(F.lit("message"), "topology", "component",
+                              tail=[F.lit(","), F.coalesce("message_id", F.lit("null"))])) \
+        .alias("dedup_key")
+
+
+def _payload_columns(name: str) -> list[Any]:
+    """``<name>_type`` (none, str, bytes or other), ``<name>_s`` (the str) and ``<name>_b`` (the
+    bytes) of a payload field."""
+    from pyspark.sql import functions as F
+
+    field = F.col(name)
+    kind = (F.when(field.isNull(), F.lit("none"))
+            .when(field["str"].isNotNull(), F.lit("str"))
+            .when(field["bytes"].isNotNull(), F.lit("bytes"))
+            .otherwise(F.lit("other")))
+    return [kind.alias(f"{name}_type"), field["str"].alias(f"{name}_s"),
+            field["bytes"].alias(f"{name}_b")]
+
+
+def _earlier_keys(spark: Any, plans: list[Path]) -> Any:
+    """The messages of earlier runs' plans (Parquet, or JSON Lines from before the log was
+    Parquet)."""
+    parquet = [str(p) for p in plans if any(p.glob("part-*.parquet"))]
+    legacy = [str(p) for p in plans if any(p.glob("part-*.json"))]
+    frames = ([spark.read.parquet(*parquet).select("dedup_key")] if parquet else []) + \
+        ([spark.read.schema("dedup_key STRING").json(legacy)] if legacy else [])
+    if not frames:
+        return spark.createDataFrame([], "dedup_key STRING")
+    # Each message is in one plan at most (a later run skips it), so no key repeats.
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
 def with_partition(df: Any, spec: TargetSpec, partitions: int, partition_by: str) -> Any:
@@ -151,13 +164,12 @@ def with_partition(df: Any, spec: TargetSpec, partitions: int, partition_by: str
 # they stood in their source).
 _PLAN_COLUMNS = ("partition", "dedup_key", "record_id", "topology", "component", "reason",
                  "key_s", "key_b", "value_s", "value_b")
-_PLAN_ORDER = ("partition", "src_name", "src_partition", "src_offset", "first_failed_at",
-               "dedup_key")
+_PLAN_ORDER = ("partition", "src_kind", "src_name", "src_partition", "src_offset", "message")
 
 
 def write_plan(candidates: Any, path: Path) -> dict[str, int]:
-    """Write the messages to replay to ``path`` as JSON Lines, each target partition's messages
-    in one file, in the order they are to be written; returns the counts of every status."""
+    """Write the messages to replay to ``path`` as Parquet, each target partition's messages in
+    one file, in the order they are to be written; returns the counts of every status."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -168,16 +180,16 @@ def write_plan(candidates: Any, path: Path) -> dict[str, int]:
     observed = candidates.observe(observation, F.sum("copies").alias("matched"),
                                   count(REPLAY), count(REPLAYED_BEFORE), count(UNREPLAYABLE))
     # Hash-partitioned by target partition, so one file holds all of a partition's messages and
-    # the driver reads them back in order, file by file, without asking Spark to sort again.
+    # the driver reads them back in order, file by file. The candidates are sorted so already:
+    # this sort costs nothing.
     plan = (observed.where(F.col("status") == REPLAY)
-            .repartition("partition")
             .sortWithinPartitions(*[F.col(c).asc_nulls_first() for c in _PLAN_ORDER])
             .select(*_PLAN_COLUMNS))
     # With adaptive execution, a file write whose input turns out empty loses the observed
     # metrics (PySpark 4.3: Observation.get fails an assertion in toPyRow), and an empty plan is
     # the common case of a replay run twice.
     with _session_conf(candidates.sparkSession, "spark.sql.adaptive.enabled", "false"):
-        plan.write.json(str(path))
+        plan.write.parquet(str(path))
     return {name: int(n or 0) for name, n in observation.get.items()}
 
 
@@ -194,8 +206,36 @@ def _session_conf(spark: Any, key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, before)
 
 
-def plan_messages(lines: Iterator[bytes]) -> Iterator[tuple[int, Message]]:
-    """The target partition and message of each line of a plan."""
+def read_plan(path: Path) -> Iterator[tuple[int, Message]]:
+    """The target partition and message of each planned message, in the order to write them: the
+    plan's files one after the other, a batch of rows at a time (the plan never sits in memory
+    whole)."""
+    files = sorted(p for p in path.iterdir() if p.name.startswith("part-"))
+    for file in files:
+        if file.name.endswith(".parquet"):
+            yield from _parquet_messages(file)
+        elif file.name.endswith(".json"):
+            with open(file, "rb") as f:
+                yield from _json_messages(f)
+
+
+_BATCH_ROWS = 65_536
+
+
+def _parquet_messages(file: Path) -> Iterator[tuple[int, Message]]:
+    import pyarrow.parquet as pq
+
+    columns = ["partition", "dedup_key", "key_s", "key_b", "value_s", "value_b"]
+    for batch in pq.ParquetFile(file).iter_batches(_BATCH_ROWS, columns=columns):
+        partition, dedup, key_s, key_b, value_s, value_b = (
+            batch.column(i).to_pylist() for i in range(len(columns)))
+        keys = [s if s is not None else b for s, b in zip(key_s, key_b)]
+        values = [s if s is not None else b for s, b in zip(value_s, value_b)]
+        yield from zip(partition, map(Message, dedup, keys, values))
+
+
+def _json_messages(lines: Iterator[bytes]) -> Iterator[tuple[int, Message]]:
+    """The messages of a plan written as JSON Lines (by replays before the log was Parquet)."""
     # The decoder's scanner without json.loads's whitespace handling: a third faster, and Spark
     # writes one compact object per line.
     scan, unbase64 = json.JSONDecoder().scan_once, binascii.a2b_base64

@@ -13,8 +13,8 @@ reads the target from the recorded end offsets to find what already landed (how 
 **Why the driver writes.** The local log is a directory on the driver's machine, appended to
 under per-partition file locks, and the journal must record, in order, what was written. Spark
 does the heavy part (parse, filter, de-duplicate, exclude earlier runs, partition, sort) on the
-executors and writes the plan; the driver then streams the plan's files a line at a time, so a
-million messages never sit in memory at once, and finishing a crashed run needs no Spark at all.
+executors and writes the plan; the driver then streams the plan's files a batch of rows at a
+time, so a million messages never sit in memory at once, and finishing a crashed run needs no Spark at all.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 
 from .errors import ReplayError
 from .manifest import Run
-from .plan import plan_messages
+from .plan import read_plan
 from .targets import KafkaTarget, LogTarget, Message
 
 log = logging.getLogger(__name__)
@@ -44,6 +44,19 @@ class RunResult:
     already_landed: int = 0
     #: Seconds spent writing (reading the plan back included).
     seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class PlanProgress:
+    """Reported when planning starts (``stage`` "planning") and ends ("planned")."""
+
+    stage: str
+    files: int            # files of the log read
+    bytes: int            # their size
+    skipped_files: int    # files earlier runs with the same filters planned from
+    matched: int = 0      # records that match the filters (when planned)
+    planned: int = 0      # messages to write
+    seconds: float = 0.0  # planning took
 
 
 @dataclass(frozen=True)
@@ -91,9 +104,9 @@ def write_run(run: Run, target: LogTarget | KafkaTarget,
     if done != set(range(first)):
         raise ReplayError(f"replay run {run.path}: its journal is inconsistent (done chunks "
                           f"{sorted(done)}); inspect {run.journal_path}")
-    lines = run.plan_lines()
-    written = sum(1 for _ in islice(lines, first * size))
-    for index, chunk in enumerate(_chunks(plan_messages(lines), size), start=first):
+    messages = read_plan(run.plan)
+    written = sum(1 for _ in islice(messages, first * size))
+    for index, chunk in enumerate(_chunks(messages, size), start=first):
         groups = _by_partition(chunk)
         to_write = groups
         resumed: dict[str, Any] = {}
