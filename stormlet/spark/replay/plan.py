@@ -25,6 +25,7 @@ written to either target: it is counted as unreplayable and left alone.
 from __future__ import annotations
 
 import binascii
+import itertools
 import json
 import secrets
 from contextlib import contextmanager
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import ReplayError
-from .targets import Message, TargetSpec
+from .targets import Message, Messages, TargetSpec
 
 # Plan statuses of a de-duplicated message.
 REPLAY, REPLAYED_BEFORE, UNREPLAYABLE = "replay", "replayed before", "unreplayable"
@@ -206,32 +207,44 @@ def _session_conf(spark: Any, key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, before)
 
 
-def read_plan(path: Path) -> Iterator[tuple[int, Message]]:
-    """The target partition and message of each planned message, in the order to write them: the
+def read_plan(path: Path) -> Iterator[tuple[int, Messages]]:
+    """The planned messages in the order to write them, as runs of one target partition's: the
     plan's files one after the other, a batch of rows at a time (the plan never sits in memory
     whole)."""
     files = sorted(p for p in path.iterdir() if p.name.startswith("part-"))
     for file in files:
         if file.name.endswith(".parquet"):
-            yield from _parquet_messages(file)
+            yield from _parquet_runs(file)
         elif file.name.endswith(".json"):
             with open(file, "rb") as f:
-                yield from _json_messages(f)
+                yield from _runs(_json_messages(f))
 
 
 _BATCH_ROWS = 65_536
+_COLUMNS = ["partition", "dedup_key", "key_s", "key_b", "value_s", "value_b"]
 
 
-def _parquet_messages(file: Path) -> Iterator[tuple[int, Message]]:
+def _parquet_runs(file: Path) -> Iterator[tuple[int, Messages]]:
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    columns = ["partition", "dedup_key", "key_s", "key_b", "value_s", "value_b"]
-    for batch in pq.ParquetFile(file).iter_batches(_BATCH_ROWS, columns=columns):
-        partition, dedup, key_s, key_b, value_s, value_b = (
-            batch.column(i).to_pylist() for i in range(len(columns)))
+    for batch in pq.ParquetFile(file).iter_batches(_BATCH_ROWS, columns=_COLUMNS):
+        dedup, key_s, key_b, value_s, value_b = (
+            batch.column(i).to_pylist() for i in range(1, len(_COLUMNS)))
+        # A str, else the bytes (else None: no key).
         keys = [s if s is not None else b for s, b in zip(key_s, key_b)]
         values = [s if s is not None else b for s, b in zip(value_s, value_b)]
-        yield from zip(partition, map(Message, dedup, keys, values))
+        # A file is sorted by partition: each partition's rows are one slice of the batch.
+        runs = pc.run_end_encode(batch.column(0))
+        start = 0
+        for p, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist()):
+            yield p, Messages(dedup[start:end], keys[start:end], values[start:end])
+            start = end
+
+
+def _runs(rows: Iterator[tuple[int, Message]]) -> Iterator[tuple[int, Messages]]:
+    for p, group in itertools.groupby(rows, key=lambda row: row[0]):
+        yield p, Messages.of(m for _, m in group)
 
 
 def _json_messages(lines: Iterator[bytes]) -> Iterator[tuple[int, Message]]:

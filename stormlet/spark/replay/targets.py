@@ -18,7 +18,7 @@ from pathlib import Path
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from .errors import ReplayError
 
@@ -74,6 +74,35 @@ class Message(NamedTuple):
     value: str | bytes
 
 
+class Messages:
+    """Messages for one partition, as three columns (no object per message on the hot path)."""
+
+    __slots__ = ("dedup_keys", "keys", "values")
+
+    def __init__(self, dedup_keys: list[str], keys: list[str | bytes | None],
+                 values: list[str | bytes]):
+        self.dedup_keys, self.keys, self.values = dedup_keys, keys, values
+
+    @classmethod
+    def of(cls, messages: Iterable[Message]) -> Messages:
+        columns = tuple(zip(*messages))
+        return cls(*(list(c) for c in columns)) if columns else cls([], [], [])
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Iterator[Message]:
+        return map(Message, self.dedup_keys, self.keys, self.values)
+
+    def __getitem__(self, index: slice) -> Messages:
+        return Messages(self.dedup_keys[index], self.keys[index], self.values[index])
+
+    def extend(self, other: Messages) -> None:
+        self.dedup_keys += other.dedup_keys
+        self.keys += other.keys
+        self.values += other.values
+
+
 class LogTarget:
     """A stormlet partitioned log."""
 
@@ -92,10 +121,10 @@ class LogTarget:
     def end_offsets(self, partitions: Iterable[int]) -> dict[int, int]:
         return {p: self.log.end_offset(p) for p in partitions}
 
-    def write(self, partition: int, messages: list[Message], run_id: str) -> None:
-        keys = [m.key for m in messages]
+    def write(self, partition: int, messages: Messages, run_id: str) -> None:
+        keys = messages.keys
         try:
-            written = self.log.append_many([m.value for m in messages],
+            written = self.log.append_many(messages.values,
                                            None if all(k is None for k in keys) else keys,
                                            partition=partition)
         except (self._error, OSError) as exc:
@@ -114,12 +143,12 @@ class LogTarget:
         spans, self._spans = self._spans, {}
         return spans
 
-    def unlanded(self, partition: int, start: int, messages: list[Message],
-                 run_id: str) -> list[Message]:
+    def unlanded(self, partition: int, start: int, messages: Messages,
+                 run_id: str) -> Messages:
         """The messages of a chunk not yet in the partition, whose end was ``start`` before the
         chunk was written. They were appended in one call, so what landed is one contiguous run
         of their first messages, possibly after other writers' records: the longest such run."""
-        planned = [(m.key, m.value) for m in messages]
+        planned = list(zip(messages.keys, messages.values))
         found = []
         end = self.log.end_offset(partition)
         offset = start
@@ -198,7 +227,7 @@ class KafkaTarget:
         self._spans[msg.partition()] = ((offset, offset + 1) if span is None else
                                         (min(span[0], offset), max(span[1], offset + 1)))
 
-    def write(self, partition: int, messages: list[Message], run_id: str) -> None:
+    def write(self, partition: int, messages: Messages, run_id: str) -> None:
         producer = self._client()
         topic, run = str(self.spec.topic), run_id.encode()
         for m in messages:
@@ -230,8 +259,8 @@ class KafkaTarget:
                               f"run the replay again to write what is missing")
         return spans
 
-    def unlanded(self, partition: int, start: int, messages: list[Message],
-                 run_id: str) -> list[Message]:
+    def unlanded(self, partition: int, start: int, messages: Messages,
+                 run_id: str) -> Messages:
         """The messages of a chunk whose headers are not found in the partition from ``start``."""
         from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -262,7 +291,7 @@ class KafkaTarget:
                 raise ReplayError(f"{self.spec}: {exc}") from None
             finally:
                 consumer.close()
-        return [m for m in messages if m.dedup_key.encode() not in seen]
+        return Messages.of(m for m in messages if m.dedup_key.encode() not in seen)
 
     def close(self) -> None:
         if self._producer is not None:

@@ -22,13 +22,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any, Callable, Iterator
 
 from .errors import ReplayError
 from .manifest import Run
 from .plan import read_plan
-from .targets import KafkaTarget, LogTarget, Message
+from .targets import KafkaTarget, LogTarget, Messages
 
 log = logging.getLogger(__name__)
 
@@ -71,22 +70,38 @@ class ReplayProgress:
     seconds: float        # since the run's writing started
 
 
-def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    while True:
-        chunk = list(islice(items, size))
-        if not chunk:
-            return
+def _chunks(runs: Iterator[tuple[int, Messages]], size: int) -> Iterator[dict[int, Messages]]:
+    """The plan cut into chunks of ``size`` messages (the last may be smaller), in order, each
+    as its messages per target partition."""
+    chunk: dict[int, Messages] = {}
+    room = size
+    for partition, messages in runs:
+        while len(messages):
+            if len(messages) <= room:
+                part, messages = messages, Messages([], [], [])
+            else:
+                part, messages = messages[:room], messages[room:]
+            held = chunk.get(partition)
+            if held is None:
+                chunk[partition] = part
+            else:
+                held.extend(part)
+            room -= len(part)
+            if not room:
+                yield chunk
+                chunk, room = {}, size
+    if chunk:
         yield chunk
 
 
-def _by_partition(chunk: list[tuple[int, Message]]) -> dict[int, list[Message]]:
-    groups: dict[int, list[Message]] = {}
-    for partition, message in chunk:
-        group = groups.get(partition)
-        if group is None:
-            group = groups[partition] = []
-        group.append(message)
-    return groups
+def _skip(runs: Iterator[tuple[int, Messages]], n: int) -> Iterator[tuple[int, Messages]]:
+    """``runs`` without their first ``n`` messages."""
+    for partition, messages in runs:
+        if n >= len(messages):
+            n -= len(messages)
+            continue
+        yield partition, messages[n:] if n else messages
+        n = 0
 
 
 def write_run(run: Run, target: LogTarget | KafkaTarget,
@@ -104,10 +119,10 @@ def write_run(run: Run, target: LogTarget | KafkaTarget,
     if done != set(range(first)):
         raise ReplayError(f"replay run {run.path}: its journal is inconsistent (done chunks "
                           f"{sorted(done)}); inspect {run.journal_path}")
-    messages = read_plan(run.plan)
-    written = sum(1 for _ in islice(messages, first * size))
-    for index, chunk in enumerate(_chunks(messages, size), start=first):
-        groups = _by_partition(chunk)
+    written = first * size
+    for index, groups in enumerate(_chunks(_skip(read_plan(run.plan), written), size),
+                                   start=first):
+        in_chunk = sum(len(msgs) for msgs in groups.values())
         to_write = groups
         resumed: dict[str, Any] = {}
         if index in started:
@@ -118,12 +133,12 @@ def write_run(run: Run, target: LogTarget | KafkaTarget,
             result.already_landed += sum(landed.values())
             log.info("replay %s: chunk %d was being written when the last run stopped: %d of "
                      "its %d messages are in %s, writing the rest", run.id, index + 1,
-                     sum(landed.values()), len(chunk), target.spec)
+                     sum(landed.values()), in_chunk, target.spec)
             resumed["skip"] = {str(p): n for p, n in landed.items()}
             to_write = {p: msgs for p, msgs in remaining.items() if msgs}
         # A resumed chunk journals this attempt too: if it dies as well, the next one measures
         # from here (other writers may append in between, so the landed part need not adjoin it).
-        run.record(state="start", chunk=index, messages=len(chunk), at=time.time(),
+        run.record(state="start", chunk=index, messages=in_chunk, at=time.time(),
                    ends={str(p): o for p, o in target.end_offsets(sorted(groups)).items()},
                    **resumed)
         for p, msgs in sorted(to_write.items()):
@@ -132,7 +147,7 @@ def write_run(run: Run, target: LogTarget | KafkaTarget,
         run.record(state="done", chunk=index, at=time.time(),
                    written={str(p): [s, e] for p, (s, e) in spans.items()})
         result.written += sum(len(msgs) for msgs in to_write.values())
-        written += len(chunk)
+        written += in_chunk
         if progress is not None:
             progress(ReplayProgress(run.id, index + 1, chunks, written, planned,
                                     time.monotonic() - began))
