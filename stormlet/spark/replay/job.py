@@ -23,7 +23,8 @@ from ...failed.reader import ByKeys
 from ..session import spark_session
 from .errors import ReplayError
 from .manifest import Manifest, Run
-from .plan import REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, write_plan
+from .plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, plan_counts,
+                   write_plan)
 from .targets import TargetSpec, open_target, parse_target
 from .writer import PlanProgress, ReplayProgress, RunResult, write_run
 
@@ -215,9 +216,7 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
         shutil.rmtree(run.path)
         run = None
     if run is not None:
-        _count_planned(summary, spark.read.parquet(str(run.plan))
-            .groupBy("topology", "component", "reason", "partition")
-            .agg(F.count(F.lit(1)).alias("n")).collect())
+        _count_planned(summary, plan_counts(run.plan))
         run.commit({
             "target": str(spec), "partition_by": partition_by, "filters": filters,
             "files": len(files), "covers": [_relative(failed_dir, f) for f in files],

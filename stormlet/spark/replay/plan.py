@@ -207,6 +207,20 @@ def _session_conf(spark: Any, key: str, value: str) -> Iterator[None]:
             spark.conf.set(key, before)
 
 
+def plan_counts(path: Path) -> list[dict[str, Any]]:
+    """The plan's messages counted by topology, component, reason and partition (``n``), read
+    on the driver: four small columns, no Spark job."""
+    import pyarrow.parquet as pq
+
+    groups = ["topology", "component", "reason", "partition"]
+    files = sorted(str(p) for p in path.glob("part-*.parquet"))
+    if not files:
+        return []
+    table = pq.ParquetDataset(files).read(columns=groups)
+    counted = table.group_by(groups).aggregate([("partition", "count")])
+    return [{**row, "n": row.pop("partition_count")} for row in counted.to_pylist()]
+
+
 def read_plan(path: Path) -> Iterator[tuple[int, Messages]]:
     """The planned messages in the order to write them, as runs of one target partition's: the
     plan's files one after the other, a batch of rows at a time (the plan never sits in memory
