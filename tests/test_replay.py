@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -138,6 +139,10 @@ def test_end_to_end_through_the_local_log(spark, tmp_path):
                                        f"log:{path}", "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "dry run: would replay 40 messages" in result.output
+    # What it did, stage by stage (on stderr, which the runner mixes in).
+    assert re.search(r"^planning: reading \d+ files \([\d.]+ MB\) of the failed-message log$",
+                     result.output, re.M), result.output
+    assert "planned: 40 messages to write, of 40 matching records, in " in result.output
     # Counted by topology and component: the spout's 40, 20 failed and 20 errors ("test" alone
     # is in any output here: it is in the temporary directory's name).
     rows = [line.split() for line in result.output.splitlines()]
