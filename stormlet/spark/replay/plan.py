@@ -66,7 +66,7 @@ def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
         df = df.where(failed_at < F.lit(float(filters["until"])))
 
     df = df.select(
-        dedup_key(), "record_id", "topology", "component",
+        "source", "message_id", "record_id", "topology", "component",
         F.coalesce(F.col("reason.kind"), F.lit("?")).alias("reason"),
         F.col("source.kind").alias("src_kind"), F.col("source.name").alias("src_name"),
         F.col("source.partition").alias("src_partition"),
@@ -75,13 +75,13 @@ def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
         .alias("message"),
         "first_failed_at", "last_failed_at", "written_at",
         *_payload_columns("key"), *_payload_columns("value"))
-    df = with_partition(df, spec, partitions, partition_by)
     if earlier_plans:
         # Every copy of a message has its key, so each is marked; small sets are broadcast.
         seen = _earlier_keys(spark, earlier_plans).withColumn("seen", F.lit(True))
-        df = df.join(seen, "dedup_key", "left")
+        df = df.withColumn("dedup_key", dedup_key()).join(seen, "dedup_key", "left")
     else:
         df = df.withColumn("seen", F.lit(None).cast("boolean"))
+    df = with_partition(df, spec, partitions, partition_by)
 
     # The latest attempt wins; record_id only makes a tie deterministic.
     latest = Window.partitionBy(*_PLAN_ORDER).orderBy(
@@ -91,11 +91,13 @@ def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
             .withColumn("copies", F.count(F.lit(1)).over(every))
             .withColumn("rank", F.row_number().over(latest))
             .where(F.col("rank") == 1).drop("rank"))
+    if not earlier_plans:  # made for the winners only: building the text is not free
+        df = df.withColumn("dedup_key", dedup_key())
     replayable = (F.col("value_type").isin("str", "bytes")
                   & F.col("key_type").isin("none", "str", "bytes"))
     status = (F.when(F.col("seen").isNotNull(), F.lit(REPLAYED_BEFORE))
               .when(~replayable, F.lit(UNREPLAYABLE)).otherwise(F.lit(REPLAY)))
-    return df.withColumn("status", status).drop("seen")
+    return df.withColumn("status", status).drop("seen", "source", "message_id")
 
 
 def dedup_key() -> Any:
@@ -152,7 +154,7 @@ def with_partition(df: Any, spec: TargetSpec, partitions: int, partition_by: str
 
     key_bytes = F.coalesce(F.col("key_b"), F.encode(F.col("key_s"), "UTF-8"))
     by_key = F.pmod(F.crc32(key_bytes), F.lit(partitions))
-    spread = F.pmod(F.xxhash64("dedup_key"), F.lit(partitions))
+    spread = F.pmod(F.xxhash64(*_IDENTITY), F.lit(partitions))
     target = F.when(F.col("key_type") != "none", by_key).otherwise(spread)
     if partition_by == "source":
         same_source = ((F.col("src_kind") == spec.kind) & (F.col("src_name") == spec.name)
@@ -165,7 +167,9 @@ def with_partition(df: Any, spec: TargetSpec, partitions: int, partition_by: str
 # they stood in their source).
 _PLAN_COLUMNS = ("partition", "dedup_key", "record_id", "topology", "component", "reason",
                  "key_s", "key_b", "value_s", "value_b")
-_PLAN_ORDER = ("partition", "src_kind", "src_name", "src_partition", "src_offset", "message")
+# A message's identity: its source, or (for a record without one) topology, component and id.
+_IDENTITY = ("src_kind", "src_name", "src_partition", "src_offset", "message")
+_PLAN_ORDER = ("partition", *_IDENTITY)
 
 
 def write_plan(candidates: Any, path: Path) -> dict[str, int]:
