@@ -4,9 +4,10 @@ a master and a worker from the pip-installed PySpark, on loopback).
 The jobs run through the real command in a subprocess (``python -m stormlet ... --master
 spark://...``, and once through ``spark-submit``), never in this process, where another test's
 local session may be active. Paths are given relative to the job's working directory, which is not
-the executors' (they run in the worker's work directory). Each test checks the result exactly and
-that the job ran on the cluster: the master lists its application, and every executor of it
-reached the driver on loopback.
+the executors' (they run in the worker's work directory), and Spark's default file system is
+made HDFS, as a cluster's Hadoop config often does: plain paths must stay local. Each test checks
+the result exactly and that the job ran on the cluster: the master lists its application, and
+every executor of it reached the driver on loopback.
 """
 
 from __future__ import annotations
@@ -50,9 +51,27 @@ def stormlet_command(*args: object, cwd: Path, **env: str) -> subprocess.Complet
     return run([sys.executable, "-m", "stormlet", *args], cwd, **env)
 
 
-def spark_submit(master: str, *args: object, cwd: Path) -> subprocess.CompletedProcess:
+def spark_submit(master: str, *args: object, cwd: Path,
+                 **env: str) -> subprocess.CompletedProcess:
     submit = pyspark_home() / "bin" / "spark-submit"
-    return run([submit, "--master", master, stormlet.spark.submit.__file__, *args], cwd)
+    # spark-submit runs the driver under PYSPARK_DRIVER_PYTHON (else python3 on the PATH): the
+    # interpreter that has stormlet.
+    return run([submit, "--master", master, stormlet.spark.submit.__file__, *args], cwd,
+               **{"PYSPARK_DRIVER_PYTHON": sys.executable, **env})
+
+
+def spark_defaults(directory: Path, **settings: str) -> dict[str, str]:
+    """The environment that gives a job these Spark settings (``spark-defaults.conf`` in a
+    ``SPARK_CONF_DIR``, read by ``stormlet`` and spark-submit alike)."""
+    directory.mkdir()
+    (directory / "spark-defaults.conf").write_text(
+        "".join(f"{key} {value}\n" for key, value in settings.items()))
+    return {"SPARK_CONF_DIR": str(directory)}
+
+
+# A cluster's Hadoop config often makes HDFS Spark's default file system; plain paths must still
+# be local ones (nothing listens on this port: a path sent there fails the job).
+HDFS_DEFAULT = {"spark.hadoop.fs.defaultFS": "hdfs://127.0.0.1:1"}
 
 
 def succeeded(result: subprocess.CompletedProcess) -> str:
@@ -124,9 +143,10 @@ def test_replay_on_the_cluster_then_again_through_spark_submit(spark_cluster, tm
         for record in records:
             writer.write(record)
 
+    conf = spark_defaults(tmp_path / "conf", **HDFS_DEFAULT)
     before = app_ids(spark_cluster)
     out = succeeded(stormlet_command("replay", "--failed-dir", "failed", "--to", "log:events",
-                                     "--master", spark_cluster.url, cwd=tmp_path))
+                                     "--master", spark_cluster.url, cwd=tmp_path, **conf))
     assert f"replayed 18 messages to log:{tmp_path / 'events'}" in out
     assert "20 records matched, 1 older duplicates, 0 replayed before, 1 unreplayable" in out
     assert log_contents(tmp_path / "events") == Counter(expected)    # each once, nothing else
@@ -136,7 +156,7 @@ def test_replay_on_the_cluster_then_again_through_spark_submit(spark_cluster, tm
     # replayed before and writes nothing.
     before = app_ids(spark_cluster)
     out = succeeded(spark_submit(spark_cluster.url, "replay", "--failed-dir", "failed", "--to",
-                                 "log:events", cwd=tmp_path))
+                                 "log:events", cwd=tmp_path, **conf))
     assert "replayed 0 messages" in out and "18 replayed before" in out
     assert log_contents(tmp_path / "events") == Counter(expected)
     ran_on_cluster(spark_cluster, "stormlet-replay", before)
@@ -234,13 +254,15 @@ def test_backfill_on_the_cluster_equals_streaming(spark_cluster, tmp_path):
     lines = [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 8)))
              for _ in range(400)]
     (tmp_path / "lines.txt").write_text("\n".join(lines) + "\n")
-    streamed = stream_topology(code / "cluster_count.py", {"lines.file": str(tmp_path / "lines.txt")},
+    streamed = stream_topology(code / "cluster_count.py",
+                               {"lines.file": str(tmp_path / "lines.txt")},
                                [("count", "default")], "lines", len(lines))
 
     before = app_ids(spark_cluster)
     out = succeeded(stormlet_command("backfill", "code/cluster_count.py", "--input", "lines.txt",
                                      "--output", "out", "--master", spark_cluster.url,
-                                     cwd=tmp_path))
+                                     cwd=tmp_path, **spark_defaults(tmp_path / "conf",
+                                                                    **HDFS_DEFAULT)))
     assert f"backfill cluster_count: {len(lines)} messages from {tmp_path / 'lines.txt'}" in out
     ran_on_cluster(spark_cluster, "stormlet-backfill-cluster_count", before)
 
@@ -282,10 +304,8 @@ def test_an_unreachable_master_is_one_line_at_once(spark_cluster, tmp_path):
 def test_a_cluster_that_gives_no_executor_is_one_line_after_the_timeout(spark_cluster, tmp_path):
     # More memory per executor than the worker has: the master registers the application but
     # can start no executor for it, which Spark would wait for forever.
-    conf_dir = tmp_path / "conf"
-    conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(
-        "spark.executor.memory 3g\nspark.stormlet.executorTimeout 3\n")
+    conf = spark_defaults(tmp_path / "conf", **{"spark.executor.memory": "3g",
+                                                "spark.stormlet.executorTimeout": "3"})
     with FailedMessageWriter(tmp_path / "failed", "orders", "reader", 1) as writer:
         writer.write(FailedRecord(message_id=1, reason=FailReason("error", "sink", "x"),
                                   attempts=1, first_failed_at=1.0, last_failed_at=2.0, key="k",
@@ -293,8 +313,7 @@ def test_a_cluster_that_gives_no_executor_is_one_line_after_the_timeout(spark_cl
     PartitionedLog.create(tmp_path / "events", 1)
     began = time.monotonic()
     result = stormlet_command("replay", "--failed-dir", "failed", "--to", "log:events",
-                              "--master", spark_cluster.url, cwd=tmp_path,
-                              SPARK_CONF_DIR=str(conf_dir))
+                              "--master", spark_cluster.url, cwd=tmp_path, **conf)
     line = error_line(result)
     assert line.startswith(f"Error: no executor started within 3 s on {spark_cluster.url}: "), \
         line

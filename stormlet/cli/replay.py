@@ -87,8 +87,8 @@ def _target_option(ctx: click.Context, param: click.Parameter, value: str) -> An
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               help="seconds to wait for a Kafka broker")
 def replay(failed_dir: Path, topology: str | None, component: str | None, reason: str | None,
-           since: float | None, until: float | None, target: Any, dry_run: bool, master: str | None,
-           partition_by: str, chunk_size: int, timeout: float) -> None:
+           since: float | None, until: float | None, target: Any, dry_run: bool,
+           master: str | None, partition_by: str, chunk_size: int, timeout: float) -> None:
     """Replay failed messages into the log or Kafka topic a spout reads.
 
     Reads the failed-message log, keeps the records matching the filters, one per message (by

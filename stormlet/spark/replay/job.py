@@ -22,8 +22,8 @@ from ...failed.reader import ByKeys
 from ..session import spark_session
 from .errors import ReplayError
 from .manifest import Manifest, Run
-from .plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, with_partition,
-                   write_plan)
+from .plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, local_uri,
+                   with_partition, write_plan)
 from .targets import TargetSpec, open_target, parse_target
 from .writer import ReplayProgress, RunResult, write_run
 
@@ -190,7 +190,7 @@ def _plan(spark: Any, manifest: Manifest, files: list[Path], filters: dict[str, 
     if run is not None:
         _count_planned(summary, spark.read.schema(
             "topology STRING, component STRING, reason STRING, partition INT")
-            .json(str(run.plan)).groupBy("topology", "component", "reason", "partition")
+            .json(local_uri(run.plan)).groupBy("topology", "component", "reason", "partition")
             .agg(F.count(F.lit(1)).alias("n")).collect())
         run.commit({
             "target": str(spec), "partition_by": partition_by, "filters": filters,

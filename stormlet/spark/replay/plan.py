@@ -35,6 +35,13 @@ from .targets import Message, TargetSpec
 REPLAY, REPLAYED_BEFORE, UNREPLAYABLE = "replay", "replayed before", "unreplayable"
 
 
+def local_uri(path: Path | str) -> str:
+    """What Spark is given for a path of the failed-message directory: a local path, also where
+    Spark's default file system is another (a cluster's Hadoop config naming HDFS). Not
+    percent-encoded: Hadoop parses the path itself."""
+    return f"file://{Path(path).absolute()}"
+
+
 def _record_schema() -> Any:
     from pyspark.sql import types as T
 
@@ -77,7 +84,7 @@ def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    df = spark.read.schema(_record_schema()).json([str(f) for f in files])
+    df = spark.read.schema(_record_schema()).json([local_uri(f) for f in files])
     df = df.where(F.col("record_id").isNotNull())  # a line that is no record (edited by hand)
     if filters.get("topology") is not None:
         df = df.where(F.col("topology") == filters["topology"])
@@ -120,7 +127,7 @@ def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
             .where(F.col("rank") == 1).drop("rank"))
 
     if earlier_plans:
-        seen = (spark.read.schema("dedup_key STRING").json([str(p) for p in earlier_plans])
+        seen = (spark.read.schema("dedup_key STRING").json([local_uri(p) for p in earlier_plans])
                 .withColumn("seen", F.lit(True)))
         df = df.join(seen, "dedup_key", "left")
     else:
@@ -177,7 +184,7 @@ def write_plan(candidates: Any, path: Path) -> dict[str, int]:
     # metrics (PySpark 4.3: Observation.get fails an assertion in toPyRow), and an empty plan is
     # the common case of a replay run twice.
     with _session_conf(candidates.sparkSession, "spark.sql.adaptive.enabled", "false"):
-        plan.write.json(str(path))
+        plan.write.json(local_uri(path))
     return {name: int(n or 0) for name, n in observation.get.items()}
 
 
