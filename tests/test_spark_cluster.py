@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -22,11 +23,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import stormlet.spark.submit
 from spark_cluster import REPO_ROOT, SparkCluster, pyspark_home, spark_cluster  # noqa: F401
 from stormlet import FailReason
 from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef
 from stormlet.sources.partitioned_log import PartitionedLog, partition_for_key
+from stormlet.spark.cluster import (MasterUnavailable, check_reachable, is_local, loopback_master,
+                                    standalone_hosts)
 from test_backfill import read_output, stream_topology
 from zookeeper_server import free_port
 
@@ -322,3 +327,34 @@ def test_a_cluster_that_gives_no_executor_is_one_line_after_the_timeout(spark_cl
     assert PartitionedLog(tmp_path / "events").end_offset(0) == 0
     # The application was ended, not left waiting on the master.
     assert all(app["state"] != "WAITING" for app in spark_cluster.state()["activeapps"])
+
+
+# ----- the master checks, without Spark
+
+
+def test_master_urls_say_where_the_workers_are():
+    assert standalone_hosts("spark://10.0.0.5:7077") == [("10.0.0.5", 7077)]
+    assert standalone_hosts("spark://a:7077,b:7078") == [("a", 7077), ("b", 7078)]
+    assert standalone_hosts("spark://a") == [("a", 7077)]
+    assert standalone_hosts("spark://[::1]:7077") == [("::1", 7077)]
+    assert standalone_hosts("local[2]") == standalone_hosts("yarn") == []
+    assert is_local("local") and is_local("local[*]") and not is_local("spark://127.0.0.1:7077")
+    for master in ("local[2]", "spark://127.0.0.1:7077", "spark://localhost:7077",
+                   "spark://[::1]:7077", "spark://127.0.0.2:1,localhost:2"):
+        assert loopback_master(master), master
+    for master in ("spark://10.0.0.5:7077", "spark://127.0.0.1:7077,10.0.0.5:7077",
+                   "spark://master:7077", "yarn", "k8s://https://127.0.0.1:6443"):
+        assert not loopback_master(master), master
+
+
+def test_a_master_port_that_refuses_is_reported_with_the_address():
+    port = free_port()
+    with pytest.raises(MasterUnavailable, match=rf"spark://127.0.0.1:{port} \(127.0.0.1:{port}: "
+                                                r"Connection refused\): is it running"):
+        check_reachable(f"spark://127.0.0.1:{port}")
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        up = listening.getsockname()[1]
+        check_reachable(f"spark://127.0.0.1:{port},127.0.0.1:{up}")   # one answers: enough
+    check_reachable("yarn")                                            # left to Spark
