@@ -164,10 +164,6 @@ class SparkCluster:
         state = self.state()
         return state.get("activeapps", []) + state.get("completedapps", [])
 
-    def executor_logs(self) -> list[Path]:
-        """The stderr of every executor the worker started (``work/<app>/<executor>/stderr``)."""
-        return sorted(self.work_dir.glob("*/*/stderr"))
-
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM to the process group (the worker kills its executors), then, once the daemons
         exited or after ``timeout``, SIGKILL to whatever is left in it."""
