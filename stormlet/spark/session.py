@@ -26,6 +26,9 @@ from .cluster import (MasterUnavailable, check_reachable, executor_timeout, is_l
                       loopback_master, submitted_master, wait_for_executors)
 
 DEFAULT_MASTER = "local[*]"
+#: stormlet's SQL settings, applied only where the user's ``spark-defaults.conf`` or spark-submit's
+#: ``--conf`` set nothing: SQL settings can be set once the session runs, when that is known.
+SQL_DEFAULTS = {"spark.sql.shuffle.partitions": "8"}
 
 
 class SparkUnavailable(RuntimeError):
@@ -58,11 +61,11 @@ def build_session(app_name: str, master: str | None = None,
     except Exception as exc:  # spark-submit's JVM did not answer
         raise SparkUnavailable(f"cannot reach spark-submit's Spark: {exc}") from None
     builder = SparkSession.builder.appName(app_name).master(master)
-    settings = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",
-        "spark.sql.shuffle.partitions": "8",
-    }
+    settings = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
+    if is_local(master):
+        # Nobody watches a local job's web UI; on a cluster it is where its progress is seen
+        # (spark.ui.enabled=false in spark-defaults.conf switches it off).
+        settings["spark.ui.enabled"] = "false"
     if loopback_master(master):
         # Everything runs on this machine: executors reach the driver on loopback (not on the
         # address the host name resolves to, which a loopback-only machine may not route).
@@ -84,6 +87,10 @@ def build_session(app_name: str, master: str | None = None,
     except Exception as exc:  # Py4J and Java start-up errors come in many types
         raise SparkUnavailable(f"cannot start Spark (master {master}): {exc}") from None
     spark.sparkContext.setLogLevel("WARN")
+    given = spark.sparkContext.getConf()
+    for key, value in SQL_DEFAULTS.items():
+        if not given.contains(key):
+            spark.conf.set(key, value)
     if not is_local(master):
         try:
             wait_for_executors(spark, executor_timeout(spark))
