@@ -11,8 +11,8 @@ The markers are derived here, so they cannot go stale:
   service but wait out seconds by design carry ``@pytest.mark.slow`` themselves.)
 
 A guard keeps them honest: a test that starts ZooKeeper, a cluster daemon, the mock Kafka broker,
-a Spark session or a browser without carrying the matching marker fails, saying which marker it
-lacks.
+a Spark session or standalone cluster, or a browser without carrying the matching marker fails,
+saying which marker it lacks.
 """
 
 from __future__ import annotations
