@@ -32,7 +32,8 @@ SQL_DEFAULTS = {"spark.sql.shuffle.partitions": "8"}
 
 
 class SparkUnavailable(RuntimeError):
-    """PySpark (or the Java it runs on) is missing; the message says what to install."""
+    """Spark cannot run the job: PySpark (or the Java it runs on) is missing, or the master cannot
+    be reached or gives no executor; the message says what to install or check."""
 
 
 def _session_class() -> Any:
