@@ -78,11 +78,12 @@ def _stop_leftovers() -> None:
 class SparkCluster:
     """A standalone master and one worker (``cores`` cores, ``memory`` of memory for
     executors) on loopback, with their logs and the worker's work directory under
-    ``directory``."""
+    ``directory``; without the worker if not ``worker`` (a master nobody can run jobs on)."""
 
-    def __init__(self, directory: Path, *, cores: int = 2, memory: str = "2g"):
+    def __init__(self, directory: Path, *, cores: int = 2, memory: str = "2g",
+                 worker: bool = True):
         self.directory = Path(directory).resolve()
-        self.cores, self.memory = cores, memory
+        self.cores, self.memory, self.with_worker = cores, memory, worker
         self.port, self.ui_port, self.worker_ui_port = free_port(), free_port(), free_port()
         self.work_dir = self.directory / "work"
         self.master: subprocess.Popen | None = None
@@ -111,25 +112,28 @@ class SparkCluster:
                 process_group=0 if group is None else group)
 
     def start(self, timeout: float = 60.0) -> SparkCluster:
-        """Start the master, then the worker; return once the master lists the worker ALIVE."""
+        """Start the master, then the worker; return once the master lists the worker ALIVE
+        (without a worker: once the master is ALIVE)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self.work_dir.mkdir(exist_ok=True)
         _live.add(self)
         self.master = self._spawn("master", [MASTER_CLASS, "--host", "127.0.0.1", "--port",
                                              str(self.port), "--webui-port", str(self.ui_port)],
                                   None)
-        self.worker = self._spawn("worker", [
-            WORKER_CLASS, self.url, "--host", "127.0.0.1", "--cores", str(self.cores),
-            "--memory", self.memory, "--webui-port", str(self.worker_ui_port),
-            "--work-dir", str(self.work_dir)], self.master.pid)
+        if self.with_worker:
+            self.worker = self._spawn("worker", [
+                WORKER_CLASS, self.url, "--host", "127.0.0.1", "--cores", str(self.cores),
+                "--memory", self.memory, "--webui-port", str(self.worker_ui_port),
+                "--work-dir", str(self.work_dir)], self.master.pid)
         deadline = time.monotonic() + timeout
-        while not self._worker_alive():
+        while not self._ready():
             for name, process in (("master", self.master), ("worker", self.worker)):
-                if process.poll() is not None:
+                if process is not None and process.poll() is not None:
                     self._fail(f"the Spark {name} exited with status {process.returncode}")
             if time.monotonic() > deadline:
-                self._fail(f"no ALIVE worker registered with the Spark master at {self.url} "
-                           f"within {timeout:g} s")
+                self._fail(f"the Spark master at {self.url} was not ALIVE"
+                           + (" with an ALIVE worker" if self.with_worker else "")
+                           + f" within {timeout:g} s")
             time.sleep(0.25)
         return self
 
@@ -151,13 +155,13 @@ class SparkCluster:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2) as r:
             return json.load(r)
 
-    def _worker_alive(self) -> bool:
+    def _ready(self) -> bool:
         try:
             state = self.state()
         except (OSError, ValueError):
             return False     # not listening yet
-        return state.get("status") == "ALIVE" and any(
-            w.get("state") == "ALIVE" for w in state.get("workers", []))
+        return state.get("status") == "ALIVE" and (not self.with_worker or any(
+            w.get("state") == "ALIVE" for w in state.get("workers", [])))
 
     def applications(self) -> list[dict[str, Any]]:
         """Every application the master has seen, active and completed."""
