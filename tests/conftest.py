@@ -11,8 +11,8 @@ The markers are derived here, so they cannot go stale:
   service but wait out seconds by design carry ``@pytest.mark.slow`` themselves.)
 
 A guard keeps them honest: a test that starts ZooKeeper, a cluster daemon, the mock Kafka broker,
-a Spark session or a browser without carrying the matching marker fails, saying which marker it
-lacks.
+a Spark session or standalone cluster, or a browser without carrying the matching marker fails,
+saying which marker it lacks.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from kafka_mock import mock_kafka  # noqa: F401
 SERVICE_FIXTURES = {
     "mock_kafka": ("kafka",),      # kafka_mock.py: librdkafka's mock broker
     "spark": ("spark",),           # test_replay.py, test_backfill.py: a local Spark session
+    "spark_cluster": ("spark",),   # spark_cluster.py: a Spark standalone master and worker
     "browser": ("browser",),       # test_ui_browser.py: chromium through Playwright
     "cluster": ("cluster",),       # test_cluster.py, test_cluster_metrics.py: a LoopbackCluster
 }
@@ -77,6 +78,7 @@ GUARDED = [
     ("cluster_support", "Daemon", "start", "cluster", "a stormlet cluster daemon"),
     ("kafka_mock", "MockKafkaCluster", "__init__", "kafka", "the mock Kafka broker"),
     ("pyspark.context", "SparkContext", "_ensure_initialized", "spark", "a Spark session"),
+    ("spark_cluster", "SparkCluster", "start", "spark", "a Spark standalone cluster"),
     ("playwright.sync_api", "BrowserType", "launch", "browser", "a browser"),
     ("playwright.sync_api", "BrowserType", "launch_persistent_context", "browser", "a browser"),
 ]

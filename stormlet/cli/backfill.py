@@ -44,7 +44,8 @@ log = logging.getLogger(__name__)
               help="write this bolt's streams instead of the leaf bolts', repeatable; only it "
                    "and the bolts it reads from run")
 @click.option("--master", default=None,
-              help="Spark master URL (default: a local session on every core, local[*])")
+              help="Spark master URL (default: spark-submit's --master when run by "
+                   "spark-submit, else a local session on every core, local[*])")
 @conf_option("topology config override, repeatable")
 @click.option("--name", default=None, help="topology name (default: the file's stem)")
 @click.option("--overwrite", is_flag=True, help="replace OUTPUT if it exists")

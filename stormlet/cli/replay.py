@@ -75,8 +75,9 @@ def _target_option(ctx: click.Context, param: click.Parameter, value: str) -> An
 @click.option("--to", "target", required=True, metavar="TARGET", callback=_target_option,
               help="log:PATH or kafka://HOST:PORT[,HOST:PORT...]/TOPIC")
 @click.option("--dry-run", is_flag=True, help="print what would be replayed; write nothing")
-@click.option("--master", default="local[*]", show_default=True,
-              help="Spark master (local[N], spark://host:port, ...)")
+@click.option("--master", default=None,
+              help="Spark master (local[N], spark://host:port, ...; default: spark-submit's "
+                   "--master when run by spark-submit, else local[*])")
 @click.option("--partition-by", type=click.Choice(["source", "key"]), default="source",
               show_default=True,
               help="source: back to the partition the message came from (when TARGET is its "
@@ -86,8 +87,8 @@ def _target_option(ctx: click.Context, param: click.Parameter, value: str) -> An
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
               help="seconds to wait for a Kafka broker")
 def replay(failed_dir: Path, topology: str | None, component: str | None, reason: str | None,
-           since: float | None, until: float | None, target: Any, dry_run: bool, master: str,
-           partition_by: str, chunk_size: int, timeout: float) -> None:
+           since: float | None, until: float | None, target: Any, dry_run: bool,
+           master: str | None, partition_by: str, chunk_size: int, timeout: float) -> None:
     """Replay failed messages into the log or Kafka topic a spout reads.
 
     Reads the failed-message log, keeps the records matching the filters, one per message (by

@@ -5,6 +5,13 @@
 
 A local session binds only to loopback and needs no network. Progress bars are on when the
 output is a terminal.
+
+On a cluster (``spark://HOST:PORT``, or whatever spark-submit was given): the master is tried
+before the session starts, and the session waits, bounded, for its first executor, so a master
+that is down or has no worker to give is one clear error (``cluster``). A master on a loopback
+address is treated like a local one: its workers are on this machine, so the driver binds to
+loopback and the executors run this interpreter. On any other cluster the executors run
+``PYSPARK_PYTHON`` (Spark's default: ``python3``), which must have stormlet installed.
 """
 
 from __future__ import annotations
@@ -15,11 +22,18 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from .cluster import (MasterUnavailable, check_reachable, executor_timeout, is_local,
+                      loopback_master, submitted_master, wait_for_executors)
+
 DEFAULT_MASTER = "local[*]"
+#: stormlet's SQL settings, applied only where the user's ``spark-defaults.conf`` or spark-submit's
+#: ``--conf`` set nothing: SQL settings can be set once the session runs, when that is known.
+SQL_DEFAULTS = {"spark.sql.shuffle.partitions": "8"}
 
 
 class SparkUnavailable(RuntimeError):
-    """PySpark (or the Java it runs on) is missing; the message says what to install."""
+    """Spark cannot run the job: PySpark (or the Java it runs on) is missing, or the master cannot
+    be reached or gives no executor; the message says what to install or check."""
 
 
 def _session_class() -> Any:
@@ -38,15 +52,24 @@ def quiet_py4j() -> None:
 
 def build_session(app_name: str, master: str | None = None,
                   conf: dict[str, str] | None = None) -> Any:
+    """A new session (or the active one) on ``master``: by default the master spark-submit was
+    given, else ``local[*]``. On a cluster it returns once an executor has started; raises
+    ``SparkUnavailable`` saying what to check when the master cannot be reached or gives no
+    executor."""
     SparkSession = _session_class()
-    master = master or DEFAULT_MASTER
+    try:
+        master = master or submitted_master() or DEFAULT_MASTER
+    except Exception as exc:  # spark-submit's JVM did not answer
+        raise SparkUnavailable(f"cannot reach spark-submit's Spark: {exc}") from None
     builder = SparkSession.builder.appName(app_name).master(master)
-    settings = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false",
-        "spark.sql.shuffle.partitions": "8",
-    }
-    if master.startswith("local"):
+    settings = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
+    if is_local(master):
+        # Nobody watches a local job's web UI; on a cluster it is where its progress is seen
+        # (spark.ui.enabled=false in spark-defaults.conf switches it off).
+        settings["spark.ui.enabled"] = "false"
+    if loopback_master(master):
+        # Everything runs on this machine: executors reach the driver on loopback (not on the
+        # address the host name resolves to, which a loopback-only machine may not route).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # Python workers run PYSPARK_PYTHON, by default whatever `python3` is on the PATH; run
         # under an interpreter without stormlet (a venv's CLI called by its path), they could not
@@ -58,10 +81,23 @@ def build_session(app_name: str, master: str | None = None,
     for key, value in settings.items():
         builder = builder.config(key, value)
     try:
+        check_reachable(master)
         spark = builder.getOrCreate()
+    except MasterUnavailable as exc:
+        raise SparkUnavailable(str(exc)) from None
     except Exception as exc:  # Py4J and Java start-up errors come in many types
         raise SparkUnavailable(f"cannot start Spark (master {master}): {exc}") from None
     spark.sparkContext.setLogLevel("WARN")
+    given = spark.sparkContext.getConf()
+    for key, value in SQL_DEFAULTS.items():
+        if not given.contains(key):
+            spark.conf.set(key, value)
+    if not is_local(master):
+        try:
+            wait_for_executors(spark, executor_timeout(spark))
+        except MasterUnavailable as exc:
+            spark.stop()
+            raise SparkUnavailable(str(exc)) from None
     return spark
 
 

@@ -8,14 +8,12 @@ the output path itself; several go to ``<output>/<component>/<stream>`` (``outpu
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from urllib.parse import quote
 
+from ..uri import has_scheme, spark_uri
 
-def has_scheme(path: str) -> bool:
-    """Whether ``path`` is a URL (``file://`` included) rather than a plain local path."""
-    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]+://", path) is not None
+__all__ = ["absolute", "has_scheme", "is_glob", "output_paths", "spark_uri"]
 
 
 def is_glob(path: str) -> bool:
@@ -26,13 +24,6 @@ def is_glob(path: str) -> bool:
 def absolute(path: str) -> str:
     """A local path made absolute; a URL as it is."""
     return path if has_scheme(path) else str(Path(path).absolute())
-
-
-def spark_uri(path: str) -> str:
-    """What to give Spark for a path: a path without a scheme is a local path (that is how it
-    was checked), not one on the cluster's default file system. Not percent-encoded: Hadoop
-    parses the path itself, and a glob's ``*`` must stay one."""
-    return path if has_scheme(path) else f"file://{Path(path).absolute()}"
 
 
 def output_paths(output: str, outputs: list[tuple[str, str]]) -> list[str]:

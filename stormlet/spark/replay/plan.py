@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..uri import spark_uri
 from .errors import ReplayError
 from .targets import Message, Messages, TargetSpec
 
@@ -52,7 +53,7 @@ def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(*[str(f) for f in files])
+    df = spark.read.parquet(*[spark_uri(f) for f in files])
     if filters.get("topology") is not None:
         df = df.where(F.col("topology") == filters["topology"])
     if filters.get("component") is not None:
@@ -138,8 +139,8 @@ def _payload_columns(name: str) -> list[Any]:
 def _earlier_keys(spark: Any, plans: list[Path]) -> Any:
     """The messages of earlier runs' plans (Parquet, or JSON Lines from before the log was
     Parquet)."""
-    parquet = [str(p) for p in plans if any(p.glob("part-*.parquet"))]
-    legacy = [str(p) for p in plans if any(p.glob("part-*.json"))]
+    parquet = [spark_uri(p) for p in plans if any(p.glob("part-*.parquet"))]
+    legacy = [spark_uri(p) for p in plans if any(p.glob("part-*.json"))]
     frames = ([spark.read.parquet(*parquet).select("dedup_key")] if parquet else []) + \
         ([spark.read.schema("dedup_key STRING").json(legacy)] if legacy else [])
     if not frames:
@@ -194,7 +195,7 @@ def write_plan(candidates: Any, path: Path) -> dict[str, int]:
     # metrics (PySpark 4.3: Observation.get fails an assertion in toPyRow), and an empty plan is
     # the common case of a replay run twice.
     with _session_conf(candidates.sparkSession, "spark.sql.adaptive.enabled", "false"):
-        plan.write.parquet(str(path))
+        plan.write.parquet(spark_uri(path))
     return {name: int(n or 0) for name, n in observation.get.items()}
 
 
