@@ -163,13 +163,21 @@ def test_replay_on_the_cluster_then_again_through_spark_submit(spark_cluster, tm
     assert plan_files and {int(f.name.split("-")[1]) for f in plan_files} <= {0, 1}
 
     # spark-submit's --master is the job's: it runs on the cluster, finds every message
-    # replayed before and writes nothing.
+    # replayed before and writes nothing. (Other filters than the first run's, or it would not
+    # read the files again, nor start Spark.)
     before = app_ids(spark_cluster)
     out = succeeded(spark_submit(spark_cluster.url, "replay", "--failed-dir", "failed", "--to",
-                                 "log:events", cwd=tmp_path, **conf))
+                                 "log:events", "--until", "2100-01-01", cwd=tmp_path, **conf))
     assert "replayed 0 messages" in out and "18 replayed before" in out
     assert log_contents(tmp_path / "events") == Counter(expected)
     ran_on_cluster(spark_cluster, "stormlet-replay", before)
+
+    # The first run's filters again: its files are not read again, and no Spark job runs.
+    before = app_ids(spark_cluster)
+    out = succeeded(stormlet_command("replay", "--failed-dir", "failed", "--to", "log:events",
+                                     "--master", spark_cluster.url, cwd=tmp_path, **conf))
+    assert "replayed 0 messages" in out and "1 file not read again" in out
+    assert app_ids(spark_cluster) == before
 
 
 # ----- backfill

@@ -143,8 +143,9 @@ def replay(failed_dir: Path, topology: str | None, component: str | None, reason
                f"{summary.replayed_before:,} replayed before, "
                f"{summary.unreplayable:,} unreplayable (value not str or bytes)")
     if summary.skipped_files:
-        click.echo(f"  {summary.skipped_files:,} files not read again: earlier runs with the same "
-                   f"filters planned from them")
+        n = summary.skipped_files
+        click.echo(f"  {n:,} {'file' if n == 1 else 'files'} not read again: earlier runs with "
+                   f"the same filters planned from {'it' if n == 1 else 'them'}")
     if summary.counts:
         click.echo(table(summary.counts))
 
