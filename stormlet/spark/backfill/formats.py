@@ -20,6 +20,7 @@ they are UTF-8, else ``{"base64": ...}``.
 from __future__ import annotations
 
 import json
+from itertools import repeat
 from typing import Any, Callable, Iterable, Iterator
 
 from ...sources.offset_spout import DEFAULT_FIELDS, OffsetSpout, default_translate
@@ -156,15 +157,16 @@ def json_lines(fields: list[str]) -> Callable[[list[list]], str]:
     """The function writing a chunk of tuples (values lists of ``fields``' length) as JSON
     Lines, one object per tuple, as ``json_encoder()`` writes ``dict(zip(fields, values))``.
 
-    Written a column at a time: the field names go in once, in a template; a column of only
-    strs is quoted and one of only ints written as they are (what the encoder writes for those),
+    Written a column at a time: each field's name goes in once, as the text before its values;
+    a column of only strs is quoted and one of only ints written as the encoder writes them,
     each in one C loop; any other column goes value by value through the encoder."""
     encode = json_encoder()
     quote = json.encoder.encode_basestring    # the encoder's own, for ensure_ascii=False
     if not fields:
         return lambda chunk: "\n".join(["{}"] * len(chunk))
-    template = "{" + ",".join(quote(f).replace("%", "%%") + ":%s" for f in fields) + "}"
-    fill = template.__mod__
+    # Before each field's value: '{"first":', then ',"second":' and so on.
+    before = [repeat(("{" if i == 0 else ",") + quote(f) + ":") for i, f in enumerate(fields)]
+    join = "".join
 
     def encode_value(value: Any) -> str:
         try:
@@ -172,16 +174,18 @@ def json_lines(fields: list[str]) -> Callable[[list[list]], str]:
         except TypeError:   # bytes as a dict key: convert everything
             return encode(_plain(value))
 
-    def column(values: tuple) -> Iterable:
+    def column(values: tuple) -> Iterable[str]:
         kinds = set(map(type, values))
         if kinds == _STR:
             return map(quote, values)
         if kinds == _INT:
-            return values         # %s writes an int as the encoder does: int.__repr__
+            return map(int.__repr__, values)
         return map(encode_value, values)
 
     def lines(chunk: list[list]) -> str:
-        return "\n".join(map(fill, zip(*[column(c) for c in zip(*chunk)])))
+        parts = [part for text, values in zip(before, zip(*chunk))
+                 for part in (text, column(values))]
+        return "}\n".join(map(join, zip(*parts))) + "}"
     return lines
 
 
