@@ -20,7 +20,7 @@ they are UTF-8, else ``{"base64": ...}``.
 from __future__ import annotations
 
 import json
-from itertools import repeat
+from itertools import chain
 from typing import Any, Callable, Iterable, Iterator
 
 from ...sources.offset_spout import DEFAULT_FIELDS, OffsetSpout, default_translate
@@ -157,16 +157,17 @@ def json_lines(fields: list[str]) -> Callable[[list[list]], str]:
     """The function writing a chunk of tuples (values lists of ``fields``' length) as JSON
     Lines, one object per tuple, as ``json_encoder()`` writes ``dict(zip(fields, values))``.
 
-    Written a column at a time: each field's name goes in once, as the text before its values;
-    a column of only strs is quoted and one of only ints written as the encoder writes them,
-    each in one C loop; any other column goes value by value through the encoder."""
+    Written a column at a time, into one template of as many lines as the chunk has tuples
+    (one %-format for the chunk): a column of only strs is quoted and one of only ints written as
+    the encoder writes them (``%s`` of an int is its ``int.__repr__``), each in one C loop; any
+    other column goes value by value through the encoder."""
     encode = json_encoder()
     quote = json.encoder.encode_basestring    # the encoder's own, for ensure_ascii=False
     if not fields:
         return lambda chunk: "\n".join(["{}"] * len(chunk))
-    # Before each field's value: '{"first":', then ',"second":' and so on.
-    before = [repeat(("{" if i == 0 else ",") + quote(f) + ":") for i, f in enumerate(fields)]
-    join = "".join
+    line = "{" + ",".join(quote(f).replace("%", "%%") + ":%s" for f in fields) + "}\n"
+    template = line          # as many lines as the longest chunk so far: sliced to each
+    flat = chain.from_iterable
 
     def encode_value(value: Any) -> str:
         try:
@@ -174,18 +175,21 @@ def json_lines(fields: list[str]) -> Callable[[list[list]], str]:
         except TypeError:   # bytes as a dict key: convert everything
             return encode(_plain(value))
 
-    def column(values: tuple) -> Iterable[str]:
+    def column(values: tuple) -> Iterable:
         kinds = set(map(type, values))
         if kinds == _STR:
             return map(quote, values)
         if kinds == _INT:
-            return map(int.__repr__, values)
+            return values
         return map(encode_value, values)
 
     def lines(chunk: list[list]) -> str:
-        parts = [part for text, values in zip(before, zip(*chunk))
-                 for part in (text, column(values))]
-        return "}\n".join(map(join, zip(*parts))) + "}"
+        nonlocal template
+        size = len(chunk) * len(line)
+        if len(template) < size:
+            template = line * len(chunk)
+        values = tuple(flat(zip(*[column(c) for c in zip(*chunk)])))
+        return template[:size - 1] % values      # without the last newline
     return lines
 
 
