@@ -755,6 +755,31 @@ def test_record_formats_in_and_out():
     assert json_lines([])([[], []]) == "{}\n{}"
 
 
+def test_chunks_keep_each_destinations_tuples_in_emit_order_across_subscriptions():
+    from stormlet.spark.backfill.chunks import Chunks, decoded
+
+    chunks = Chunks()
+    # Consumer 0 reads two subscriptions (its task 1 gets both); consumer 1 one; output ~0.
+    a = chunks.appender(0, 1, (0, 7), shared=True, encoded=True)
+    b = chunks.appender(0, 1, (1, 7), shared=True, encoded=True)
+    c = chunks.appender(1, 0, (0, 7), shared=False, encoded=False)
+    out = chunks.appender(~0, 0, None, shared=False, encoded=False)
+    for values, append in [(["x"], a), (["y"], a), (["z"], b), (["w"], a), ([1], c), ([2], out)]:
+        append(values)
+    records = chunks.flush()
+    assert [(slot, index) for slot, (index, _) in records] == [(0, 1), (1, 0), (~0, 0)]
+    assert type(records[0][1][1]) is bytes and type(records[1][1][1]) is list
+    assert [decoded(runs) for _, (_, runs) in records] == [
+        [((0, 7), [["x"], ["y"]]), ((1, 7), [["z"]]), ((0, 7), [["w"]])],
+        [((0, 7), [[1]])],
+        [(None, [[2]])]]
+    assert chunks.flush() == []            # a flush hands over each tuple once
+    b(["v"])
+    c([3])
+    assert [decoded(runs) for _, (_, runs) in chunks.flush()] == [[((1, 7), [["v"]])],
+                                                                  [((0, 7), [[3]])]]
+
+
 def test_paths_and_spark_failures_in_one_line(tmp_path):
     from stormlet.spark.backfill.errors import spark_failure_message
     from stormlet.spark.backfill.paths import output_paths, spark_uri
