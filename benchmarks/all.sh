@@ -21,4 +21,6 @@ python benchmarks/offset_spout.py
 echo
 python benchmarks/backfill.py
 echo
+python benchmarks/backfill_floor.py
+echo
 python benchmarks/replay.py

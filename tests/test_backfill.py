@@ -725,7 +725,9 @@ def test_the_input_is_checked_and_its_format_settled_before_spark(tmp_path):
 
 
 def test_record_formats_in_and_out():
-    from stormlet.spark.backfill.formats import JsonLines, default_translate, read_values
+    from stormlet.spark.backfill.chunks import encode_runs
+    from stormlet.spark.backfill.formats import (JsonLines, default_translate, json_encoder,
+                                                 json_lines, read_values)
 
     bad = []
     lines = ['{"word": "a", "n": 1}', "", "  ", "[\"b\", 2]", "nope", '{"n": 3}', "[1]"]
@@ -738,9 +740,44 @@ def test_record_formats_in_and_out():
     assert list(read_values("text", "in.txt", ["x y", "", "z"], ["line"], default_translate,
                             bad.append)) == [["x y"], ["z"]]
 
-    written = list(JsonLines(["k", "v"])([(0, [["é", b"\xff"], [b"ok", {b"key": 1}]]),
-                                          (1, [])]))
-    assert written == ['{"k":"é","v":{"base64":"/w=="}}\n{"k":"ok","v":{"key":1}}']
+    chunk = [["é", b"\xff"], [b"ok", {b"key": 1}], ["%s", 2**70], [None, [1.5, True]]]
+    expected = ('{"k":"é","v":{"base64":"/w=="}}\n{"k":"ok","v":{"key":1}}\n'
+                '{"k":"%s","v":1180591620717411303424}\n{"k":null,"v":[1.5,true]}')
+    # A record's runs as the emitter gathered them, or encoded as they cross a shuffle.
+    written = list(JsonLines(["k", "v"])([(0, [(None, chunk[:1]), (None, chunk[1:])]),
+                                          (1, encode_runs([(None, chunk)]))]))
+    assert written == [expected.split("\n", 1)[0], expected.split("\n", 1)[1], expected]
+    # Column by column, it writes what the encoder writes for each tuple's object.
+    fields = ["word", "n%", "x"]
+    rows = [["a", 1, 2.5], ["b", 2, None], ["c", 3, {"d": [float("nan"), -1]}]]
+    assert json_lines(fields)(rows).split("\n") == \
+        [json_encoder()(dict(zip(fields, r))) for r in rows]
+    assert json_lines([])([[], []]) == "{}\n{}"
+
+
+def test_chunks_keep_each_destinations_tuples_in_emit_order_across_subscriptions():
+    from stormlet.spark.backfill.chunks import Chunks, decoded
+
+    chunks = Chunks()
+    # Consumer 0 reads two subscriptions (its task 1 gets both); consumer 1 one; output ~0.
+    a = chunks.appender(0, 1, (0, 7), shared=True, encoded=True)
+    b = chunks.appender(0, 1, (1, 7), shared=True, encoded=True)
+    c = chunks.appender(1, 0, (0, 7), shared=False, encoded=False)
+    out = chunks.appender(~0, 0, None, shared=False, encoded=False)
+    for values, append in [(["x"], a), (["y"], a), (["z"], b), (["w"], a), ([1], c), ([2], out)]:
+        append(values)
+    records = chunks.flush()
+    assert [(slot, index) for slot, (index, _) in records] == [(0, 1), (1, 0), (~0, 0)]
+    assert type(records[0][1][1]) is bytes and type(records[1][1][1]) is list
+    assert [decoded(runs) for _, (_, runs) in records] == [
+        [((0, 7), [["x"], ["y"]]), ((1, 7), [["z"]]), ((0, 7), [["w"]])],
+        [((0, 7), [[1]])],
+        [(None, [[2]])]]
+    assert chunks.flush() == []            # a flush hands over each tuple once
+    b(["v"])
+    c([3])
+    assert [decoded(runs) for _, (_, runs) in chunks.flush()] == [[((1, 7), [["v"]])],
+                                                                  [((0, 7), [[3]])]]
 
 
 def test_paths_and_spark_failures_in_one_line(tmp_path):
@@ -775,6 +812,7 @@ def test_the_runners_send_each_word_to_the_task_the_runtimes_chooser_picks(tmp_p
 
     from stormlet import groupings as g
     from stormlet.spark.backfill import shipping
+    from stormlet.spark.backfill.chunks import decoded
     from stormlet.spark.backfill.counts import Tally
     from stormlet.spark.backfill.emitter import has_slot, payload
     from stormlet.spark.backfill.plan import stage_specs
@@ -817,11 +855,15 @@ def test_the_runners_send_each_word_to_the_task_the_runtimes_chooser_picks(tmp_p
     grouping = job.topology.components["count"].inputs[0].grouping
     chooser = g.make_chooser(grouping, ["word"], tasks,
                              source_task=layout.component_tasks["split"][0])
+    split_tasks = layout.component_tasks["split"]
     for i, partition in enumerate(by_task):
-        words = [values[0] for _index, items in partition for _head, values in items]
+        runs = [run for _index, encoded in partition for run in decoded(encoded)]
+        assert {head for head, _ in runs} <= {(0, t) for t in split_tasks}
+        words = [values[0] for _head, chunk in runs for values in chunk]
         assert words and all(chooser([w]) == [tasks[i]] for w in words)
+    # What is written stays in its worker: not encoded.
     written = [tuple(values) for records in counted for r in records if has_slot(~0, r)
-               for values in payload(r)[1]]
+               for head, chunk in payload(r)[1] for values in chunk]
     assert sorted(written) == sorted(
         (w, n) for w, total in Counter(" ".join(corpus).split()).items()
         for n in range(1, total + 1))

@@ -47,7 +47,9 @@ one's input is cut into its tasks), ``inputs`` (the dataset, checked on the driv
 (records in, JSON Lines out) and ``paths``. The job on the driver: ``job`` (``Backfill``: the
 RDDs, the outputs, the result), ``progress`` and ``errors``. On the workers: ``shipping`` (how the
 topology's code gets there), ``runner`` (one task over one partition), ``emitter`` (where a task's
-tuples go), ``collectors`` (what a bolt emits through) and ``counts``.
+tuples go; compiled with the runtime's hot path), ``chunks`` (how they are gathered and cross
+Spark: runs of plain values, pickled in one call where they leave the worker), ``collectors``
+(what a bolt emits through) and ``counts``.
 """
 
 from .errors import BackfillError, BackfillWorkerError

@@ -2,10 +2,11 @@
 outputs) they go to, the tasks chosen exactly as the runtime's groupings choose them (the same
 choosers, over the same task ids), so a key lands on the task index it would in streaming.
 
-The records a runner yields, one per destination per chunk of input (``flush``)::
+The records a runner yields, one per destination per chunk of input (``flush``; ``chunks``
+describes the runs, and when they travel encoded)::
 
-    (slot, (task index, [((subscription, source task), values), ...]))   to consumer ``slot``
-    (~k, (0, [values, ...]))                                              to output ``k``
+    (slot, (task index, [((subscription, source task), [values, ...]), ...]))  to consumer ``slot``
+    (~k, (0, [(None, [values, ...])]))                                          to output ``k``
 
 ``slot`` is the consumer's number among the stage's consumers (``plan.RouteSpec.slot``), ``k``
 the output's number in the plan (``~k`` is negative: an output never takes a consumer's slot).
@@ -19,7 +20,11 @@ from __future__ import annotations
 
 import os
 import random
+from collections import Counter
+from functools import partial
 from typing import Any, Callable
+
+import cython
 
 from ... import groupings as g
 from ...context import TopologyContext
@@ -27,53 +32,36 @@ from ...protocol import DEFAULT_STREAM
 from ...runtime.routing import _nobody, check_direct_task, check_stream
 from ...serialization import checked
 from ...tuples import StreamInfo
+from .chunks import Chunks
 from .plan import MERGE, NARROW, RouteSpec, StageSpec
 from .shipping import LoadedTopology
 
-
-class _Chunks:
-    """Emitted tuples gathered per destination (a consumer's task, or an output) and handed to
-    Spark as ``(slot, (task index, [item, ...]))`` by ``flush``, which the runners call after
-    each chunk of input: Spark then moves and shuffles one record per chunk rather than one per
-    tuple. Each destination keeps its tuples in emit order, which is all the order streaming
-    promises (per sender and receiver)."""
-
-    def __init__(self) -> None:
-        self._open: list[tuple[int, int, list]] = []
-
-    def destination(self, slot: int, index: int) -> list:
-        """The list to append a destination's items to."""
-        items: list = []
-        self._open.append((slot, index, items))
-        return items
-
-    def flush(self) -> list:
-        """The records gathered since the last flush, one per destination that has items."""
-        records: list = []
-        hand_over = records.append
-        for slot, index, items in self._open:
-            if items:
-                hand_over((slot, (index, items.copy())))
-                items.clear()
-        return records
+# The groupings whose chooser always picks exactly one task.
+ONE_TASK = frozenset((g.FIELDS, g.GLOBAL, g.SHUFFLE, g.NONE, g.LOCAL_OR_SHUFFLE, g.PARTIAL_KEY))
 
 
 class _StreamOut:
     """Where one declared stream's tuples go from this task: ``send(values)`` hands them to every
     planned destination and returns the task ids, as the runtime's emit does."""
 
-    __slots__ = ("count", "direct", "direct_targets", "direct_tasks", "info", "nfields", "output",
-                 "send")
+    __slots__ = ("appends", "chooser", "count", "direct", "direct_targets", "direct_tasks", "info",
+                 "nfields", "only_written", "output", "send")
 
     def __init__(self, info: StreamInfo, direct: bool):
         self.info = info
         self.nfields = len(info.fields)
         self.direct = direct
         self.send: Callable[[list], list[int]] = _nobody
-        self.direct_targets: dict[int, tuple[list, tuple[int, int]]] = {}  # task -> (list, head)
+        self.direct_targets: dict[int, Callable[[list], None]] = {}   # task -> its append
         self.direct_tasks: set[int] = set()   # every task subscribed directly, planned or not
-        self.output: list | None = None
+        self.output: Callable[[list], None] | None = None              # the output's append
         self.count = 0
+        # What send does in its usual shapes, for emit to do without calling it: the stream goes
+        # to one subscription whose chooser picks one task, and is not written (chooser and
+        # appends: task -> its append); or it is only written.
+        self.chooser: Callable[[list], list[int]] | None = None
+        self.appends: dict[int, Callable[[list], None]] = {}
+        self.only_written = False
 
 
 class Emitter:
@@ -85,18 +73,22 @@ class Emitter:
                  context: TopologyContext):
         self.component_id = stage.component
         self.task = task
-        self._chunks = _Chunks()
-        self.flush = self._chunks.flush
+        chunks = Chunks()
+        self.flush = chunks.flush
         layout = loaded.layout
         topology = loaded.topology
         spec = topology.components[stage.component]
         rng = random.Random(os.urandom(16))
+        # A consumer reading several of this stage's subscriptions gets their tuples interleaved
+        # in emit order; the others get a destination that is one list.
+        subscriptions = Counter(r.slot for routes in stage.routes.values() for r in routes)
         self.streams: dict[str, _StreamOut] = {}
         for stream, declaration in spec.streams.items():
             fields = list(declaration.fields)
             out = _StreamOut(StreamInfo(stage.component, stream, fields), declaration.direct)
             if stream in stage.outputs:
-                out.output = self._chunks.destination(~stage.outputs[stream], 0)
+                out.output = chunks.appender(~stage.outputs[stream], 0, None, shared=False,
+                                             encoded=stage.cached)
             for subscriber, grouping in topology.subscribers(stage.component, stream):
                 if grouping.kind == g.DIRECT:
                     out.direct_tasks.update(layout.component_tasks[subscriber.id])
@@ -105,13 +97,21 @@ class Emitter:
                 tasks = layout.component_tasks[route.consumer]
                 grouping = topology.components[route.consumer].inputs[route.sub].grouping
                 head = (route.sub, task)
+                # appender(i): the append to its task index i. Its records leave this Python
+                # worker unless they feed the next stage in place.
+                appender = partial(chunks.appender, route.slot, head=head,
+                                   shared=subscriptions[route.slot] > 1,
+                                   encoded=stage.cached or route.mode != NARROW)
                 if grouping.kind == g.DIRECT:
                     for i, t in enumerate(tasks):
-                        out.direct_targets[t] = (self._chunks.destination(route.slot, i), head)
+                        out.direct_targets[t] = appender(i)
                     continue
-                sends.append(self._send(route, grouping, stream, fields, tasks, index, head,
-                                        context, rng))
+                sends.append(self._send(route, grouping, stream, fields, tasks, index, appender,
+                                        context, rng, out))
             out.send = _combined(sends, out.output)
+            if len(sends) != 1 or out.output is not None:
+                out.chooser = None     # set by _send for the one route, which is not all
+            out.only_written = not sends and out.output is not None
             self.streams[stream] = out
         # The streams emit() takes without a second look: every non-direct one.
         self._plain = {s: out for s, out in self.streams.items() if not out.direct}
@@ -121,17 +121,18 @@ class Emitter:
         return {s: out.count for s, out in self.streams.items() if out.count}
 
     def _send(self, route: RouteSpec, grouping: g.Grouping, stream: str, fields: list[str],
-              tasks: list[int], index: int, head: tuple[int, int], context: TopologyContext,
-              rng: random.Random) -> Callable[[list], list[int]]:
+              tasks: list[int], index: int, appender: Callable[[int], Callable[[list], None]],
+              context: TopologyContext, rng: random.Random,
+              out: _StreamOut) -> Callable[[list], list[int]]:
         if route.mode in (NARROW, MERGE):
             # NARROW: partition i feeds task i. MERGE (only ever the input, whose emits nobody
             # reads): Spark decides which task once it merges partitions.
             narrow = route.mode == NARROW
-            append = self._chunks.destination(route.slot, index if narrow else 0).append
+            append = appender(index if narrow else 0)
             mine = [tasks[index]] if narrow else []
 
             def send_here(values: list) -> list[int]:
-                append((head, values))
+                append(values)
                 return mine
             return send_here
         # The runtime's own chooser: the same hash, over the same task ids, so a key lands on the
@@ -139,13 +140,20 @@ class Emitter:
         # task state as they do there.
         chooser = g.make_chooser(grouping, fields, tasks, source_task=self.task, context=context,
                                  stream=stream, rng=rng)
-        appends = {t: self._chunks.destination(route.slot, i).append for i, t in enumerate(tasks)}
+        appends = {t: appender(i) for i, t in enumerate(tasks)}
+        if grouping.kind in ONE_TASK:
+            out.chooser, out.appends = chooser, appends
+
+            def send_one(values: list) -> list[int]:
+                chosen = chooser(values)
+                appends[chosen[0]](values)
+                return chosen
+            return send_one
 
         def send_chosen(values: list) -> list[int]:
             chosen = chooser(values)
-            item = (head, values)
             for t in chosen:
-                appends[t](item)
+                appends[t](values)
             return chosen
         return send_chosen
 
@@ -154,12 +162,24 @@ class Emitter:
         check_stream(self.component_id, stream, out, self.streams, direct)
         return out
 
+    @cython.locals(out=_StreamOut)
     def emit(self, values: Any, anchors: Any = (), stream: str = DEFAULT_STREAM) -> list[int]:
         """Address one tuple. ``anchors`` mean nothing in a batch: nothing is tracked, nothing
         replayed."""
-        out = self._plain.get(stream) or self._out(stream, False)
+        out = self._plain.get(stream)
+        if out is None:
+            out = self._out(stream, False)
         values = checked(values, out, self.component_id)
         out.count += 1
+        # The two usual shapes of send, inline: it costs a third of an emit as a call.
+        chooser = out.chooser
+        if chooser is not None:      # one subscription, one task per tuple, nothing written
+            chosen = chooser(values)
+            out.appends[chosen[0]](values)
+            return chosen
+        if out.only_written:         # written, nobody downstream
+            out.output(values)
+            return []
         return out.send(values)
 
     def emit_direct(self, task: int, values: Any, anchors: Any = (),
@@ -169,16 +189,15 @@ class Emitter:
         check_direct_task(self.component_id, out, task)
         target = out.direct_targets.get(task)
         if target is not None:   # else its subscriber is not part of this backfill
-            items, head = target
-            items.append((head, values))
+            target(values)
         if out.output is not None:
-            out.output.append(values)
+            out.output(values)
         out.count += 1
         return [task]
 
 
 def _combined(sends: list[Callable[[list], list[int]]],
-              output: list | None) -> Callable[[list], list[int]]:
+              output: Callable[[list], None] | None) -> Callable[[list], list[int]]:
     if output is None:
         if not sends:
             return _nobody
@@ -186,7 +205,7 @@ def _combined(sends: list[Callable[[list], list[int]]],
             return sends[0]
         # (else the general case below)
     elif not sends:
-        to_output = output.append
+        to_output = output
 
         def send_output(values: list) -> list[int]:
             to_output(values)
@@ -198,7 +217,7 @@ def _combined(sends: list[Callable[[list], list[int]]],
         for send in sends:
             tasks += send(values)
         if output is not None:
-            output.append(values)
+            output(values)
         return tasks
     return send_all
 
@@ -218,5 +237,5 @@ def has_slot(slot: int, record: tuple) -> bool:
 
 
 def payload(record: tuple) -> Any:
-    """A record without its slot: ``(task index, items)``."""
+    """A record without its slot: ``(task index, runs)``."""
     return record[1]

@@ -20,10 +20,12 @@ they are UTF-8, else ``{"base64": ...}``.
 from __future__ import annotations
 
 import json
+from itertools import chain
 from typing import Any, Callable, Iterable, Iterator
 
 from ...sources.offset_spout import DEFAULT_FIELDS, OffsetSpout, default_translate
 from ...topology import ComponentSpec
+from .chunks import decoded
 from .errors import BackfillWorkerError
 
 # Input formats: what one record of the dataset is.
@@ -135,27 +137,63 @@ def read_log(path: str, items: Iterable[tuple[int, int, int]]) -> Iterator[Any]:
 
 
 class JsonLines:
-    """``mapPartitions`` function writing an output's chunks as JSON Lines: one object per
+    """``mapPartitions`` function writing an output's records as JSON Lines: one object per
     tuple with the stream's field names. Bytes become text when they are UTF-8, else
-    ``{"base64": ...}``. Each chunk becomes one Spark record of several lines (JSON text never
-    holds a raw newline), so text output moves one record per chunk, not per tuple."""
+    ``{"base64": ...}``. Each run of tuples becomes one Spark record of several lines (JSON text
+    never holds a raw newline), so text output moves one record per chunk, not per tuple."""
 
     def __init__(self, fields: list[str]):
         self.fields = list(fields)
 
     def __call__(self, records: Iterable) -> Iterator[str]:
-        encode = json_encoder()
-        fields = self.fields
-        for _index, chunk in records:
-            lines = []
-            for values in chunk:
-                obj = dict(zip(fields, values))
-                try:
-                    lines.append(encode(obj))
-                except TypeError:   # bytes as a dict key: convert everything
-                    lines.append(encode(_plain(obj)))
-            if lines:
-                yield "\n".join(lines)
+        lines = json_lines(self.fields)
+        for _index, runs in records:
+            for _head, chunk in decoded(runs):
+                if chunk:
+                    yield lines(chunk)
+
+
+def json_lines(fields: list[str]) -> Callable[[list[list]], str]:
+    """The function writing a chunk of tuples (values lists of ``fields``' length) as JSON
+    Lines, one object per tuple, as ``json_encoder()`` writes ``dict(zip(fields, values))``.
+
+    Written a column at a time, into one template of as many lines as the chunk has tuples
+    (one %-format for the chunk): a column of only strs is quoted and one of only ints written as
+    the encoder writes them (``%s`` of an int is its ``int.__repr__``), each in one C loop; any
+    other column goes value by value through the encoder."""
+    encode = json_encoder()
+    quote = json.encoder.encode_basestring    # the encoder's own, for ensure_ascii=False
+    if not fields:
+        return lambda chunk: "\n".join(["{}"] * len(chunk))
+    line = "{" + ",".join(quote(f).replace("%", "%%") + ":%s" for f in fields) + "}\n"
+    template = line          # as many lines as the longest chunk so far: sliced to each
+    flat = chain.from_iterable
+
+    def encode_value(value: Any) -> str:
+        try:
+            return encode(value)
+        except TypeError:   # bytes as a dict key: convert everything
+            return encode(_plain(value))
+
+    def column(values: tuple) -> Iterable:
+        kinds = set(map(type, values))
+        if kinds == _STR:
+            return map(quote, values)
+        if kinds == _INT:
+            return values
+        return map(encode_value, values)
+
+    def lines(chunk: list[list]) -> str:
+        nonlocal template
+        size = len(chunk) * len(line)
+        if len(template) < size:
+            template = line * len(chunk)
+        values = tuple(flat(zip(*[column(c) for c in zip(*chunk)])))
+        return template[:size - 1] % values      # without the last newline
+    return lines
+
+
+_STR, _INT = {str}, {int}
 
 
 def json_encoder() -> Callable[[Any], str]:

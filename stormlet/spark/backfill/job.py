@@ -171,7 +171,7 @@ class Backfill:
             paths = output_paths(output, plan.outputs)
             for k, ((cid, stream), path) in enumerate(zip(plan.outputs, paths)):
                 rdd = rdds[cid]
-                if plan.uses(cid) > 1:
+                if plan.cached(cid):
                     rdd = rdd.filter(partial(has_slot, ~k))
                 fields = list(topology.components[cid].streams[stream].fields)
                 shown.begin(f"writing {cid} stream {stream!r} to {path}")
@@ -200,7 +200,7 @@ class Backfill:
             else:
                 rdd = self._stage(sc, cid, rdds, stages, modes, tally, code)
             rdd.setName(f"backfill {self.name}: {cid}")
-            if plan.uses(cid) > 1:
+            if plan.cached(cid):
                 # Read by several consumers: computed once, or its bolts would run twice. Marked
                 # before anything derives from it: PySpark folds a child into an uncached
                 # parent's Python function.
@@ -213,7 +213,7 @@ class Backfill:
         pieces = []
         for source in dict.fromkeys(e.source for e in plan.inputs(cid)):
             rdd = rdds[source]
-            if plan.uses(source) > 1:
+            if plan.cached(source):
                 rdd = rdd.filter(partial(has_slot, plan.consumers(source).index(cid)))
             pieces.append(rdd.map(payload))
         tasks = self.topology.components[cid].tasks

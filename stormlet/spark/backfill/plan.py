@@ -77,6 +77,11 @@ class Plan:
         """How many Spark consumers a stage's records have: downstream bolts and outputs."""
         return len(self.consumers(component)) + sum(c == component for c, _ in self.outputs)
 
+    def cached(self, component: str) -> bool:
+        """Whether Spark keeps a stage's records: several consumers read them, and its bolts
+        must run once."""
+        return self.uses(component) > 1
+
 
 def plan_backfill(topology: Topology, spout: str | None = None, stream: str | None = None,
                   components: tuple[str, ...] | list[str] = ()) -> Plan:
@@ -241,6 +246,7 @@ class StageSpec:
     component: str
     routes: dict[str, tuple[RouteSpec, ...]] = field(default_factory=dict)   # per stream
     outputs: dict[str, int] = field(default_factory=dict)     # stream -> output number
+    cached: bool = False      # read by several consumers: its records are kept by Spark
 
 
 def stage_specs(plan: Plan, topology: Topology,
@@ -271,6 +277,7 @@ def stage_specs(plan: Plan, topology: Topology,
                 routes.setdefault(e.stream, []).append(
                     RouteSpec(slots[e.consumer], e.consumer, e.sub, modes[e.consumer]))
         outputs = {s: k for k, (c, s) in enumerate(plan.outputs) if c == cid}
-        stages[cid] = StageSpec(cid, {s: tuple(r) for s, r in routes.items()}, outputs)
+        stages[cid] = StageSpec(cid, {s: tuple(r) for s, r in routes.items()}, outputs,
+                                cached=plan.cached(cid))
     return stages, modes
 

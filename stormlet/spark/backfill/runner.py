@@ -29,6 +29,7 @@ from ...context import TopologyContext
 from ...protocol import SYSTEM_TASK
 from ...runtime.bolt_executor import TICK_INFO
 from ...tuples import StreamInfo, Tuple
+from .chunks import decoded
 from .collectors import BackfillCollector
 from .counts import TaskCounts
 from .emitter import Emitter
@@ -86,22 +87,24 @@ class BoltRunner:
                             list(loaded.topology.components[sub.source].streams[sub.stream].fields))
                  for sub in spec.inputs]
         execute = bolt.execute
-        for _task_index, chunk in records:
-            counts.executed += len(chunk)
-            if broken is not None:
-                counts.errors += len(chunk)
-                continue
-            for head, values in chunk:
-                tup = Tuple(values, infos[head[0]], head[1], None)
-                try:
-                    if basic is not None:
-                        basic.input = tup
-                        execute(tup, basic)
-                        counts.acked += 1
-                    else:
-                        execute(tup)
-                except Exception as exc:
-                    counts.error(_error_text(f"{where} execute raised on {tup!r}", exc))
+        for _task_index, runs in records:
+            for (sub, source_task), chunk in decoded(runs):
+                counts.executed += len(chunk)
+                if broken is not None:
+                    counts.errors += len(chunk)
+                    continue
+                info = infos[sub]
+                for values in chunk:
+                    tup = Tuple(values, info, source_task, None)
+                    try:
+                        if basic is not None:
+                            basic.input = tup
+                            execute(tup, basic)
+                            counts.acked += 1
+                        else:
+                            execute(tup)
+                    except Exception as exc:
+                        counts.error(_error_text(f"{where} execute raised on {tup!r}", exc))
             yield from emitter.flush()
 
         tick_secs = conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
