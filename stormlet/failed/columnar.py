@@ -67,6 +67,20 @@ def schema() -> Any:
     ], metadata={FORMAT_KEY: str(FORMAT_VERSION).encode()})
 
 
+def spark_ddl() -> str:
+    """``schema()`` as a Spark DDL string: Spark given it needs no job to infer one."""
+    pa = _pa()
+    names = {pa.string(): "STRING", pa.binary(): "BINARY", pa.int32(): "INT",
+             pa.int64(): "BIGINT", pa.float64(): "DOUBLE"}
+
+    def ddl(kind: Any) -> str:
+        if pa.types.is_struct(kind):
+            return "STRUCT<" + ", ".join(f"`{f.name}`: {ddl(f.type)}" for f in kind) + ">"
+        return names[kind]
+
+    return ", ".join(f"`{f.name}` {ddl(f.type)}" for f in schema())
+
+
 def canonical_json(encoded: Any) -> str:
     """An encoded value (``encode_value``'s output) as the JSON text stored and compared."""
     return _CANONICAL.encode(encoded)

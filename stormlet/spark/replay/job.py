@@ -23,8 +23,8 @@ from ...failed.reader import ByKeys
 from ..session import spark_session
 from .errors import ReplayError
 from .manifest import Manifest, Run
-from .plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, find_candidates, plan_counts,
-                   write_plan)
+from .plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, count_candidates, find_candidates,
+                   plan_counts, write_plan)
 from .targets import TargetSpec, open_target, parse_target
 from .writer import PlanProgress, ReplayProgress, RunResult, write_run
 
@@ -180,8 +180,6 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
           progress: Callable[[PlanProgress | ReplayProgress], None] | None) -> Run | None:
     """Fill in the summary's counts and, unless ``dry_run``, write the plan of a new run; returns
     the run (None if there is nothing to replay)."""
-    from pyspark.sql import functions as F
-
     began = time.monotonic()
     earlier = [r.plan for r in manifest.runs() if r.planned()]
     size = sum(f.stat().st_size for f in files)
@@ -192,12 +190,10 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
     candidates = find_candidates(spark, files, filters, earlier, spec, partitions, partition_by)
     run = None
     if dry_run:
-        rows = (candidates.groupBy("topology", "component", "reason", "status", "partition")
-                .agg(F.count(F.lit(1)).alias("n"), F.sum("copies").alias("copies")).collect())
-        status: Counter[str] = Counter()
+        matched, rows = count_candidates(candidates)
+        status: Counter[str] = Counter(matched=matched)
         for row in rows:
             status[row["status"]] += row["n"]
-            status["matched"] += row["copies"]
         _count_planned(summary, [row for row in rows if row["status"] == REPLAY])
     else:
         run = manifest.new_run()

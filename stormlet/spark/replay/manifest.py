@@ -5,7 +5,7 @@ The directory's leading ``.`` makes readers of the failed log, and Spark, skip i
 topology's directory can be called that. Each run has a directory::
 
     .replays/<run id>/plan/part-*.parquet  the messages to write (written by Spark): per row
-                                         partition, dedup_key, record_id, topology,
+                                         partition, dedup_key, topology,
                                          component, reason, and key_s/value_s (a str) or
                                          key_b/value_b (bytes); one file holds all of a target
                                          partition's messages, in the order written (runs

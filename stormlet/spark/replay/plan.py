@@ -29,9 +29,11 @@ import itertools
 import json
 import secrets
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from ...failed.columnar import spark_ddl
 from ..uri import spark_uri
 from .errors import ReplayError
 from .targets import Message, Messages, TargetSpec
@@ -40,20 +42,33 @@ from .targets import Message, Messages, TargetSpec
 REPLAY, REPLAYED_BEFORE, UNREPLAYABLE = "replay", "replayed before", "unreplayable"
 
 
+@dataclass(frozen=True)
+class Candidates:
+    """The messages (``rows``), and the records that matched (``matched``, observed as the job
+    that uses the rows runs)."""
+
+    rows: Any
+    matched: Any
+
+
 def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
                     earlier_plans: list[Path], spec: TargetSpec, partitions: int,
-                    partition_by: str) -> Any:
-    """One row per message that matches the filters (the winning record), with ``copies`` (its
-    records), ``status`` and ``partition``; hash-partitioned by target partition and, within a
-    Spark partition, in the order to write them (``_PLAN_ORDER``).
+                    partition_by: str) -> Candidates:
+    """One row per message that matches the filters (the winning record), with ``status`` and
+    ``partition``; hash-partitioned by target partition and, within a Spark partition, in the
+    order to write them (``_PLAN_ORDER``).
 
     One shuffle does it all: records go to their target partition (a function of the message,
     the same for all its copies), and a window over the message's identity within it, sorted in
     the plan's order, keeps the latest copy; the plan's sort is then the window's own."""
-    from pyspark.sql import Window
+    from pyspark.sql import Observation, Window
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(*[spark_uri(f) for f in files])
+    # The files are listed already: Spark need not list them again in a job of its own (it does
+    # for more than 32 paths), nor infer their schema.
+    with _session_conf(spark, "spark.sql.sources.parallelPartitionDiscovery.threshold",
+                       str(len(files) + 1)):
+        df = spark.read.schema(spark_ddl()).parquet(*[spark_uri(f) for f in files])
     if filters.get("topology") is not None:
         df = df.where(F.col("topology") == filters["topology"])
     if filters.get("component") is not None:
@@ -66,16 +81,20 @@ def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
     if filters.get("until") is not None:
         df = df.where(failed_at < F.lit(float(filters["until"])))
 
+    # Only what the plan, the order and the de-duplication need goes through the shuffle.
     df = df.select(
-        "source", "message_id", "record_id", "topology", "component",
+        "record_id", "topology", "component",
         F.coalesce(F.col("reason.kind"), F.lit("?")).alias("reason"),
         F.col("source.kind").alias("src_kind"), F.col("source.name").alias("src_name"),
         F.col("source.partition").alias("src_partition"),
         F.col("source.offset").alias("src_offset"),
         F.when(F.col("source").isNull(), F.struct("topology", "component", "message_id"))
         .alias("message"),
-        "first_failed_at", "last_failed_at", "written_at",
-        *_payload_columns("key"), *_payload_columns("value"))
+        "last_failed_at", "written_at", _replayable(),
+        F.col("key.str").alias("key_s"), F.col("key.bytes").alias("key_b"),
+        F.col("value.str").alias("value_s"), F.col("value.bytes").alias("value_b"))
+    matched = Observation(f"replay-matched-{secrets.token_hex(4)}")
+    df = df.observe(matched, F.count(F.lit(1)).alias("matched"))
     if earlier_plans:
         # Every copy of a message has its key, so each is marked; small sets are broadcast.
         seen = _earlier_keys(spark, earlier_plans).withColumn("seen", F.lit(True))
@@ -84,21 +103,18 @@ def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
         df = df.withColumn("seen", F.lit(None).cast("boolean"))
     df = with_partition(df, spec, partitions, partition_by)
 
-    # The latest attempt wins; record_id only makes a tie deterministic.
+    # The latest attempt wins; record_id only makes a tie deterministic. (A row number alone lets
+    # Spark drop the other copies as it sorts.)
     latest = Window.partitionBy(*_PLAN_ORDER).orderBy(
         F.desc_nulls_last("last_failed_at"), F.desc_nulls_last("written_at"), F.desc("record_id"))
-    every = latest.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     df = (df.repartition("partition")
-            .withColumn("copies", F.count(F.lit(1)).over(every))
             .withColumn("rank", F.row_number().over(latest))
             .where(F.col("rank") == 1).drop("rank"))
     if not earlier_plans:  # made for the winners only: building the text is not free
         df = df.withColumn("dedup_key", dedup_key())
-    replayable = (F.col("value_type").isin("str", "bytes")
-                  & F.col("key_type").isin("none", "str", "bytes"))
     status = (F.when(F.col("seen").isNotNull(), F.lit(REPLAYED_BEFORE))
-              .when(~replayable, F.lit(UNREPLAYABLE)).otherwise(F.lit(REPLAY)))
-    return df.withColumn("status", status).drop("seen", "source", "message_id")
+              .when(~F.col("replayable"), F.lit(UNREPLAYABLE)).otherwise(F.lit(REPLAY)))
+    return Candidates(df.withColumn("status", status).drop("seen", "replayable"), matched)
 
 
 def dedup_key() -> Any:
@@ -113,27 +129,25 @@ def dedup_key() -> Any:
         strings = F.to_json(F.array(*head))
         return F.concat(F.left(strings, F.length(strings) - 1), *tail, F.lit("]"))
 
-    return F.when(F.col("source").isNotNull(), json_array(
-        F.lit("source"), "source.kind", "source.name",
-        tail=[F.lit(","), F.col("source.partition").cast("string"), F.lit(","),
-              F.col("source.offset").cast("string")])) \
-        .otherwise(json_array(F.lit("message"), "topology", "component",
-                              tail=[F.lit(","), F.coalesce("message_id", F.lit("null"))])) \
+    return F.when(F.col("src_kind").isNotNull(), json_array(
+        F.lit("source"), "src_kind", "src_name",
+        tail=[F.lit(","), F.col("src_partition").cast("string"), F.lit(","),
+              F.col("src_offset").cast("string")])) \
+        .otherwise(json_array(F.lit("message"), "message.topology", "message.component",
+                              tail=[F.lit(","), F.coalesce("message.message_id", F.lit("null"))])) \
         .alias("dedup_key")
 
 
-def _payload_columns(name: str) -> list[Any]:
-    """``<name>_type`` (none, str, bytes or other), ``<name>_s`` (the str) and ``<name>_b`` (the
-    bytes) of a payload field."""
+def _replayable() -> Any:
+    """Whether a target can hold the record's payload: a str or bytes value, and a str, bytes or
+    no key (what ``columnar`` keeps as JSON, neither)."""
     from pyspark.sql import functions as F
 
-    field = F.col(name)
-    kind = (F.when(field.isNull(), F.lit("none"))
-            .when(field["str"].isNotNull(), F.lit("str"))
-            .when(field["bytes"].isNotNull(), F.lit("bytes"))
-            .otherwise(F.lit("other")))
-    return [kind.alias(f"{name}_type"), field["str"].alias(f"{name}_s"),
-            field["bytes"].alias(f"{name}_b")]
+    def str_or_bytes(name: str) -> Any:
+        return F.col(f"{name}.str").isNotNull() | F.col(f"{name}.bytes").isNotNull()
+
+    return (str_or_bytes("value") & (F.col("key").isNull() | str_or_bytes("key"))) \
+        .alias("replayable")
 
 
 def _earlier_keys(spark: Any, plans: list[Path]) -> Any:
@@ -156,7 +170,7 @@ def with_partition(df: Any, spec: TargetSpec, partitions: int, partition_by: str
     key_bytes = F.coalesce(F.col("key_b"), F.encode(F.col("key_s"), "UTF-8"))
     by_key = F.pmod(F.crc32(key_bytes), F.lit(partitions))
     spread = F.pmod(F.xxhash64(*_IDENTITY), F.lit(partitions))
-    target = F.when(F.col("key_type") != "none", by_key).otherwise(spread)
+    target = F.when(key_bytes.isNotNull(), by_key).otherwise(spread)
     if partition_by == "source":
         same_source = ((F.col("src_kind") == spec.kind) & (F.col("src_name") == spec.name)
                        & (F.col("src_partition") >= 0) & (F.col("src_partition") < partitions))
@@ -166,16 +180,17 @@ def with_partition(df: Any, spec: TargetSpec, partitions: int, partition_by: str
 
 # The plan: the columns stored, and the order messages are written in (per target partition, as
 # they stood in their source).
-_PLAN_COLUMNS = ("partition", "dedup_key", "record_id", "topology", "component", "reason",
+_PLAN_COLUMNS = ("partition", "dedup_key", "topology", "component", "reason",
                  "key_s", "key_b", "value_s", "value_b")
 # A message's identity: its source, or (for a record without one) topology, component and id.
 _IDENTITY = ("src_kind", "src_name", "src_partition", "src_offset", "message")
 _PLAN_ORDER = ("partition", *_IDENTITY)
 
 
-def write_plan(candidates: Any, path: Path) -> dict[str, int]:
+def write_plan(candidates: Candidates, path: Path) -> dict[str, int]:
     """Write the messages to replay to ``path`` as Parquet, each target partition's messages in
-    one file, in the order they are to be written; returns the counts of every status."""
+    one file, in the order they are to be written; returns the records matched and the counts
+    of every status."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -183,20 +198,36 @@ def write_plan(candidates: Any, path: Path) -> dict[str, int]:
         return F.sum(F.when(F.col("status") == status, 1).otherwise(0)).alias(status)
 
     observation = Observation(f"replay-{secrets.token_hex(4)}")
-    observed = candidates.observe(observation, F.sum("copies").alias("matched"),
-                                  count(REPLAY), count(REPLAYED_BEFORE), count(UNREPLAYABLE))
+    observed = candidates.rows.observe(observation, count(REPLAY), count(REPLAYED_BEFORE),
+                                       count(UNREPLAYABLE))
     # Hash-partitioned by target partition, so one file holds all of a partition's messages and
     # the driver reads them back in order, file by file. The candidates are sorted so already:
     # this sort costs nothing.
     plan = (observed.where(F.col("status") == REPLAY)
             .sortWithinPartitions(*[F.col(c).asc_nulls_first() for c in _PLAN_ORDER])
             .select(*_PLAN_COLUMNS))
-    # With adaptive execution, a file write whose input turns out empty loses the observed
-    # metrics (PySpark 4.3: Observation.get fails an assertion in toPyRow), and an empty plan is
-    # the common case of a replay run twice.
-    with _session_conf(candidates.sparkSession, "spark.sql.adaptive.enabled", "false"):
+    with without_adaptive(candidates.rows.sparkSession):
         plan.write.parquet(spark_uri(path))
-    return {name: int(n or 0) for name, n in observation.get.items()}
+    return {"matched": int(candidates.matched.get["matched"] or 0),
+            **{name: int(n or 0) for name, n in observation.get.items()}}
+
+
+def count_candidates(candidates: Candidates) -> tuple[int, list[Any]]:
+    """For a dry run: the records matched, and the messages counted by topology, component,
+    reason, status and partition (``n``)."""
+    from pyspark.sql import functions as F
+
+    with without_adaptive(candidates.rows.sparkSession):
+        rows = (candidates.rows.groupBy("topology", "component", "reason", "status", "partition")
+                .agg(F.count(F.lit(1)).alias("n")).collect())
+    return int(candidates.matched.get["matched"] or 0), rows
+
+
+def without_adaptive(spark: Any) -> Any:
+    """Adaptive execution off: with it, a job whose input turns out empty loses its observed
+    metrics (PySpark 4.3: Observation.get fails an assertion in toPyRow), and an empty plan is
+    the common case of a replay run twice. The plan's one shuffle needs no adapting anyway."""
+    return _session_conf(spark, "spark.sql.adaptive.enabled", "false")
 
 
 @contextmanager
