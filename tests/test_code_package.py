@@ -47,6 +47,16 @@ def test_a_package_carries_the_file_and_its_python_neighbours(tmp_path):
                                          "inputs": ["s"]}
 
 
+def test_the_same_code_packs_to_the_same_bytes(tmp_path):
+    # A backfill's workers keep one unpacked copy per digest: one per job would pile up.
+    (tmp_path / "topo.py").write_text("topology = None\n")
+    first = package_topology(tmp_path / "topo.py")
+    time.sleep(2.1)  # a zip entry's time has a resolution of two seconds
+    assert package_topology(tmp_path / "topo.py") == first
+    (tmp_path / "topo.py").write_text("topology = 1\n")
+    assert digest(package_topology(tmp_path / "topo.py")) != digest(first)
+
+
 def test_inspecting_a_broken_topology_reports_the_loaders_message(tmp_path):
     (tmp_path / "t.py").write_text("topology = 42\n")
     with pytest.raises(CodeError, match="not a built Topology"):

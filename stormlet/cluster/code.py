@@ -72,7 +72,11 @@ def package_topology(path: str | Path) -> bytes:
                     raise CodeError(f"{base} holds more than {MAX_FILES} Python files; put the "
                                     f"topology in a directory of its own")
                 archive.write(full, full.relative_to(base).as_posix())
-        archive.writestr(MANIFEST, json.dumps({"entry": path.relative_to(base).as_posix()}))
+        # A fixed time (files keep their own): the same code packs to the same bytes, so its
+        # digest names one unpacked copy on a backfill's workers, not one per job.
+        manifest = zipfile.ZipInfo(MANIFEST, date_time=(1980, 1, 1, 0, 0, 0))
+        archive.writestr(manifest, json.dumps({"entry": path.relative_to(base).as_posix()}),
+                         zipfile.ZIP_DEFLATED)
     data = buffer.getvalue()
     if len(data) > MAX_PACKAGE_BYTES:
         raise CodeError(f"code package is {len(data)} bytes, over the {MAX_PACKAGE_BYTES} limit")
