@@ -240,6 +240,22 @@ def rec(message_id, value, *, key=None, source=None, last=10.0, kind="error",
                         source=source)
 
 
+def test_planning_reports_its_spark_stages_as_it_goes(spark, tmp_path, monkeypatch):
+    from stormlet.spark.replay import PlanProgress
+    from stormlet.spark.replay import job as replay_job
+
+    monkeypatch.setattr(replay_job, "PROGRESS_INTERVAL", 0.02)
+    write_records(tmp_path / "failed", [rec(i, f"v{i}") for i in range(50)])
+    PartitionedLog.create(tmp_path / "log", 2)
+    seen: list = []
+    summary = replay(tmp_path / "failed", f"log:{tmp_path / 'log'}", progress=seen.append)
+    stages = [p.stage for p in seen if isinstance(p, PlanProgress)]
+    assert stages[0] == "planning" and stages[-1] == "planned" and "running" in stages
+    running = [p.detail for p in seen if isinstance(p, PlanProgress) and p.stage == "running"]
+    assert all(f"planning run {summary.run.run_id}" in d for d in running), running
+    assert any("Spark stage" in d and "partitions done" in d for d in running), running
+
+
 def test_latest_attempt_wins_types_are_kept_and_ids_compare_as_json(spark, tmp_path):
     log = PartitionedLog.create(tmp_path / "log", 3)
     name = str(log.path.resolve())

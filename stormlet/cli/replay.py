@@ -151,6 +151,8 @@ def replay(failed_dir: Path, topology: str | None, component: str | None, reason
 
 
 def _plan_line(p: Any) -> str:
+    if p.stage == "running":
+        return p.detail
     if p.stage == "planning":
         skipped = (f" ({p.skipped_files:,} more were planned from by earlier runs)"
                    if p.skipped_files else "")

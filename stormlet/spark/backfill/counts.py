@@ -36,6 +36,18 @@ class Tally:
         return total
 
 
+def processed_so_far(tally: Any) -> str:
+    """What the finished tasks processed so far, for the progress line: per component, the
+    tuples it executed, or for the spout the messages the input emitted."""
+    def processed(counts: dict[str, Any]) -> int:
+        if counts.get("executed"):
+            return int(counts["executed"])
+        return sum(counts.get("emitted", {}).values())
+
+    so_far = ", ".join(f"{c} {processed(n):,}" for c, n in dict(tally.value).items())
+    return f"finished partitions processed {so_far}" if so_far else ""
+
+
 class TaskCounts:
     """One task's counts, and the first ``SAMPLES`` error messages (each cut to 300 characters)."""
 

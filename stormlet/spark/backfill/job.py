@@ -23,14 +23,14 @@ from ...loader import TopologyFileError, load_topology_file
 from ...runtime.engine import acker_count
 from ...sources.partitioned_log import PartitionedLog
 from ...topology import Topology
-from .counts import Tally
+from ..progress import Progress
+from .counts import Tally, processed_so_far
 from .emitter import has_slot, identity, payload
 from .errors import BackfillError, is_spark_failure, spark_failure_message
 from .formats import LOG, JsonLines
 from .inputs import InputOptions, InputSpec, check_input_fields, resolve_input
 from .paths import absolute, has_scheme, output_paths, spark_uri
 from .plan import MERGE, MODE_WORDS, NARROW, Plan, StageSpec, plan_backfill, stage_specs
-from .progress import Progress
 from .runner import BoltRunner, InputRunner
 from .shipping import TopologyCode, code_digest, package_code
 
@@ -118,7 +118,8 @@ class Backfill:
         tally = sc.accumulator({}, Tally())
         prepare_output(spark, output, overwrite)
         try:
-            with Progress(spark, tally, report, progress_interval) as shown:
+            with Progress(spark, report, progress_interval,
+                          lambda: processed_so_far(tally)) as shown:
                 paths = self._execute(sc, output, tally, shown)
         except BaseException as exc:
             # What a failed job wrote is incomplete, and in the way of the next attempt. The

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from ...failed import final_files
 from ...failed.layout import is_legacy
 from ...failed.reader import ByKeys
+from ..progress import Progress
 from ..session import spark_session
 from .errors import ReplayError
 from .manifest import Manifest, Run
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK = 20_000
 PARTITION_BY = ("source", "key")
+#: Seconds between the lines saying how the planning job is getting on.
+PROGRESS_INTERVAL = 5.0
 
 
 @dataclass
@@ -189,15 +192,24 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
         progress(PlanProgress("planning", len(files), size, summary.skipped_files))
     candidates = find_candidates(spark, files, filters, earlier, spec, partitions, partition_by)
     run = None
-    if dry_run:
-        matched, rows = count_candidates(candidates)
-        status: Counter[str] = Counter(matched=matched)
-        for row in rows:
-            status[row["status"]] += row["n"]
-        _count_planned(summary, [row for row in rows if row["status"] == REPLAY])
-    else:
-        run = manifest.new_run()
-        status = Counter(write_plan(candidates, run.plan))
+
+    def report(text: str) -> None:
+        if progress is not None:
+            progress(PlanProgress("running", len(files), size, summary.skipped_files,
+                                  detail=text))
+
+    with Progress(spark, report, PROGRESS_INTERVAL) as shown:
+        if dry_run:
+            shown.step = "counting what would be replayed"
+            matched, rows = count_candidates(candidates)
+            status: Counter[str] = Counter(matched=matched)
+            for row in rows:
+                status[row["status"]] += row["n"]
+            _count_planned(summary, [row for row in rows if row["status"] == REPLAY])
+        else:
+            run = manifest.new_run()
+            shown.step = f"planning run {run.id}"
+            status = Counter(write_plan(candidates, run.plan))
     summary.matched = status["matched"]
     summary.duplicates = status["matched"] - status[REPLAY] - status[REPLAYED_BEFORE] \
         - status[UNREPLAYABLE]

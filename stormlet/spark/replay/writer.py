@@ -47,7 +47,9 @@ class RunResult:
 
 @dataclass(frozen=True)
 class PlanProgress:
-    """Reported when planning starts (``stage`` "planning") and ends ("planned")."""
+    """Reported when planning starts (``stage`` "planning"), every few seconds while Spark
+    plans ("running", with ``detail``: the Spark stages and their partitions done), and when it
+    ends ("planned")."""
 
     stage: str
     files: int            # files of the log read
@@ -56,6 +58,7 @@ class PlanProgress:
     matched: int = 0      # records that match the filters (when planned)
     planned: int = 0      # messages to write
     seconds: float = 0.0  # planning took
+    detail: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""Progress of a running backfill, reported every few seconds from a thread on the driver: the
-step (which stage runs, what is written where), the partitions done in the running Spark stages,
-and what the finished tasks processed so far (from the job's accumulator: a task adds its counts
-when it finishes). A status call that races the job's end is ignored, never fatal to the job.
+"""Progress of a running Spark job (a backfill, a replay's planning), reported every few seconds
+from a thread on the driver: the step (which stage runs, what is written where), the partitions
+done in the running Spark stages, and what the job says it has done so far (a backfill: what its
+finished tasks processed, from its accumulator). A status call that races the job's end is
+ignored, never fatal to the job.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ log = logging.getLogger(__name__)
 
 class Progress:
     """Reports every ``interval`` seconds while the job runs: the step, the tasks done in the
-    running stages, and what the finished tasks executed so far."""
+    running stages, and ``so_far()`` (what the job has done, or "")."""
 
-    def __init__(self, spark: Any, tally: Any, report: Callable[[str], None],
-                 interval: float = 5.0):
+    def __init__(self, spark: Any, report: Callable[[str], None], interval: float = 5.0,
+                 so_far: Callable[[], str] = lambda: ""):
         self._tracker = spark.sparkContext.statusTracker()
-        self._tally = tally
+        self._so_far = so_far
         self._report = report
         self._interval = interval
         self._started = time.monotonic()
@@ -63,15 +64,8 @@ class Progress:
                     running.append(f"Spark stage {stage_ids.index(stage_id) + 1} of "
                                    f"{len(stage_ids)}, {info.numCompletedTasks}/{info.numTasks} "
                                    f"partitions done")
-        so_far = ", ".join(f"{c} {_processed(n):,}" for c, n in dict(self._tally.value).items())
         text = f"[{self.elapsed():.0f}s] {self.step}"
         if running:
             text += ": " + "; ".join(running)
-        return f"{text}; finished partitions processed {so_far}" if so_far else text
-
-
-def _processed(counts: dict[str, Any]) -> int:
-    """Tuples a bolt executed, or messages the input emitted for a spout."""
-    if counts.get("executed"):
-        return int(counts["executed"])
-    return sum(counts.get("emitted", {}).values())
+        so_far = self._so_far()
+        return f"{text}; {so_far}" if so_far else text
