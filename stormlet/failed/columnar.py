@@ -1,7 +1,7 @@
 """The failed-message log's files: Parquet, one row per record, typed columns that Spark reads as
 they are (no parsing of values, no Python per record).
 
-The columns (``SCHEMA``)::
+The columns (``schema()``)::
 
     record_id        string
     topology         string
@@ -23,11 +23,10 @@ so a reader sees the same records from either format.
 
 from __future__ import annotations
 
-import binascii
 import json
 from typing import Any, Iterator
 
-from .record import decode_value
+from .record import decode_value, encode_value
 
 FORMAT_VERSION = 2
 FORMAT_KEY = b"stormlet.failed.format"
@@ -120,18 +119,17 @@ def _encoded(typed: dict[str, Any] | None) -> Any:
     if typed.get("str") is not None:
         return typed["str"]
     if typed.get("bytes") is not None:
-        return {"base64": binascii.b2a_base64(typed["bytes"], newline=False).decode("ascii")}
+        return encode_value(typed["bytes"])
     return json.loads(typed["json"]) if typed.get("json") is not None else None
 
 
 class ColumnBuilder:
-    """Gathers record dicts column by column, then makes one Parquet file of them."""
-
-    _NAMES = ("record_id", "topology", "component", "task", "message_id", "source", "key",
-              "value", "reason", "attempts", "first_failed_at", "last_failed_at", "written_at")
+    """Gathers record dicts column by column, in ``schema()``'s order, then makes one Parquet
+    file of them."""
 
     def __init__(self) -> None:
-        self._lists: list[list[Any]] = [[] for _ in self._NAMES]
+        self._schema = schema()
+        self._lists: list[list[Any]] = [[] for _ in self._schema]
 
     def __len__(self) -> int:
         return len(self._lists[0])
@@ -140,7 +138,8 @@ class ColumnBuilder:
         """Add one record as ``record_to_dict`` makes it (or as a journal line holds it); raises
         ``ValueError`` for a dict that is not one, adding nothing."""
         if not isinstance(record, dict) or not all(
-                isinstance(record.get(name), str) for name in ("record_id", "topology", "component")):
+                isinstance(record.get(name), str)
+                for name in ("record_id", "topology", "component")):
             raise ValueError("not a failed-message record")
         payload = record.get("payload") or {}
         reason, source = record.get("reason"), record.get("source")
@@ -161,7 +160,7 @@ class ColumnBuilder:
         pa = _pa()
         import pyarrow.parquet as pq
 
-        table = pa.Table.from_pydict(dict(zip(self._NAMES, self._lists)), schema=schema())
+        table = pa.Table.from_arrays(self._lists, schema=self._schema)
         sink = pa.BufferOutputStream()
         pq.write_table(table, sink, compression=COMPRESSION,
                        use_dictionary=["topology", "component", "source.kind", "source.name",
