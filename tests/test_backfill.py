@@ -782,7 +782,8 @@ def test_chunks_keep_each_destinations_tuples_in_emit_order_across_subscriptions
 
 def test_paths_and_spark_failures_in_one_line(tmp_path):
     from stormlet.spark.backfill.errors import spark_failure_message
-    from stormlet.spark.backfill.paths import output_paths, spark_uri
+    from stormlet.spark.backfill.paths import output_paths
+    from stormlet.spark.uri import spark_uri
 
     assert spark_uri("hdfs://nn/x") == "hdfs://nn/x"
     assert spark_uri("out") == f"file://{Path('out').absolute()}"

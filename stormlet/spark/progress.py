@@ -28,7 +28,7 @@ class Progress:
         self._started = time.monotonic()
         self._stop = threading.Event()
         self.step = "starting"
-        self._thread = threading.Thread(target=self._run, name="backfill-progress", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="spark-progress", daemon=True)
 
     def __enter__(self) -> Progress:
         self._thread.start()

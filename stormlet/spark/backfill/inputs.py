@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ...sources.partitioned_log import METADATA, LogError, PartitionedLog
+from ..uri import has_scheme
 from .errors import BackfillError
 from .formats import (FORMATS, JSONL, JSONL_SUFFIXES, LOG, LOG_FIELDS, TEXT, default_translate,
                       log_translate)
-from .paths import has_scheme, is_glob
+from .paths import is_glob
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,13 @@ from ...runtime.engine import acker_count
 from ...sources.partitioned_log import PartitionedLog
 from ...topology import Topology
 from ..progress import Progress
+from ..uri import has_scheme, spark_uri
 from .counts import Tally, processed_so_far
 from .emitter import has_slot, identity, payload
 from .errors import BackfillError, is_spark_failure, spark_failure_message
 from .formats import LOG, JsonLines
 from .inputs import InputOptions, InputSpec, check_input_fields, resolve_input
-from .paths import absolute, has_scheme, output_paths, spark_uri
+from .paths import absolute, output_paths
 from .plan import MERGE, MODE_WORDS, NARROW, Plan, StageSpec, plan_backfill, stage_specs
 from .runner import BoltRunner, InputRunner
 from .shipping import TopologyCode, code_digest, package_code

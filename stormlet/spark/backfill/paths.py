@@ -2,7 +2,7 @@
 
 A path without a scheme is a local path (on a cluster: a mount every worker shares), never one on
 Spark's default file system: that is how the driver checked it, so that is what Spark is given
-(``spark_uri``). ``hdfs://``, ``s3a://`` and so on are left to Spark. One written stream goes to
+(``stormlet.spark.uri``). ``hdfs://``, ``s3a://`` and so on are left to Spark. One written stream goes to
 the output path itself; several go to ``<output>/<component>/<stream>`` (``output_paths``).
 """
 
@@ -11,9 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
-from ..uri import has_scheme, spark_uri
-
-__all__ = ["absolute", "has_scheme", "is_glob", "output_paths", "spark_uri"]
+from ..uri import has_scheme
 
 
 def is_glob(path: str) -> bool:
