@@ -2,7 +2,7 @@
 
     stormlet failed ls --failed-dir failed                 # counts by topology, component, reason
     stormlet failed show --failed-dir failed --topology wc --reason error --limit 5
-    stormlet failed convert --failed-dir failed            # JSON Lines of earlier versions -> Parquet
+    stormlet failed convert --failed-dir failed            # earlier versions' JSON Lines -> Parquet
 """
 
 from __future__ import annotations
@@ -117,7 +117,8 @@ def convert(failed_dir: Path, topology: str | None) -> None:
     except OSError as exc:
         raise _directory_error(exc) from None
     for c in done:
-        dropped = f" ({_count(c.dropped, 'line')} that were not records dropped)" if c.dropped else ""
+        dropped = (f" ({_count(c.dropped, 'line')} that were not records dropped)"
+                   if c.dropped else "")
         click.echo(f"{c.legacy.name} -> {c.parquet.name}: {_count(c.records, 'record')}{dropped}")
     click.echo(f"{_count(len(done), 'file')} converted in {failed_dir}")
 

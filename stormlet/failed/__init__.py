@@ -56,5 +56,5 @@ from .record import FailedRecord, SourceRef, decode_record, decode_value, encode
 from .writer import FailedMessageWriter, convert_legacy, recover_leftovers
 
 __all__ = ["DeadLetterBox", "FailedMessageWriter", "FailedRecord", "FailedSummary", "SourceRef",
-           "convert_legacy", "decode_record", "decode_value", "encode_value", "final_files", "inprogress_files", "read_failed",
-           "recover_leftovers", "summarize", "topologies"]
+           "convert_legacy", "decode_record", "decode_value", "encode_value", "final_files",
+           "inprogress_files", "read_failed", "recover_leftovers", "summarize", "topologies"]

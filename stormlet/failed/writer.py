@@ -40,8 +40,9 @@ class FailedMessageWriter:
     ``<directory>/<topology>/``.
 
     ``write`` appends to the in-progress journal. A file becomes visible (written under its final
-    name, durably) when its journal reaches ``max_bytes``, when a write finds it older than ``max_age_secs``
-    (``rotate_if_due`` checks age without writing), and on ``flush`` and ``close``. After
+    name, durably) when its journal reaches ``max_bytes``, when a write finds it older than
+    ``max_age_secs`` (``rotate_if_due`` checks age without writing), and on ``flush`` and
+    ``close``. After
     ``flush`` returns, every record written so far survives a crash, so the spout may commit
     offsets past them. If ``write`` or ``flush`` raises, the records since the last flush are not
     durable and the spout must not commit past them; the writer leaves that file for the next

@@ -46,8 +46,9 @@ The parts, each in its module. Without Spark, and tested so: ``plan`` (which bol
 one's input is cut into its tasks), ``inputs`` (the dataset, checked on the driver), ``formats``
 (records in, JSON Lines out) and ``paths``. The job on the driver: ``job`` (``Backfill``: the
 RDDs, the outputs, the result; its progress lines come from ``stormlet.spark.progress``) and
-``errors``. On the workers: ``shipping`` (how the topology's code gets there), ``runner`` (one task over one partition), ``emitter`` (where a task's
-tuples go; compiled with the runtime's hot path), ``chunks`` (how they are gathered and cross
+``errors``. On the workers: ``shipping`` (how the topology's code gets there), ``runner`` (one
+task over one partition), ``emitter`` (where a task's tuples go; compiled with the runtime's hot
+path), ``chunks`` (how they are gathered and cross
 Spark: runs of plain values, pickled in one call where they leave the worker), ``collectors``
 (what a bolt emits through) and ``counts``.
 """

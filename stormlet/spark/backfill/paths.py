@@ -2,8 +2,8 @@
 
 A path without a scheme is a local path (on a cluster: a mount every worker shares), never one on
 Spark's default file system: that is how the driver checked it, so that is what Spark is given
-(``stormlet.spark.uri``). ``hdfs://``, ``s3a://`` and so on are left to Spark. One written stream goes to
-the output path itself; several go to ``<output>/<component>/<stream>`` (``output_paths``).
+(``stormlet.spark.uri``). ``hdfs://``, ``s3a://`` and so on are left to Spark. One written stream
+goes to the output path itself; several go to ``<output>/<component>/<stream>`` (``output_paths``).
 """
 
 from __future__ import annotations

@@ -28,6 +28,6 @@ from .manifest import REPLAYS_DIR
 from .targets import HEADER_KEY, HEADER_RUN, TargetSpec, parse_target
 from .writer import PlanProgress, ReplayProgress, RunResult
 
-__all__ = ["DEFAULT_CHUNK", "HEADER_KEY", "HEADER_RUN", "PARTITION_BY", "PlanProgress", "REPLAYS_DIR",
-           "ReplayError", "ReplayProgress", "ReplaySummary", "RunResult", "TargetSpec",
-           "parse_target", "replay"]
+__all__ = ["DEFAULT_CHUNK", "HEADER_KEY", "HEADER_RUN", "PARTITION_BY", "PlanProgress",
+           "REPLAYS_DIR", "ReplayError", "ReplayProgress", "ReplaySummary", "RunResult",
+           "TargetSpec", "parse_target", "replay"]

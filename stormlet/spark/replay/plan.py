@@ -50,6 +50,10 @@ class Candidates:
     rows: Any
     matched: Any
 
+    def matched_count(self) -> int:
+        """The records that matched, once a job over ``rows`` has run."""
+        return int(self.matched.get["matched"] or 0)
+
 
 def find_candidates(spark: Any, files: list[Path], filters: dict[str, Any],
                     earlier_plans: list[Path], spec: TargetSpec, partitions: int,
@@ -208,7 +212,7 @@ def write_plan(candidates: Candidates, path: Path) -> dict[str, int]:
             .select(*_PLAN_COLUMNS))
     with without_adaptive(candidates.rows.sparkSession):
         plan.write.parquet(spark_uri(path))
-    return {"matched": int(candidates.matched.get["matched"] or 0),
+    return {"matched": candidates.matched_count(),
             **{name: int(n or 0) for name, n in observation.get.items()}}
 
 
@@ -220,7 +224,7 @@ def count_candidates(candidates: Candidates) -> tuple[int, list[Any]]:
     with without_adaptive(candidates.rows.sparkSession):
         rows = (candidates.rows.groupBy("topology", "component", "reason", "status", "partition")
                 .agg(F.count(F.lit(1)).alias("n")).collect())
-    return int(candidates.matched.get["matched"] or 0), rows
+    return candidates.matched_count(), rows
 
 
 def without_adaptive(spark: Any) -> Any:

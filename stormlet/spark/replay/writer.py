@@ -14,7 +14,8 @@ reads the target from the recorded end offsets to find what already landed (how 
 under per-partition file locks, and the journal must record, in order, what was written. Spark
 does the heavy part (parse, filter, de-duplicate, exclude earlier runs, partition, sort) on the
 executors and writes the plan; the driver then streams the plan's files a batch of rows at a
-time, so a million messages never sit in memory at once, and finishing a crashed run needs no Spark at all.
+time, so a million messages never sit in memory at once, and finishing a crashed run needs no
+Spark at all.
 """
 
 from __future__ import annotations
