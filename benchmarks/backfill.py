@@ -15,7 +15,10 @@ import argparse
 import os
 import tempfile
 import time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterator
 
 from stormlet.loader import load_topology_file
 from stormlet.spark.backfill import Backfill, InputOptions
@@ -58,30 +61,48 @@ def cpu_seconds(root: int) -> float:
     return total / os.sysconf("SC_CLK_TCK") + own.user + own.system
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+@dataclass
+class Bench:
+    """A word-count benchmark's setting: its arguments, a directory holding ``warmup.txt``
+    (1,000 lines) and ``lines.txt`` (``--lines``), and a Spark session on ``--master``."""
+
+    args: argparse.Namespace
+    directory: Path
+    spark: Any
+    session_secs: float    # the session's start
+    jvm: int               # spark-submit's pid, which runs the JVM
+
+
+@contextmanager
+def word_count_bench(doc: str, name: str) -> Iterator[Bench]:
+    """The setting both backfill benchmarks run in, its files and session gone afterwards."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
-
-    with tempfile.TemporaryDirectory(prefix="stormlet-backfill-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
         directory = Path(tmp)
         write_lines(directory / "warmup.txt", 1000)
         write_lines(directory / "lines.txt", args.lines)
         started = time.perf_counter()
-        spark = build_session("stormlet-backfill-bench", args.master,
-                              {"spark.ui.showConsoleProgress": "false"})
+        spark = build_session(name, args.master, {"spark.ui.showConsoleProgress": "false"})
         session_secs = time.perf_counter() - started
-        jvm = spark.sparkContext._gateway.proc.pid   # spark-submit, which runs the JVM
         try:
-            Backfill(TOPOLOGY, InputOptions(str(directory / "warmup.txt"))).run(
-                spark, str(directory / "warmup-out"), progress=lambda line: None)
-            job = Backfill(TOPOLOGY, InputOptions(str(directory / "lines.txt")))
-            cpu_before = cpu_seconds(jvm)
-            result = job.run(spark, str(directory / "out"), progress=lambda line: None)
-            cpu = cpu_seconds(jvm) - cpu_before
+            yield Bench(args, directory, spark, session_secs, spark.sparkContext._gateway.proc.pid)
         finally:
             spark.stop()
+
+
+def main() -> None:
+    with word_count_bench(__doc__, "stormlet-backfill-bench") as bench:
+        args, directory = bench.args, bench.directory
+        Backfill(TOPOLOGY, InputOptions(str(directory / "warmup.txt"))).run(
+            bench.spark, str(directory / "warmup-out"), progress=lambda line: None)
+        job = Backfill(TOPOLOGY, InputOptions(str(directory / "lines.txt")))
+        cpu_before = cpu_seconds(bench.jvm)
+        result = job.run(bench.spark, str(directory / "out"), progress=lambda line: None)
+        cpu = cpu_seconds(bench.jvm) - cpu_before
+    session_secs = bench.session_secs
     words = result.components["count"]["executed"]
     print(f"backfill, word count, {args.master}: {result.messages:,} lines ({words:,} words) in "
           f"{result.seconds:.1f} s: {result.messages / result.seconds:,.0f} messages/s, "

@@ -13,17 +13,12 @@ backfill's figure over this one is what stormlet's semantics cost.
 
 from __future__ import annotations
 
-import argparse
 import json
 import pickle
-import tempfile
 import time
 import zlib
-from pathlib import Path
 
-from backfill import cpu_seconds, write_lines
-
-from stormlet.spark.session import build_session
+from backfill import cpu_seconds, word_count_bench
 
 TASKS = 2
 
@@ -64,32 +59,18 @@ def identity(key: int) -> int:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--lines", type=int, default=1_000_000)
-    parser.add_argument("--master", default="local[2]")
-    args = parser.parse_args()
-
-    with tempfile.TemporaryDirectory(prefix="stormlet-backfill-floor-") as tmp:
-        directory = Path(tmp)
-        write_lines(directory / "warmup.txt", 1000)
-        write_lines(directory / "lines.txt", args.lines)
-        spark = build_session("stormlet-backfill-floor", args.master,
-                              {"spark.ui.showConsoleProgress": "false"})
-        sc = spark.sparkContext
-        jvm = sc._gateway.proc.pid
+    with word_count_bench(__doc__, "stormlet-backfill-floor") as bench:
+        args, directory, sc = bench.args, bench.directory, bench.spark.sparkContext
 
         def run(name: str) -> None:
             (sc.textFile(str(directory / f"{name}.txt"), minPartitions=TASKS)
              .mapPartitions(split_words).partitionBy(TASKS, identity)
              .mapPartitions(count_words).saveAsTextFile(str(directory / f"{name}-out")))
 
-        try:
-            run("warmup")
-            cpu_before, started = cpu_seconds(jvm), time.perf_counter()
-            run("lines")
-            seconds, cpu = time.perf_counter() - started, cpu_seconds(jvm) - cpu_before
-        finally:
-            spark.stop()
+        run("warmup")
+        cpu_before, started = cpu_seconds(bench.jvm), time.perf_counter()
+        run("lines")
+        seconds, cpu = time.perf_counter() - started, cpu_seconds(bench.jvm) - cpu_before
     print(f"bare PySpark word count (the backfill's floor), {args.master}: {args.lines:,} lines "
           f"in {seconds:.1f} s: {args.lines / seconds:,.0f} lines/s; {cpu:.1f} CPU-seconds "
           f"({args.lines / cpu:,.0f} lines per CPU-second)")
