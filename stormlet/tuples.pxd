@@ -1,5 +1,7 @@
 # Types stormlet/tuples.py when it is compiled (see stormlet/build_mode.py): the collectors and
-# executors read a tuple's slots as C struct fields.
+# executors read a tuple's slots as C struct fields, and its ids are C integers.
+
+cdef object MAX_ID
 
 cdef class StreamInfo:
     cdef public object component
@@ -11,5 +13,11 @@ cdef class Tuple:
     cdef public object values
     cdef public StreamInfo info
     cdef public object source_task
-    cdef public object roots
-    cdef public object ack_val
+    cdef public unsigned long long root
+    cdef public unsigned long long edge
+    cdef public object many
+    cdef public unsigned long long ack_val
+
+cpdef Tuple tracked(object values, StreamInfo info, object source_task, unsigned long long root,
+                    unsigned long long edge)
+cpdef Tuple untracked(object values, StreamInfo info, object source_task)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import cython
 
 from .protocol import TICK_STREAM
+
+MAX_ID = (1 << 64) - 1
 
 
 class StreamInfo:
@@ -31,26 +34,42 @@ class StreamInfo:
 class Tuple:
     """An immutable-by-convention list of values with named fields.
 
-    ``roots`` is a flat ``(root, edge, root, edge, ...)`` tuple (a list when it came over the wire): for each spout tuple this one
-    descends from, the XOR of this tuple's edge ids for it (``None`` when untracked). A flat tuple
-    costs a fraction of a dict to build, and one root is by far the common case. ``ack_val``
-    collects the edge ids of tuples anchored to this one. Both belong to the runtime.
+    Its place in the tuple trees belongs to the runtime. A tuple that descends from one spout
+    tuple (by far the common case) holds that ``root`` and its ``edge``, the XOR of its edge ids
+    for it, as two 64-bit numbers (C fields when compiled: no object per tuple); one from several
+    holds them in ``many``, a flat ``(root, edge, root, edge, ...)`` tuple; an untracked one holds
+    neither (``root`` 0: ids are never 0). ``roots`` gives either form flat. ``ack_val``
+    collects the edge ids of the tuples anchored to this one.
     """
 
-    __slots__ = ("values", "info", "source_task", "roots", "ack_val")
+    __slots__ = ("values", "info", "source_task", "root", "edge", "many", "ack_val")
 
     def __init__(
         self,
         values: list[Any],
         info: StreamInfo,
         source_task: int,
-        roots: tuple[int, ...] | None,
+        roots: Sequence[int] | None = None,
     ):
         self.values = values
         self.info = info
         self.source_task = source_task
-        self.roots = roots
         self.ack_val = 0
+        if roots is not None and len(roots) == 2:
+            root, edge = roots
+            if not (0 < root <= MAX_ID and 0 <= edge <= MAX_ID):
+                raise ValueError(f"tuple ids must be 64-bit and a root not 0: {roots!r}")
+            self.root, self.edge, self.many = root, edge, None
+        else:
+            self.root, self.edge = 0, 0
+            self.many = tuple(roots) if roots else None
+
+    @property
+    def roots(self) -> tuple[int, ...] | None:
+        """The flat ``(root, edge, ...)`` tuple, or None when untracked."""
+        if self.root:
+            return (self.root, self.edge)
+        return self.many
 
     @property
     def fields(self) -> list[str]:
@@ -96,3 +115,30 @@ class Tuple:
             f"Tuple({self.values!r}, stream={self.info.stream!r}, "
             f"source={self.info.component!r}:{self.source_task})"
         )
+
+
+def tracked(values: list[Any], info: StreamInfo, source_task: int, root: int, edge: int) -> Tuple:
+    """A tuple of one spout tuple's tree: the emit path's constructor (compiled, a C call that
+    fills the slots of a tuple from the free list)."""
+    tup = Tuple.__new__(Tuple)
+    tup.values = values
+    tup.info = info
+    tup.source_task = source_task
+    tup.root = root
+    tup.edge = edge
+    tup.many = None
+    tup.ack_val = 0
+    return tup
+
+
+def untracked(values: list[Any], info: StreamInfo, source_task: int) -> Tuple:
+    """A tuple of no tree (acking off, or an untracked parent)."""
+    tup = Tuple.__new__(Tuple)
+    tup.values = values
+    tup.info = info
+    tup.source_task = source_task
+    tup.root = 0
+    tup.edge = 0
+    tup.many = None
+    tup.ack_val = 0
+    return tup

@@ -7,9 +7,9 @@ bolt emits with no anchor, one anchor (as a Tuple, a one-item list, a tuple or a
 several anchors (within one tree, across trees, the same parent twice), basic bolts' emits, acks,
 fails, errors and resets, and flushes at random points.
 
-The collectors draw ids from ``Ids``, which gives each id its own bit (above an 8-bit random tag
-that spreads roots over the ackers), so any XOR of ids says exactly which ids it holds. That lets
-the model check the collectors without copying their arithmetic:
+The collectors draw ids from ``Ids``: 64-bit ids, as the collectors hold them, that give each id
+of one emit its own bit, so any XOR of one emit's ids says exactly which of them it holds. That
+lets the model check the collectors without copying their arithmetic:
 
 - a tracked spout emit draws one root and one edge per child; each child carries ``(root,
   edge)``; the init record holds the XOR of those edges and the spout task;
@@ -46,26 +46,34 @@ ACKER_TASKS = [9, 10]
 N_ACKERS = len(ACKER_TASKS)
 COMPONENT_OF = {1: 1, 2: 1, 3: 2, 4: 2, 5: 3, 6: 3, 7: 4, 8: 4}
 MAX_TUPLES = 40
-TAG_BITS = 8
+TAG_BITS = 8     # a random tag in the low bits spreads roots over the ackers
+EMIT_BITS = 16   # one bit per id of an emit (an emit draws at most 8)
+HIGH_BITS = 64 - EMIT_BITS - TAG_BITS   # random: ids of different emits never cancel
 KINDS = {ACK_INIT: "init", ACK_ACK: "ack", ACK_FAIL: "fail", ACK_RESET: "reset"}
 
 
 def bits(value: int) -> set[int]:
-    """Which ids (by draw number) an XOR of ids holds."""
-    high = value >> TAG_BITS
-    return {i for i in range(high.bit_length()) if high >> i & 1}
+    """Which ids of one emit (by their draw number in it) an XOR of its ids holds."""
+    window = value >> TAG_BITS
+    return {i for i in range(EMIT_BITS) if window >> i & 1}
 
 
 class Ids:
-    """Every id its own bit, above a random tag: XORs of ids decode exactly, and never cancel
-    unless every id in them was XORed in twice."""
+    """Each id of an emit its own bit, between a random tag and random high bits: XORs of one
+    emit's ids decode exactly, and XORs of ids never cancel unless every id in them was XORed
+    in twice."""
 
     def __init__(self, rng: random.Random):
         self.rng = rng
+        self.drawn = 0   # in the current emit
+
+    def new_emit(self) -> None:
         self.drawn = 0
 
     def __call__(self, bits: int) -> int:
-        value = (1 << (TAG_BITS + self.drawn)) | self.rng.getrandbits(TAG_BITS)
+        assert bits == 64 and self.drawn < EMIT_BITS
+        value = (self.rng.getrandbits(HIGH_BITS) << (TAG_BITS + EMIT_BITS)) \
+            | (1 << (TAG_BITS + self.drawn)) | self.rng.getrandbits(TAG_BITS)
         self.drawn += 1
         return value
 
@@ -159,10 +167,10 @@ class Run:
         transfer = self.transfers[task]
         data_before = [len(buf) for buf in transfer.data]
         inits_before = [len(buf) for buf in transfer.inits]
-        first_id = self.ids.drawn
+        self.ids.new_emit()
         tasks = call()
         assert sorted(tasks) == sorted(self.targets)
-        drawn = list(range(first_id, self.ids.drawn))
+        drawn = list(range(self.ids.drawn))
         children = []
         for t in sorted(set(tasks)):
             new = transfer.data[t][data_before[t]:]

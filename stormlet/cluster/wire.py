@@ -15,7 +15,7 @@ process.
 from __future__ import annotations
 
 from array import array
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any
 
 import msgpack
@@ -23,7 +23,7 @@ import msgpack
 from ..runtime.layout import TopologyLayout
 from ..protocol import (ACK_ACK, BACKPRESSURE, DATA, RECORDS, Backpressure, int_positions,
                         records, stride)
-from ..tuples import StreamInfo, Tuple
+from ..tuples import StreamInfo, Tuple, tracked
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -47,15 +47,15 @@ def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
 
 def _roots_column(tuples: list) -> bytes | list:
     """Every tuple's roots. When each has exactly one root (the usual case) they travel as one
-    blob of 64-bit pairs, which unpacks into tuples at C speed; otherwise as a list."""
-    roots = [t.roots for t in tuples]
-    try:
-        blob = array("Q", chain.from_iterable(roots)).tobytes()
-    except TypeError:  # some are untracked (None)
-        return roots
-    # Roots come in pairs and none is empty, so the total is 16 bytes a tuple only if every tuple
-    # has exactly one.
-    return blob if len(blob) == 16 * len(tuples) else roots
+    blob of (root, edge) 64-bit pairs, read and written at C speed; otherwise as a list of
+    each tuple's flat roots (None when untracked)."""
+    roots = array("Q", [t.root for t in tuples])
+    if 0 in roots:  # some are untracked, or descend from several trees
+        return [t.roots for t in tuples]
+    pairs = array("Q", bytes(16 * len(tuples)))
+    pairs[::2] = roots
+    pairs[1::2] = array("Q", [t.edge for t in tuples])
+    return pairs.tobytes()
 
 
 # Control payloads are flat batches of protocol records: record length, and the positions
@@ -125,18 +125,25 @@ class FrameDecoder:
     def _tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:
         try:
             streams, values_list, roots_list = payload
+            if type(values_list) is not list:
+                raise ValueError
             if type(roots_list) is bytes:
                 pairs = array("Q")
                 pairs.frombytes(roots_list)
-                roots_list = list(zip(pairs[::2], pairs[1::2]))
-            if type(values_list) is not list or type(roots_list) is not list \
-                    or len(values_list) != len(roots_list):
+                if len(pairs) != 2 * len(values_list):
+                    raise ValueError
+                # One stream: the pairs are read as they are; several: per tuple, as lists.
+                roots_list = pairs if type(streams) is str else \
+                    [[root, edge] for root, edge in zip(pairs[::2], pairs[1::2])]
+            elif type(roots_list) is not list or len(values_list) != len(roots_list):
                 raise ValueError
         except (TypeError, ValueError):
             raise WireError(f"data payload from {component!r} is not [streams, values, roots] "
                             f"columns of one length") from None
         if type(streams) is str:
             info = self._info(component, streams)
+            if type(roots_list) is array:
+                return self._one_root_each(info, src, values_list, roots_list)
             return self._same_stream(info, src, values_list, roots_list)
         if type(streams) is not list or len(streams) != len(values_list):
             raise WireError(f"data payload from {component!r} has malformed stream names")
@@ -152,14 +159,29 @@ class FrameDecoder:
         return info
 
     @staticmethod
+    def _one_root_each(info: StreamInfo, src: int, values_list: list, pairs: array) -> list[Tuple]:
+        n = len(values_list)
+        _check_values(info, values_list)
+        if 0 in pairs[::2]:
+            raise WireError(f"tuples from {info.component!r} name root 0")
+        return list(map(tracked, values_list, repeat(info, n), repeat(src, n), pairs[::2],
+                        pairs[1::2]))
+
+    @staticmethod
     def _same_stream(info: StreamInfo, src: int, values_list: list, roots_list: list) -> list[Tuple]:
         n = len(values_list)
-        # Checked column-wise, in C: every value list has the stream's length, every roots entry
-        # is None, a list (roots stay lists: the runtime only indexes, slices and measures them)
-        # or a pair from the blob.
-        if not set(map(type, values_list)) <= {list} or \
-                not set(map(len, values_list)) <= {len(info.fields)} or \
-                not set(map(type, roots_list)) <= {type(None), list, tuple}:
-            raise WireError(f"tuples from {info.component!r} do not match the fields "
-                            f"{info.fields} or have malformed roots")
-        return list(map(Tuple, values_list, repeat(info, n), repeat(src, n), roots_list))
+        _check_values(info, values_list)
+        if not set(map(type, roots_list)) <= {type(None), list}:
+            raise WireError(f"tuples from {info.component!r} have malformed roots")
+        try:
+            return list(map(Tuple, values_list, repeat(info, n), repeat(src, n), roots_list))
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise WireError(f"tuples from {info.component!r} have malformed roots: "
+                            f"{exc}") from None
+
+
+def _check_values(info: StreamInfo, values_list: list) -> None:
+    # Column-wise, in C: every value list has the stream's length.
+    if not set(map(type, values_list)) <= {list} or \
+            not set(map(len, values_list)) <= {len(info.fields)}:
+        raise WireError(f"tuples from {info.component!r} do not match the fields {info.fields}")

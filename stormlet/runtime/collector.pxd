@@ -1,11 +1,21 @@
 # Types stormlet/runtime/collector.py when it is compiled (see stormlet/build_mode.py). Every
 # attribute its __init__ methods set is declared here; __dict__ is for debug mode's logged emit.
 
-from stormlet.tuples cimport Tuple
+cimport cython
+
+from stormlet.tuples cimport Tuple, tracked, untracked
 from stormlet.runtime.routing cimport StreamRoute
 from stormlet.runtime.metrics cimport TaskMetrics
 from stormlet.serialization cimport checked
 from stormlet.collectors cimport BasicOutputCollector
+
+cdef unsigned long long MASK64, GOLDEN, MIX1, MIX2
+
+cdef class EdgeIds:
+    cdef object _given
+    cdef unsigned long long _state
+    @cython.locals(z=cython.ulonglong)
+    cpdef unsigned long long next(self) except? 0
 
 cdef class _Emitter:
     cdef dict __dict__
@@ -15,8 +25,8 @@ cdef class _Emitter:
     cdef object _transfer
     cdef list _data
     cdef bint _tracking
-    cdef object _n_ackers
-    cdef object _random_bits
+    cdef unsigned long long _n_ackers
+    cdef EdgeIds _ids
     cdef public TaskMetrics metrics
     cdef dict _emitted
     cdef dict _plain_routes

@@ -16,7 +16,6 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import random
 from collections.abc import Callable, Iterable
 from time import monotonic
 from typing import Any
@@ -28,7 +27,7 @@ from ..fail_reason import ERROR, FAIL, FailReason
 from ..protocol import DEFAULT_STREAM, AckFail, AckInit
 from ..rotating_map import RotatingMap
 from ..serialization import checked
-from ..tuples import Tuple
+from ..tuples import Tuple, tracked, untracked
 from .metrics import TaskMetrics
 from .routing import StreamRoute, check_direct_task, check_stream
 from .transfer import Transfer
@@ -37,9 +36,37 @@ log = logging.getLogger(__name__)
 
 # Tuples whose process latency a bolt task times at once (one per batch is started).
 PROCESS_SAMPLES = 64
-# Roots and edges are ``random_bits(ID_BITS) or 1``: never 0, because XORing 0 into a ledger
-# entry changes nothing, so an edge with id 0 would be one the acker cannot see.
+# Roots and edges are 64-bit ids, never 0: XORing 0 into a ledger entry changes nothing, so an
+# edge with id 0 would be one the acker cannot see.
 ID_BITS = 64
+MASK64 = (1 << 64) - 1
+# splitmix64's constants (Steele, Lea and Flood, "Fast splittable pseudorandom number generators").
+GOLDEN = 0x9E3779B97F4A7C15
+MIX1 = 0xBF58476D1CE4E5B9
+MIX2 = 0x94D049BB133111EB
+
+
+@cython.final
+@cython.cclass
+class EdgeIds:
+    """The ids of a task's roots and edges: splitmix64 from a seed out of ``os.urandom``, the
+    generator Java's ``SplittableRandom`` uses (Storm draws them from ``java.util.Random``). Ids
+    only need to be distinct and unpredictable enough that the XOR of unrelated edges is not 0;
+    compiled, one is a few multiplications and no object. Tests give ``random_bits`` instead,
+    to know the ids."""
+
+    def __init__(self, random_bits: Callable[[int], int] | None = None):
+        self._given = random_bits
+        self._state = int.from_bytes(os.urandom(8), "little")
+
+    def next(self) -> int:
+        if self._given is not None:
+            return self._given(ID_BITS) or 1
+        self._state = (self._state + GOLDEN) & MASK64
+        z = self._state
+        z = ((z ^ (z >> 30)) * MIX1) & MASK64
+        z = ((z ^ (z >> 27)) * MIX2) & MASK64
+        return (z ^ (z >> 31)) or 1
 
 
 class _Emitter:
@@ -56,8 +83,7 @@ class _Emitter:
         self._data = transfer.data
         self._tracking = tracking and bool(transfer.acker_tasks)
         self._n_ackers = max(1, len(transfer.acker_tasks))
-        # Tests pass their own, to read the edges.
-        self._random_bits = random_bits or random.Random(os.urandom(16)).getrandbits
+        self._ids = EdgeIds(random_bits)   # tests pass their own random_bits, to read the edges
         self.metrics = metrics
         self._emitted = metrics.emitted   # per stream, every declared stream present
         self._plain_routes = {stream: route for stream, route in routes.items() if not route.direct}
@@ -117,7 +143,8 @@ class SpoutCollector(_Emitter):
                     self.component_id, self.task, values)
         return []
 
-    @cython.locals(route=StreamRoute, data=list)
+    @cython.locals(route=StreamRoute, data=list, ids=EdgeIds, root=cython.ulonglong,
+                   edge=cython.ulonglong, xor=cython.ulonglong)
     def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
              _to_task: int | None = None) -> list[int]:
         # Every spout emit; emit_direct names the task in _to_task.
@@ -134,17 +161,17 @@ class SpoutCollector(_Emitter):
         data = self._data
         if msg_id is None or not self._tracking:
             for t in tasks:
-                data[t].append(Tuple(values, info, src, None))
+                data[t].append(untracked(values, info, src))
             if msg_id is not None:
                 self.acked_at_emit.append(msg_id)
         else:
-            bits = self._random_bits
-            root = bits(ID_BITS) or 1
+            ids = self._ids
+            root = ids.next()
             xor = 0
             for t in tasks:
-                edge = bits(ID_BITS) or 1
+                edge = ids.next()
                 xor ^= edge
-                data[t].append(Tuple(values, info, src, (root, edge)))
+                data[t].append(tracked(values, info, src, root, edge))
             self._inits[root % self._n_ackers].extend(AckInit(root, xor, src))
             # Timed here, so a tuple emitted from open(), ack() or fail() is timed right too.
             self._track(root, InFlight(msg_id, monotonic(), values))
@@ -186,7 +213,8 @@ class BoltCollector(_Emitter):
              stream: str = DEFAULT_STREAM, *, _to_task: int | None = None) -> list[int]:
         return self._emit(values, anchors, stream, _to_task)
 
-    @cython.locals(route=StreamRoute, data=list, anchor=Tuple)
+    @cython.locals(route=StreamRoute, data=list, anchor=Tuple, ids=EdgeIds, root=cython.ulonglong,
+                   edge=cython.ulonglong)
     def _emit(self, values: Any, anchors: Any, stream: str, _to_task: int | None) -> list[int]:
         # Every bolt emit: emit, emit_direct (naming the task in _to_task) and a basic bolt's
         # (BasicCollector, a C call when compiled). One anchor with one root (the usual case)
@@ -208,27 +236,24 @@ class BoltCollector(_Emitter):
                 anchors = anchors[0]
         if type(anchors) is Tuple:
             anchor = anchors
-            roots = anchor.roots
-            if not roots:
-                anchors = None   # an untracked parent: nothing to anchor to
-            elif len(roots) == 2 and self._tracking:   # one anchor with one root
-                bits = self._random_bits
-                root = roots[0]
+            root = anchor.root
+            if root and self._tracking:   # one anchor with one root
+                ids = self._ids
                 for t in tasks:
-                    edge = bits(ID_BITS) or 1
+                    edge = ids.next()
                     anchor.ack_val ^= edge
-                    data[t].append(Tuple(values, info, src, (root, edge)))
+                    data[t].append(tracked(values, info, src, root, edge))
                 self._emitted[info.stream] += 1
                 return tasks
-            else:
-                anchors = (anchor,)
+            # An untracked parent has nothing to anchor to.
+            anchors = (anchor,) if anchor.many is not None else None
         if anchors and self._tracking:
             merge = self._anchor
             for t in tasks:
-                data[t].append(Tuple(values, info, src, merge(anchors)))
+                data[t].append(merge(values, info, src, anchors))
         else:
             for t in tasks:
-                data[t].append(Tuple(values, info, src, None))
+                data[t].append(untracked(values, info, src))
         self._emitted[info.stream] += 1
         return tasks
 
@@ -236,39 +261,40 @@ class BoltCollector(_Emitter):
                     stream: str = DEFAULT_STREAM) -> list[int]:
         return self.emit(values, anchors, stream, _to_task=task)
 
-    def _anchor(self, parents: tuple | list) -> tuple[int, ...] | None:
-        """A new edge from each parent: the child's roots, with the edge folded into each
-        parent's ack value. Two parents in one tree give the child the XOR of both edges."""
-        bits = self._random_bits
+    def _anchor(self, values: Any, info: Any, src: int, parents: tuple | list) -> Tuple:
+        """The child of several parents, or of a parent of several trees: a new edge from each
+        parent, folded into that parent's ack value; the child's entry for a root is the XOR of
+        its edges in that tree (two parents in one tree give the XOR of both)."""
+        ids = self._ids
         merged: dict[int, int] = {}
         for parent in parents:
             parent_roots = parent.roots
             if parent_roots:
-                edge = bits(ID_BITS) or 1
+                edge = ids.next()
                 parent.ack_val ^= edge
                 for i in range(0, len(parent_roots), 2):
                     root = parent_roots[i]
                     merged[root] = merged.get(root, 0) ^ edge
         if not merged:
-            return None
-        return tuple(x for pair in merged.items() for x in pair)
+            return untracked(values, info, src)
+        return Tuple(values, info, src, tuple(x for pair in merged.items() for x in pair))
 
-    @cython.locals(tup=Tuple)
+    @cython.locals(tup=Tuple, root=cython.ulonglong, value=cython.ulonglong, combined=dict)
     def ack(self, tup: Tuple) -> None:
-        roots = tup.roots
-        if roots:
-            value = tup.ack_val
-            if len(roots) == 2:
-                root = roots[0]
-                combined = self._acks[root % self._n_ackers]
-                combined[root] = combined.get(root, 0) ^ roots[1] ^ value
-            else:
-                acks = self._acks
-                n = self._n_ackers
-                for i in range(0, len(roots), 2):
-                    root = roots[i]
-                    combined = acks[root % n]
-                    combined[root] = combined.get(root, 0) ^ roots[i + 1] ^ value
+        root = tup.root
+        if root:
+            value = tup.edge ^ tup.ack_val
+            combined = self._acks[root % self._n_ackers]
+            previous = combined.get(root)
+            combined[root] = value if previous is None else previous ^ value
+        elif tup.many is not None:
+            roots = tup.many
+            acks = self._acks
+            n = self._n_ackers
+            for i in range(0, len(roots), 2):
+                key = roots[i]
+                combined = acks[key % n]
+                combined[key] = combined.get(key, 0) ^ roots[i + 1] ^ tup.ack_val
         self.metrics.acked += 1
         if tup is self._sampled:
             self._sampled = None
