@@ -1,6 +1,8 @@
 # Types stormlet/tuples.py when it is compiled (see stormlet/build_mode.py): the collectors and
 # executors read a tuple's slots as C struct fields, and its ids are C integers.
 
+cimport cython
+
 cdef object MAX_ID
 
 cdef class StreamInfo:
@@ -18,6 +20,8 @@ cdef class Tuple:
     cdef public object many
     cdef public unsigned long long ack_val
 
+@cython.locals(tup=Tuple)
 cpdef Tuple tracked(object values, StreamInfo info, object source_task, unsigned long long root,
                     unsigned long long edge)
+@cython.locals(tup=Tuple)
 cpdef Tuple untracked(object values, StreamInfo info, object source_task)

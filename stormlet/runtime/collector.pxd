@@ -3,7 +3,7 @@
 
 cimport cython
 
-from stormlet.tuples cimport Tuple, tracked, untracked
+from stormlet.tuples cimport StreamInfo, Tuple, tracked, untracked
 from stormlet.runtime.routing cimport StreamRoute
 from stormlet.runtime.metrics cimport TaskMetrics
 from stormlet.serialization cimport checked

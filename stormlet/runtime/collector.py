@@ -27,7 +27,7 @@ from ..fail_reason import ERROR, FAIL, FailReason
 from ..protocol import DEFAULT_STREAM, AckFail, AckInit
 from ..rotating_map import RotatingMap
 from ..serialization import checked
-from ..tuples import Tuple, tracked, untracked
+from ..tuples import StreamInfo, Tuple, tracked, untracked
 from .metrics import TaskMetrics
 from .routing import StreamRoute, check_direct_task, check_stream
 from .transfer import Transfer
@@ -144,7 +144,7 @@ class SpoutCollector(_Emitter):
         return []
 
     @cython.locals(route=StreamRoute, data=list, ids=EdgeIds, root=cython.ulonglong,
-                   edge=cython.ulonglong, xor=cython.ulonglong)
+                   edge=cython.ulonglong, xor=cython.ulonglong, info=StreamInfo)
     def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
              _to_task: int | None = None) -> list[int]:
         # Every spout emit; emit_direct names the task in _to_task.
@@ -214,7 +214,7 @@ class BoltCollector(_Emitter):
         return self._emit(values, anchors, stream, _to_task)
 
     @cython.locals(route=StreamRoute, data=list, anchor=Tuple, ids=EdgeIds, root=cython.ulonglong,
-                   edge=cython.ulonglong)
+                   edge=cython.ulonglong, info=StreamInfo)
     def _emit(self, values: Any, anchors: Any, stream: str, _to_task: int | None) -> list[int]:
         # Every bolt emit: emit, emit_direct (naming the task in _to_task) and a basic bolt's
         # (BasicCollector, a C call when compiled). One anchor with one root (the usual case)
@@ -279,14 +279,16 @@ class BoltCollector(_Emitter):
             return untracked(values, info, src)
         return Tuple(values, info, src, tuple(x for pair in merged.items() for x in pair))
 
-    @cython.locals(tup=Tuple, root=cython.ulonglong, value=cython.ulonglong, combined=dict)
+    @cython.locals(tup=Tuple, root=cython.ulonglong, value=cython.ulonglong, combined=dict,
+                   key=object)
     def ack(self, tup: Tuple) -> None:
         root = tup.root
         if root:
             value = tup.edge ^ tup.ack_val
             combined = self._acks[root % self._n_ackers]
-            previous = combined.get(root)
-            combined[root] = value if previous is None else previous ^ value
+            key = root   # one int object for both lookups
+            previous = combined.get(key)
+            combined[key] = value if previous is None else previous ^ value
         elif tup.many is not None:
             roots = tup.many
             acks = self._acks
