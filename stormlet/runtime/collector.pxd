@@ -47,6 +47,8 @@ cdef class SpoutCollector(_Emitter):
 
 cdef class BoltCollector(_Emitter):
     cdef list _acks
+    cdef unsigned long long _run_root
+    cdef unsigned long long _run_value
     cdef list _fails
     cdef list _resets
     cdef object _sampled
@@ -55,6 +57,7 @@ cdef class BoltCollector(_Emitter):
     cdef double _timeout_secs
     cdef object _process_latency
     cdef list _emit(self, object values, object anchors, object stream, object _to_task)
+    cpdef settle_acks(self)
 
 cdef class BasicCollector(BasicOutputCollector):
     pass

@@ -198,6 +198,12 @@ class BoltCollector(_Emitter):
     def __init__(self, *args: Any, timeout_secs: float = 30.0, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._acks = self._transfer.acks
+        # The acks of the latest root, XORed together until another root's ack or a flush: a
+        # bolt usually acks a tree's tuples one after another (the words of one sentence), and
+        # this makes all but the first an XOR in place.
+        self._run_root = 0
+        self._run_value = 0
+        self._transfer.before_flush.append(self.settle_acks)
         self._fails = self._transfer.fails
         self._resets = self._transfer.resets
         # The newest sampled tuple and when its execute started: most bolts ack it before the
@@ -279,16 +285,17 @@ class BoltCollector(_Emitter):
             return untracked(values, info, src)
         return Tuple(values, info, src, tuple(x for pair in merged.items() for x in pair))
 
-    @cython.locals(tup=Tuple, root=cython.ulonglong, value=cython.ulonglong, combined=dict,
-                   key=object)
+    @cython.locals(tup=Tuple, root=cython.ulonglong, value=cython.ulonglong)
     def ack(self, tup: Tuple) -> None:
         root = tup.root
         if root:
             value = tup.edge ^ tup.ack_val
-            combined = self._acks[root % self._n_ackers]
-            key = root   # one int object for both lookups
-            previous = combined.get(key)
-            combined[key] = value if previous is None else previous ^ value
+            if root == self._run_root:
+                self._run_value ^= value
+            else:
+                self.settle_acks()
+                self._run_root = root
+                self._run_value = value
         elif tup.many is not None:
             roots = tup.many
             acks = self._acks
@@ -305,6 +312,16 @@ class BoltCollector(_Emitter):
             started = self._started.pop(tup, None)
             if started is not None:
                 self._process_latency.record(monotonic() - started)
+
+    @cython.locals(combined=dict, key=object)
+    def settle_acks(self) -> None:
+        """Fold the latest root's acks into the acker's buffer (done before every flush)."""
+        if self._run_root:
+            combined = self._acks[self._run_root % self._n_ackers]
+            key = self._run_root   # one int object for both lookups
+            previous = combined.get(key)
+            combined[key] = self._run_value if previous is None else previous ^ self._run_value
+            self._run_root = 0
 
     def sample_process(self, tup: Tuple, started: float) -> None:
         """Time ``tup`` from ``started`` (its execute's start) to its ack. At most

@@ -9,7 +9,7 @@ count and time throttled by backpressure are counted here, per handoff.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ..protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA
@@ -43,6 +43,8 @@ class Transfer:
         # Acks are combined per root while buffered (XOR is associative): a bolt that acks ten
         # words of one sentence sends the acker one update, not ten.
         self.acks: list[dict[int, int]] = [{} for _ in range(n)]
+        # What must be done before each flush: a bolt's collector folds in the acks it holds.
+        self.before_flush: list[Callable[[], None]] = []
         self.fails: list[list] = [[] for _ in range(n)]
         self.resets: list[list] = [[] for _ in range(n)]
         self.timeouts: list[list] = [[] for _ in range(n)]
@@ -57,6 +59,8 @@ class Transfer:
     def flush(self, hold_back: bool = False) -> bool:
         """Hand everything over. With ``hold_back``, data for a destination that is not accepting
         (backpressure) stays buffered instead of waiting; returns whether any did."""
+        for settle in self.before_flush:
+            settle()
         src = self.src_task
         routes = self.routes
         # Acker messages first: an init that reaches the acker before the acks of its tree keeps
