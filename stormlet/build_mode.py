@@ -35,6 +35,7 @@ HOT_MODULES = (
     "stormlet.runtime.bolt_executor",
     "stormlet.runtime.spout_executor",
     "stormlet.runtime.acker_executor",
+    "stormlet.cluster.columns",            # tuples to and from the wire's columns
     "stormlet.spark.backfill.emitter",     # backfill's: every emit of a backfill's bolts
 )
 

@@ -63,6 +63,10 @@ class Tuple:
         else:
             self.root, self.edge = 0, 0
             self.many = tuple(roots) if roots else None
+            if self.many is not None and (len(self.many) % 2 or not all(
+                    type(i) is int and 0 <= i <= MAX_ID for i in self.many)):
+                raise ValueError(f"tuple roots must be (root, edge) pairs of 64-bit ids: "
+                                 f"{roots!r}")
 
     @property
     def roots(self) -> tuple[int, ...] | None:

@@ -58,6 +58,34 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     assert decoded[4][3] == [5, "timeout", 2, None]
 
 
+@pytest.mark.parametrize("roots, problem", [
+    (b"\x00" * 16, "name root 0"),
+    (b"\x01" * 24, "columns of one length"),
+    ([[1, -1]], "malformed roots"),
+    ([[0, 1, 2]], "malformed roots"),
+])
+def test_malformed_roots_are_refused(decoder, roots, problem):
+    src = spout_task(decoder)
+    with pytest.raises(WireError, match=problem):
+        decoder.decode(frame([[0, 1, src, ["default", [["x"]], roots]]]))
+
+
+def test_tuples_of_one_root_each_travel_as_a_blob_of_pairs(decoder):
+    src = spout_task(decoder)
+    default = StreamInfo("words", "default", ["word"])
+    pairs = StreamInfo("words", "pairs", ["word", "n"])
+    one_stream = [Tuple(["e"], default, src, (21, 2**64 - 1)), Tuple(["f"], default, src, (23, 0))]
+    two_streams = [Tuple(["g"], default, src, (31, 32)), Tuple(["h", 5], pairs, src, (33, 34))]
+    encoded = encode_frame([(DATA, 9, src, one_stream), (DATA, 9, src, two_streams)], "t-1")
+    raw = msgpack.unpackb(encoded)[1]
+    assert [type(message[3][2]) for message in raw] == [bytes, bytes]
+    decoded = decoder.decode(encoded)
+    got = [(t.values, t.stream, t.root, t.edge, t.roots) for t in decoded[0][3] + decoded[1][3]]
+    assert got == [(["e"], "default", 21, 2**64 - 1, (21, 2**64 - 1)),
+                   (["f"], "default", 23, 0, (23, 0)),
+                   (["g"], "default", 31, 32, (31, 32)), (["h", 5], "pairs", 33, 34, (33, 34))]
+
+
 @pytest.mark.parametrize("frame, problem", [
     (b"\xc1garbage", "undecodable"),
     (msgpack.packb({"not": "a list"}), "not \\[topology, list of messages\\]"),

@@ -23,7 +23,8 @@ import msgpack
 from ..runtime.layout import TopologyLayout
 from ..protocol import (ACK_ACK, BACKPRESSURE, DATA, RECORDS, Backpressure, int_positions,
                         records, stride)
-from ..tuples import StreamInfo, Tuple, tracked
+from ..tuples import StreamInfo, Tuple
+from .columns import from_columns, to_columns
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -37,25 +38,9 @@ def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
     out = []
     for kind, dest, src, payload in messages:
         if kind == DATA:
-            streams = [t.info.stream for t in payload]
-            first = streams[0]
-            payload = (first if streams.count(first) == len(streams) else streams,
-                       [t.values for t in payload], _roots_column(payload))
+            payload = to_columns(payload)
         out.append((kind, dest, src, payload))
     return msgpack.packb((topology, out), use_bin_type=True)
-
-
-def _roots_column(tuples: list) -> bytes | list:
-    """Every tuple's roots. When each has exactly one root (the usual case) they travel as one
-    blob of (root, edge) 64-bit pairs, read and written at C speed; otherwise as a list of
-    each tuple's flat roots (None when untracked)."""
-    roots = array("Q", [t.root for t in tuples])
-    if 0 in roots:  # some are untracked, or descend from several trees
-        return [t.roots for t in tuples]
-    pairs = array("Q", bytes(16 * len(tuples)))
-    pairs[::2] = roots
-    pairs[1::2] = array("Q", [t.edge for t in tuples])
-    return pairs.tobytes()
 
 
 # Control payloads are flat batches of protocol records: record length, and the positions
@@ -160,12 +145,10 @@ class FrameDecoder:
 
     @staticmethod
     def _one_root_each(info: StreamInfo, src: int, values_list: list, pairs: array) -> list[Tuple]:
-        n = len(values_list)
         _check_values(info, values_list)
         if 0 in pairs[::2]:
             raise WireError(f"tuples from {info.component!r} name root 0")
-        return list(map(tracked, values_list, repeat(info, n), repeat(src, n), pairs[::2],
-                        pairs[1::2]))
+        return from_columns(values_list, info, src, pairs)
 
     @staticmethod
     def _same_stream(info: StreamInfo, src: int, values_list: list, roots_list: list) -> list[Tuple]:

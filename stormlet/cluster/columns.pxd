@@ -1,0 +1,12 @@
+# Types stormlet/cluster/columns.py when it is compiled (see stormlet/build_mode.py).
+
+cimport cython
+
+from stormlet.tuples cimport StreamInfo, Tuple, tracked
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, t=Tuple, first=Tuple, info=StreamInfo, values=list,
+               view=cython.ulonglong[:], same_stream=bint, one_root_each=bint)
+cpdef tuple to_columns(list tuples)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, out=list, view=cython.ulonglong[:])
+cpdef list from_columns(list values_list, StreamInfo info, object src, object pairs)
