@@ -23,5 +23,4 @@ cdef class Tuple:
 @cython.locals(tup=Tuple)
 cpdef Tuple tracked(object values, StreamInfo info, object source_task, unsigned long long root,
                     unsigned long long edge)
-@cython.locals(tup=Tuple)
 cpdef Tuple untracked(object values, StreamInfo info, object source_task)

@@ -137,12 +137,4 @@ def tracked(values: list[Any], info: StreamInfo, source_task: int, root: int, ed
 
 def untracked(values: list[Any], info: StreamInfo, source_task: int) -> Tuple:
     """A tuple of no tree (acking off, or an untracked parent)."""
-    tup = Tuple.__new__(Tuple)
-    tup.values = values
-    tup.info = info
-    tup.source_task = source_task
-    tup.root = 0
-    tup.edge = 0
-    tup.many = None
-    tup.ack_val = 0
-    return tup
+    return tracked(values, info, source_task, 0, 0)
