@@ -46,7 +46,8 @@ class SpoutOutputCollector(Protocol):
 
 class OutputCollector(Protocol):
     """Passed to ``Bolt.prepare``. Every input tuple must be acked or failed, or its tree times
-    out."""
+    out. Call it on the bolt's own thread (from ``prepare``, ``execute`` or ``cleanup``): it takes
+    no locks, so a bolt that works on other threads hands their results back to ``execute``."""
 
     def emit(self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] = (),
              stream: str = DEFAULT_STREAM) -> list[int]:

@@ -3,8 +3,6 @@
 
 cimport cython
 
-cdef object MAX_ID
-
 cdef class StreamInfo:
     cdef public object component
     cdef public object stream

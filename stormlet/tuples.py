@@ -55,18 +55,18 @@ class Tuple:
         self.info = info
         self.source_task = source_task
         self.ack_val = 0
+        # Checked here, since roots may come from a peer's frame: compiled, the fields would
+        # refuse some bad ids and truncate others; interpreted, keep them to fail later.
+        if roots and (len(roots) % 2 or not all(type(i) is int and 0 <= i <= MAX_ID
+                                                for i in roots) or not all(roots[::2])):
+            raise ValueError(f"tuple roots must be (root, edge) pairs of 64-bit ints, no root "
+                             f"0: {roots!r}")
         if roots is not None and len(roots) == 2:
-            root, edge = roots
-            if not (0 < root <= MAX_ID and 0 <= edge <= MAX_ID):
-                raise ValueError(f"tuple ids must be 64-bit and a root not 0: {roots!r}")
-            self.root, self.edge, self.many = root, edge, None
+            self.root, self.edge = roots
+            self.many = None
         else:
             self.root, self.edge = 0, 0
             self.many = tuple(roots) if roots else None
-            if self.many is not None and (len(self.many) % 2 or not all(
-                    type(i) is int and 0 <= i <= MAX_ID for i in self.many)):
-                raise ValueError(f"tuple roots must be (root, edge) pairs of 64-bit ids: "
-                                 f"{roots!r}")
 
     @property
     def roots(self) -> tuple[int, ...] | None:

@@ -66,15 +66,29 @@ class Ids:
     def __init__(self, rng: random.Random):
         self.rng = rng
         self.drawn = 0   # in the current emit
+        self.values: list[int] = []   # the current emit's ids, in draw order
 
     def new_emit(self) -> None:
         self.drawn = 0
+        self.values = []
+
+    def decode(self, value: int) -> set[int]:
+        """Which of the current emit's ids (by draw number) ``value`` is the XOR of; fails if it
+        is not made of them exactly (an id of an earlier emit, say)."""
+        held = bits(value)
+        made = 0
+        for i in held:
+            assert i < len(self.values), f"{value:#x} holds an id this emit did not draw"
+            made ^= self.values[i]
+        assert made == value, f"{value:#x} is not an XOR of this emit's ids"
+        return held
 
     def __call__(self, bits: int) -> int:
         assert bits == 64 and self.drawn < EMIT_BITS
         value = (self.rng.getrandbits(HIGH_BITS) << (TAG_BITS + EMIT_BITS)) \
             | (1 << (TAG_BITS + self.drawn)) | self.rng.getrandbits(TAG_BITS)
         self.drawn += 1
+        self.values.append(value)
         return value
 
 
@@ -203,16 +217,18 @@ class Run:
         assert len(drawn) == 1 + len(children)
         [(i, batch)] = [(i, batch) for i, batch in inits.items() if batch]
         [(root, xor, spout_task)] = list(records(AckInit, batch))
-        assert spout_task == task and i == root % N_ACKERS and bits(root) <= set(drawn)
+        assert spout_task == task and i == root % N_ACKERS
+        assert self.ids.decode(root) <= set(drawn)
         self.root_task[root] = task
         self.tree[root] = []
         edges = 0
         for tup, t in children:
             r, edge = tup.roots
-            assert r == root and len(bits(edge)) == 1 and not bits(edge) & bits(root)
+            own_bit = self.ids.decode(edge)
+            assert r == root and len(own_bit) == 1 and not own_bit & self.ids.decode(root)
             edges ^= edge
             self._add(tup, t, {root: edge})
-        assert xor == edges and bits(edges) | bits(root) == set(drawn)
+        assert xor == edges and self.ids.decode(edges) | self.ids.decode(root) == set(drawn)
 
     def bolt_emit(self, task: int, parents: list[Node], form: str, basic: bool) -> None:
         """Emit from ``task`` anchored to ``parents`` (with repeats), handed over as ``form``, or
@@ -235,7 +251,7 @@ class Run:
         # Which parent each drawn edge went to: the change in that parent's ack value.
         parent_of: dict[int, Node] = {}
         for p in {id(p): p for p in tracked}.values():
-            gained = bits(p.tup.ack_val ^ before[id(p)])
+            gained = self.ids.decode(p.tup.ack_val ^ before[id(p)])
             assert len(gained) == len(children) * sum(q is p for q in tracked)
             for edge in gained:
                 assert edge not in parent_of
@@ -254,7 +270,7 @@ class Run:
                 continue
             own = dict(zip(tup.roots[::2], tup.roots[1::2]))
             assert set(own) == expected_roots and len(tup.roots) == 2 * len(own)
-            mine = set().union(*(bits(v) for v in own.values()))
+            mine = set().union(*(self.ids.decode(v) for v in own.values()))
             assert not mine & seen
             seen |= mine
             # Its edge from each anchor occurrence, and for each root exactly the edges from the
@@ -262,7 +278,7 @@ class Run:
             for p in {id(p): p for p in tracked}.values():
                 assert len([e for e in mine if parent_of[e] is p]) == sum(q is p for q in tracked)
             for root, value in own.items():
-                assert bits(value) == {e for e in mine if root in parent_of[e].own}
+                assert self.ids.decode(value) == {e for e in mine if root in parent_of[e].own}
             self._add(tup, t, own)
         assert seen == set(drawn)
 

@@ -63,6 +63,10 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     (b"\x01" * 24, "columns of one length"),
     ([[1, -1]], "malformed roots"),
     ([[0, 1, 2]], "malformed roots"),
+    ([[1.5, 2]], "malformed roots"),
+    ([[1, 2.0]], "malformed roots"),
+    ([[True, 2]], "malformed roots"),
+    ([[0, 2, 3, 4]], "malformed roots"),
 ])
 def test_malformed_roots_are_refused(decoder, roots, problem):
     src = spout_task(decoder)

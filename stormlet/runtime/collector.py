@@ -27,7 +27,7 @@ from ..fail_reason import ERROR, FAIL, FailReason
 from ..protocol import DEFAULT_STREAM, AckFail, AckInit
 from ..rotating_map import RotatingMap
 from ..serialization import checked
-from ..tuples import StreamInfo, Tuple, tracked, untracked
+from ..tuples import MAX_ID, StreamInfo, Tuple, tracked, untracked
 from .metrics import TaskMetrics
 from .routing import StreamRoute, check_direct_task, check_stream
 from .transfer import Transfer
@@ -39,7 +39,7 @@ PROCESS_SAMPLES = 64
 # Roots and edges are 64-bit ids, never 0: XORing 0 into a ledger entry changes nothing, so an
 # edge with id 0 would be one the acker cannot see.
 ID_BITS = 64
-MASK64 = (1 << 64) - 1
+MASK64 = MAX_ID
 # splitmix64's constants (Steele, Lea and Flood, "Fast splittable pseudorandom number generators").
 GOLDEN = 0x9E3779B97F4A7C15
 MIX1 = 0xBF58476D1CE4E5B9
