@@ -58,6 +58,7 @@ cdef class BoltCollector(_Emitter):
     cdef object _process_latency
     cdef list _emit(self, object values, object anchors, object stream, object _to_task)
     cpdef settle_acks(self)
+    cdef _fold(self, object root, object value)
 
 cdef class BasicCollector(BasicOutputCollector):
     pass

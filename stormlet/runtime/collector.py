@@ -298,12 +298,8 @@ class BoltCollector(_Emitter):
                 self._run_value = value
         elif tup.many is not None:
             roots = tup.many
-            acks = self._acks
-            n = self._n_ackers
             for i in range(0, len(roots), 2):
-                key = roots[i]
-                combined = acks[key % n]
-                combined[key] = combined.get(key, 0) ^ roots[i + 1] ^ tup.ack_val
+                self._fold(roots[i], roots[i + 1] ^ tup.ack_val)
         self.metrics.acked += 1
         if tup is self._sampled:
             self._sampled = None
@@ -313,15 +309,18 @@ class BoltCollector(_Emitter):
             if started is not None:
                 self._process_latency.record(monotonic() - started)
 
-    @cython.locals(combined=dict, key=object)
     def settle_acks(self) -> None:
         """Fold the latest root's acks into the acker's buffer (done before every flush)."""
         if self._run_root:
-            combined = self._acks[self._run_root % self._n_ackers]
-            key = self._run_root   # one int object for both lookups
-            previous = combined.get(key)
-            combined[key] = self._run_value if previous is None else previous ^ self._run_value
+            self._fold(self._run_root, self._run_value)
             self._run_root = 0
+
+    @cython.locals(combined=dict)
+    def _fold(self, root: int, value: int) -> None:
+        """XOR ``value`` into ``root``'s entry in its acker's buffer."""
+        combined = self._acks[root % self._n_ackers]
+        previous = combined.get(root)
+        combined[root] = value if previous is None else previous ^ value
 
     def sample_process(self, tup: Tuple, started: float) -> None:
         """Time ``tup`` from ``started`` (its execute's start) to its ack. At most
