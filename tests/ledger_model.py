@@ -65,11 +65,9 @@ class Ids:
 
     def __init__(self, rng: random.Random):
         self.rng = rng
-        self.drawn = 0   # in the current emit
         self.values: list[int] = []   # the current emit's ids, in draw order
 
     def new_emit(self) -> None:
-        self.drawn = 0
         self.values = []
 
     def decode(self, value: int) -> set[int]:
@@ -84,10 +82,10 @@ class Ids:
         return held
 
     def __call__(self, bits: int) -> int:
-        assert bits == 64 and self.drawn < EMIT_BITS
+        drawn = len(self.values)
+        assert bits == 64 and drawn < EMIT_BITS
         value = (self.rng.getrandbits(HIGH_BITS) << (TAG_BITS + EMIT_BITS)) \
-            | (1 << (TAG_BITS + self.drawn)) | self.rng.getrandbits(TAG_BITS)
-        self.drawn += 1
+            | (1 << (TAG_BITS + drawn)) | self.rng.getrandbits(TAG_BITS)
         self.values.append(value)
         return value
 
@@ -184,7 +182,7 @@ class Run:
         self.ids.new_emit()
         tasks = call()
         assert sorted(tasks) == sorted(self.targets)
-        drawn = list(range(self.ids.drawn))
+        drawn = list(range(len(self.ids.values)))
         children = []
         for t in sorted(set(tasks)):
             new = transfer.data[t][data_before[t]:]
