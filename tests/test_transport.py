@@ -235,6 +235,30 @@ def test_without_the_pause_the_receiving_inbox_grows_with_the_backlog(layout, co
     assert deepest > 100 and waited < 0.5
 
 
+def test_a_peer_counts_as_reached_once_it_listens_and_stays_so_until_retired(layout, context):
+    # A worker's spouts wait for this (worker.py): a peer that is not listening yet is not
+    # reached, however long the sender has been connecting to it.
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [])
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    try:
+        a.sender.connect_to({address})
+        time.sleep(0.5)
+        assert a.sender.reached() == set()
+        listener = context.socket(zmq.PULL)
+        listener.bind(address)
+        try:
+            wait_until(lambda: a.sender.reached() == {address}, 10, "the handshake")
+        finally:
+            listener.close(linger=0)
+        time.sleep(0.3)
+        assert a.sender.reached() == {address}, "reached once is enough: a peer may restart"
+        a.sender.retire(address)
+        wait_until(lambda: a.sender.reached() == set(), 10, "the retired peer to be forgotten")
+    finally:
+        a.stop()
+
+
 def test_data_queued_before_a_pause_is_held_and_delivered_in_order_after_it(layout, context):
     src, sink = tasks(layout)
     inbox = Inbox(capacity=1000)

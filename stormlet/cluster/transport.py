@@ -13,8 +13,14 @@ With a cluster secret, both ends speak CURVE with the topology's transport keys
 (security.py): a peer without them is refused at the handshake and counted in the receiver's
 ``frames_rejected``, along with frames that do not decode.
 
-ZeroMQ sockets are not thread-safe: the PUSH sockets belong to the sender thread, the PULL socket
-to the receiver thread.
+A worker starts its spouts only once it reaches every peer (as Storm's workers wait for all their
+connections): until a peer has bound its port, ZeroMQ would queue whole frames for it, thousands
+of tuples each, which then arrive at once and swamp it before its backpressure can act. The
+sender connects on ``connect_to`` and reports in ``reached`` each peer whose handshake has
+succeeded at least once.
+
+ZeroMQ sockets are not thread-safe: the PUSH sockets (and their monitors) belong to the sender
+thread, the PULL socket to the receiver thread.
 """
 
 from __future__ import annotations
@@ -43,6 +49,8 @@ HIGH_WATER_MARK = 1000
 MAX_MESSAGES_PER_DRAIN = 5000
 # How long one frame may wait for a peer that accepts nothing before it is dropped.
 SEND_TIMEOUT_SECS = 2.0
+# Queued in place of a message: open the socket to the address now (``connect_to``).
+_CONNECT = "connect"
 
 
 class Sender(threading.Thread):
@@ -55,12 +63,24 @@ class Sender(threading.Thread):
         self.stopping = stopping
         self.queue: queue.SimpleQueue[tuple[str, tuple]] = queue.SimpleQueue()
         self._sockets: dict[str, zmq.Socket] = {}
+        # Monitors of the sockets whose peer has not completed a handshake yet.
+        self._monitors: dict[str, zmq.Socket] = {}
+        self._reached: set[str] = set()
         self.paused = PausedTasks()   # remote tasks whose workers asked us to hold their data
         self.frames_sent = 0
         self.messages_dropped = 0
 
     def route(self, address: str) -> RemoteRoute:
         return RemoteRoute(self, address)
+
+    def connect_to(self, addresses: set[str]) -> None:
+        """Open the sockets to these workers now, without waiting for data to send them."""
+        for address in addresses:
+            self.queue.put((address, _CONNECT))  # type: ignore[arg-type]
+
+    def reached(self) -> set[str]:
+        """The workers whose handshake has succeeded at least once."""
+        return set(self._reached)
 
     def _socket(self, address: str) -> zmq.Socket:
         sock = self._sockets.get(address)
@@ -71,9 +91,26 @@ class Sender(threading.Thread):
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
             self.security.secure_transport_client(sock, self.topology)
+            if address not in self._reached:
+                self._monitors[address] = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
             sock.connect(address)
             self._sockets[address] = sock
         return sock
+
+    def _note_handshakes(self) -> None:
+        for address, monitor in list(self._monitors.items()):
+            try:
+                recv_monitor_message(monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                continue
+            self._reached.add(address)
+            self._close_monitor(address)
+
+    def _close_monitor(self, address: str) -> None:
+        monitor = self._monitors.pop(address, None)
+        if monitor is not None:
+            self._sockets[address].disable_monitor()
+            monitor.close(linger=0)
 
     def run(self) -> None:
         get = self.queue.get
@@ -82,19 +119,23 @@ class Sender(threading.Thread):
         # queued before the pause arrived waits here instead of swamping that worker.
         held: dict[int, tuple[str, list[tuple]]] = {}
         while not self.stopping.is_set():
+            if self._monitors:
+                self._note_handshakes()
             by_address: dict[str, list[tuple]] = {}
             for task in [task for task in held if not paused(task)]:
                 address, messages = held.pop(task)
                 by_address.setdefault(address, []).extend(messages)
             try:
-                item = get(timeout=0.01 if held else 0.2)
+                item = get(timeout=0.01 if held else 0.05 if self._monitors else 0.2)
             except queue.Empty:
                 item = None
             for _ in range(MAX_MESSAGES_PER_DRAIN):
                 if item is None:
                     break
                 address, message = item
-                if message is None:
+                if message is _CONNECT:
+                    self._socket(address)
+                elif message is None:
                     self._close(address)
                     by_address.pop(address, None)  # nothing more goes to a retired worker
                     held = {t: h for t, h in held.items() if h[0] != address}
@@ -108,6 +149,8 @@ class Sender(threading.Thread):
                     item = None
             for address, messages in by_address.items():
                 self._send(address, messages)
+        for address in list(self._monitors):
+            self._close_monitor(address)
         for sock in self._sockets.values():
             sock.close(linger=0)
 
@@ -137,6 +180,8 @@ class Sender(threading.Thread):
         self.queue.put((address, None))  # type: ignore[arg-type]
 
     def _close(self, address: str) -> None:
+        self._close_monitor(address)
+        self._reached.discard(address)
         sock = self._sockets.pop(address, None)
         if sock is not None:
             sock.close(linger=0)

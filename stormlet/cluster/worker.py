@@ -60,6 +60,10 @@ log = logging.getLogger(__name__)
 
 # How often the worker looks for executor threads that died.
 EXECUTOR_CHECK_SECS = 0.5
+# While its spouts wait for peers to accept connections: how often it looks, and how often it
+# says which peers it is waiting for.
+PEER_CHECK_SECS = 0.05
+PEER_WAIT_NOTE_SECS = 10.0
 
 
 class NotAssigned(Exception):
@@ -92,6 +96,10 @@ class Worker:
         self._beat_lock = threading.Lock()   # the heartbeat thread and a last beat at exit
         self.context: zmq.Context | None = None   # made by _build
         self._running = False   # the executors and transport run: stop() has them to stop
+        # The spouts start once every peer has been reached (see transport.py), and only while
+        # the topology is active; the lock orders that with status changes.
+        self._peers_reached = False
+        self._activation = threading.Lock()
 
     # ----- lifecycle
 
@@ -113,10 +121,11 @@ class Worker:
             raise
         self.receiver.start()
         self.sender.start()
-        self.runtime.start(active=self.status == "active")
+        self.runtime.start(active=False)
         self._running = True
         try:
-            for target, name in ((self._heartbeat, "heartbeat"),
+            for target, name in ((self._activate_when_peers_reached, "peer-wait"),
+                                 (self._heartbeat, "heartbeat"),
                                  (self._watch_executors, "executor-watch"),
                                  (functools.partial(self.reporter.run, self.done),
                                   "metrics-reporter")):
@@ -245,14 +254,41 @@ class Worker:
 
         self.client.DataWatch(path, on_change)
 
+    def _activate_when_peers_reached(self) -> None:
+        """Start the spouts once every other worker of the topology has accepted a connection,
+        as Storm's workers do; until then what they emitted would pile up for a peer that is not
+        listening yet. Peers that move meanwhile (a new assignment) are waited for instead."""
+        asked: set[str] = set()
+        started = time.monotonic()
+        next_note = started + PEER_WAIT_NOTE_SECS
+        while True:
+            peers = self._peers()
+            self.sender.connect_to(peers - asked)
+            asked |= peers
+            missing = peers - self.sender.reached()
+            if not missing:
+                break
+            if time.monotonic() >= next_note:
+                next_note += PEER_WAIT_NOTE_SECS
+                log.warning("spouts wait for workers %s to accept connections (%.0f s so far)",
+                            ", ".join(sorted(missing)), time.monotonic() - started)
+            if self.done.wait(PEER_CHECK_SECS):
+                return
+        with self._activation:
+            self._peers_reached = True
+            if self.status == "active":
+                self.runtime.activate()
+
     def _on_topology(self, record: dict) -> None:
         status = record.get("status")
-        if status != self.status:
+        with self._activation:
+            if status == self.status:
+                return
             self.status = status
-            if status == "active":
-                self.runtime.activate()
-            else:
+            if status != "active":
                 self.runtime.deactivate()
+            elif self._peers_reached:
+                self.runtime.activate()
 
     def _on_assignment(self, assignment: dict) -> None:
         if not valid_assignment(assignment):
