@@ -1,7 +1,7 @@
 """Replay throughput: failed-message records per second through the replay job on local Spark,
 from the failed-message log back into a local partitioned log.
 
-    python benchmarks/replay.py [--records 1000000] [--master local[2]] [--profile]
+    python benchmarks/replay.py [--records 1000000] [--master local[2]] [--profile] [--floor]
 
 Writes two logs of ``--records`` failed records (four spout tasks' files, 100-byte random str
 values with str keys, each from its own offset of a 4-partition log) and prints the log's bytes
@@ -9,6 +9,10 @@ per record against the payload's; then the Spark session's start-up; for each lo
 planning (read, filter, de-duplicate, write the plan) and writing (plan back to the driver,
 appended to the log, journaled) times and messages/s end to end, the first in a new JVM, the
 second in the warm one; and what a second, no-op replay of a log costs. ``--profile`` also prints the driver's cProfile of the writing phase.
+
+``--floor`` instead times the least any plan must do, three times in one session (the first in a
+new JVM): read the log's partition, offset, key and value, shuffle by partition, sort by offset,
+write Parquet. No filter, no de-duplication, no plan bookkeeping: what Spark alone costs here.
 """
 
 from __future__ import annotations
@@ -55,6 +59,23 @@ def failed_log(base: Path, records: int) -> tuple[Path, Path]:
     return failed_dir, log_path
 
 
+def floor(spark, failed_dir: Path, out: Path, records: int) -> None:
+    from pyspark.sql import functions as F
+
+    from stormlet.failed.columnar import spark_ddl
+
+    files = [str(f) for f in failed_dir.rglob("*.parquet")]
+    for i, label in enumerate(("new JVM", "warm JVM", "warm JVM")):
+        started = time.perf_counter()
+        df = spark.read.schema(spark_ddl()).parquet(*files).select(
+            F.col("source.partition").alias("partition"), F.col("source.offset").alias("offset"),
+            F.col("key.str").alias("key"), F.col("value.str").alias("value"))
+        df.repartition("partition").sortWithinPartitions("partition", "offset") \
+            .write.parquet(str(out / str(i)))
+        seconds = time.perf_counter() - started
+        print(f"floor job ({label}): {seconds:.1f}s, {records / seconds:,.0f} records/s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -62,6 +83,8 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=replay_job.DEFAULT_CHUNK)
     parser.add_argument("--profile", action="store_true",
                         help="print the driver's cProfile of the writing phase")
+    parser.add_argument("--floor", action="store_true",
+                        help="time only the least a plan must do (see the module doc)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -81,6 +104,10 @@ def main() -> None:
         started = time.perf_counter()
         spark = build_session("stormlet-replay-bench", args.master)
         print(f"Spark session ({args.master}) started in {time.perf_counter() - started:.1f}s")
+        if args.floor:
+            floor(spark, failed_dir, Path(tmp) / "floor", args.records)
+            spark.stop()
+            return
 
         profiler = cProfile.Profile() if args.profile else None
         write_run = replay_job.write_run
