@@ -15,66 +15,69 @@ may work on ``newest()`` directly.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-K = TypeVar("K")
-V = TypeVar("V")
+import cython
 
 _MISSING = object()
 
 
-class RotatingMap(Generic[K, V]):
+class RotatingMap:
     """``new_bucket`` makes a bucket: ``dict``, or a class with the dict methods used here
-    (the acker's ``IntMap``)."""
+    (the acker's ``IntMap``). Keys and values are any objects; ``take`` needs values that are
+    never None."""
 
     def __init__(self, buckets: int = 3, new_bucket: Callable[[], Any] = dict):
         if buckets < 2:
             raise ValueError("a rotating map needs at least 2 buckets")
         self._new_bucket = new_bucket
         # _buckets[0] is the newest.
-        self._buckets: list[dict[K, V]] = [new_bucket() for _ in range(buckets)]
+        self._buckets: list[Any] = [new_bucket() for _ in range(buckets)]
 
-    def put(self, key: K, value: V) -> None:
+    def put(self, key: Any, value: Any) -> None:
         """Set ``key`` in the newest bucket, removing it from any older one."""
         buckets = self._buckets
         for older in buckets[1:]:
             older.pop(key, None)
         buckets[0][key] = value
 
-    def put_new(self, key: K, value: V) -> None:
+    def put_new(self, key: Any, value: Any) -> None:
         """``put`` for a key the caller knows is absent (a fresh root, or one just taken)."""
         self._buckets[0][key] = value
 
-    def newest(self) -> dict[K, V]:
+    def newest(self) -> dict[Any, Any]:
         """The newest bucket, for a caller that reads and writes many entries at once (the
         acker's batches): writing there is ``put_new``, popping there the usual hit of ``take``.
         Valid until the next ``rotate``."""
         return self._buckets[0]
 
-    def get(self, key: K, default: V | None = None) -> V | None:
+    def get(self, key: Any, default: Any = None) -> Any:
         for bucket in self._buckets:
             value = bucket.get(key, _MISSING)
             if value is not _MISSING:
                 return value  # type: ignore[return-value]
         return default
 
-    def pop(self, key: K, default: V | None = None) -> V | None:
+    def pop(self, key: Any, default: Any = None) -> Any:
         for bucket in self._buckets:
             value = bucket.pop(key, _MISSING)
             if value is not _MISSING:
                 return value  # type: ignore[return-value]
         return default
 
-    def take(self, key: K) -> V | None:
+    def take(self, key: Any) -> Any:
         """Remove and return ``key``'s value, None if absent: ``pop`` for maps that never hold
         None, so a hit in the newest bucket (the usual case) costs one dict pop."""
         for bucket in self._buckets:
-            value = bucket.pop(key, None)
+            if cython.compiled and type(bucket) is dict:
+                value = cython.cast(dict, bucket).pop(key, None)   # the spouts' buckets
+            else:
+                value = bucket.pop(key, None)
             if value is not None:
                 return value
         return None
 
-    def touch(self, key: K) -> bool:
+    def touch(self, key: Any) -> bool:
         """Move ``key`` to the newest bucket, restarting its expiry; False if absent."""
         value = self.pop(key, _MISSING)  # type: ignore[arg-type]
         if value is _MISSING:
@@ -82,13 +85,13 @@ class RotatingMap(Generic[K, V]):
         self._buckets[0][key] = value  # type: ignore[assignment]
         return True
 
-    def rotate(self) -> dict[K, V]:
+    def rotate(self) -> dict[Any, Any]:
         """Expire the oldest bucket and return its entries."""
         expired = self._buckets.pop()
         self._buckets.insert(0, self._new_bucket())
         return expired
 
-    def drain(self) -> list[V]:
+    def drain(self) -> list[Any]:
         """Remove every entry; their values, newest bucket first."""
         values = [value for bucket in self._buckets for value in bucket.values()]
         for bucket in self._buckets:
@@ -101,6 +104,6 @@ class RotatingMap(Generic[K, V]):
     def __len__(self) -> int:
         return sum(len(bucket) for bucket in self._buckets)
 
-    def __iter__(self) -> Iterator[K]:
+    def __iter__(self) -> Iterator[Any]:
         for bucket in self._buckets:
             yield from bucket

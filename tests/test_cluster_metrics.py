@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgpack
 import pytest
@@ -35,7 +36,7 @@ needs_zookeeper = pytest.mark.skipif(
 def task_row() -> dict:
     """A task row as the engine makes one: every field a view or /metrics reads."""
     metrics = TaskMetrics("source", 1, streams=["default"])
-    metrics.emitted["default"] = 3
+    metrics.count_emits_with({"default": SimpleNamespace(emitted=3)})   # a route's counter
     metrics.count_fail("timeout", None)
     metrics.complete_latency.record(0.01)
     window = window_stats(1.0, metrics.sample())

@@ -14,6 +14,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import msgpack
 import pytest
@@ -458,10 +459,12 @@ def test_windows_subtract_the_sample_at_their_start():
         return {key: window_stats(seconds, delta)
                 for key, (seconds, delta) in windows.deltas(now, metrics.sample()).items()}
 
+    default = SimpleNamespace(emitted=0)   # what counts the stream's emits: a route, running
+    metrics.count_emits_with({"default": default})
     # 10 tuples every 10 s for 15 min: 1 ms each for the first 5 minutes, then 100 ms.
     for now in range(10, 901, 10):
         metrics.executed += 10
-        metrics.emitted["default"] += 20
+        default.emitted += 20
         metrics.execute_latency.record_many(0.001 if now <= 300 else 0.1, 10)
         windows.add(float(now), metrics.sample())
         if now == 100:
@@ -682,7 +685,7 @@ def test_user_metric_values_json_cannot_carry_read_as_none():
 
 def good_row(component: str, task: int, kind: str) -> dict:
     metrics = TaskMetrics(component, task, streams=["default"])
-    metrics.emitted["default"] = 10
+    metrics.count_emits_with({"default": SimpleNamespace(emitted=10)})   # a route's counter
     metrics.acked = 10
     metrics.complete_latency.record(0.01)
     windows = RollingWindows(0.0, TaskMetrics(component, task, streams=["default"]).sample())

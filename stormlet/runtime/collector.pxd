@@ -28,7 +28,6 @@ cdef class _Emitter:
     cdef unsigned long long _n_ackers
     cdef EdgeIds _ids
     cdef public TaskMetrics metrics
-    cdef dict _emitted
     cdef dict _plain_routes
     cdef public bint logs_emits
 

@@ -24,7 +24,7 @@ import cython
 
 from ..collectors import BasicOutputCollector
 from ..fail_reason import ERROR, FAIL, FailReason
-from ..protocol import DEFAULT_STREAM, AckFail, AckInit
+from ..protocol import DEFAULT_STREAM, AckFail
 from ..rotating_map import RotatingMap
 from ..serialization import checked
 from ..tuples import MAX_ID, StreamInfo, Tuple, tracked, untracked
@@ -85,7 +85,7 @@ class _Emitter:
         self._n_ackers = max(1, len(transfer.acker_tasks))
         self._ids = EdgeIds(random_bits)   # tests pass their own random_bits, to read the edges
         self.metrics = metrics
-        self._emitted = metrics.emitted   # per stream, every declared stream present
+        metrics.count_emits_with(routes)   # each route counts its stream's emits
         self._plain_routes = {stream: route for stream, route in routes.items() if not route.direct}
         self.logs_emits = debug
         if debug:
@@ -172,10 +172,12 @@ class SpoutCollector(_Emitter):
                 edge = ids.next()
                 xor ^= edge
                 data[t].append(tracked(values, info, src, root, edge))
-            self._inits[root % self._n_ackers].extend(AckInit(root, xor, src))
+            # An AckInit record, its fields in their declared order: a plain tuple, since the
+            # NamedTuple's constructor is a Python-level call per spout tuple.
+            self._inits[root % self._n_ackers].extend((root, xor, src))
             # Timed here, so a tuple emitted from open(), ack() or fail() is timed right too.
             self._track(root, InFlight(msg_id, monotonic(), values))
-        self._emitted[info.stream] += 1
+        route.emitted += 1
         self.emits += 1
         return tasks
 
@@ -249,7 +251,7 @@ class BoltCollector(_Emitter):
                     edge = ids.next()
                     anchor.ack_val ^= edge
                     data[t].append(tracked(values, info, src, root, edge))
-                self._emitted[info.stream] += 1
+                route.emitted += 1
                 return tasks
             # An untracked parent has nothing to anchor to.
             anchors = (anchor,) if anchor.many is not None else None
@@ -260,7 +262,7 @@ class BoltCollector(_Emitter):
         else:
             for t in tasks:
                 data[t].append(untracked(values, info, src))
-        self._emitted[info.stream] += 1
+        route.emitted += 1
         return tasks
 
     def emit_direct(self, task: int, values: Any, anchors: Tuple | Iterable[Tuple] = (),

@@ -6,7 +6,7 @@ cdef class TaskMetrics:
     cdef public double busy_secs
     cdef public object complete_latency
     cdef public object component
-    cdef public dict emitted
+    cdef dict _emit_counters
     cdef public object errors
     cdef public object execute_latency
     cdef public long long executed
@@ -14,6 +14,7 @@ cdef class TaskMetrics:
     cdef public long long failed
     cdef public object partitions
     cdef public object process_latency
+    cdef public tuple streams
     cdef public object task
     cdef public double throttled_secs
     cdef public long long transferred

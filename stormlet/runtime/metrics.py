@@ -19,6 +19,8 @@ Counters are cumulative; windows (10 min, 3 h, 1 day) are differences of samples
 
 from __future__ import annotations
 
+from typing import Any
+
 import cython
 
 from ..metrics.histogram import LatencyHistogram, summary_ms, to_wire
@@ -40,7 +42,7 @@ class TaskMetrics:
         "busy_secs",
         "complete_latency",
         "component",
-        "emitted",
+        "_emit_counters",
         "errors",
         "execute_latency",
         "executed",
@@ -48,6 +50,7 @@ class TaskMetrics:
         "failed",
         "partitions",
         "process_latency",
+        "streams",
         "task",
         "throttled_secs",
         "transferred",
@@ -58,9 +61,10 @@ class TaskMetrics:
                  streams: tuple[str, ...] | list[str] = ()):
         self.component = component
         self.task = task
-        # Per stream, every declared stream present from the start: the collector increments
-        # without a lookup for a missing key.
-        self.emitted: dict[str, int] = dict.fromkeys(streams, 0)
+        self.streams = tuple(streams)
+        # What counts each stream's emits (``.emitted``): the collector's routes, given once it
+        # exists. An emit then adds to a C field, not to a dict.
+        self._emit_counters: dict[str, Any] = {}
         self.transferred = 0
         self.executed = 0
         self.acked = 0
@@ -83,8 +87,19 @@ class TaskMetrics:
         self.fail_reasons[key] = self.fail_reasons.get(key, 0) + 1
         self.failed += 1
 
+    def count_emits_with(self, counters: dict[str, Any]) -> None:
+        """Read each stream's emits from ``counters[stream].emitted`` from now on."""
+        self._emit_counters = dict(counters)
+
+    @property
+    def emitted(self) -> dict[str, int]:
+        """Emits per stream, every declared stream present."""
+        counters = self._emit_counters
+        return {stream: counters[stream].emitted if stream in counters else 0
+                for stream in self.streams}
+
     def emitted_total(self) -> int:
-        return sum(list(self.emitted.values()))
+        return sum(self.emitted.values())
 
     def sample(self) -> dict:
         """The cumulative counters, as nested dicts of numbers (see windows.subtract)."""

@@ -7,3 +7,4 @@ cdef class StreamRoute:
     cdef public object choose
     cdef public bint direct
     cdef public set direct_tasks
+    cdef public long long emitted

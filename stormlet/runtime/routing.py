@@ -12,7 +12,10 @@ from ..tuples import StreamInfo
 
 
 class StreamRoute:
-    __slots__ = ("info", "nfields", "choosers", "choose", "direct", "direct_tasks")
+    """Where one task's emits on one stream go, and how many there were (``emitted``, which
+    the task's metrics read)."""
+
+    __slots__ = ("info", "nfields", "choosers", "choose", "direct", "direct_tasks", "emitted")
 
     def __init__(self, info: StreamInfo, direct: bool):
         self.info = info
@@ -21,6 +24,7 @@ class StreamRoute:
         self.direct = direct
         self.direct_tasks: set[int] = set()
         self.choose: g.Chooser = _nobody
+        self.emitted = 0
 
     def seal(self) -> None:
         """Fix ``choose``: one function over every subscriber's chooser."""

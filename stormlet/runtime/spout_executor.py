@@ -28,12 +28,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import cython
+
 from .layout import TopologyLayout
 from ..fail_reason import TIMEOUT, FailReason
 from ..failed import DeadLetterBox
 from ..protocol import SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SpoutFail, records
 from ..rotating_map import RotatingMap
 from .collector import InFlight, SpoutCollector
+from .metrics import TaskMetrics
 from .executor import ExecutorThread, TaskBase
 
 # next_tuple calls per task between looks at the inbox.
@@ -125,28 +128,30 @@ class SpoutTask(TaskBase):
             entry = self.expiring_before.pop(root, None)
         return entry
 
+    @cython.locals(now=cython.double, pending=RotatingMap, entry=InFlight, metrics=TaskMetrics)
     def on_acks(self, roots: list[int]) -> None:
         now = time.monotonic()
-        take = self.pending.take
+        pending = self.pending
         take_expiring = self._take_expiring
-        record = self.metrics.complete_latency.record
-        ack = self.obj.ack
         metrics = self.metrics
-        dead_letters = self.dead_letters
+        record = metrics.complete_latency.record
+        ack = self.obj.ack
+        # Counting attempts is on for the task's life, or off.
+        forget = self.dead_letters.forget if self.dead_letters.attempts else None
         for root in roots:
-            entry = take(root)
+            entry = pending.take(root)
             if entry is None:
                 entry = take_expiring(root)
                 if entry is None:
                     continue  # failed or timed out already: the first verdict stands
-            msg_id, emitted_at = entry.msg_id, entry.emitted_at
+            msg_id = entry.msg_id
             # Latency of one ack in LATENCY_SAMPLE (Storm samples 5%): percentiles stay accurate
             # at any useful rate, and the log per ack is off the hot path.
             if not metrics.acked % LATENCY_SAMPLE:
-                record(now - emitted_at)
+                record(now - entry.emitted_at)
             metrics.acked += 1
-            if dead_letters.attempts:
-                dead_letters.forget(msg_id)
+            if forget is not None:
+                forget(msg_id)
             try:
                 ack(msg_id)
             except Exception as exc:
