@@ -29,6 +29,7 @@ HOT_MODULES = (
     "stormlet.serialization",
     "stormlet.collectors",
     "stormlet.runtime.routing",
+    "stormlet.metrics.histogram",
     "stormlet.runtime.metrics",
     "stormlet.runtime.collector",
     "stormlet.runtime.transfer",

@@ -1,4 +1,8 @@
 # Types stormlet/serialization.py when it is compiled (see stormlet/build_mode.py): the
 # collectors call the value check as a C function.
 
+cdef extern from "Python.h":
+    # str.isascii() without a method call: the flag CPython keeps in every str.
+    bint PyUnicode_IS_ASCII(object text)
+
 cpdef list checked(object values, object stream, object component)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+import cython
 import msgpack
 
 from .tuples import StreamInfo
@@ -40,7 +41,7 @@ def checked(values: Any, stream: StreamShape, component: str) -> list:
         for v in values:
             t = type(v)
             if t is str:
-                if not v.isascii():
+                if not (PyUnicode_IS_ASCII(v) if cython.compiled else v.isascii()):
                     break
             elif t is int:
                 if not INT_MIN <= v <= INT_MAX:

@@ -12,13 +12,18 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
+import cython
+
 BUCKETS_PER_DECADE = 20
 BUCKETS = 10 * BUCKETS_PER_DECADE
 
 
 def bucket_of(seconds: float) -> int:
     micros = seconds * 1e6
-    bucket = int(math.log10(micros) * BUCKETS_PER_DECADE) if micros > 1 else 0
+    if micros <= 1:
+        return 0
+    bucket = int((c_log10(micros) if cython.compiled else math.log10(micros))
+                 * BUCKETS_PER_DECADE)
     return bucket if bucket < BUCKETS else BUCKETS - 1
 
 
@@ -27,6 +32,7 @@ def upper_edge(bucket: int) -> float:
     return 10 ** ((bucket + 1) / BUCKETS_PER_DECADE) / 1e6
 
 
+@cython.cclass
 class LatencyHistogram:
     """Latencies in seconds, written by one thread. ``sample()`` may be called from another: a
     reader sees a moment-old state, never a torn bucket."""

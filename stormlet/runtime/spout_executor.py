@@ -134,7 +134,6 @@ class SpoutTask(TaskBase):
         pending = self.pending
         take_expiring = self._take_expiring
         metrics = self.metrics
-        record = metrics.complete_latency.record
         ack = self.obj.ack
         # Counting attempts is on for the task's life, or off.
         forget = self.dead_letters.forget if self.dead_letters.attempts else None
@@ -148,7 +147,7 @@ class SpoutTask(TaskBase):
             # Latency of one ack in LATENCY_SAMPLE (Storm samples 5%): percentiles stay accurate
             # at any useful rate, and the log per ack is off the hot path.
             if not metrics.acked % LATENCY_SAMPLE:
-                record(now - entry.emitted_at)
+                metrics.complete_latency.record(now - entry.emitted_at)
             metrics.acked += 1
             if forget is not None:
                 forget(msg_id)
