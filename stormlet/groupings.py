@@ -7,6 +7,8 @@ callers must not mutate what they get.
 
 Fields and partial-key groupings hash with CRC-32 rather than ``hash()``, because Python
 randomises string hashes per process and two workers must send the same key to the same task.
+Compiled, the CRC-32 of an ASCII str is computed over the str's own characters (``ascii_crc32``):
+zlib's, through Python, would first copy them into a new bytes object for every tuple.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from hashlib import blake2b
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+import cython
 import msgpack
 
 SHUFFLE = "shuffle"
@@ -51,12 +54,43 @@ class Grouping:
 Chooser = Callable[[list[Any]], list[int]]
 
 
+def _crc32_table() -> list[int]:
+    """The byte table of CRC-32 (zlib's: reflected, polynomial 0xEDB88320)."""
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xEDB88320 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+CRC_TABLE = _crc32_table()
+
+
+def ascii_crc32(text: str) -> int:
+    """``zlib.crc32(text.encode())`` for an ASCII ``text``; compiled, without the bytes copy."""
+    if not cython.compiled:
+        return zlib.crc32(text.encode())
+    data = cython.cast(cython.p_uchar, PyUnicode_DATA(text))   # an ASCII str: a byte a char
+    crc = 0xFFFFFFFF
+    for i in range(len(text)):
+        crc = CRC_TABLE[(crc ^ data[i]) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _is_ascii(text: str) -> bool:
+    return PyUnicode_IS_ASCII(text) if cython.compiled else text.isascii()
+
+
 def stable_hash(values: list[Any]) -> int:
     """A hash of field values that is the same in every process."""
     if len(values) == 1:
         v = values[0]
         t = type(v)
         if t is str:
+            if _is_ascii(v):
+                return ascii_crc32(v)
             return zlib.crc32(v.encode("utf-8", "surrogatepass"))
         if t is int:
             return v & 0x7FFFFFFFFFFFFFFF
@@ -146,12 +180,11 @@ def _fields_chooser(fields: tuple[str, ...], source_fields: list[str],
     indexes = _field_indexes(fields, source_fields)
     if len(indexes) == 1:
         (i,) = indexes
-        crc32 = zlib.crc32
 
         def choose_one(values: list[Any]) -> list[int]:
             v = values[i]
-            if type(v) is str and v.isascii():
-                return singles[crc32(v.encode()) % n]
+            if type(v) is str and _is_ascii(v):
+                return singles[ascii_crc32(v) % n]
             return singles[stable_hash([v]) % n]
 
         return choose_one

@@ -12,6 +12,7 @@ import random
 import string
 import subprocess
 import sys
+import zlib
 from collections import Counter, defaultdict
 
 import pytest
@@ -484,6 +485,19 @@ def test_make_chooser_fields_matches_stable_hash_and_ignores_other_fields():
     # Field order in the grouping, not in the stream, decides the hash input.
     other = chooser(g.FIELDS, ("n", "key"))
     assert other([1, "a"]) == [ordered[stable_hash([1, "a"]) % 4]]
+
+
+def test_a_str_key_hashes_as_zlib_crc32_of_its_utf8_compiled_or_not():
+    # Workers built either way must route a key alike, and alike with older workers: compiled,
+    # an ASCII str's CRC-32 is computed over its own characters, which must give zlib's value.
+    rng = random.Random(7)
+    keys = ["", "a", "the", "\x00\x7f", "ünïcödé", "\ud800", "日本"] + [
+        "".join(rng.choice(string.printable) for _ in range(rng.randrange(64)))
+        for _ in range(2000)]
+    for key in keys:
+        assert stable_hash([key]) == zlib.crc32(key.encode("utf-8", "surrogatepass")), key
+        if key.isascii():
+            assert g.ascii_crc32(key) == zlib.crc32(key.encode()), key
 
 
 def test_make_chooser_fields_spreads_keys():

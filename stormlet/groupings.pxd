@@ -1,0 +1,15 @@
+# Types stormlet/groupings.py when it is compiled (see stormlet/build_mode.py): a fields
+# grouping hashes an ASCII str's characters where they are, with C arithmetic.
+
+cimport cython
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object text)
+    void *PyUnicode_DATA(object text)
+
+cdef unsigned int CRC_TABLE[256]
+
+@cython.locals(data=cython.p_uchar, i=Py_ssize_t, crc=cython.uint)
+cpdef unsigned int ascii_crc32(str text)
+
+cdef bint _is_ascii(str text)
