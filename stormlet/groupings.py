@@ -76,7 +76,7 @@ def ascii_crc32(text: str) -> int:
     crc = 0xFFFFFFFF
     for i in range(len(text)):
         crc = CRC_TABLE[(crc ^ data[i]) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
+    return crc ^ cython.cast(cython.uint, 0xFFFFFFFF)
 
 
 def _is_ascii(text: str) -> bool:
