@@ -3,8 +3,9 @@
 
 cimport cython
 
+from stormlet.serialization cimport is_ascii
+
 cdef extern from "Python.h":
-    bint PyUnicode_IS_ASCII(object text)
     void *PyUnicode_DATA(object text)
 
 cdef unsigned int CRC_TABLE[256]
@@ -12,4 +13,4 @@ cdef unsigned int CRC_TABLE[256]
 @cython.locals(data=cython.p_uchar, i=Py_ssize_t, crc=cython.uint)
 cpdef unsigned int ascii_crc32(str text)
 
-cdef bint _is_ascii(str text)
+cdef unsigned long long _hash_one(object v) except? 0

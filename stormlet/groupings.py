@@ -23,6 +23,8 @@ from typing import Any, Callable, Protocol
 import cython
 import msgpack
 
+from .serialization import is_ascii
+
 SHUFFLE = "shuffle"
 FIELDS = "fields"
 ALL = "all"
@@ -79,24 +81,25 @@ def ascii_crc32(text: str) -> int:
     return crc ^ cython.cast(cython.uint, 0xFFFFFFFF)
 
 
-def _is_ascii(text: str) -> bool:
-    return PyUnicode_IS_ASCII(text) if cython.compiled else text.isascii()
-
-
 def stable_hash(values: list[Any]) -> int:
     """A hash of field values that is the same in every process."""
     if len(values) == 1:
-        v = values[0]
-        t = type(v)
-        if t is str:
-            if _is_ascii(v):
-                return ascii_crc32(v)
-            return zlib.crc32(v.encode("utf-8", "surrogatepass"))
-        if t is int:
-            return v & 0x7FFFFFFFFFFFFFFF
-        if t is bytes:
-            return zlib.crc32(v)
+        return _hash_one(values[0])
     return zlib.crc32(msgpack.packb(values, use_bin_type=True))
+
+
+def _hash_one(v: Any) -> int:
+    """``stable_hash([v])``, without making the list."""
+    t = type(v)
+    if t is str:
+        if is_ascii(v):
+            return ascii_crc32(v)
+        return zlib.crc32(v.encode("utf-8", "surrogatepass"))
+    if t is int:
+        return v & 0x7FFFFFFFFFFFFFFF
+    if t is bytes:
+        return zlib.crc32(v)
+    return zlib.crc32(msgpack.packb([v], use_bin_type=True))
 
 
 def make_chooser(
@@ -182,10 +185,7 @@ def _fields_chooser(fields: tuple[str, ...], source_fields: list[str],
         (i,) = indexes
 
         def choose_one(values: list[Any]) -> list[int]:
-            v = values[i]
-            if type(v) is str and _is_ascii(v):
-                return singles[ascii_crc32(v) % n]
-            return singles[stable_hash([v]) % n]
+            return singles[_hash_one(values[i]) % n]
 
         return choose_one
     return lambda values: singles[stable_hash([values[i] for i in indexes]) % n]

@@ -2,7 +2,7 @@
 # collectors call the value check as a C function.
 
 cdef extern from "Python.h":
-    # str.isascii() without a method call: the flag CPython keeps in every str.
     bint PyUnicode_IS_ASCII(object text)
 
+cpdef bint is_ascii(str text)
 cpdef list checked(object values, object stream, object component)

@@ -31,6 +31,11 @@ class StreamShape(Protocol):
     info: StreamInfo
 
 
+def is_ascii(text: str) -> bool:
+    """``text.isascii()``; compiled, the flag CPython keeps in every str, without a method call."""
+    return PyUnicode_IS_ASCII(text) if cython.compiled else text.isascii()
+
+
 def checked(values: Any, stream: StreamShape, component: str) -> list:
     """``values`` as a list, if they fit ``stream``'s fields and msgpack can carry them; else
     ``SerializationError`` naming the field and its type. A list of plain scalars, the usual
@@ -41,7 +46,7 @@ def checked(values: Any, stream: StreamShape, component: str) -> list:
         for v in values:
             t = type(v)
             if t is str:
-                if not (PyUnicode_IS_ASCII(v) if cython.compiled else v.isascii()):
+                if not is_ascii(v):
                     break
             elif t is int:
                 if not INT_MIN <= v <= INT_MAX:
@@ -58,7 +63,7 @@ def plainly_encodable(value: Any) -> bool:
     """True if msgpack surely encodes ``value`` (a scalar of a plain type, in range); False
     means "encode it to know"."""
     kind = type(value)
-    if kind in PLAIN_TYPES or kind is str and value.isascii():
+    if kind in PLAIN_TYPES or kind is str and is_ascii(value):
         return True
     return kind is int and INT_MIN <= value <= INT_MAX
 
