@@ -11,11 +11,13 @@ Entries live in a 3-bucket rotating map rotated every message timeout, so an ent
 is dropped silently after 2T to 3T; the spout's own 2-bucket map times tuples out first (T to 2T)
 and then asks the acker who the tree last reached (``timeouts``).
 
-An entry is one int, ``xor << 32 | last_component << 16 | spout_task``; compiled, the buckets
-(an ``IntMap`` each) keep entries in flat arrays, 29 to 57 bytes per root with no object each.
-``spout_task`` 0 means "init not seen yet"; component and task numbers must fit in 16 bits. A
-root failed before its init arrived is held as a ``_FailedEarly`` until the init says which spout
-task to tell.
+An entry is two numbers: the tree's XOR, and a low word ``last_component << 16 | spout_task``.
+Interpreted, a bucket is a dict holding them packed in one int, ``xor << 32 | low``; compiled, it
+is an ``IntMap``, which keeps them in flat arrays (29 to 57 bytes per root, no object each) and
+hands them to the acker as two C integers, so an update makes no int object. ``spout_task`` 0
+means "init not seen yet"; component and task numbers must fit in 16 bits. A root failed before
+its init arrived is held apart, as a ``_FailedEarly`` in a second rotating map, until the init
+says which spout task to tell.
 
 This class is pure bookkeeping: it reads flat batches and appends notifications to per-spout-task
 lists, so the executor that owns it decides how they travel, and tests drive it directly.
@@ -35,6 +37,7 @@ from .rotating_map import RotatingMap
 TASK_MASK = 0xFFFF
 COMPONENT_SHIFT = 16
 XOR_SHIFT = 32
+LOW_MASK = (1 << XOR_SHIFT) - 1
 MAX_TASK = TASK_MASK
 
 
@@ -47,100 +50,130 @@ class _FailedEarly(NamedTuple):
 Notifications = dict[int, list]  # spout task -> flat batch of records for that task
 
 
+def _take(buckets: list, root: object) -> tuple[bool, int, int]:
+    """Remove ``root``'s entry from the newest bucket holding it: (found, xor, low word)."""
+    for bucket in buckets:
+        if cython.compiled:
+            found, xor, low = bucket.take_parts(root)   # an IntMap's, as C integers
+            if found:
+                return True, xor, low
+        else:
+            entry = bucket.pop(root, None)   # a dict's: one C call, not a method of ours
+            if entry is not None:
+                return True, entry >> XOR_SHIFT, entry & LOW_MASK
+    return False, 0, 0
+
+
+def _put(bucket: IntMap | dict, root: object, xor: int, low: int) -> None:
+    """Set ``root``'s entry in ``bucket`` to its parts."""
+    if cython.compiled:
+        bucket.put_parts(root, xor, low)
+    else:
+        bucket[root] = (xor << XOR_SHIFT) | low
+
+
 class Acker:
     def __init__(self, buckets: int = 3):
         # Compiled, roots live in packed arrays (see int_map.py); interpreted, that code is
         # several times slower than a dict, so dicts it is, at about 82 bytes a root.
         bucket = IntMap if cython.compiled else dict
-        self.pending: RotatingMap[int, int | _FailedEarly] = RotatingMap(buckets, bucket)
+        self.pending: RotatingMap[int, int] = RotatingMap(buckets, bucket)
+        self.failed_early: RotatingMap[int, _FailedEarly] = RotatingMap(buckets)
+        # False while failed_early is known to be empty (until a fail or after a rotation), so a
+        # run without failures never looks there.
+        self._any_failed_early = False
 
     def __len__(self) -> int:
-        return len(self.pending)
+        return len(self.pending) + len(self.failed_early)
+
+    def __contains__(self, root: int) -> bool:
+        return root in self.pending or root in self.failed_early
 
     def inits(self, batch: list, component: int, acked: Notifications,
               failed: Notifications) -> None:
         """``batch`` holds ``AckInit`` records from spout ``component``."""
-        newest = self.pending.newest()
-        take = self.pending.take
+        buckets = self.pending.buckets()
+        newest = buckets[0]
         for root, value, task in records(AckInit, batch):
-            entry = take(root)
+            found, xor, low = _take(buckets, root)
             last = component
-            if entry is not None:
-                if type(entry) is _FailedEarly:
-                    failed.setdefault(task, []).extend(
-                        SpoutFail(root, entry.kind, entry.component, entry.message))
-                    continue
+            if found:
                 # An ack arrived before this init: fold it in and keep who acked.
-                value ^= entry >> XOR_SHIFT
-                last = (entry >> COMPONENT_SHIFT) & TASK_MASK
+                value ^= xor
+                last = low >> COMPONENT_SHIFT
+            elif self._any_failed_early:
+                early = self.failed_early.take(root)
+                if early is not None:
+                    failed.setdefault(task, []).extend(
+                        SpoutFail(root, early.kind, early.component, early.message))
+                    continue
             if value == 0:
                 acked.setdefault(task, []).append(root)
             else:
-                newest[root] = (value << XOR_SHIFT) | (last << COMPONENT_SHIFT) | task
+                _put(newest, root, value, (last << COMPONENT_SHIFT) | task)
 
     def acks(self, batch: dict[int, int], component: int, acked: Notifications) -> None:
         """``batch`` maps root -> XOR of the ack values a task of ``component`` sent for it
         (senders combine acks for the same root before sending: XOR is associative)."""
-        newest = self.pending.newest()
-        pop_newest = newest.pop
-        take = self.pending.take
+        buckets = self.pending.buckets()
+        newest = buckets[0]
         for root, value in batch.items():
-            # Most entries are in the newest bucket: look there before asking the map.
-            entry = pop_newest(root, None)
-            if entry is None:
-                entry = take(root)
-                if entry is None:
-                    # The ack may arrive before the spout's init: start the entry without a task.
-                    newest[root] = (value << XOR_SHIFT) | (component << COMPONENT_SHIFT)
-                    continue
-            if type(entry) is not int:
-                newest[root] = entry  # failed already; wait for the init to report it
+            found, xor, low = _take(buckets, root)
+            if not found:
+                if self._any_failed_early and self.failed_early.touch(root):
+                    continue   # failed already; wait for the init to report it
+                # The ack may arrive before the spout's init: start the entry without a task.
+                _put(newest, root, value, component << COMPONENT_SHIFT)
                 continue
-            value ^= entry >> XOR_SHIFT
-            task = entry & TASK_MASK
+            value ^= xor
+            task = low & TASK_MASK
             if value == 0 and task:
                 acked.setdefault(task, []).append(root)
             else:
-                newest[root] = (value << XOR_SHIFT) | (component << COMPONENT_SHIFT) | task
+                _put(newest, root, value, (component << COMPONENT_SHIFT) | task)
 
     def fails(self, batch: list, component: int, failed: Notifications) -> None:
         """``batch`` holds ``AckFail`` records: a task of ``component`` failed these roots."""
-        newest = self.pending.newest()
-        take = self.pending.take
+        buckets = self.pending.buckets()
         for root, kind, message in records(AckFail, batch):
-            entry = take(root)
-            if type(entry) is int and entry & TASK_MASK:
-                failed.setdefault(entry & TASK_MASK, []).extend(
+            found, _xor, low = _take(buckets, root)
+            if found and low & TASK_MASK:
+                failed.setdefault(low & TASK_MASK, []).extend(
                     SpoutFail(root, kind, component, message))
-            elif type(entry) is _FailedEarly:
-                newest[root] = entry  # the first failure is the one to report
-            else:
-                newest[root] = _FailedEarly(kind, component, message)
+            elif not self.failed_early.touch(root):   # the first failure is the one to report
+                self.failed_early.put_new(root, _FailedEarly(kind, component, message))
+                self._any_failed_early = True
 
     def resets(self, roots: list[int], reset: Notifications) -> None:
         """Restart the expiry of these roots; tell their spout tasks to do the same."""
-        touch = self.pending.touch
-        newest = self.pending.newest()
+        buckets = self.pending.buckets()
+        newest = buckets[0]
         for root in roots:
-            if touch(root):
-                entry = newest[root]   # touch moved it there
-                if type(entry) is int and entry & TASK_MASK:
-                    reset.setdefault(entry & TASK_MASK, []).append(root)
+            found, xor, low = _take(buckets, root)
+            if found:
+                _put(newest, root, xor, low)
+                if low & TASK_MASK:
+                    reset.setdefault(low & TASK_MASK, []).append(root)
+            else:
+                self.failed_early.touch(root)
 
     def timeouts(self, roots: list[int], spout_task: int, failed: Notifications) -> None:
         """The spout timed these roots out: forget them and report who each tree last reached
         (component 0 when this acker never heard of the root)."""
-        take = self.pending.take
+        buckets = self.pending.buckets()
         out = failed.setdefault(spout_task, [])
         for root in roots:
-            entry = take(root)
-            if type(entry) is _FailedEarly:
+            found, _xor, low = _take(buckets, root)
+            early = self.failed_early.take(root)
+            if early is not None:
                 # A bolt failed it but the init never came: the failure is the better answer.
-                out.extend(SpoutFail(root, entry.kind, entry.component, entry.message))
+                out.extend(SpoutFail(root, early.kind, early.component, early.message))
                 continue
-            component = (entry >> COMPONENT_SHIFT) & TASK_MASK if entry is not None else 0
+            component = low >> COMPONENT_SHIFT if found else 0
             out.extend(SpoutFail(root, TIMEOUT, component, None))
 
     def rotate(self) -> int:
         """Drop entries untouched for two to three rotations; return how many were dropped."""
-        return len(self.pending.rotate())
+        dropped = len(self.pending.rotate()) + len(self.failed_early.rotate())
+        self._any_failed_early = len(self.failed_early) > 0
+        return dropped

@@ -11,7 +11,9 @@ cdef int LOW_BITS
 cdef int MIN_BITS
 cdef Py_ssize_t MAX_LOAD_TENTHS
 cdef object VALUE_LIMIT
+cdef object LOW_MASK
 
+@cython.final
 cdef class IntMap:
     cdef dict _others
     cdef int _bits
@@ -37,6 +39,10 @@ cdef class IntMap:
                    low=cython.uint[:])
     cdef _grow(self)
     cdef _discard(self, object key)
+    @cython.locals(slot=Py_ssize_t, high=cython.ulonglong, low=cython.uint)
+    cpdef (bint, unsigned long long, unsigned int) take_parts(self, object key)
+    cpdef put_parts(self, object key, unsigned long long high, unsigned int low)
 
 cdef bint _is_array_key(object key)
 cdef bint _packable(object key, object value)
+cdef bint _packable_value(object value)

@@ -23,6 +23,7 @@ from typing import Any
 
 KEY_LIMIT = 1 << 64
 LOW_BITS = 32
+LOW_MASK = (1 << LOW_BITS) - 1
 VALUE_LIMIT = 1 << 96
 EMPTY = 0                        # a free slot's key; key 0 lives in the side dict
 GOLDEN = 0x9E3779B97F4A7C15      # Fibonacci hashing: the key times 2^64 / phi
@@ -40,7 +41,11 @@ def _is_array_key(key: Any) -> bool:
 
 
 def _packable(key: Any, value: Any) -> bool:
-    return _is_array_key(key) and type(value) is int and 0 <= value < VALUE_LIMIT
+    return _is_array_key(key) and _packable_value(value)
+
+
+def _packable_value(value: Any) -> bool:
+    return type(value) is int and 0 <= value < VALUE_LIMIT
 
 
 class IntMap:
@@ -132,6 +137,34 @@ class IntMap:
             self._discard(key)
             self._others[key] = value
 
+    # ----- the acker's entries as two parts, with no int made for the whole value
+
+    def take_parts(self, key: Any) -> tuple[bool, int, int]:
+        """``(True, high 64 bits, low 32 bits)`` of ``key``'s value, removing it, when that
+        value is an int of at most 96 bits; ``(False, 0, 0)`` when there is none, or another
+        value (left in place). Compiled, a C struct: no object made."""
+        slot = self._slot_of(key)
+        if slot >= 0:
+            high = self._high[slot]
+            low = self._low[slot]
+            self._remove_at(slot)
+            return True, high, low
+        if self._others:
+            value = self._others.get(key)
+            if _packable_value(value):
+                del self._others[key]
+                return True, value >> LOW_BITS, value & LOW_MASK
+        return False, 0, 0
+
+    def put_parts(self, key: Any, high: int, low: int) -> None:
+        """``self[key] = high << 32 | low``, for ``high`` < 2**64 and ``low`` < 2**32."""
+        if _is_array_key(key):
+            if self._others:
+                self._others.pop(key, None)
+            self._put(key, high, low)
+        else:
+            self._others[key] = (high << LOW_BITS) | low
+
     def _discard(self, key: Any) -> None:
         slot = self._slot_of(key)
         if slot >= 0:
@@ -193,3 +226,4 @@ class IntMap:
     def nbytes(self) -> int:
         """The arrays' size in bytes (the side dict not counted)."""
         return (self._mask + 1) * 20
+

@@ -11,5 +11,6 @@ cdef class RotatingMap:
     cdef list _buckets
     cpdef put_new(self, object key, object value)
     cpdef newest(self)
+    cpdef list buckets(self)
     @cython.locals(value=object)
     cpdef take(self, object key)

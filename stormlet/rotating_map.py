@@ -51,6 +51,11 @@ class RotatingMap:
         Valid until the next ``rotate``."""
         return self._buckets[0]
 
+    def buckets(self) -> list[Any]:
+        """Every bucket, newest first, for a caller that takes entries by its buckets' own
+        methods (the acker, as C parts). Valid until the next ``rotate``."""
+        return self._buckets
+
     def get(self, key: Any, default: Any = None) -> Any:
         for bucket in self._buckets:
             value = bucket.get(key, _MISSING)
@@ -102,7 +107,10 @@ class RotatingMap:
         return any(key in bucket for bucket in self._buckets)
 
     def __len__(self) -> int:
-        return sum(len(bucket) for bucket in self._buckets)
+        n = 0
+        for bucket in self._buckets:   # no generator: the acker asks once per root
+            n += len(bucket)
+        return n
 
     def __iter__(self) -> Iterator[Any]:
         for bucket in self._buckets:

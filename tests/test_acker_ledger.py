@@ -224,7 +224,7 @@ def test_fail_before_init_is_held_until_the_init():
     acker.fails([60, FAIL, "second"], BOLT_A, failed)  # the first failure is the one reported
     acker.acks(A(60, 0x3), BOLT_A, acked)
     assert failed == {} and acked == {}
-    assert isinstance(acker.pending.get(60), _FailedEarly)
+    assert isinstance(acker.failed_early.get(60), _FailedEarly)
     acker.inits([60, 0x9 ^ 0x3, 8], SPOUT, acked, failed)
     assert failed == {8: [60, "error", BOLT_B, "ValueError: x"]}
     assert acked == {} and len(acker) == 0
@@ -277,7 +277,7 @@ def test_rotate_drops_untouched_entries_after_three_rotations():
     acker.acks(A(2, 0x2 ^ 0x4), BOLT_A, acked)  # an update moves 2 to the newest bucket
     assert acker.rotate() == 0
     assert acker.rotate() == 1  # root 1 is gone, silently
-    assert 1 not in acker.pending and 2 in acker.pending
+    assert 1 not in acker and 2 in acker
     assert acked == {} and failed == {}
     acker.acks(A(2, 0x4), BOLT_A, acked)
     assert acked == {5: [2]} and len(acker) == 0
@@ -452,7 +452,7 @@ def test_ledger_never_reports_a_root_twice_under_arbitrary_messages(rnd, seed, o
             timed_out = {}
             acker.timeouts([root], 7, timed_out)
             assert list(timed_out) == [7] and timed_out[7][0] == root
-            assert root not in acker.pending
+            assert root not in acker
         elif op == "reset":
             reset = {}
             acker.resets([root], reset)

@@ -1,4 +1,5 @@
-"""IntMap behaves as a dict for every key and value, packing 64-bit keys and 96-bit values."""
+"""IntMap behaves as a dict for every key and value, packing 64-bit keys and 96-bit values, and
+gives and takes values of at most 96 bits as two parts (the acker's entries)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,16 @@ KEYS = st.one_of(st.integers(0, 40), st.integers(1, 2**64 - 1), st.integers(2**6
                  st.integers(-5, -1), st.sampled_from(["a", None, 1.5]))
 VALUES = st.one_of(st.integers(0, 2**96 - 1), st.integers(2**96, 2**100), st.integers(-3, -1),
                    st.sampled_from(["x", None, (1, 2)]))
-OPS = st.lists(st.tuples(st.sampled_from(["set", "pop", "pop_default", "get", "contains"]),
+OPS = st.lists(st.tuples(st.sampled_from(["set", "pop", "pop_default", "get", "contains",
+                                          "take_parts", "put_parts"]),
                          KEYS, VALUES), max_size=300)
+
+
+def _in_parts(value):
+    """What take_parts gives for ``value``: its high 64 and low 32 bits, if it has at most 96."""
+    if type(value) is int and 0 <= value < 2**96:
+        return True, value >> 32, value & (2**32 - 1)
+    return False, 0, 0
 
 
 @settings(max_examples=300, deadline=None)
@@ -26,6 +35,16 @@ def test_every_operation_answers_as_a_dict_does(ops):
         if op == "set":
             table[key] = value
             model[key] = value
+        elif op == "put_parts":
+            found, high, low = _in_parts(value)
+            if found:
+                table.put_parts(key, high, low)
+                model[key] = value
+        elif op == "take_parts":
+            expected = _in_parts(model[key]) if key in model else (False, 0, 0)
+            assert tuple(table.take_parts(key)) == expected
+            if expected[0]:
+                del model[key]
         elif op == "pop":
             if key in model:
                 assert table.pop(key) == model.pop(key)

@@ -130,8 +130,11 @@ def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
 @pytest.mark.parametrize("kind, payload", [
     (ACK_ACK, {1: "x"}),
     (ACK_ACK, {"root": 1}),
+    (ACK_ACK, {1: -1}),
+    (ACK_ACK, {-1: 1}),
     (ACK_INIT, [1, 2]),
     (ACK_INIT, [1, "x", 3]),
+    (ACK_INIT, [1, -2, 3]),
     (SPOUT_FAIL, [1, "timeout", "comp", None]),
     (SPOUT_FAIL, [1, "timeout", 2]),
     (BACKPRESSURE, [1, 1, 2]),

@@ -23,7 +23,7 @@ import msgpack
 from ..runtime.layout import TopologyLayout
 from ..protocol import (ACK_ACK, BACKPRESSURE, DATA, RECORDS, Backpressure, int_positions,
                         records, stride)
-from ..tuples import StreamInfo, Tuple
+from ..tuples import MAX_ID, StreamInfo, Tuple
 from .columns import from_columns, to_columns
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
@@ -49,7 +49,10 @@ _CONTROL_LAYOUT = {kind: (stride(record), int_positions(record)) for kind, recor
 
 
 def _ints(values: Any) -> bool:
-    return set(map(type, values)) <= {int}
+    """Whether every one of ``values`` is an int of 64 bits or fewer, unsigned: ids, XORs of
+    ids and task numbers (msgpack also carries negative ones, which none of them can be)."""
+    return set(map(type, values)) <= {int} and (not values or 0 <= min(values) and
+                                                max(values) <= MAX_ID)
 
 
 def _control_ok(kind: int, payload: list) -> bool:
