@@ -38,6 +38,7 @@ class BoltTask(TaskBase):
             self.execute = self._basic_execute
             self._basic = (BasicOutputCollector(collector) if collector.logs_emits
                            else BasicCollector(collector))
+            self._basic_user_execute = self.obj.execute   # looked up once, as for any bolt
         else:
             self.execute = self.obj.execute
 
@@ -57,7 +58,7 @@ class BoltTask(TaskBase):
     def _basic_execute(self, tup: Tuple) -> None:
         basic = self._basic
         basic.input = tup
-        self.obj.execute(tup, basic)
+        self._basic_user_execute(tup, basic)
         self.collector.ack(tup)
 
     def run_batch(self, batch: list[Tuple], started: float) -> None:
