@@ -144,7 +144,8 @@ class SpoutCollector(_Emitter):
         return []
 
     @cython.locals(route=StreamRoute, data=list, ids=EdgeIds, root=cython.ulonglong,
-                   edge=cython.ulonglong, xor=cython.ulonglong, info=StreamInfo)
+                   edge=cython.ulonglong, xor=cython.ulonglong, info=StreamInfo,
+                   root_key=object)
     def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
              _to_task: int | None = None) -> list[int]:
         # Every spout emit; emit_direct names the task in _to_task.
@@ -172,11 +173,12 @@ class SpoutCollector(_Emitter):
                 edge = ids.next()
                 xor ^= edge
                 data[t].append(tracked(values, info, src, root, edge))
+            root_key = root   # one int object, for the record and the pending map
             # An AckInit record, its fields in their declared order: a plain tuple, since the
             # NamedTuple's constructor is a Python-level call per spout tuple.
-            self._inits[root % self._n_ackers].extend((root, xor, src))
+            self._inits[root % self._n_ackers].extend((root_key, xor, src))
             # Timed here, so a tuple emitted from open(), ack() or fail() is timed right too.
-            self._track(root, InFlight(msg_id, monotonic(), values))
+            self._track(root_key, InFlight(msg_id, monotonic(), values))
         route.emitted += 1
         self.emits += 1
         return tasks
