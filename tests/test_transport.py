@@ -201,7 +201,7 @@ def run_slow_consumer(layout, context, with_backpressure: bool, batches: int = 3
                 message = inbox.get(timeout=10)
             except Exception:
                 break
-            received.extend(t.values[0] for t in message[3])
+            received.extend(t.values[0] for t in message[3].tuples())
             time.sleep(0.005)
         done.set()
 
@@ -277,7 +277,7 @@ def test_data_queued_before_a_pause_is_held_and_delivered_in_order_after_it(layo
         route.put_data((DATA, sink, src, batch(layout, 500)))
         received = []
         while len(received) < 510:
-            received += [t.values[0] for t in inbox.get(timeout=5)[3]]
+            received += [t.values[0] for t in inbox.get(timeout=5)[3].tuples()]
         assert received == list(range(510))
     finally:
         a.stop()
@@ -325,7 +325,7 @@ def test_garbage_truncated_and_oversized_frames_are_refused_with_a_warning_and_t
                 push.send(frame)
             push.send(good)
             message = inbox.get(timeout=10)
-            assert [t.values[0] for t in message[3]] == list(range(10))
+            assert [t.values[0] for t in message[3].tuples()] == list(range(10))
             assert b.receiver.frames_rejected == len(hostile)
             assert inbox.qsize() == 0
         text = caplog.text
@@ -364,7 +364,7 @@ def test_with_a_secret_peers_without_the_topologys_keys_are_refused_and_counted(
     try:
         a.sender.route(b.address).put((DATA, sink, src, batch(layout, 0)))
         message = inbox.get(timeout=10)
-        assert [t.values[0] for t in message[3]] == list(range(10))
+        assert [t.values[0] for t in message[3].tuples()] == list(range(10))
         wait_until(lambda: b.receiver.frames_rejected >= 2, 10, "both forgers to be refused")
         assert not b.sender.paused.paused(sink)
         assert b.receiver.frames_undecodable == 0   # refused at the handshake: nothing arrived

@@ -5,11 +5,11 @@ from __future__ import annotations
 import msgpack
 import pytest
 
-from stormlet import Bolt, Spout, TopologyBuilder
+from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.runtime.layout import TopologyLayout
 from stormlet.protocol import ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, SPOUT_FAIL
 from stormlet.tuples import StreamInfo, Tuple
-from stormlet.cluster.wire import FrameDecoder, WireError, encode_frame
+from stormlet.cluster.wire import EncodedBatch, FrameDecoder, WireError, encode_data, encode_frame
 
 
 class Words(Spout):
@@ -37,6 +37,16 @@ def spout_task(decoder):
     return decoder.layout.component_tasks["words"][0]
 
 
+def data_frame(decoder, columns):
+    """A frame of one data message, its payload ``columns`` packed as an executor packs it."""
+    return frame([[DATA, 5, spout_task(decoder), msgpack.packb(columns)]])
+
+
+def unpacked(message):
+    """A decoded data message's tuples: the bolt it is for unpacks them (EncodedBatch)."""
+    return message[3].tuples()
+
+
 def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     src = spout_task(decoder)
     default = StreamInfo("words", "default", ["word"])
@@ -49,10 +59,10 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     decoded = decoder.decode(encode_frame(messages, "t-1"))
     assert [m[:3] for m in decoded] == [m[:3] for m in messages]
     got = [(t.values, t.stream, t.source_component, t.roots and list(t.roots)) for t in
-           decoded[0][3] + decoded[1][3]]
+           unpacked(decoded[0]) + unpacked(decoded[1])]
     assert got == [(["a"], "default", "words", [11, 12]), (["b"], "default", "words", None),
                    (["c"], "default", "words", [1, 2, 3, 4]), (["d", 4], "pairs", "words", None)]
-    assert decoded[1][3][1]["n"] == 4
+    assert unpacked(decoded[1])[1]["n"] == 4
     assert decoded[2][3] == [5, 6, src]
     assert decoded[3][3] == {2**64 - 1: 2**63}
     assert decoded[4][3] == [5, "timeout", 2, None]
@@ -69,9 +79,9 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     ([[0, 2, 3, 4]], "malformed roots"),
 ])
 def test_malformed_roots_are_refused(decoder, roots, problem):
-    src = spout_task(decoder)
+    (message,) = decoder.decode(data_frame(decoder, ["default", [["x"]], roots]))
     with pytest.raises(WireError, match=problem):
-        decoder.decode(frame([[0, 1, src, ["default", [["x"]], roots]]]))
+        unpacked(message)
 
 
 def test_tuples_of_one_root_each_travel_as_a_blob_of_pairs(decoder):
@@ -82,9 +92,10 @@ def test_tuples_of_one_root_each_travel_as_a_blob_of_pairs(decoder):
     two_streams = [Tuple(["g"], default, src, (31, 32)), Tuple(["h", 5], pairs, src, (33, 34))]
     encoded = encode_frame([(DATA, 9, src, one_stream), (DATA, 9, src, two_streams)], "t-1")
     raw = msgpack.unpackb(encoded)[1]
-    assert [type(message[3][2]) for message in raw] == [bytes, bytes]
+    assert [type(msgpack.unpackb(message[3])[2]) for message in raw] == [bytes, bytes]
     decoded = decoder.decode(encoded)
-    got = [(t.values, t.stream, t.root, t.edge, t.roots) for t in decoded[0][3] + decoded[1][3]]
+    got = [(t.values, t.stream, t.root, t.edge, t.roots)
+           for t in unpacked(decoded[0]) + unpacked(decoded[1])]
     assert got == [(["e"], "default", 21, 2**64 - 1, (21, 2**64 - 1)),
                    (["f"], "default", 23, 0, (23, 0)),
                    (["g"], "default", 31, 32, (31, 32)), (["h", 5], "pairs", 33, 34, (33, 34))]
@@ -97,7 +108,8 @@ def test_tuples_of_one_root_each_travel_as_a_blob_of_pairs(decoder):
     (frame([], topology="other-topology"), "for topology 'other-topology'"),
     (frame([[0, 1]]), r"is not \[kind, dest, src, payload\]"),
     (frame([[99, 1, 1, []]]), "not a known kind"),
-    (frame([[0, 1, 4242, ["default", [["x"]], [None]]]]), "unknown task"),
+    (frame([[0, 1, 4242, msgpack.packb(["default", [["x"]], [None]])]]), "unknown task"),
+    (frame([[0, 1, 1, ["default", [["x"]], [None]]]]), "not packed columns"),
     (frame([[0, 1, "SRC", []]]), "not a known kind"),
     (frame([[11, 1, "SRC", {}]]), "not a known kind"),
     (msgpack.packb(list(range(3)))[:-1], "undecodable"),
@@ -116,9 +128,16 @@ def test_malformed_frames_are_refused(decoder, frame, problem):
     (["default", [["x"]], ["roots"]], "malformed roots"),
     ([["default"], [["x"], ["y"]], [None, None]], "malformed stream names"),
 ])
-def test_malformed_tuples_are_refused(decoder, payload, problem):
+def test_malformed_tuples_are_refused_by_the_bolt_that_unpacks_them(decoder, payload, problem):
+    (message,) = decoder.decode(data_frame(decoder, payload))
     with pytest.raises(WireError, match=problem):
-        decoder.decode(frame([[DATA, 5, spout_task(decoder), payload]]))
+        unpacked(message)
+
+
+def test_a_data_payload_that_does_not_unpack_is_refused(decoder):
+    (message,) = decoder.decode(frame([[DATA, 5, spout_task(decoder), b"\xc1garbage"]]))
+    with pytest.raises(WireError, match="undecodable data payload from 'words'"):
+        unpacked(message)
 
 
 def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
@@ -143,3 +162,37 @@ def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
 def test_control_records_with_wrong_fields_are_refused(decoder, kind, payload):
     with pytest.raises(WireError):
         decoder.decode(frame([[kind, 1, spout_task(decoder), payload]]))
+
+
+# ----- a bolt unpacks what another worker sent it
+
+
+class Recorder(Bolt):
+    def prepare(self, conf, context, collector):
+        self.seen = []
+
+    def execute(self, tup):
+        self.seen.append(tup.values[0])
+
+
+def test_a_bolt_drops_and_reports_a_batch_that_does_not_unpack_and_runs_the_next():
+    b = TopologyBuilder()
+    b.set_spout("words", Words())
+    b.set_bolt("sink", Recorder()).shuffle_grouping("words")
+    with LocalCluster() as cluster:
+        cluster.submit("t", {}, b.build())
+        runtime = cluster.runtime("t")
+        layout = runtime.layout
+        (src,), (sink,) = layout.component_tasks["words"], layout.component_tasks["sink"]
+        decoder = FrameDecoder(layout, "t-1")
+        default = StreamInfo("words", "default", ["word"])
+        good = encode_data([Tuple(["ok"], default, src, None)])
+        inbox = runtime.routes[sink]
+        inbox.put((DATA, sink, src, EncodedBatch(decoder, "words", src, b"\xc1garbage")))
+        inbox.put((DATA, sink, src, EncodedBatch(decoder, "words", src, good)))
+        (bolt,) = cluster.instances("t", "sink")
+        cluster.wait_for(lambda: bolt.seen == ["ok"], timeout=10)
+        (error,) = cluster.errors("t")
+        assert error.component == "sink" and error.task == sink
+        assert "dropped a malformed batch from another worker" in error.error
+        assert "undecodable data payload from 'words'" in error.error

@@ -4,7 +4,9 @@ Executors hand messages for remote tasks to a ``RemoteRoute``, which queues them
 one sender thread. The sender drains whatever has queued up, groups it by destination worker,
 and sends one msgpack frame per destination on a PUSH socket, so the frame size follows the load
 (one message when idle, thousands under load) without a timer. Each worker binds one PULL socket
-on its slot port; its receiver thread decodes frames and puts the messages in local inboxes.
+on its slot port; its receiver thread decodes frames and puts the messages in local inboxes. A
+data batch is packed by the executor that sends it and unpacked by the bolt it is for (wire.py),
+so neither thread here handles an object per tuple.
 
 A worker whose executor falls behind asks its peers to hold data for it (backpressure.py): the
 receiver never blocks, the senders' data routes wait instead.
@@ -36,7 +38,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from ..protocol import BACKPRESSURE, DATA
 from ..runtime.inbox import wait_for_room
-from .wire import FrameDecoder, WireError, encode_frame
+from .wire import FrameDecoder, WireError, encode_data, encode_frame
 from .backpressure import OverloadWatch, PausedTasks
 from .security import Security
 
@@ -203,11 +205,12 @@ class RemoteRoute:
         return not self.sender.paused.paused(task) and self.sender.queue.qsize() < SEND_QUEUE_LIMIT
 
     def put_data(self, message: tuple, stopping: threading.Event | None = None) -> float:
-        """Queue a data batch, first waiting while its task's worker holds data back or the
-        send queue is full; returns the seconds waited."""
-        dest = message[1]
+        """Queue a data batch, packed here on the executor's thread (see wire.py), first
+        waiting while its task's worker holds data back or the send queue is full; returns the
+        seconds waited."""
+        kind, dest, src, tuples = message
         waited = 0.0 if self.accepting(dest) else wait_for_room(self.accepting, dest, stopping)
-        self.sender.queue.put((self.address, message))
+        self.sender.queue.put((self.address, (kind, dest, src, encode_data(tuples))))
         return waited
 
 

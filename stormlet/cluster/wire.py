@@ -5,11 +5,16 @@ so that a worker whose port was reused never runs another topology's tuples. Con
 messages) are already plain lists and dicts and travel as they are. A data payload, a list of
 Tuple objects from ``src_task``, travels in columns, ``[streams, values_list, roots_list]``, where
 ``streams`` is one stream name when every tuple is on the same stream (the usual case) or a list
-of names: columns pack about twice as fast as a small list per tuple. The receiver rebuilds the
-tuples with its own shared stream info, found from the source task's component.
+of names: columns pack about twice as fast as a small list per tuple.
+
+A data payload is packed on its own, into bytes inside the frame, by the executor that flushes
+it (``encode_data``), and unpacked by the executor that runs it (``EncodedBatch.tuples``), which
+rebuilds the tuples with its own shared stream info, found from the source task's component. So
+the transport threads handle no object per tuple, a tuple is built just before it is executed
+(while it is still in the cache), and one dies in the thread that made it.
 
 Anything malformed raises ``WireError``: the receiver logs it and drops that frame, never the
-process.
+process; a data payload that does not decode is dropped, and reported, by the bolt it was for.
 """
 
 from __future__ import annotations
@@ -34,13 +39,40 @@ class WireError(ValueError):
     pass
 
 
+def encode_data(tuples: list[Tuple]) -> bytes:
+    """A data payload as it travels: the batch's columns, packed."""
+    return msgpack.packb(to_columns(tuples), use_bin_type=True)
+
+
 def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
+    """One frame of ``messages``; a data payload may come packed already (``encode_data``)."""
     out = []
     for kind, dest, src, payload in messages:
-        if kind == DATA:
-            payload = to_columns(payload)
+        if kind == DATA and type(payload) is not bytes:
+            payload = encode_data(payload)
         out.append((kind, dest, src, payload))
     return msgpack.packb((topology, out), use_bin_type=True)
+
+
+class EncodedBatch:
+    """A data payload from another worker, still packed: the bolt it is for unpacks it."""
+
+    __slots__ = ("_decoder", "_component", "_src", "_data")
+
+    def __init__(self, decoder: FrameDecoder, component: str, src: int, data: bytes):
+        self._decoder = decoder
+        self._component = component
+        self._src = src
+        self._data = data
+
+    def tuples(self) -> list[Tuple]:
+        """The tuples; ``WireError`` if the payload is malformed."""
+        try:
+            columns = msgpack.unpackb(self._data, raw=False, strict_map_key=False)
+        except Exception as exc:
+            raise WireError(f"undecodable data payload from {self._component!r} "
+                            f"({type(exc).__name__}: {exc})") from None
+        return self._decoder.tuples(self._component, self._src, columns)
 
 
 # Control payloads are flat batches of protocol records: record length, and the positions
@@ -102,7 +134,9 @@ class FrameDecoder:
         if component is None:
             raise WireError(f"message from unknown task {src}")
         if kind == DATA:
-            payload = self._tuples(component, src, payload)
+            if type(payload) is not bytes:
+                raise WireError(f"data payload from {component!r} is not packed columns")
+            payload = EncodedBatch(self, component, src, payload)
         elif kind == ACK_ACK:
             if type(payload) is not dict or not _ints(payload) or not _ints(payload.values()):
                 raise WireError("ack payload is not a map of root to value")
@@ -110,7 +144,8 @@ class FrameDecoder:
             raise WireError(f"payload of kind {kind} is not a list of its fields")
         return (kind, dest, src, payload)
 
-    def _tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:
+    def tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:
+        """The tuples of an unpacked data payload from task ``src`` of ``component``."""
         try:
             streams, values_list, roots_list = payload
             if type(values_list) is not list:

@@ -61,8 +61,16 @@ class BoltTask(TaskBase):
         self._basic_user_execute(tup, basic)
         self.collector.ack(tup)
 
-    def run_batch(self, batch: list[Tuple], started: float) -> None:
-        """Execute ``batch``, which the executor started on at ``started`` (monotonic)."""
+    def run_batch(self, batch: Any, started: float) -> None:
+        """Execute ``batch``, which the executor started on at ``started`` (monotonic): a list
+        of tuples, or a batch from another worker still packed (its ``tuples()`` unpacks it, see
+        stormlet/cluster/wire.py)."""
+        if type(batch) is not list:
+            try:
+                batch = batch.tuples()
+            except Exception as exc:   # a malformed payload: its tracked tuples time out
+                self.report("dropped a malformed batch from another worker", exc)
+                return
         if self.broken is not None:
             for tup in batch:
                 self.collector.fail_with_error(tup, self.broken)
