@@ -36,8 +36,8 @@ from .rotating_map import RotatingMap
 
 TASK_MASK = 0xFFFF
 COMPONENT_SHIFT = 16
-XOR_SHIFT = 32
-LOW_MASK = (1 << XOR_SHIFT) - 1
+LOW_MASK = 0xFFFF_FFFF             # the low word; written out, as compiled XOR_SHIFT is a C
+XOR_SHIFT = LOW_MASK.bit_length()  # int, and 1 << XOR_SHIFT would overflow there
 MAX_TASK = TASK_MASK
 
 

@@ -41,6 +41,7 @@ cdef class IntMap:
     cdef _discard(self, object key)
     @cython.locals(slot=Py_ssize_t, high=cython.ulonglong, low=cython.uint)
     cpdef (bint, unsigned long long, unsigned int) take_parts(self, object key)
+    @cython.locals(packed=object)
     cpdef put_parts(self, object key, unsigned long long high, unsigned int low)
 
 cdef bint _is_array_key(object key)

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from typing import Any
 
 KEY_LIMIT = 1 << 64
-LOW_BITS = 32
-LOW_MASK = (1 << LOW_BITS) - 1
+LOW_MASK = 0xFFFF_FFFF             # a value's low part; written out, as compiled LOW_BITS
+LOW_BITS = LOW_MASK.bit_length()   # is a C int, and 1 << LOW_BITS would overflow there
 VALUE_LIMIT = 1 << 96
 EMPTY = 0                        # a free slot's key; key 0 lives in the side dict
 GOLDEN = 0x9E3779B97F4A7C15      # Fibonacci hashing: the key times 2^64 / phi
@@ -163,7 +163,8 @@ class IntMap:
                 self._others.pop(key, None)
             self._put(key, high, low)
         else:
-            self._others[key] = (high << LOW_BITS) | low
+            packed = high   # a Python int (typed so in int_map.pxd): shifted, not cut
+            self._others[key] = (packed << LOW_BITS) | low
 
     def _discard(self, key: Any) -> None:
         slot = self._slot_of(key)
@@ -226,4 +227,3 @@ class IntMap:
     def nbytes(self) -> int:
         """The arrays' size in bytes (the side dict not counted)."""
         return (self._mask + 1) * 20
-

@@ -2,7 +2,8 @@
 and the layout of every control record.
 
 A message between executors is ``(kind, dest_task, src_task, payload)``. A data payload is a list
-of Tuple objects; a control payload is a *flat* batch: the fields of one record after another, in
+of Tuple objects (from another worker, the same packed, which the bolt unpacks: see
+stormlet/cluster/wire.py); a control payload is a *flat* batch: the fields of one record after another, in
 the order its record type below declares (``[root, xor, spout_task, root, xor, spout_task, ...]``
 for ``ACK_INIT``), so that a batch of a thousand acks is one list, not a thousand small objects.
 The record types are the one definition of those layouts: writers append a record
@@ -19,7 +20,8 @@ SYSTEM_COMPONENT = "__system"
 ACKER_COMPONENT = "__acker"
 SYSTEM_TASK = -1
 
-# Data: payload is a list of Tuple objects addressed to dest_task.
+# Data: payload is a list of Tuple objects addressed to dest_task (or, from another worker, an
+# EncodedBatch whose tuples() gives them).
 DATA = 0
 # Tick: payload is None; the executor turns it into a tick tuple for dest_task.
 TICK = 1

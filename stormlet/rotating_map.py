@@ -108,7 +108,7 @@ class RotatingMap:
 
     def __len__(self) -> int:
         n = 0
-        for bucket in self._buckets:   # no generator: the acker asks once per root
+        for bucket in self._buckets:   # no generator: a spout task asks per burst
             n += len(bucket)
         return n
 

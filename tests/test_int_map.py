@@ -106,3 +106,12 @@ def test_a_million_entries_cost_at_most_64_bytes_each():
         table[rng.getrandbits(64) or 1] = rng.getrandbits(96)
     assert len(table) == 1_000_000
     assert table.nbytes() / len(table) <= 64
+
+
+@pytest.mark.parametrize("key", [0, 2**64, -3, "a"])
+def test_parts_of_a_key_outside_the_arrays_come_back_whole(key):
+    table = IntMap()
+    high, low = 2**64 - 1, 2**32 - 1
+    table.put_parts(key, high, low)
+    assert table.get(key) == (high << 32) | low
+    assert tuple(table.take_parts(key)) == (True, high, low) and key not in table

@@ -22,6 +22,8 @@ from stormlet.cluster.transport import Receiver, Sender, make_deliver
 from stormlet.runtime.layout import TopologyLayout
 from stormlet.protocol import ACK_ACK, BACKPRESSURE, DATA, SYSTEM_TASK
 from stormlet.runtime.inbox import Inbox
+from stormlet.runtime.metrics import TaskMetrics
+from stormlet.runtime.transfer import Transfer
 from stormlet.tuples import StreamInfo, Tuple
 from stormlet.cluster.wire import FrameDecoder, encode_frame
 
@@ -300,6 +302,31 @@ def test_acks_are_never_held_for_a_paused_task(layout, context):
     finally:
         a.stop()
         b.stop()
+
+
+# ----- a batch that will not pack
+
+
+def test_a_batch_that_will_not_pack_is_dropped_and_reported_and_the_rest_still_sent(
+        layout, context):
+    src, sink = tasks(layout)
+    sender = Sender(context, threading.Event(), TOPOLOGY)   # not started: only its queue is used
+    local = Inbox()
+    routes: list = [None] * (layout.max_task + 1)
+    routes[sink] = sender.route("tcp://127.0.0.1:1")
+    routes[src] = local   # another destination, in this worker
+    metrics = TaskMetrics("numbers", src, streams=["default"])
+    transfer = Transfer(src, routes, [sink, src], [], threading.Event(), metrics)
+    info = StreamInfo("numbers", "default", ["n"])
+    transfer.data[sink].append(Tuple([object()], info, src, None))   # changed after its check
+    transfer.data[src].extend(batch(layout, 0))
+    transfer.flush()
+    assert metrics.errors.count == 1 and sender.queue.empty()
+    assert [t.values[0] for t in local.get_nowait()[3]] == list(range(10))
+    transfer.data[sink].extend(batch(layout, 10))
+    transfer.flush()   # the next batch for that worker goes, packed
+    _address, (kind, dest, _src, payload) = sender.queue.get_nowait()
+    assert (kind, dest, type(payload)) == (DATA, sink, bytes)
 
 
 # ----- hostile frames

@@ -154,6 +154,7 @@ def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
     (ACK_INIT, [1, 2]),
     (ACK_INIT, [1, "x", 3]),
     (ACK_INIT, [1, -2, 3]),
+    (ACK_INIT, [1, 2, 999]),   # not the sending spout task
     (SPOUT_FAIL, [1, "timeout", "comp", None]),
     (SPOUT_FAIL, [1, "timeout", 2]),
     (BACKPRESSURE, [1, 1, 2]),

@@ -13,7 +13,9 @@ receiver never blocks, the senders' data routes wait instead.
 
 With a cluster secret, both ends speak CURVE with the topology's transport keys
 (security.py): a peer without them is refused at the handshake and counted in the receiver's
-``frames_rejected``, along with frames that do not decode.
+``frames_rejected``, along with frames that do not decode. A data payload inside a good frame is
+checked when its bolt unpacks it; one that does not decode is dropped and reported as that bolt
+task's error.
 
 A worker starts its spouts only once it reaches every peer (as Storm's workers wait for all their
 connections): until a peer has bound its port, ZeroMQ would queue whole frames for it, thousands

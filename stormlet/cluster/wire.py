@@ -10,11 +10,12 @@ of names: columns pack about twice as fast as a small list per tuple.
 A data payload is packed on its own, into bytes inside the frame, by the executor that flushes
 it (``encode_data``), and unpacked by the executor that runs it (``EncodedBatch.tuples``), which
 rebuilds the tuples with its own shared stream info, found from the source task's component. So
-the transport threads handle no object per tuple, a tuple is built just before it is executed
-(while it is still in the cache), and one dies in the thread that made it.
+the transport threads handle no object per tuple, a batch's tuples are built by the thread that
+runs them, right before it does, and a tuple sent away dies in the thread that made it.
 
 Anything malformed raises ``WireError``: the receiver logs it and drops that frame, never the
-process; a data payload that does not decode is dropped, and reported, by the bolt it was for.
+process; a data payload that does not decode is dropped, and reported, by the bolt it was for
+(the rest of its frame is delivered).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from typing import Any
 import msgpack
 
 from ..runtime.layout import TopologyLayout
-from ..protocol import (ACK_ACK, BACKPRESSURE, DATA, RECORDS, Backpressure, int_positions,
-                        records, stride)
+from ..protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit, Backpressure,
+                        int_positions, records, stride)
 from ..tuples import MAX_ID, StreamInfo, Tuple
 from .columns import from_columns, to_columns
 
@@ -87,6 +88,10 @@ def _ints(values: Any) -> bool:
                                                 max(values) <= MAX_ID)
 
 
+# An AckInit's spout task is always its sender: the acker tells that task, so it must exist.
+_INIT_TASKS = slice(AckInit._fields.index("spout_task"), None, stride(AckInit))
+
+
 def _control_ok(kind: int, payload: list) -> bool:
     # Checked here so a bad record is dropped with its frame, never met by an acker mid-batch.
     size, ints_at = _CONTROL_LAYOUT[kind]
@@ -142,6 +147,8 @@ class FrameDecoder:
                 raise WireError("ack payload is not a map of root to value")
         elif type(payload) is not list or not _control_ok(kind, payload):
             raise WireError(f"payload of kind {kind} is not a list of its fields")
+        elif kind == ACK_INIT and not set(payload[_INIT_TASKS]) <= {src}:
+            raise WireError(f"acker inits from task {src} name another spout task")
         return (kind, dest, src, payload)
 
     def tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:

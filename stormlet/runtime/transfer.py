@@ -81,7 +81,14 @@ class Transfer:
                     continue
                 data[task] = []
                 self.metrics.transferred += len(buf)
-                waited = routes[task].put_data((DATA, task, src, buf), self.stopping)
+                try:
+                    waited = routes[task].put_data((DATA, task, src, buf), self.stopping)
+                except Exception as exc:
+                    # A batch for another worker that would not pack (a value changed after
+                    # its emit was checked): dropped and reported, and the executor goes on;
+                    # its tracked tuples time out and are replayed.
+                    self.metrics.errors.report("dropped a batch that could not be sent", exc)
+                    continue
                 if waited:
                     self.metrics.throttled_secs += waited
         return held
