@@ -30,14 +30,13 @@ from typing import NamedTuple
 import cython
 
 from .fail_reason import TIMEOUT
-from .int_map import IntMap
+from .int_map import LOW_BITS, LOW_MASK, IntMap
 from .protocol import AckFail, AckInit, SpoutFail, records
 from .rotating_map import RotatingMap
 
 TASK_MASK = 0xFFFF
 COMPONENT_SHIFT = 16
-LOW_MASK = 0xFFFF_FFFF             # the low word; written out, as compiled XOR_SHIFT is a C
-XOR_SHIFT = LOW_MASK.bit_length()  # int, and 1 << XOR_SHIFT would overflow there
+XOR_SHIFT = LOW_BITS   # an entry packs as an IntMap splits a value: the low word is its low part
 MAX_TASK = TASK_MASK
 
 

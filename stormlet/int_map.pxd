@@ -7,11 +7,9 @@ cdef unsigned long long GOLDEN
 cdef unsigned long long MASK64
 cdef object KEY_LIMIT
 cdef unsigned long long EMPTY
-cdef int LOW_BITS
 cdef int MIN_BITS
 cdef Py_ssize_t MAX_LOAD_TENTHS
 cdef object VALUE_LIMIT
-cdef object LOW_MASK
 
 @cython.final
 cdef class IntMap:

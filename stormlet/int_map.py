@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from typing import Any
 
 KEY_LIMIT = 1 << 64
-LOW_MASK = 0xFFFF_FFFF             # a value's low part; written out, as compiled LOW_BITS
-LOW_BITS = LOW_MASK.bit_length()   # is a C int, and 1 << LOW_BITS would overflow there
+LOW_BITS = 32                    # a value splits into its high 64 bits and its low 32
+LOW_MASK = (1 << LOW_BITS) - 1
 VALUE_LIMIT = 1 << 96
 EMPTY = 0                        # a free slot's key; key 0 lives in the side dict
 GOLDEN = 0x9E3779B97F4A7C15      # Fibonacci hashing: the key times 2^64 / phi
