@@ -1,5 +1,5 @@
 # Types stormlet/rotating_map.py when it is compiled (see stormlet/build_mode.py): the spout
-# executors and the acker call put_new, newest and take as C methods, and take pops a dict
+# executors and the acker call put_new, buckets and take as C methods, and take pops a dict
 # bucket as a dict.
 
 cimport cython
@@ -10,7 +10,6 @@ cdef class RotatingMap:
     cdef object _new_bucket
     cdef list _buckets
     cpdef put_new(self, object key, object value)
-    cpdef newest(self)
     cpdef list buckets(self)
     @cython.locals(value=object)
     cpdef take(self, object key)

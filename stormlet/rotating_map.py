@@ -8,8 +8,8 @@ expires between t + T·(buckets − 1) and t + T·buckets: with 2 buckets, betwe
 of buckets (the acker 3, a spout task 2).
 
 Not thread-safe: each map belongs to one executor thread. The acker and spout executors touch
-it once or twice per root, so ``take`` and ``put_new`` are a dict operation or two, and a batch
-may work on ``newest()`` directly.
+it once or twice per root, so ``take`` and ``put_new`` are a dict operation or two, and the
+acker's batches work on ``buckets()`` directly.
 """
 
 from __future__ import annotations
@@ -45,15 +45,10 @@ class RotatingMap:
         """``put`` for a key the caller knows is absent (a fresh root, or one just taken)."""
         self._buckets[0][key] = value
 
-    def newest(self) -> dict[Any, Any]:
-        """The newest bucket, for a caller that reads and writes many entries at once (the
-        acker's batches): writing there is ``put_new``, popping there the usual hit of ``take``.
-        Valid until the next ``rotate``."""
-        return self._buckets[0]
-
     def buckets(self) -> list[Any]:
-        """Every bucket, newest first, for a caller that takes entries by its buckets' own
-        methods (the acker, as C parts). Valid until the next ``rotate``."""
+        """Every bucket, newest first, for a caller that reads and writes many entries by its
+        buckets' own methods (the acker's batches, as C parts): writing to the first is
+        ``put_new``. Valid until the next ``rotate``."""
         return self._buckets
 
     def get(self, key: Any, default: Any = None) -> Any:
