@@ -139,13 +139,8 @@ def make_chooser(
         return lambda values: custom.choose_tasks(source_task, values)
     if kind == LOCAL_OR_SHUFFLE:
         local = [t for t in tasks if t in local_tasks]
-        if local:
-            return _shuffle_chooser([[t] for t in local], rng)
-        return _shuffle_chooser(singles, rng)
+        return _shuffle_chooser([[t] for t in local] if local else singles, rng)
     if kind in (SHUFFLE, NONE):
-        if n == 1:
-            only = singles[0]
-            return lambda values: only
         return _shuffle_chooser(singles, rng)
     raise ValueError(f"unknown grouping kind {kind!r}")
 
@@ -153,6 +148,9 @@ def make_chooser(
 def _shuffle_chooser(singles: list[list[int]], rng: random.Random) -> Chooser:
     # Storm's ShuffleGrouping: walk a shuffled order round-robin, reshuffle after each pass.
     # Even over every window of n tuples, unlike independent random picks.
+    if len(singles) == 1:   # nothing to shuffle: not a reshuffle per tuple
+        only = singles[0]
+        return lambda values: only
     order = list(singles)
     rng.shuffle(order)
     n = len(order)
