@@ -17,6 +17,10 @@ cdef class EdgeIds:
     @cython.locals(z=cython.ulonglong)
     cpdef unsigned long long next(self) except? 0
 
+@cython.locals(base=cython.ulonglong)
+cdef unsigned long long root_for_acker(unsigned long long root, unsigned long long n,
+                                       unsigned long long index)
+
 cdef class _Emitter:
     cdef dict __dict__
     cdef public object component_id
@@ -40,6 +44,8 @@ cdef class SpoutCollector(_Emitter):
     cdef object _track
     cdef object _dead_letters
     cdef list _inits
+    cdef list _local_ackers
+    cdef unsigned long long _n_local_ackers
     cdef public list acked_at_emit
     cdef public bint closed
     cdef public Py_ssize_t emits

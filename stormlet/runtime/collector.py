@@ -69,6 +69,18 @@ class EdgeIds:
         return (z ^ (z >> 31)) or 1
 
 
+def root_for_acker(root: int, n: int, index: int) -> int:
+    """``root`` changed only in its residue mod ``n``, so that acker ``index`` of ``n`` holds it
+    (an acker holds the roots ``root % n`` names). The rest of its bits stay as drawn, so it is as
+    hard to guess as before, and it is never 0."""
+    base = root - root % n
+    if index > MASK64 - base:   # base + index would pass 2**64 - 1: the class below has room
+        return base - n + index
+    if base + index == 0:
+        return n
+    return base + index
+
+
 class _Emitter:
     """What both collectors share. Each has one ``emit`` that every emit goes through
     (``emit_direct`` passes its task as ``_to_task``): one frame per emit on the hot path."""
@@ -128,8 +140,16 @@ class InFlight:
 class SpoutCollector(_Emitter):
     """The runtime's ``SpoutOutputCollector`` (see ``stormlet.collectors``)."""
 
-    def __init__(self, *args: Any, pending: RotatingMap, dead_letters: Any, **kwargs: Any):
+    def __init__(self, *args: Any, pending: RotatingMap, dead_letters: Any,
+                 local_ackers: Iterable[int] = (), **kwargs: Any):
         super().__init__(*args, **kwargs)
+        # The ackers (indexes into the acker tasks) in this spout's own process. When only some
+        # are, each root is drawn so that one of them holds it: its init and its verdict then
+        # stay inside the worker, and only the acks of bolts elsewhere cross to it. Storm hashes
+        # roots over every acker, so on a cluster most of that traffic crosses between workers.
+        local = list(local_ackers)
+        self._local_ackers = local if 0 < len(local) < self._n_ackers else []
+        self._n_local_ackers = len(self._local_ackers)
         # root -> InFlight, in the executor's rotating map (it expires them as timeouts).
         self._track = pending.put_new
         self._dead_letters = dead_letters
@@ -168,6 +188,9 @@ class SpoutCollector(_Emitter):
         else:
             ids = self._ids
             root = ids.next()
+            if self._n_local_ackers:
+                root = root_for_acker(root, self._n_ackers, self._local_ackers[
+                    (root >> 32) % self._n_local_ackers])
             xor = 0
             for t in tasks:
                 edge = ids.next()

@@ -213,8 +213,11 @@ class TopologyRuntime:
             pending: RotatingMap = RotatingMap(2)
             dead_letters = DeadLetterBox(conf.get(cfg.STORMLET_FAILED_DIR), self.name, spec.id,
                                          task, conf.get(cfg.TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS))
+            local_ackers = [i for i, acker in enumerate(layout.acker_tasks)
+                            if acker in local_tasks]
             collector = SpoutCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
-                                       pending=pending, dead_letters=dead_letters)
+                                       pending=pending, dead_letters=dead_letters,
+                                       local_ackers=local_ackers)
             return SpoutTask(*common, collector=collector, pending=pending,
                              max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout,
                              dead_letters=dead_letters)

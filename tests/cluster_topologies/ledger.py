@@ -64,14 +64,35 @@ class LedgerSpout(Spout):
 
 
 class Relay(Bolt):
+    """Passes each id on. With ``ledger.hold.id``, the first relay to get that id holds it (for
+    ``ledger.hold.secs``) after writing its pid to ``held.pid`` in ``ledger.dir``: a test that
+    kills that process knows a tuple was lost in it."""
+
     outputs = ["id"]
 
     def prepare(self, conf, context, collector):
         self.collector = collector
+        hold = conf.get("ledger.hold.id")
+        self.hold_id = None if hold is None else int(hold)
+        self.hold_secs = float(conf.get("ledger.hold.secs", 60))
+        self.marker = os.path.join(conf["ledger.dir"], "held.pid")
 
     def execute(self, tup):
+        if tup.values[0] == self.hold_id and self.first_to_hold():
+            time.sleep(self.hold_secs)
         self.collector.emit(tup.values, anchors=[tup])
         self.collector.ack(tup)
+
+
+    def first_to_hold(self) -> bool:
+        try:
+            open(self.marker + ".once", "x").close()   # one relay, once, even after a restart
+        except FileExistsError:
+            return False
+        with open(self.marker + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(self.marker + ".tmp", self.marker)   # the pid is whole when the test reads it
+        return True
 
 
 class Sink(BasicBolt):
