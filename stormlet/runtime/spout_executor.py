@@ -335,6 +335,13 @@ class SpoutExecutor(ExecutorThread):
                 self.busy = None
             throttled = self._flush_or_hold()
             self._publish_in_flight()
+            if emitted:
+                # Hand the GIL to whichever thread waits for it: the bolts holding what was just
+                # emitted, the receiver with another worker's tuples, the acker with verdicts.
+                # Otherwise the spout keeps it for the whole switch interval (5 ms) and makes
+                # more work while the work that would free its max pending waits; on a cluster
+                # the other worker then idles, waiting for its trees to come back.
+                time.sleep(0)
             if throttled and not emitted:
                 started = time.monotonic()
                 try:
