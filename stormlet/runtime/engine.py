@@ -175,7 +175,8 @@ class TopologyRuntime:
         if spec.is_spout:
             executor = SpoutExecutor(name, inbox, built, self.stopping,
                                      timeout_secs=self.timeout_secs,
-                                     wait_secs=float(conf[cfg.TOPOLOGY_SPOUT_WAIT_MS]) / 1000)
+                                     wait_secs=float(conf[cfg.TOPOLOGY_SPOUT_WAIT_MS]) / 1000,
+                                     yields=len(local_tasks) < len(self.layout.task_component))
         else:
             executor = BoltExecutor(name, inbox, built, self.stopping)
         executor.hang_secs = float(conf.get(cfg.TOPOLOGY_HANG_WARNING_SECS) or 0)
