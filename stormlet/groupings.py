@@ -117,7 +117,6 @@ def make_chooser(
     rng = rng or random.Random()
     tasks = sorted(target_tasks)
     singles = [[t] for t in tasks]
-    n = len(tasks)
     kind = grouping.kind
 
     if kind == DIRECT:
@@ -138,8 +137,8 @@ def make_chooser(
         custom.prepare(context, stream, list(tasks))
         return lambda values: custom.choose_tasks(source_task, values)
     if kind == LOCAL_OR_SHUFFLE:
-        local = [t for t in tasks if t in local_tasks]
-        return _shuffle_chooser([[t] for t in local] if local else singles, rng)
+        local = [single for single in singles if single[0] in local_tasks]
+        return _shuffle_chooser(local or singles, rng)
     if kind in (SHUFFLE, NONE):
         return _shuffle_chooser(singles, rng)
     raise ValueError(f"unknown grouping kind {kind!r}")

@@ -70,8 +70,8 @@ def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
             by_spout["sentences" in metrics].add(metrics["__acker"].get("executed", 0) > 0)
         return by_spout if len(beats) == 4 else {}
 
-    wait_until(lambda: acker_work() == {True: {True}, False: {False}}
-               or acker_work() == {True: {True}, False: set()}, 15,
+    wait_until(lambda: acker_work() in ({True: {True}, False: {False}},
+                                        {True: {True}, False: set()}), 15,
                "the ackers in the spouts' workers, and only those, to report acks")
     workers = cluster.topology_workers("wc")
     # The counting tasks live in other workers than all of the splitters: words crossed ZeroMQ.

@@ -83,7 +83,6 @@ class Relay(Bolt):
         self.collector.emit(tup.values, anchors=[tup])
         self.collector.ack(tup)
 
-
     def first_to_hold(self) -> bool:
         try:
             open(self.marker + ".once", "x").close()   # one relay, once, even after a restart
