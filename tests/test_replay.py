@@ -45,8 +45,7 @@ RETRY = RetryPolicy(initial_delay=0.05, max_attempts=2)
 def spark():
     """One local Spark session for every test here (starting one costs ~5 s); ``replay`` uses
     the active session."""
-    session = build_session("stormlet-replay-tests", "local[2]",
-                            {"spark.sql.shuffle.partitions": "2"})
+    session = build_session("stormlet-replay-tests", "local[2]")
     yield session
     session.stop()
 
@@ -282,6 +281,85 @@ def test_latest_attempt_wins_types_are_kept_and_ids_compare_as_json(spark, tmp_p
     assert {v for _, _, v in found if isinstance(v, str)} == {
         '{"base64": "aGk="}', "int id later", "str id"}
     assert len(found) == 5
+
+
+def test_a_later_write_breaks_a_tie_and_messages_without_a_source_go_first(spark, tmp_path):
+    log = PartitionedLog.create(tmp_path / "log", 1)
+    name = str(log.path.resolve())
+
+    def src(o):
+        return SourceRef(kind="log", name=name, partition=0, offset=o)
+
+    write_records(tmp_path / "failed", [
+        rec([0, 2], "older write", source=src(2), last=7), rec([0, 0], "offset 0", source=src(0)),
+        rec("m-b", "id m-b"), rec([0, 1], "offset 1", source=src(1))])
+    write_records(tmp_path / "failed", [
+        rec([0, 2], "newer write", source=src(2), last=7), rec("m-a", "id m-a")])
+    summary = replay(tmp_path / "failed", f"log:{tmp_path / 'log'}")
+    assert (summary.matched, summary.duplicates, summary.planned) == (6, 1, 5)
+    # In the plan's order: messages without a source (by id's JSON), then by source offset.
+    assert [r.value for r in log.read(0, 0)] == [
+        "id m-a", "id m-b", "offset 0", "offset 1", "newer write"]
+
+
+def test_plans_of_the_json_lines_era_still_count_as_replayed(spark, tmp_path):
+    import pyarrow.parquet as pq
+
+    log = PartitionedLog.create(tmp_path / "log", 2)
+    name = str(log.path.resolve())
+    src = SourceRef(kind="log", name=name, partition=1, offset=4)
+    write_records(tmp_path / "failed", [rec([1, 4], "once", source=src), rec("x", "x")])
+    first = replay(tmp_path / "failed", f"log:{tmp_path / 'log'}")
+    assert first.written == 2
+    # Rewrite its plan as replays wrote it before the log was Parquet: Spark's JSON lines.
+    plan = first.run.run_id
+    plan_dir = tmp_path / "failed" / REPLAYS_DIR / plan / "plan"
+    rows = [row for f in sorted(plan_dir.glob("part-*.parquet"))
+            for row in pq.read_table(f).to_pylist()]
+    for f in plan_dir.glob("part-*.parquet"):
+        f.unlink()
+    (plan_dir / "part-00000-legacy.json").write_text("".join(
+        json.dumps({k: v for k, v in row.items() if v is not None}) + "\n" for row in rows))
+    write_records(tmp_path / "failed", [rec([1, 4], "again", source=src, last=50),
+                                        rec("y", "new")])
+    again = replay(tmp_path / "failed", f"log:{tmp_path / 'log'}")
+    assert (again.matched, again.replayed_before, again.written) == (2, 1, 1)
+
+
+def test_a_message_identity_reads_as_spark_to_json_wrote_it(spark):
+    """Plans written by earlier versions hold identities made by Spark's ``to_json``; the text
+    made now must be the same, byte for byte, for strings JSON must escape."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from stormlet.spark.replay.plan_tasks import dedup_keys
+
+    names = ["plain", 'quo"te', "back\\slash", "new\nline\ttab", "ctl\x01\x1f\x7f",
+             "ünïcödé ✓ 𝄞", "sl/ash", "\\u0041 not an escape", ""]
+    rows = [(n, n[::-1], i, 10 ** 12 + i) for i, n in enumerate(names)]
+    df = spark.createDataFrame(rows, "kind STRING, name STRING, p INT, o BIGINT")
+
+    def spark_json(*cols):  # what replays before Arrow planning did: to_json, then the numbers
+        text = F.to_json(F.array(*cols))
+        return F.left(text, F.length(text) - 1)
+
+    spark_source = [r[0] + f",{p},{o}]" for r, (_, _, p, o) in zip(
+        df.select(spark_json(F.lit("source"), "kind", "name")).collect(), rows)]
+    spark_message = [r[0] + ',"id"]' for r in
+                     df.select(spark_json(F.lit("message"), "kind", "name")).collect()]
+    none = pa.nulls(len(rows), pa.string())
+    by_source = pa.table({
+        "src_kind": [r[0] for r in rows], "src_name": [r[1] for r in rows],
+        "src_partition": pa.array([r[2] for r in rows], pa.int32()),
+        "src_offset": pa.array([r[3] for r in rows], pa.int64()),
+        "msg_topology": none, "msg_component": none, "msg_id": none})
+    by_message = pa.table({
+        "src_kind": none, "src_name": none, "src_partition": pa.nulls(len(rows), pa.int32()),
+        "src_offset": pa.nulls(len(rows), pa.int64()),
+        "msg_topology": [r[0] for r in rows], "msg_component": [r[1] for r in rows],
+        "msg_id": ['"id"'] * len(rows)})
+    assert dedup_keys(by_source).to_pylist() == spark_source
+    assert dedup_keys(by_message).to_pylist() == spark_message
 
 
 def test_filters_and_partitioning_by_key(spark, tmp_path):

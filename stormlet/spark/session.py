@@ -26,9 +26,6 @@ from .cluster import (MasterUnavailable, check_reachable, executor_timeout, is_l
                       loopback_master, submitted_master, wait_for_executors)
 
 DEFAULT_MASTER = "local[*]"
-#: stormlet's SQL settings, applied only where the user's ``spark-defaults.conf`` or spark-submit's
-#: ``--conf`` set nothing: SQL settings can be set once the session runs, when that is known.
-SQL_DEFAULTS = {"spark.sql.shuffle.partitions": "8"}
 #: The local driver JVM's options, unless ``SPARK_CONF_DIR`` or ``conf`` say otherwise.
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
 
@@ -95,10 +92,6 @@ def build_session(app_name: str, master: str | None = None,
     except Exception as exc:  # Py4J and Java start-up errors come in many types
         raise SparkUnavailable(f"cannot start Spark (master {master}): {exc}") from None
     spark.sparkContext.setLogLevel("WARN")
-    given = spark.sparkContext.getConf()
-    for key, value in SQL_DEFAULTS.items():
-        if not given.contains(key):
-            spark.conf.set(key, value)
     if not is_local(master):
         try:
             wait_for_executors(spark, executor_timeout(spark))

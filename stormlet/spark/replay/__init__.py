@@ -17,7 +17,8 @@ the payloads to the target, each with its original key:
 
 The parts, each in its module: ``job`` (the ``replay`` function, which ties the others together,
 and its summary), ``targets`` (the targets, and reading back what a crashed run wrote), ``plan``
-(which messages, to which partition: the Spark side, and the plan it writes), ``manifest``
+(which messages, to which partition: the Spark job, and the plan it writes), ``plan_tasks`` (what
+that job's tasks run, in Arrow), ``manifest``
 (``<failed-dir>/.replays/``: the runs, their journals, the lock), ``writer`` (writing a plan chunk
 by chunk, and finishing a crashed run) and ``errors`` (what the user is told).
 """

@@ -24,8 +24,7 @@ from ..progress import Progress
 from ..session import spark_session
 from .errors import ReplayError
 from .manifest import Manifest, Run
-from .plan import (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, count_candidates, find_candidates,
-                   plan_counts, write_plan)
+from .plan import REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, plan
 from .targets import TargetSpec, open_target, parse_target
 from .writer import PlanProgress, ReplayProgress, RunResult, write_run
 
@@ -190,8 +189,7 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
              manifest.path.parent, len(earlier))
     if progress is not None:
         progress(PlanProgress("planning", len(files), size, summary.skipped_files))
-    candidates = find_candidates(spark, files, filters, earlier, spec, partitions, partition_by)
-    run = None
+    run = None if dry_run else manifest.new_run()
 
     def report(text: str) -> None:
         if progress is not None:
@@ -199,23 +197,17 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
                                   detail=text))
 
     with Progress(spark, report, PROGRESS_INTERVAL) as shown:
-        if dry_run:
-            shown.step = "counting what would be replayed"
-            matched, rows = count_candidates(candidates)
-            status: Counter[str] = Counter(matched=matched)
-            for row in rows:
-                status[row["status"]] += row["n"]
-            _count_planned(summary, [row for row in rows if row["status"] == REPLAY])
-        else:
-            run = manifest.new_run()
-            shown.step = f"planning run {run.id}"
-            status = Counter(write_plan(candidates, run.plan))
-    summary.matched = status["matched"]
-    summary.duplicates = status["matched"] - status[REPLAY] - status[REPLAYED_BEFORE] \
+        shown.step = "counting what would be replayed" if run is None else f"planning run {run.id}"
+        counts = plan(spark, files, filters, earlier, spec, partitions, partition_by,
+                      None if run is None else run.plan)
+    status = counts.status
+    summary.matched = counts.matched
+    summary.duplicates = counts.matched - status[REPLAY] - status[REPLAYED_BEFORE] \
         - status[UNREPLAYABLE]
     summary.replayed_before = status[REPLAYED_BEFORE]
     summary.unreplayable = status[UNREPLAYABLE]
     summary.planned = status[REPLAY]
+    _count_planned(summary, [row for row in counts.groups if row["status"] == REPLAY])
     if summary.unreplayable:
         log.warning("replay: %d messages have a payload the target cannot hold (a value that is "
                     "not str or bytes, or a key that is not str, bytes or None); they are not "
@@ -224,7 +216,6 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
         shutil.rmtree(run.path)
         run = None
     if run is not None:
-        _count_planned(summary, plan_counts(run.plan))
         run.commit({
             "target": str(spec), "partition_by": partition_by, "filters": filters,
             "files": len(files), "covers": [_relative(failed_dir, f) for f in files],
