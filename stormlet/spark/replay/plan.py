@@ -65,8 +65,8 @@ def plan(spark: Any, files: list[Path], filters: dict[str, Any], earlier_plans: 
                              partitions=partitions, partition_by=partition_by)
     # Absolute paths: an executor does not run in the driver's working directory.
     plan_them = functools.partial(plan_partitions,
-                                  earlier_plans=[str(p.resolve()) for p in earlier_plans],
-                                  plan=None if out is None else str(out.resolve()))
+                                  earlier_plans=[str(p.absolute()) for p in earlier_plans],
+                                  plan=None if out is None else str(out.absolute()))
     # Spark's shuffle brings each target partition's rows (as Arrow blobs) to one task.
     rows = (sc.parallelize(groups, len(groups)).flatMap(scan)
             .partitionBy(partitions, _same_partition).mapPartitions(plan_them).collect())
@@ -90,7 +90,7 @@ def _file_groups(files: list[Path], n: int) -> list[list[str]]:
     sizes = [0] * n
     for file in sorted(files, key=lambda f: f.stat().st_size, reverse=True):
         smallest = sizes.index(min(sizes))
-        groups[smallest].append(str(file.resolve()))
+        groups[smallest].append(str(file.absolute()))
         sizes[smallest] += file.stat().st_size
     return [g for g in groups if g]
 

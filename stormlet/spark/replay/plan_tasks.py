@@ -11,10 +11,13 @@ The planning job has two stages, joined by Spark's shuffle:
    replay from those an earlier run planned and those no target can hold, writes the messages to
    replay as the partition's plan file in the order to write them, and yields its counts.
 
-Spark moves a few large byte strings per task, so the JVM does almost nothing per record: the
-job costs about the same in a new JVM as in a warm one (Spark SQL spent most of a new JVM's
-replay compiling its per-record code). A task holds one batch (stage 1) or one target
-partition's matching records (stage 2) in memory; the driver holds only the counts.
+Spark moves byte strings of thousands of records each, so the JVM does almost nothing per
+record: the job costs about the same in a new JVM as in a warm one (Spark SQL spent most of a new
+JVM's replay compiling its per-record code). Memory: a reading task holds the blobs PySpark
+buffers before it hands them to the shuffle (at most about ten batches' worth for a target of
+few partitions); a planning task holds its target partition's matching records, compressed and
+then as a table, and, of earlier runs' identities, those in that partition; the driver holds
+only the counts.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ...sources.partitioned_log import partition_for_key
 REPLAY, REPLAYED_BEFORE, UNREPLAYABLE = "replay", "replayed before", "unreplayable"
 STATUSES = (REPLAY, REPLAYED_BEFORE, UNREPLAYABLE)
 
-#: The plan file's columns (what ``read_plan`` and ``plan_counts`` read).
+#: The plan file's columns (what ``plan.read_plan`` reads).
 PLAN_COLUMNS = ("partition", "dedup_key", "topology", "component", "reason",
                 "key_s", "key_b", "value_s", "value_b")
 #: What a dry run counts its messages by (with ``n``).
@@ -56,12 +59,15 @@ def scan_files(files: list[str], filters: dict[str, Any], target: tuple[str, str
                partitions: int, partition_by: str) -> Iterator[tuple[int, bytes]]:
     """The matching records of ``files``, as ``(target partition, Arrow IPC stream)`` pairs: one
     per batch read and target partition in it. ``target`` is the target's (kind, name)."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     for file in files:
         for batch in pq.ParquetFile(file).iter_batches(_BATCH_ROWS, columns=_READ):
             rows = _matching(_flat(batch), filters)
             if rows.num_rows:
+                rows = rows.set_column(rows.column_names.index("reason"), "reason",
+                                       pc.fill_null(rows.column("reason"), "?"))
                 rows = rows.append_column("partition", _targets(rows, target, partitions,
                                                                 partition_by))
                 yield from _by_partition(rows)
@@ -90,7 +96,7 @@ def _flat(batch: Any) -> Any:
         "record_id": batch.column("record_id"),
         "topology": batch.column("topology"),
         "component": batch.column("component"),
-        "reason": pc.fill_null(fields("reason")["kind"], "?"),
+        "reason": fields("reason")["kind"],   # "?" where null, once filtered
         "src_kind": source["kind"], "src_name": source["name"],
         "src_partition": source["partition"], "src_offset": source["offset"],
         "msg_topology": if_no_source(batch.column("topology")),
@@ -157,9 +163,12 @@ def _targets(rows: Any, target: tuple[str, str], partitions: int, partition_by: 
 def _by_partition(rows: Any) -> Iterator[tuple[int, bytes]]:
     import pyarrow.compute as pc
 
-    partition = rows.column("partition")
-    for p in pc.unique(partition).to_pylist():
-        yield p, _ipc(rows.filter(pc.equal(partition, p)))
+    rows = rows.take(pc.sort_indices(rows.column("partition")))
+    runs = pc.run_end_encode(rows.column("partition").combine_chunks())
+    start = 0
+    for p, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist()):
+        yield p, _ipc(rows.slice(start, end - start))
+        start = end
 
 
 def _ipc(table: Any) -> bytes:
@@ -187,15 +196,18 @@ def dedup_keys(rows: Any) -> Any:
     def join(*parts: Any) -> Any:
         return pc.binary_join_element_wise(*parts, "")
 
+    def number(name: str) -> Any:
+        # A missing part (only in files another writer made) reads as JSON's null.
+        return pc.fill_null(pc.cast(rows.column(name), pa.string()), "null")
+
     comma = ","
     by_source = join('["source",', _json_strings(rows.column("src_kind")), comma,
-                     _json_strings(rows.column("src_name")), comma,
-                     pc.cast(rows.column("src_partition"), pa.string()), comma,
-                     pc.cast(rows.column("src_offset"), pa.string()), "]")
+                     _json_strings(rows.column("src_name")), comma, number("src_partition"),
+                     comma, number("src_offset"), "]")
     by_message = join('["message",', _json_strings(rows.column("msg_topology")), comma,
                       _json_strings(rows.column("msg_component")), comma,
-                      rows.column("msg_id"), "]")
-    return pc.coalesce(by_source, by_message)
+                      pc.fill_null(rows.column("msg_id"), "null"), "]")
+    return pc.if_else(pc.is_valid(rows.column("src_kind")), by_source, by_message)
 
 
 _LOWER_HEX_ESCAPE = re.compile(r"(\\\\)|\\u([0-9a-f]{4})")
@@ -208,14 +220,14 @@ def _json_string(text: str) -> str:
 
 
 def _json_strings(column: Any) -> Any:
-    """A string column as JSON string literals (nulls stay null): each distinct value once."""
+    """A string column as JSON literals (a null as ``null``): each distinct value once."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     encoded = pc.dictionary_encode(column).combine_chunks() if isinstance(
         column, pa.ChunkedArray) else pc.dictionary_encode(column)
     literals = pa.array([_json_string(s) for s in encoded.dictionary.to_pylist()], pa.string())
-    return pc.take(literals, encoded.indices)
+    return pc.fill_null(pc.take(literals, encoded.indices), "null")
 
 
 # ----- stage 2
@@ -232,7 +244,6 @@ def plan_partitions(blobs: Iterator[tuple[int, bytes]], earlier_plans: list[str]
     by_partition: dict[int, list[bytes]] = {}
     for p, blob in blobs:
         by_partition.setdefault(p, []).append(blob)
-    seen = _earlier_keys(earlier_plans) if by_partition else None
     for p in sorted(by_partition):
         parts = by_partition.pop(p)
         rows = pa.concat_tables(pa.ipc.open_stream(blob).read_all() for blob in parts)
@@ -242,12 +253,13 @@ def plan_partitions(blobs: Iterator[tuple[int, bytes]], earlier_plans: list[str]
         # The payloads are copied once, for the plan; the rest is decided on the small columns.
         messages = rows.drop_columns(list(_PAYLOAD)).take(winners)
         keys = dedup_keys(messages)
-        status = pc.if_else(pc.is_in(keys, value_set=seen), REPLAYED_BEFORE,
+        status = pc.if_else(_planned_before(earlier_plans, keys), REPLAYED_BEFORE,
                             pc.if_else(messages.column("replayable"), REPLAY, UNREPLAYABLE))
         messages = messages.append_column("dedup_key", keys).append_column("status", status)
         counted = messages.group_by(list(COUNT_BY)).aggregate([("partition", "count")])
         for row in counted.to_pylist():
-            yield {**row, "n": row.pop("partition_count")}
+            n = row.pop("partition_count")
+            yield {**row, "n": n}
         if plan is not None:
             to_replay = pc.equal(status, REPLAY)
             if not pc.all(to_replay).as_py():
@@ -291,28 +303,47 @@ def _latest_copies(rows: Any) -> Any:
     return order.filter(pa.concat_arrays([pa.array([True]), changed]))
 
 
-def _earlier_keys(plans: list[str]) -> Any:
-    """The identities in earlier runs' plans (Parquet, or JSON Lines from before the log was
-    Parquet): each message is in one plan at most."""
+def _planned_before(plans: list[str], keys: Any) -> Any:
+    """Whether each of ``keys`` (identities) is in an earlier run's plan (Parquet, or JSON Lines
+    from before the log was Parquet). Only the earlier identities among ``keys`` are kept, a
+    batch of a plan at a time."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.json as pj
     import pyarrow.parquet as pq
 
-    keys = [pa.array([], pa.string())]
+    def batches(file: Path) -> Iterator[Any]:
+        if file.name.endswith(".parquet"):
+            for batch in pq.ParquetFile(file).iter_batches(_BATCH_ROWS, columns=["dedup_key"]):
+                yield batch.column(0)
+        elif file.name.endswith(".json") and file.stat().st_size:
+            # Spark wrote one object a line, a line as long as its payload: a block must hold
+            # the longest, and the file is one run's partition.
+            read = pj.ReadOptions(block_size=max(1 << 20, file.stat().st_size + 1))
+            parse = pj.ParseOptions(explicit_schema=pa.schema([("dedup_key", pa.string())]),
+                                    unexpected_field_behavior="ignore")
+            yield from pj.read_json(file, read_options=read, parse_options=parse).column(0).chunks
+
+    wanted = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    found = [pa.array([], pa.string())]
     for plan in map(Path, plans):
         for file in sorted(plan.glob("part-*")):
-            if file.name.endswith(".parquet"):
-                keys.extend(pq.read_table(file, columns=["dedup_key"]).column(0).chunks)
-            elif file.name.endswith(".json"):
-                options = pj.ParseOptions(explicit_schema=pa.schema([("dedup_key", pa.string())]),
-                                          unexpected_field_behavior="ignore")
-                keys.extend(pj.read_json(file, parse_options=options).column(0).chunks)
-    return pa.concat_arrays(keys)
+            for chunk in batches(file):
+                found.append(chunk.filter(pc.is_in(chunk, value_set=wanted)))
+    return pc.is_in(keys, value_set=pa.concat_arrays(found))
 
 
 def _write_plan(rows: Any, path: Path) -> None:
+    """``rows`` as the plan file ``path``, whole or not at all: a task run twice (retried, or
+    speculatively) replaces the file with the same one."""
+    import os
+    import uuid
+
     import pyarrow.parquet as pq
 
     if rows.num_rows:
-        pq.write_table(rows.select(list(PLAN_COLUMNS)), path, compression="zstd",
+        # A leading "." keeps the unfinished file out of the plan's "part-*".
+        temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        pq.write_table(rows.select(list(PLAN_COLUMNS)), temporary, compression="zstd",
                        use_dictionary=["topology", "component", "reason"])
+        os.replace(temporary, path)
