@@ -255,6 +255,23 @@ def test_planning_reports_its_spark_stages_as_it_goes(spark, tmp_path, monkeypat
     assert any("Spark stage" in d and "partitions done" in d for d in running), running
 
 
+def test_the_planning_tally_counts_what_the_tasks_read_matched_and_planned(spark, tmp_path):
+    from stormlet.spark.replay.plan import PlanTally, plan
+    from stormlet.spark.replay.targets import parse_target
+
+    write_records(tmp_path / "failed", [rec(i, f"v{i}", kind="error" if i % 3 else "timeout")
+                                        for i in range(30)])
+    write_records(tmp_path / "failed", [rec(i, f"v{i} again", last=20) for i in range(5)])
+    tally = PlanTally(spark)
+    assert tally.so_far() == ""
+    counts = plan(spark, final_files(tmp_path / "failed"), {"reason": "error"}, [],
+                  parse_target(f"log:{tmp_path}"), 2, "source", tmp_path / "plan", tally)
+    # 35 records, 25 of reason error: 20 of the first 30 and the 5 later copies, of which
+    # those of ids 0 and 3 are the only ones of their message that match: 22 messages.
+    assert (counts.matched, counts.status["replay"]) == (25, 22)
+    assert tally.so_far() == "records read 35, matched 25; messages planned 22"
+
+
 def test_latest_attempt_wins_types_are_kept_and_ids_compare_as_json(spark, tmp_path):
     log = PartitionedLog.create(tmp_path / "log", 3)
     name = str(log.path.resolve())

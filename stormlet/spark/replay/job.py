@@ -24,7 +24,7 @@ from ..progress import Progress
 from ..session import spark_session
 from .errors import ReplayError
 from .manifest import Manifest, Run
-from .plan import REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, plan
+from .plan import REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, PlanTally, plan
 from .targets import TargetSpec, open_target, parse_target
 from .writer import PlanProgress, ReplayProgress, RunResult, write_run
 
@@ -196,10 +196,11 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
             progress(PlanProgress("running", len(files), size, summary.skipped_files,
                                   detail=text))
 
-    with Progress(spark, report, PROGRESS_INTERVAL) as shown:
+    tally = PlanTally(spark)
+    with Progress(spark, report, PROGRESS_INTERVAL, tally.so_far) as shown:
         shown.step = "counting what would be replayed" if run is None else f"planning run {run.id}"
         counts = plan(spark, files, filters, earlier, spec, partitions, partition_by,
-                      None if run is None else run.plan)
+                      None if run is None else run.plan, tally)
     status = counts.status
     summary.matched = counts.matched
     summary.duplicates = counts.matched - status[REPLAY] - status[REPLAYED_BEFORE] \

@@ -37,7 +37,7 @@ from .errors import ReplayError
 from .plan_tasks import REPLAY, REPLAYED_BEFORE, UNREPLAYABLE, plan_partitions, scan_files
 from .targets import Message, Messages, TargetSpec
 
-__all__ = ["PlanCounts", "REPLAY", "REPLAYED_BEFORE", "UNREPLAYABLE", "plan",
+__all__ = ["PlanCounts", "PlanTally", "REPLAY", "REPLAYED_BEFORE", "UNREPLAYABLE", "plan",
            "read_plan"]
 
 
@@ -51,22 +51,45 @@ class PlanCounts:
     groups: list[dict[str, Any]] = field(default_factory=list)
 
 
+class PlanTally:
+    """What the planning job's finished tasks have done so far, for the progress line: Spark
+    accumulators, so a task's counts arrive when it ends."""
+
+    def __init__(self, spark: Any):
+        sc = spark.sparkContext
+        self.read = sc.accumulator(0)
+        self.matched = sc.accumulator(0)
+        self.planned = sc.accumulator(0)
+
+    def so_far(self) -> str:
+        """``"records read R, matched M; messages planned P"``, or "" before any task ended."""
+        read, planned = self.read.value, self.planned.value
+        if not read:
+            return ""
+        text = f"records read {read:,}, matched {self.matched.value:,}"
+        return f"{text}; messages planned {planned:,}" if planned else text
+
+
 def plan(spark: Any, files: list[Path], filters: dict[str, Any], earlier_plans: list[Path],
-         spec: TargetSpec, partitions: int, partition_by: str, out: Path | None) -> PlanCounts:
+         spec: TargetSpec, partitions: int, partition_by: str, out: Path | None,
+         tally: PlanTally | None = None) -> PlanCounts:
     """Plan a replay of ``files`` (see the module doc) in one Spark job: write each target
     partition's messages to replay to its file under ``out`` (None: a dry run, nothing written),
-    and return the counts. The driver gets only counts back."""
+    and return the counts; ``tally`` counts as the job's tasks end. The driver gets only counts
+    back."""
     sc = spark.sparkContext
     # One wave of reading tasks: each costs a pause of its own as its output enters the shuffle.
     groups = _file_groups(files, max(1, min(len(files), sc.defaultParallelism)))
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     scan = functools.partial(scan_files, filters=filters, target=(spec.kind, spec.name),
-                             partitions=partitions, partition_by=partition_by)
+                             partitions=partitions, partition_by=partition_by,
+                             read=tally and tally.read, matched=tally and tally.matched)
     # Absolute paths: an executor does not run in the driver's working directory.
     plan_them = functools.partial(plan_partitions,
                                   earlier_plans=[str(p.absolute()) for p in earlier_plans],
-                                  plan=None if out is None else str(out.absolute()))
+                                  plan=None if out is None else str(out.absolute()),
+                                  planned=tally and tally.planned)
     # Spark's shuffle brings each target partition's rows (as Arrow blobs) to one task.
     rows = (sc.parallelize(groups, len(groups)).flatMap(scan)
             .partitionBy(partitions, _same_partition).mapPartitions(plan_them).collect())

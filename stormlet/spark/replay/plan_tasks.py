@@ -56,15 +56,20 @@ def plan_file(plan: Path, partition: int) -> Path:
 
 
 def scan_files(files: list[str], filters: dict[str, Any], target: tuple[str, str],
-               partitions: int, partition_by: str) -> Iterator[tuple[int, bytes]]:
+               partitions: int, partition_by: str, read: Any = None,
+               matched: Any = None) -> Iterator[tuple[int, bytes]]:
     """The matching records of ``files``, as ``(target partition, Arrow IPC stream)`` pairs: one
-    per batch read and target partition in it. ``target`` is the target's (kind, name)."""
+    per batch read and target partition in it. ``target`` is the target's (kind, name);
+    ``read`` and ``matched`` (Spark accumulators, or None) count the records."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     for file in files:
         for batch in pq.ParquetFile(file).iter_batches(_BATCH_ROWS, columns=_READ):
             rows = _matching(_flat(batch), filters)
+            if read is not None:
+                read.add(batch.num_rows)
+                matched.add(rows.num_rows)
             if rows.num_rows:
                 rows = rows.set_column(rows.column_names.index("reason"), "reason",
                                        pc.fill_null(rows.column("reason"), "?"))
@@ -234,10 +239,11 @@ def _json_strings(column: Any) -> Any:
 
 
 def plan_partitions(blobs: Iterator[tuple[int, bytes]], earlier_plans: list[str],
-                    plan: str | None) -> Iterator[dict[str, Any]]:
+                    plan: str | None, planned: Any = None) -> Iterator[dict[str, Any]]:
     """Plan each target partition whose rows ``blobs`` hold (all of them: Spark's shuffle put
     them here), writing its plan file under ``plan`` (None: a dry run, nothing written); yields
-    a count per (``COUNT_BY``) group with ``n``, and ``{"matched": n}`` per partition."""
+    a count per (``COUNT_BY``) group with ``n``, and ``{"matched": n}`` per partition.
+    ``planned`` (a Spark accumulator, or None) counts the messages to replay."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -260,8 +266,10 @@ def plan_partitions(blobs: Iterator[tuple[int, bytes]], earlier_plans: list[str]
         for row in counted.to_pylist():
             n = row.pop("partition_count")
             yield {**row, "n": n}
+        to_replay = pc.equal(status, REPLAY)
+        if planned is not None:
+            planned.add(pc.sum(to_replay.cast("int64")).as_py() or 0)
         if plan is not None:
-            to_replay = pc.equal(status, REPLAY)
             if not pc.all(to_replay).as_py():
                 winners, messages = winners.filter(to_replay), messages.filter(to_replay)
             payloads = rows.select(list(_PAYLOAD)).take(winners)
