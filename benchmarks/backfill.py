@@ -82,7 +82,7 @@ def word_count_bench(doc: str, name: str) -> Iterator[Bench]:
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--no-warmup", action="store_true",
-                        help="run the timed job first, in a new JVM (where supported)")
+                        help="run the timed job first, in a new JVM")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
         directory = Path(tmp)

@@ -67,7 +67,8 @@ def main() -> None:
              .mapPartitions(split_words).partitionBy(TASKS, identity)
              .mapPartitions(count_words).saveAsTextFile(str(directory / f"{name}-out")))
 
-        run("warmup")
+        if not args.no_warmup:
+            run("warmup")
         cpu_before, started = cpu_seconds(bench.jvm), time.perf_counter()
         run("lines")
         seconds, cpu = time.perf_counter() - started, cpu_seconds(bench.jvm) - cpu_before
