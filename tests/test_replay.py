@@ -319,6 +319,18 @@ def test_a_later_write_breaks_a_tie_and_messages_without_a_source_go_first(spark
         "id m-a", "id m-b", "offset 0", "offset 1", "newer write"]
 
 
+def test_a_target_of_more_partitions_than_planning_tasks_gets_each_in_order(spark, tmp_path):
+    log = PartitionedLog.create(tmp_path / "log", 21)       # local[2]: 8 planning tasks
+    name = str(log.path.resolve())
+    write_records(tmp_path / "failed", [
+        rec([o % 21, o], f"p{o % 21} o{o}", source=SourceRef(kind="log", name=name,
+                                                            partition=o % 21, offset=o))
+        for o in reversed(range(105))])
+    assert replay(tmp_path / "failed", f"log:{tmp_path / 'log'}").written == 105
+    for p in range(21):
+        assert [r.value for r in log.read(p, 0)] == [f"p{p} o{o}" for o in range(p, 105, 21)]
+
+
 def test_plans_of_the_json_lines_era_still_count_as_replayed(spark, tmp_path):
     import pyarrow.parquet as pq
 
@@ -328,9 +340,13 @@ def test_plans_of_the_json_lines_era_still_count_as_replayed(spark, tmp_path):
     write_records(tmp_path / "failed", [rec([1, 4], "once", source=src), rec("x", "x")])
     first = replay(tmp_path / "failed", f"log:{tmp_path / 'log'}")
     assert first.written == 2
-    # Rewrite its plan as replays wrote it before the log was Parquet: Spark's JSON lines.
-    plan = first.run.run_id
-    plan_dir = tmp_path / "failed" / REPLAYS_DIR / plan / "plan"
+    # Rewrite its plan as replays wrote it before the log was Parquet: Spark's JSON lines, in
+    # files named by Spark, and a run.json that does not say how many partitions it went to.
+    run_dir = tmp_path / "failed" / REPLAYS_DIR / first.run.run_id
+    meta = json.loads((run_dir / "run.json").read_text())
+    del meta["partitions"]
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    plan_dir = run_dir / "plan"
     rows = [row for f in sorted(plan_dir.glob("part-*.parquet"))
             for row in pq.read_table(f).to_pylist()]
     for f in plan_dir.glob("part-*.parquet"):

@@ -77,6 +77,26 @@ def test_earlier_plans_of_both_formats_mark_messages_replayed_empty_files_and_lo
     (second / "part-00000-x.json").write_bytes(b"")
     (second / "part-00001-x.json").write_text(json.dumps(
         {**planned[1], "value_s": "y" * 3_000_000}) + "\n")
-    counts = list(plan_partitions(iter(blobs), [str(first), str(second)], None))
+    counts = list(plan_partitions(iter(blobs), [(str(first), False), (str(second), False)], None))
     by_status = {row["status"]: row["n"] for row in counts if "n" in row}
     assert by_status == {REPLAYED_BEFORE: 2, REPLAY: 1}
+
+
+def test_an_earlier_plan_partitioned_alike_is_read_only_in_the_partitions_own_file(tmp_path):
+    here = {"kind": "log", "name": "/here", "partition": 0}
+    log = write_log(tmp_path / "a.parquet", [record(0, reason=None, source={**here, "offset": 0})])
+    blobs = list(scan_files([log], {}, ("log", "/here"), 2, "source"))
+    assert [p for p, _ in blobs] == [0]
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    list(plan_partitions(iter(blobs), [], str(earlier)))
+    # The message's identity, misfiled under partition 1: a plan partitioned alike cannot hold
+    # it there, so it is not looked for there; any other plan is read whole.
+    (earlier / "part-00000.parquet").rename(earlier / "part-00001.parquet")
+
+    def status(alike: bool) -> str:
+        counts = list(plan_partitions(iter(blobs), [(str(earlier), alike)], None))
+        return next(row["status"] for row in counts if "n" in row)
+
+    assert status(alike=True) == REPLAY
+    assert status(alike=False) == REPLAYED_BEFORE

@@ -183,7 +183,11 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
     """Fill in the summary's counts and, unless ``dry_run``, write the plan of a new run; returns
     the run (None if there is nothing to replay)."""
     began = time.monotonic()
-    earlier = [r.plan for r in manifest.runs() if r.planned()]
+    # An earlier run that sent messages where this one does put each of this run's messages, if
+    # it planned it, in the same partition's file.
+    earlier = [(r.plan, r.meta.get("target") == str(spec) and
+                r.meta.get("partition_by") == partition_by and r.meta.get("partitions") == partitions)
+               for r in manifest.runs() if r.planned()]
     size = sum(f.stat().st_size for f in files)
     log.info("replay: planning from %d files of %s (%d earlier runs)", len(files),
              manifest.path.parent, len(earlier))
@@ -218,7 +222,8 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
         run = None
     if run is not None:
         run.commit({
-            "target": str(spec), "partition_by": partition_by, "filters": filters,
+            "target": str(spec), "partition_by": partition_by, "partitions": partitions,
+            "filters": filters,
             "files": len(files), "covers": [_relative(failed_dir, f) for f in files],
             "chunk_size": chunk_size,
             "planned": summary.planned, "matched": summary.matched,

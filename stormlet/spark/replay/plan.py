@@ -70,13 +70,15 @@ class PlanTally:
         return f"{text}; messages planned {planned:,}" if planned else text
 
 
-def plan(spark: Any, files: list[Path], filters: dict[str, Any], earlier_plans: list[Path],
+def plan(spark: Any, files: list[Path], filters: dict[str, Any],
+         earlier_plans: list[tuple[Path, bool]],
          spec: TargetSpec, partitions: int, partition_by: str, out: Path | None,
          tally: PlanTally | None = None) -> PlanCounts:
     """Plan a replay of ``files`` (see the module doc) in one Spark job: write each target
     partition's messages to replay to its file under ``out`` (None: a dry run, nothing written),
     and return the counts; ``tally`` counts as the job's tasks end. The driver gets only counts
-    back."""
+    back. ``earlier_plans`` are the plans of earlier runs, each with whether it went to this
+    target, partitioned alike (then a partition's messages can be only in its file there)."""
     sc = spark.sparkContext
     # One wave of reading tasks: each costs a pause of its own as its output enters the shuffle.
     groups = _file_groups(files, max(1, min(len(files), sc.defaultParallelism)))
@@ -87,12 +89,15 @@ def plan(spark: Any, files: list[Path], filters: dict[str, Any], earlier_plans: 
                              read=tally and tally.read, matched=tally and tally.matched)
     # Absolute paths: an executor does not run in the driver's working directory.
     plan_them = functools.partial(plan_partitions,
-                                  earlier_plans=[str(p.absolute()) for p in earlier_plans],
+                                  earlier_plans=[(str(p.absolute()), alike)
+                                                 for p, alike in earlier_plans],
                                   plan=None if out is None else str(out.absolute()),
                                   planned=tally and tally.planned)
-    # Spark's shuffle brings each target partition's rows (as Arrow blobs) to one task.
+    # Spark's shuffle brings each target partition's rows (as Arrow blobs) to one task; a task
+    # plans several partitions, one after the other, when the target has many.
+    tasks = max(1, min(partitions, 4 * sc.defaultParallelism))
     rows = (sc.parallelize(groups, len(groups)).flatMap(scan)
-            .partitionBy(partitions, _same_partition).mapPartitions(plan_them).collect())
+            .partitionBy(tasks, _same_partition).mapPartitions(plan_them).collect())
     counts = PlanCounts()
     for row in rows:
         if "n" in row:
@@ -104,7 +109,7 @@ def plan(spark: Any, files: list[Path], filters: dict[str, Any], earlier_plans: 
 
 
 def _same_partition(partition: int) -> int:
-    return partition
+    return partition        # PySpark takes it modulo the task count
 
 
 def _file_groups(files: list[Path], n: int) -> list[list[str]]:

@@ -15,9 +15,10 @@ Spark moves byte strings of thousands of records each, so the JVM does almost no
 record: the job costs about the same in a new JVM as in a warm one (Spark SQL spent most of a new
 JVM's replay compiling its per-record code). Memory: a reading task holds the blobs PySpark
 buffers before it hands them to the shuffle (at most about ten batches' worth for a target of
-few partitions); a planning task holds its target partition's matching records, compressed and
-then as a table, and, of earlier runs' identities, those in that partition; the driver holds
-only the counts.
+few partitions); a planning task holds its target partitions' matching records compressed (one
+partition's, unless the target has more than four per core), one partition's at a time as a
+table, and, of earlier runs' identities, those in that partition; the driver holds only the
+counts.
 """
 
 from __future__ import annotations
@@ -238,12 +239,13 @@ def _json_strings(column: Any) -> Any:
 # ----- stage 2
 
 
-def plan_partitions(blobs: Iterator[tuple[int, bytes]], earlier_plans: list[str],
+def plan_partitions(blobs: Iterator[tuple[int, bytes]], earlier_plans: list[tuple[str, bool]],
                     plan: str | None, planned: Any = None) -> Iterator[dict[str, Any]]:
     """Plan each target partition whose rows ``blobs`` hold (all of them: Spark's shuffle put
     them here), writing its plan file under ``plan`` (None: a dry run, nothing written); yields
     a count per (``COUNT_BY``) group with ``n``, and ``{"matched": n}`` per partition.
-    ``planned`` (a Spark accumulator, or None) counts the messages to replay."""
+    ``earlier_plans``: earlier runs' plan directories, each with whether it went to this target
+    partitioned alike. ``planned`` (a Spark accumulator, or None) counts the messages to replay."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -259,7 +261,7 @@ def plan_partitions(blobs: Iterator[tuple[int, bytes]], earlier_plans: list[str]
         # The payloads are copied once, for the plan; the rest is decided on the small columns.
         messages = rows.drop_columns(list(_PAYLOAD)).take(winners)
         keys = dedup_keys(messages)
-        status = pc.if_else(_planned_before(earlier_plans, keys), REPLAYED_BEFORE,
+        status = pc.if_else(_planned_before(earlier_plans, p, keys), REPLAYED_BEFORE,
                             pc.if_else(messages.column("replayable"), REPLAY, UNREPLAYABLE))
         messages = messages.append_column("dedup_key", keys).append_column("status", status)
         counted = messages.group_by(list(COUNT_BY)).aggregate([("partition", "count")])
@@ -311,10 +313,11 @@ def _latest_copies(rows: Any) -> Any:
     return order.filter(pa.concat_arrays([pa.array([True]), changed]))
 
 
-def _planned_before(plans: list[str], keys: Any) -> Any:
-    """Whether each of ``keys`` (identities) is in an earlier run's plan (Parquet, or JSON Lines
-    from before the log was Parquet). Only the earlier identities among ``keys`` are kept, a
-    batch of a plan at a time."""
+def _planned_before(plans: list[tuple[str, bool]], partition: int, keys: Any) -> Any:
+    """Whether each of ``keys`` (identities of messages for ``partition``) is in an earlier
+    run's plan (Parquet, or JSON Lines from before the log was Parquet): in a plan partitioned
+    alike, only that partition's file can hold them. Only the earlier identities among ``keys``
+    are kept, a batch of a plan at a time."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.json as pj
@@ -334,8 +337,12 @@ def _planned_before(plans: list[str], keys: Any) -> Any:
 
     wanted = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     found = [pa.array([], pa.string())]
-    for plan in map(Path, plans):
-        for file in sorted(plan.glob("part-*")):
+    for plan, alike in plans:
+        if alike:
+            files = [f for f in [plan_file(Path(plan), partition)] if f.exists()]
+        else:
+            files = sorted(Path(plan).glob("part-*"))
+        for file in files:
             for chunk in batches(file):
                 found.append(chunk.filter(pc.is_in(chunk, value_set=wanted)))
     return pc.is_in(keys, value_set=pa.concat_arrays(found))
