@@ -4,14 +4,16 @@ journal of chunks written and its summary, and the lock that lets one replay run
 The directory's leading ``.`` makes readers of the failed log, and Spark, skip it, and no
 topology's directory can be called that. Each run has a directory::
 
-    .replays/<run id>/plan/part-*.parquet  the messages to write (written by Spark): per row
-                                         partition, dedup_key, topology,
+    .replays/<run id>/plan/part-*.parquet  the messages to write (written by the planning
+                                         job's tasks): per row partition, dedup_key, topology,
                                          component, reason, and key_s/value_s (a str) or
-                                         key_b/value_b (bytes); one file holds all of a target
-                                         partition's messages, in the order written (runs
-                                         planned before the log was Parquet: part-*.json)
+                                         key_b/value_b (bytes); part-NNNNN.parquet holds all of
+                                         target partition NNNNN's messages, in the order
+                                         written (runs planned before the log was Parquet:
+                                         part-*.json, as Spark named them)
     .replays/<run id>/run.json           written once the plan is complete and fsynced: run id,
-                                         filters, target, chunk size, counts
+                                         filters, target, its partition count and how messages
+                                         were partitioned, chunk size, counts
     .replays/<run id>/journal.jsonl      one fsynced line per chunk: "start" (with the target's
                                          end offsets) before writing it, "done" (with the
                                          offsets written) after
