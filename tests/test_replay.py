@@ -50,6 +50,15 @@ def spark():
     session.stop()
 
 
+def test_the_jobs_python_workers_run_the_installed_pyspark_not_sparks_zip(spark):
+    def where(_):
+        import pyspark.worker
+        return [pyspark.worker.__file__]
+
+    files = spark.sparkContext.parallelize([0, 1], 2).flatMap(where).collect()
+    assert files and all(".zip" not in f and f.endswith("worker.py") for f in files), files
+
+
 # ----- a topology whose bolt fails a known subset, until it is "fixed"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -28,6 +29,9 @@ from .cluster import (MasterUnavailable, check_reachable, executor_timeout, is_l
 DEFAULT_MASTER = "local[*]"
 #: The local driver JVM's options, unless ``SPARK_CONF_DIR`` or ``conf`` say otherwise.
 LOCAL_JAVA_OPTIONS = "-XX:+UseParallelGC"
+#: Spark's Python daemon for both jobs, unless the user's configuration names another.
+DAEMON_MODULE = "stormlet.spark.daemon"
+_DAEMON_KEY = "spark.python.daemon.module"
 
 
 class SparkUnavailable(RuntimeError):
@@ -62,6 +66,10 @@ def build_session(app_name: str, master: str | None = None,
         raise SparkUnavailable(f"cannot reach spark-submit's Spark: {exc}") from None
     builder = SparkSession.builder.appName(app_name).master(master)
     settings = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
+    if not _user_sets(_DAEMON_KEY):
+        # PySpark's daemon, from the installed package rather than Spark's source-only zip:
+        # each worker's first task starts ~0.3-0.5 s sooner (stormlet/spark/daemon.py).
+        settings[_DAEMON_KEY] = DAEMON_MODULE
     if is_local(master):
         # Nobody watches a local job's web UI; on a cluster it is where its progress is seen
         # (spark.ui.enabled=false in spark-defaults.conf switches it off).
@@ -99,6 +107,30 @@ def build_session(app_name: str, master: str | None = None,
             spark.stop()
             raise SparkUnavailable(str(exc)) from None
     return spark
+
+
+def _user_sets(key: str) -> bool:
+    """Whether the user's Spark configuration sets ``key``: spark-submit's (its ``--conf`` and
+    ``spark-defaults.conf``, in its JVM), else the ``spark-defaults.conf`` Spark will read."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()    # spark-submit's JVM, already running
+        return bool(SparkConf().contains(key))
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(
+        os.environ.get("SPARK_HOME") or _pyspark_home(), "conf")
+    try:
+        with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8") as defaults:
+            # Java properties: the key ends at whitespace, "=" or ":".
+            return any(re.split(r"[\s=:]", line.strip(), maxsplit=1)[0] == key
+                       for line in defaults if line.strip() and not line.lstrip().startswith("#"))
+    except OSError:
+        return False
+
+
+def _pyspark_home() -> str:
+    import pyspark
+    return os.path.dirname(pyspark.__file__)
 
 
 @contextmanager
