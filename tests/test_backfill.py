@@ -818,6 +818,7 @@ def test_the_runners_send_each_word_to_the_task_the_runtimes_chooser_picks(tmp_p
     from stormlet.spark.backfill.emitter import has_slot, payload
     from stormlet.spark.backfill.plan import stage_specs
     from stormlet.spark.backfill.runner import BoltRunner, InputRunner
+    from stormlet.spark.backfill.text_ranges import split_ranges
 
     # A worker's process-wide settings and caches stay out of the test's process.
     monkeypatch.setattr(shipping, "tune_for_streaming", lambda: None)
@@ -840,9 +841,11 @@ def test_the_runners_send_each_word_to_the_task_the_runtimes_chooser_picks(tmp_p
             Tally().addInPlace(self.value, more)
 
     tally = Accumulator()
-    halves = [corpus[:2], corpus[2:]]
-    read = [list(InputRunner(code, stages["sentences"], job.input, tally)(j, lines))
-            for j, lines in enumerate(halves)]
+    # The input's partitions: byte ranges of the file, as the job deals them.
+    halves = split_ranges(list(job.input.files), 2)
+    assert len(halves) == 2
+    read = [list(InputRunner(code, stages["sentences"], job.input, tally)(j, [pieces]))
+            for j, pieces in enumerate(halves)]
     # split's input is kept in place (NARROW): its partition j is the input's partition j.
     split = [list(BoltRunner(code, stages["split"], tally)(j, [payload(r) for r in records]))
              for j, records in enumerate(read)]

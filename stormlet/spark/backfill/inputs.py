@@ -18,6 +18,7 @@ from .errors import BackfillError
 from .formats import (FORMATS, JSONL, JSONL_SUFFIXES, LOG, LOG_FIELDS, TEXT, default_translate,
                       log_translate)
 from .paths import is_glob
+from .text_ranges import COMPRESSED_SUFFIXES
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class InputSpec:
     kind: str         # LOG, TEXT or JSONL
     path: str
     stream: str
+    #: A local text or JSON Lines input's files and their sizes, when the workers read them by
+    #: byte ranges (``text_ranges``); empty when Spark's ``textFile`` reads the input.
+    files: tuple[tuple[str, int], ...] = ()
 
 
 def resolve_input(options: InputOptions, spout_stream: str) -> InputSpec:
@@ -76,6 +80,12 @@ def resolve_input(options: InputOptions, spout_stream: str) -> InputSpec:
         for p in files:
             if not os.access(p, os.R_OK):
                 raise BackfillError(f"input {p}: not readable (permission denied)")
+        # Read by ranges what textFile would read as it is: the files directly in the path
+        # (it does not recurse), none compressed.
+        if all(p.parent == local or p == local for p in files) and not any(
+                p.name.lower().endswith(COMPRESSED_SUFFIXES) for p in files):
+            return InputSpec(kind, str(local), spout_stream,
+                             tuple((str(p), p.stat().st_size) for p in files))
     return InputSpec(kind, str(local), spout_stream)
 
 

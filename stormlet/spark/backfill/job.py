@@ -34,6 +34,7 @@ from .paths import absolute, output_paths
 from .plan import MERGE, MODE_WORDS, NARROW, Plan, StageSpec, plan_backfill, stage_specs
 from .runner import BoltRunner, InputRunner
 from .shipping import TopologyCode, code_digest, package_code
+from .text_ranges import split_ranges
 
 log = logging.getLogger(__name__)
 
@@ -243,6 +244,9 @@ def _input_rdd(sc: Any, source: InputSpec, plan: Plan, topology: Topology) -> An
     first = plan.consumers(plan.spout)
     # As many partitions as the first bolt has tasks, so the spout's tuples need not move.
     wanted = topology.components[first[0]].tasks if len(first) == 1 else sc.defaultParallelism
+    if source.files:
+        ranges = split_ranges(list(source.files), max(1, wanted))
+        return sc.parallelize(ranges, max(1, len(ranges)))
     return sc.textFile(spark_uri(source.path), minPartitions=max(1, wanted))
 
 

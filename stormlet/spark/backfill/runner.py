@@ -20,6 +20,7 @@ from a module they cannot import.
 from __future__ import annotations
 
 import logging
+from itertools import chain
 from typing import Any, Iterable, Iterator
 
 from ... import config as cfg
@@ -37,6 +38,7 @@ from .formats import log_translate, read_values
 from .inputs import InputSpec
 from .plan import StageSpec
 from .shipping import TopologyCode
+from .text_ranges import read_lines
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +159,8 @@ class InputRunner:
         stream = source.stream
         fields = list(spec.streams[stream].fields)
         emit = emitter.emit
+        if source.files:    # byte ranges of the input's files: read here, not by Spark
+            items = read_lines(chain.from_iterable(items))
         records = read_values(source.kind, source.path, items, fields, log_translate(spec),
                               counts.bad_record)
         for n, values in enumerate(records, 1):
