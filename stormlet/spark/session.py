@@ -62,13 +62,16 @@ def build_session(app_name: str, master: str | None = None,
     SparkSession = _session_class()
     try:
         master = master or submitted_master() or DEFAULT_MASTER
+        own_daemon = loopback_master(master) and not _user_sets(_DAEMON_KEY)
     except Exception as exc:  # spark-submit's JVM did not answer
         raise SparkUnavailable(f"cannot reach spark-submit's Spark: {exc}") from None
     builder = SparkSession.builder.appName(app_name).master(master)
     settings = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
-    if not _user_sets(_DAEMON_KEY):
+    if own_daemon:
         # PySpark's daemon, from the installed package rather than Spark's source-only zip:
-        # each worker's first task starts ~0.3-0.5 s sooner (stormlet/spark/daemon.py).
+        # each worker's first task starts ~0.3-0.5 s sooner (stormlet/spark/daemon.py). Only
+        # where the workers run this machine's stormlet: elsewhere it may come in --py-files,
+        # which a daemon cannot be imported from.
         settings[_DAEMON_KEY] = DAEMON_MODULE
     if is_local(master):
         # Nobody watches a local job's web UI; on a cluster it is where its progress is seen
@@ -120,10 +123,12 @@ def _user_sets(key: str) -> bool:
     conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(
         os.environ.get("SPARK_HOME") or _pyspark_home(), "conf")
     try:
-        with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8") as defaults:
+        with open(os.path.join(conf_dir, "spark-defaults.conf"), encoding="utf-8",
+                  errors="replace") as defaults:
             # Java properties: the key ends at whitespace, "=" or ":".
             return any(re.split(r"[\s=:]", line.strip(), maxsplit=1)[0] == key
-                       for line in defaults if line.strip() and not line.lstrip().startswith("#"))
+                       for line in defaults
+                       if line.strip() and not line.lstrip().startswith(("#", "!")))
     except OSError:
         return False
 
