@@ -69,8 +69,8 @@ def loopback_master(master: str) -> bool:
     return is_local(master) or (bool(hosts) and all(_is_loopback(h) for h, _ in hosts))
 
 
-def submitted_master() -> str | None:
-    """The master spark-submit was given, when spark-submit started this process; else None.
+def submitted_conf() -> Any:
+    """spark-submit's configuration, when spark-submit started this process; else None.
 
     spark-submit starts the JVM first and passes its port in ``PYSPARK_GATEWAY_PORT``; its
     ``--master`` (and ``--conf``, and ``spark-defaults.conf``) are that JVM's conf.
@@ -80,7 +80,13 @@ def submitted_master() -> str | None:
     from pyspark import SparkConf, SparkContext
 
     SparkContext._ensure_initialized()    # connects to spark-submit's JVM; starts nothing
-    return SparkConf().get("spark.master", None)
+    return SparkConf()
+
+
+def submitted_master() -> str | None:
+    """The master spark-submit was given, when spark-submit started this process; else None."""
+    conf = submitted_conf()
+    return None if conf is None else conf.get("spark.master", None)
 
 
 def check_reachable(master: str, timeout: float = 5.0) -> None:

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .cluster import (MasterUnavailable, check_reachable, executor_timeout, is_local,
-                      loopback_master, submitted_master, wait_for_executors)
+                      loopback_master, submitted_conf, submitted_master, wait_for_executors)
 
 DEFAULT_MASTER = "local[*]"
 #: The local driver JVM's options, unless ``SPARK_CONF_DIR`` or ``conf`` say otherwise.
@@ -115,11 +115,9 @@ def build_session(app_name: str, master: str | None = None,
 def _user_sets(key: str) -> bool:
     """Whether the user's Spark configuration sets ``key``: spark-submit's (its ``--conf`` and
     ``spark-defaults.conf``, in its JVM), else the ``spark-defaults.conf`` Spark will read."""
-    if "PYSPARK_GATEWAY_PORT" in os.environ:
-        from pyspark import SparkConf, SparkContext
-
-        SparkContext._ensure_initialized()    # spark-submit's JVM, already running
-        return bool(SparkConf().contains(key))
+    submitted = submitted_conf()
+    if submitted is not None:
+        return bool(submitted.contains(key))
     conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(
         os.environ.get("SPARK_HOME") or _pyspark_home(), "conf")
     try:
