@@ -76,10 +76,11 @@ def _lines(f: BinaryIO, start: int, end: int) -> Iterator[str]:
         chunk, buffer = buffer[:cut], buffer[cut:]
         chunk_pos, pos = pos, pos + cut
         if chunk:
-            lines = _decoded(chunk)
+            lone_cr = _lone_cr(chunk)
+            lines = _decoded(chunk, lone_cr)
             if chunk_pos == 0 and chunk.startswith(_BOM):   # Hadoop skips it, at a file's start
                 lines[0] = lines[0][1:]
-            own = min(_starts_before(chunk, end - chunk_pos), len(lines))
+            own = min(_starts_before(chunk, end - chunk_pos, lone_cr), len(lines))
             if skip:
                 lines, own, skip = lines[1:], own - 1, False
             yield from lines[:own] if own < len(lines) else lines
@@ -104,13 +105,14 @@ def _whole_lines(buffer: bytes, eof: bool) -> int:
 
 
 def _lone_cr(chunk: bytes) -> bool:
+    """Whether ``chunk`` holds a "\r" that ends a line by itself."""
     return chunk.count(b"\r") != chunk.count(b"\r\n")
 
 
-def _decoded(chunk: bytes) -> list[str]:
+def _decoded(chunk: bytes, lone_cr: bool) -> list[str]:
     """The lines of ``chunk`` (whole lines), decoded as Hadoop's ``Text`` does: an invalid
     UTF-8 sequence becomes U+FFFD."""
-    if _lone_cr(chunk):
+    if lone_cr:
         return [line.decode("utf-8", "replace") for line in chunk.splitlines()]
     # The usual case, one decode and one split in C for the whole chunk. An invalid sequence
     # never spans a "\n", so this is the line-by-line decoding.
@@ -123,10 +125,10 @@ def _decoded(chunk: bytes) -> list[str]:
     return lines
 
 
-def _starts_before(chunk: bytes, limit: int) -> int:
+def _starts_before(chunk: bytes, limit: int, lone_cr: bool) -> int:
     """How many lines of ``chunk`` begin before its byte ``limit``."""
     if limit <= 0:
         return 0
-    if not _lone_cr(chunk):     # a line begins after each "\n"
+    if not lone_cr:             # a line begins after each "\n"
         return 1 + chunk.count(b"\n", 0, limit - 1)
     return 1 + sum(1 for m in _ENDINGS.finditer(chunk, 0, limit) if m.end() < limit)

@@ -183,11 +183,14 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
     """Fill in the summary's counts and, unless ``dry_run``, write the plan of a new run; returns
     the run (None if there is nothing to replay)."""
     began = time.monotonic()
-    # An earlier run that sent messages where this one does put each of this run's messages, if
-    # it planned it, in the same partition's file.
-    earlier = [(r.plan, r.meta.get("target") == str(spec) and
-                r.meta.get("partition_by") == partition_by and r.meta.get("partitions") == partitions)
-               for r in manifest.runs() if r.planned()]
+    # Where this run sends messages (run.json records it). An earlier run that sent them alike
+    # put each of this run's messages, if it planned it, in the same partition's file.
+    alike = {"target": str(spec), "partition_by": partition_by, "partitions": partitions}
+
+    def partitioned_alike(meta: dict[str, Any]) -> bool:
+        return all(meta.get(key) == value for key, value in alike.items())
+
+    earlier = [(r.plan, partitioned_alike(r.meta)) for r in manifest.runs() if r.planned()]
     size = sum(f.stat().st_size for f in files)
     log.info("replay: planning from %d files of %s (%d earlier runs)", len(files),
              manifest.path.parent, len(earlier))
@@ -222,8 +225,7 @@ def _plan(spark: Any, manifest: Manifest, failed_dir: Path, files: list[Path],
         run = None
     if run is not None:
         run.commit({
-            "target": str(spec), "partition_by": partition_by, "partitions": partitions,
-            "filters": filters,
+            **alike, "filters": filters,
             "files": len(files), "covers": [_relative(failed_dir, f) for f in files],
             "chunk_size": chunk_size,
             "planned": summary.planned, "matched": summary.matched,

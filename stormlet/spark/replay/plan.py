@@ -116,10 +116,10 @@ def _file_groups(files: list[Path], n: int) -> list[list[str]]:
     """``files`` dealt into ``n`` groups of about equal bytes, largest first."""
     groups: list[list[str]] = [[] for _ in range(n)]
     sizes = [0] * n
-    for file in sorted(files, key=lambda f: f.stat().st_size, reverse=True):
+    for size, file in sorted(((f.stat().st_size, f) for f in files), reverse=True):
         smallest = sizes.index(min(sizes))
         groups[smallest].append(str(file.absolute()))
-        sizes[smallest] += file.stat().st_size
+        sizes[smallest] += size
     return [g for g in groups if g]
 
 
