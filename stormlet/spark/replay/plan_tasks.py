@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from ...durable import replace_atomically
 from ...sources.partitioned_log import partition_for_key
 
 # Plan statuses of a de-duplicated message.
@@ -327,10 +328,10 @@ def _planned_before(plans: list[tuple[str, bool]], partition: int, keys: Any) ->
         if file.name.endswith(".parquet"):
             for batch in pq.ParquetFile(file).iter_batches(_BATCH_ROWS, columns=["dedup_key"]):
                 yield batch.column(0)
-        elif file.name.endswith(".json") and file.stat().st_size:
+        elif file.name.endswith(".json") and (size := file.stat().st_size):
             # Spark wrote one object a line, a line as long as its payload: a block must hold
             # the longest, and the file is one run's partition.
-            read = pj.ReadOptions(block_size=max(1 << 20, file.stat().st_size + 1))
+            read = pj.ReadOptions(block_size=max(1 << 20, size + 1))
             parse = pj.ParseOptions(explicit_schema=pa.schema([("dedup_key", pa.string())]),
                                     unexpected_field_behavior="ignore")
             yield from pj.read_json(file, read_options=read, parse_options=parse).column(0).chunks
@@ -351,14 +352,12 @@ def _planned_before(plans: list[tuple[str, bool]], partition: int, keys: Any) ->
 def _write_plan(rows: Any, path: Path) -> None:
     """``rows`` as the plan file ``path``, whole or not at all: a task run twice (retried, or
     speculatively) replaces the file with the same one."""
-    import os
-    import uuid
-
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if rows.num_rows:
-        # A leading "." keeps the unfinished file out of the plan's "part-*".
-        temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        pq.write_table(rows.select(list(PLAN_COLUMNS)), temporary, compression="zstd",
+        sink = pa.BufferOutputStream()
+        pq.write_table(rows.select(list(PLAN_COLUMNS)), sink, compression="zstd",
                        use_dictionary=["topology", "component", "reason"])
-        os.replace(temporary, path)
+        # Its temporary file's leading "." keeps it out of the plan's "part-*".
+        replace_atomically(path, sink.getvalue().to_pybytes())
