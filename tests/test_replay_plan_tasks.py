@@ -39,8 +39,8 @@ def scanned(files: list[str], filters: dict) -> dict[int, list[dict]]:
 
 def test_a_record_without_a_reason_counts_as_reason_unknown_but_no_filter_matches_it(tmp_path):
     error = {"kind": "error", "component": "c", "message": "x"}
-    log = write_log(tmp_path / "a.parquet", [
-        record(0, reason=None, source=None, key="k"), record(1, reason=error, source=None, key="k")])
+    log = write_log(tmp_path / "a.parquet", [record(0, reason=None, source=None, key="k"),
+                                             record(1, reason=error, source=None, key="k")])
     rows = [r for rs in scanned([log], {}).values() for r in rs]
     assert sorted(r["reason"] for r in rows) == ["?", "error"]
     assert scanned([log], {"reason": "?"}) == {}        # as Spark's filter on the raw field
