@@ -101,6 +101,34 @@ def test_tuples_of_one_root_each_travel_as_a_blob_of_pairs(decoder):
                    (["g"], "default", 31, 32, (31, 32)), (["h", 5], "pairs", 33, 34, (33, 34))]
 
 
+def test_a_batch_on_one_stream_travels_field_by_field(decoder):
+    src = spout_task(decoder)
+    pairs = StreamInfo("words", "pairs", ["word", "n"])
+    batch = [Tuple(["i", 1], pairs, src, (41, 42)), Tuple(["j", None], pairs, src, (43, 44)),
+             Tuple(["k", 3], pairs, src, None)]
+    streams, columns, roots = msgpack.unpackb(encode_data(batch))
+    assert (streams, columns, roots) == ("pairs", [["i", "j", "k"], [1, None, 3]],
+                                         [[41, 42], [43, 44], None])
+    (message,) = decoder.decode(encode_frame([(DATA, 9, src, batch)], "t-1"))
+    assert [(t.values, t.stream, t.roots) for t in unpacked(message)] == [
+        (["i", 1], "pairs", (41, 42)), (["j", None], "pairs", (43, 44)), (["k", 3], "pairs", None)]
+
+
+def test_a_value_list_changed_after_its_emit_travels_as_it_is_and_is_refused(decoder):
+    # The emit checked the values; a bolt that then appends to the list it emitted must not
+    # have the extra value dropped on the way, nor the others shifted between tuples.
+    src = spout_task(decoder)
+    default = StreamInfo("words", "default", ["word"])
+    grown = ["m"]
+    batch = [Tuple(["l"], default, src, (51, 52)), Tuple(grown, default, src, (53, 54))]
+    grown.append("extra")
+    streams, columns, _roots = msgpack.unpackb(encode_data(batch))
+    assert (streams, columns) == (["default", "default"], [["l"], ["m", "extra"]])
+    (message,) = decoder.decode(encode_frame([(DATA, 9, src, batch)], "t-1"))
+    with pytest.raises(WireError, match="do not match the fields"):
+        unpacked(message)
+
+
 @pytest.mark.parametrize("frame, problem", [
     (b"\xc1garbage", "undecodable"),
     (msgpack.packb({"not": "a list"}), "not \\[topology, list of messages\\]"),
@@ -123,8 +151,11 @@ def test_malformed_frames_are_refused(decoder, frame, problem):
     ("not columns", "columns"),
     (["default", [["x"]], []], "columns"),
     (["nope", [["x"]], [None]], "undeclared stream"),
-    (["default", [["x", "extra"]], [None]], "match the fields"),
-    (["default", ["x"], [None]], "match the fields"),
+    (["default", [["x"], ["extra"]], [None]], "match the fields"),
+    (["default", [["x", "extra"]], [None]], "columns of one length"),
+    (["default", ["x"], [None]], "columns of one length"),
+    ([["default"], [["x", "extra"]], [None]], "match the fields"),
+    ([["default"], ["x"], [None]], "match the fields"),
     (["default", [["x"]], ["roots"]], "malformed roots"),
     ([["default"], [["x"], ["y"]], [None, None]], "malformed stream names"),
 ])

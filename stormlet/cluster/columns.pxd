@@ -4,9 +4,14 @@ cimport cython
 
 from stormlet.tuples cimport StreamInfo, Tuple, tracked
 
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, t=Tuple, first=Tuple, info=StreamInfo, values=list,
-               view=cython.ulonglong[:], same_stream=bint, one_root_each=bint)
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, nfields=Py_ssize_t, t=Tuple,
+               first=Tuple, info=StreamInfo, columns=list, column=list,
+               view=cython.ulonglong[:], by_field=bint, one_root_each=bint)
 cpdef tuple to_columns(list tuples)
 
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, out=list, view=cython.ulonglong[:])
-cpdef list from_columns(list values_list, StreamInfo info, object src, object pairs)
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, nfields=Py_ssize_t, out=list,
+               first=list, values=list, column=list)
+cpdef list rows(list columns, Py_ssize_t n)
+
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, values_list=list, view=cython.ulonglong[:])
+cpdef list from_columns(list columns, StreamInfo info, object src, object pairs)

@@ -1,6 +1,12 @@
 """A batch of tuples as columns and back: the per-tuple loops of the wire format (``wire.py``),
 compiled with the hot path (see ``stormlet/build_mode.py``) so that a tuple crossing between
-workers costs a few field reads on the way out and one tuple from the free list on the way in."""
+workers costs a few field reads on the way out and one tuple from the free list on the way in.
+
+A batch on one stream travels field by field: one list per field, each holding that field of
+every tuple. msgpack packs and unpacks a flat list of values in about half the time it takes
+for the same values as one small list per tuple, and the receiving side builds each tuple's
+value list in the same loop that builds the tuple.
+"""
 
 from __future__ import annotations
 
@@ -13,39 +19,74 @@ from ..tuples import StreamInfo, Tuple, tracked
 
 
 def to_columns(tuples: list) -> tuple[Any, list, bytes | list]:
-    """``(streams, values, roots)`` of a non-empty batch: ``streams`` is the stream name when
-    every tuple is on one stream, else each tuple's; ``roots`` is one blob of (root, edge) 64-bit
-    pairs when every tuple has exactly one root (the usual case), else each tuple's flat roots
-    (None when untracked)."""
+    """``(streams, values, roots)`` of a non-empty batch. When every tuple is on one stream and
+    has its fields' count of values (the usual case), ``streams`` is that stream's name and
+    ``values`` its columns, one list per field; else ``streams`` and ``values`` are each tuple's
+    stream and value list. ``roots`` is one blob of (root, edge) 64-bit pairs when every tuple
+    has exactly one root (the usual case), else each tuple's flat roots (None when untracked)."""
     n = len(tuples)
     first = tuples[0]
     info = first.info
-    values = [None] * n
+    nfields = len(info.fields)
+    columns = [[None] * n for _ in range(nfields)]
     pairs = array("Q", bytes(16 * n))
     view = pairs
-    same_stream = True
+    by_field = True
     one_root_each = True
     for i in range(n):
         t = tuples[i]
-        values[i] = t.values
-        if t.info is not info:
-            same_stream = False
+        values = t.values
+        if by_field:
+            if t.info is not info or type(values) is not list or len(values) != nfields:
+                by_field = False
+            else:
+                for j in range(nfields):
+                    column = columns[j]
+                    column[i] = values[j]
         if t.root:
             view[2 * i] = t.root
             view[2 * i + 1] = t.edge
         else:
             one_root_each = False
-    streams = info.stream if same_stream else [t.info.stream for t in tuples]
     roots = pairs.tobytes() if one_root_each else [t.roots for t in tuples]
-    return streams, values, roots
+    if by_field:
+        return info.stream, columns, roots
+    return [t.info.stream for t in tuples], [t.values for t in tuples], roots
 
 
-def from_columns(values_list: list, info: StreamInfo, src: int, pairs: array) -> list[Tuple]:
-    """The tuples of one stream whose roots came as a blob of pairs (``to_columns``); the
-    caller has checked the columns' lengths and that no root is 0."""
-    n = len(values_list)
+def rows(columns: list, n: int) -> list:
+    """Each tuple's value list from a batch's ``columns`` of ``n`` values each (``to_columns``);
+    ``ValueError`` if they are not lists of that length."""
+    nfields = len(columns)
+    for j in range(nfields):
+        candidate = columns[j]
+        if type(candidate) is not list or len(candidate) != n:
+            raise ValueError("a column is not a list of the batch's length")
     out = [None] * n
+    if nfields == 1:
+        first = columns[0]
+        for i in range(n):
+            out[i] = [first[i]]
+        return out
+    for i in range(n):
+        values = [None] * nfields
+        for j in range(nfields):
+            column = columns[j]
+            values[j] = column[i]
+        out[i] = values
+    return out
+
+
+def from_columns(columns: list, info: StreamInfo, src: int, pairs: array) -> list[Tuple] | None:
+    """The tuples of one stream whose values came as ``columns`` and whose roots came as a blob
+    of pairs (``to_columns``); None if a root is 0; ``ValueError`` if a column is not a list of
+    the batch's length. The caller has checked that there is one column per field."""
+    n = len(pairs) // 2
     view = pairs
     for i in range(n):
-        out[i] = tracked(values_list[i], info, src, view[2 * i], view[2 * i + 1])
-    return out
+        if view[2 * i] == 0:
+            return None
+    values_list = rows(columns, n)
+    for i in range(n):
+        values_list[i] = tracked(values_list[i], info, src, view[2 * i], view[2 * i + 1])
+    return values_list

@@ -3,9 +3,9 @@
 A frame is ``[topology, [[kind, dest_task, src_task, payload], ...]]``: the topology id comes first
 so that a worker whose port was reused never runs another topology's tuples. Control payloads (acker and spout
 messages) are already plain lists and dicts and travel as they are. A data payload, a list of
-Tuple objects from ``src_task``, travels in columns, ``[streams, values_list, roots_list]``, where
-``streams`` is one stream name when every tuple is on the same stream (the usual case) or a list
-of names: columns pack about twice as fast as a small list per tuple.
+Tuple objects from ``src_task``, travels in columns, ``[streams, values, roots]``: when every
+tuple is on the same stream (the usual case) ``streams`` is its name and ``values`` one list per
+field, else ``streams`` and ``values`` are each tuple's stream and value list (``columns.py``).
 
 A data payload is packed on its own, into bytes inside the frame, by the executor that flushes
 it (``encode_data``), and unpacked by the executor that runs it (``EncodedBatch.tuples``), which
@@ -30,7 +30,7 @@ from ..runtime.layout import TopologyLayout
 from ..protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit, Backpressure,
                         int_positions, records, stride)
 from ..tuples import MAX_ID, StreamInfo, Tuple
-from .columns import from_columns, to_columns
+from .columns import from_columns, rows, to_columns
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -154,32 +154,52 @@ class FrameDecoder:
     def tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:
         """The tuples of an unpacked data payload from task ``src`` of ``component``."""
         try:
-            streams, values_list, roots_list = payload
-            if type(values_list) is not list:
+            streams, values, roots_list = payload
+            if type(values) is not list:
                 raise ValueError
             if type(roots_list) is bytes:
                 pairs = array("Q")
                 pairs.frombytes(roots_list)
-                if len(pairs) != 2 * len(values_list):
+                if len(pairs) % 2:
                     raise ValueError
+                n = len(pairs) // 2
                 # One stream: the pairs are read as they are; several: per tuple, as lists.
                 roots_list = pairs if type(streams) is str else \
                     [[root, edge] for root, edge in zip(pairs[::2], pairs[1::2])]
-            elif type(roots_list) is not list or len(values_list) != len(roots_list):
+            elif type(roots_list) is list:
+                n = len(roots_list)
+            else:
+                raise ValueError
+            if type(streams) is not str and len(values) != n:
                 raise ValueError
         except (TypeError, ValueError):
             raise WireError(f"data payload from {component!r} is not [streams, values, roots] "
                             f"columns of one length") from None
         if type(streams) is str:
             info = self._info(component, streams)
-            if type(roots_list) is array:
-                return self._one_root_each(info, src, values_list, roots_list)
-            return self._same_stream(info, src, values_list, roots_list)
-        if type(streams) is not list or len(streams) != len(values_list):
+            if len(values) != len(info.fields):
+                raise WireError(f"tuples from {component!r} do not match the fields "
+                                f"{info.fields}")
+            try:
+                if type(roots_list) is array:
+                    tuples = from_columns(values, info, src, roots_list)
+                else:
+                    values = rows(values, n)
+            except ValueError:
+                raise WireError(f"data payload from {component!r} is not [streams, values, "
+                                f"roots] columns of one length") from None
+            if type(roots_list) is not array:
+                return self._same_stream(info, src, values, roots_list)
+            if tuples is None:
+                raise WireError(f"tuples from {component!r} name root 0")
+            return tuples
+        if type(streams) is not list or len(streams) != n:
             raise WireError(f"data payload from {component!r} has malformed stream names")
         tuples: list[Tuple] = []
-        for stream, values, roots in zip(streams, values_list, roots_list):
-            tuples += self._same_stream(self._info(component, stream), src, [values], [roots])
+        for stream, row, roots in zip(streams, values, roots_list):
+            info = self._info(component, stream)
+            _check_values(info, [row])
+            tuples += self._same_stream(info, src, [row], [roots])
         return tuples
 
     def _info(self, component: str, stream: Any) -> StreamInfo:
@@ -189,16 +209,8 @@ class FrameDecoder:
         return info
 
     @staticmethod
-    def _one_root_each(info: StreamInfo, src: int, values_list: list, pairs: array) -> list[Tuple]:
-        _check_values(info, values_list)
-        if 0 in pairs[::2]:
-            raise WireError(f"tuples from {info.component!r} name root 0")
-        return from_columns(values_list, info, src, pairs)
-
-    @staticmethod
     def _same_stream(info: StreamInfo, src: int, values_list: list, roots_list: list) -> list[Tuple]:
         n = len(values_list)
-        _check_values(info, values_list)
         if not set(map(type, roots_list)) <= {type(None), list}:
             raise WireError(f"tuples from {info.component!r} have malformed roots")
         try:
