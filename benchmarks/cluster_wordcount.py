@@ -1,13 +1,18 @@
 """Word-count benchmark on a real one-machine cluster: ZooKeeper, nimbus, one supervisor with two
-slots, and the topology on two workers (one per core).
+slots, and the topology on two workers (one per core), against one process in the same run.
 
-    python benchmarks/cluster_wordcount.py [--seconds 20] [--secure]
+    python benchmarks/cluster_wordcount.py [--seconds 10] [--rounds 2] [--secure]
 
-With --secure the cluster runs with a secret (CURVE on nimbus's port and between the workers),
-to compare with the same run without it.
+Alternates ``--rounds`` windows of the cluster with runs of the same word count in one process
+(benchmarks/wordcount.py, acking on, one task each), one before each window and one after the
+last: the cluster's topology is deactivated while the one-process run takes the machine. This
+machine's speed drifts by a third within minutes, so each window is compared with the runs on
+either side of it.
 
-Prints acked words per second and complete latency p50/p99, read from the workers' heartbeats.
-Compare with the one-process figure of benchmarks/wordcount.py.
+Prints, per window and overall: acked words per second and the ratio to one process; acked
+words per CPU-second of the workers against one process's; complete latency p50/p99 per spout,
+read from the workers' heartbeats. With --secure the cluster runs with a secret (CURVE on
+nimbus's port and between the workers), to compare with the same run without it.
 """
 
 from __future__ import annotations
@@ -75,9 +80,58 @@ def total(metrics: list[dict], component: str, key: str) -> int:
     return sum(m.get(component, {}).get(key, 0) for m in metrics)
 
 
+def one_process(seconds: float) -> dict:
+    """benchmarks/wordcount.py's acking-on run, in a process of its own: words/s and cores."""
+    out = subprocess.run([sys.executable, str(HERE / "wordcount.py"), "--seconds", str(seconds),
+                          "--acked-only"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def cli(*args: str, zk: str, secret: list[str]) -> None:
+    subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", *args,
+                    "--zk", zk, *secret], check=True, stdout=subprocess.DEVNULL)
+
+
+def settle(heartbeats: Path, seconds: float = 30.0) -> None:
+    """Wait until the workers count no more words (the spouts are paused, in-flight done)."""
+    deadline = time.monotonic() + seconds
+    last = -1
+    while time.monotonic() < deadline:
+        now = total(worker_metrics(heartbeats), "count", "executed")
+        if now == last:
+            return
+        last = now
+        time.sleep(1.5)
+
+
+def measure_window(heartbeats: Path, seconds: float) -> dict:
+    """The cluster's acked words/s, the cores its workers used and each spout's latency."""
+    start_words = total(worker_metrics(heartbeats), "count", "executed")
+    pids = worker_pids(heartbeats)
+    start_cpu = cpu_seconds(pids)
+    start = time.monotonic()
+    time.sleep(seconds)
+    metrics = worker_metrics(heartbeats)
+    words = total(metrics, "count", "executed") - start_words
+    elapsed = time.monotonic() - start
+    return {"words_per_sec": words / elapsed,
+            "cpu_cores": (cpu_seconds(pids) - start_cpu) / elapsed,
+            # Each spout's percentiles, from its own worker (heartbeats carry summaries only).
+            "latencies": [m["sentences"]["complete_latency_ms"] for m in metrics
+                          if "sentences" in m],
+            "failed": total(metrics, "sentences", "failed")}
+
+
+def per_cpu_second(run: dict) -> float:
+    return run["words_per_sec"] / run["cpu_cores"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=10.0,
+                        help="length of each cluster window and each one-process run")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="cluster windows, each between two one-process runs")
     parser.add_argument("--topology", default=str(HERE / "wordcount_topology.py"))
     parser.add_argument("--secure", action="store_true",
                         help="run the cluster with a cluster secret (security on)")
@@ -114,25 +168,36 @@ def main() -> None:
                 raise SystemExit(f"no words counted after 60 s; see the logs in {base}")
             time.sleep(0.5)
         time.sleep(3)  # warm-up
-        start_words = total(worker_metrics(heartbeats), "count", "executed")
-        pids = worker_pids(heartbeats)
-        start_cpu = cpu_seconds(pids)
-        start = time.monotonic()
-        time.sleep(args.seconds)
-        metrics = worker_metrics(heartbeats)
-        words = total(metrics, "count", "executed") - start_words
-        elapsed = time.monotonic() - start
-        cores = (cpu_seconds(pids) - start_cpu) / elapsed
-        # Each spout's percentiles, from its own worker (heartbeats carry summaries only).
-        latencies = [m["sentences"]["complete_latency_ms"] for m in metrics if "sentences" in m]
-        print(f"cluster word count: 2 workers on one supervisor, {args.seconds:g}s measured, "
-              f"security {'on' if args.secure else 'off'}; {build_mode.describe()}")
-        print(f"acked words per second: {words / elapsed:,.0f} "
-              f"(the two workers used {cores:.2f} cores)")
-        for i, latency in enumerate(latencies):
-            print(f"spout in worker {i + 1}: complete latency p50 {latency['p50']} ms, "
-                  f"p99 {latency['p99']} ms")
-        print(f"failed: {total(metrics, 'sentences', 'failed')}")
+        print(f"cluster word count: 2 workers on one supervisor, security "
+              f"{'on' if args.secure else 'off'}; {args.rounds} windows of {args.seconds:g}s, "
+              f"each between runs of one process; {build_mode.describe()}")
+        singles: list[dict] = []
+        windows: list[dict] = []
+        for round_ in range(args.rounds + 1):
+            cli("deactivate", "bench", zk=zk, secret=secret)
+            settle(heartbeats)
+            singles.append(one_process(args.seconds))
+            print(f"one process:  {singles[-1]['words_per_sec']:>10,.0f} words/s, "
+                  f"{per_cpu_second(singles[-1]):>10,.0f} per CPU-second", flush=True)
+            if round_ == args.rounds:
+                break
+            cli("activate", "bench", zk=zk, secret=secret)
+            time.sleep(3)  # warm-up
+            window = measure_window(heartbeats, args.seconds)
+            windows.append(window)
+            print(f"cluster:      {window['words_per_sec']:>10,.0f} words/s, "
+                  f"{per_cpu_second(window):>10,.0f} per CPU-second "
+                  f"(the two workers used {window['cpu_cores']:.2f} cores; failed "
+                  f"{window['failed']})", flush=True)
+            for i, latency in enumerate(window["latencies"]):
+                print(f"  spout in worker {i + 1}: complete latency p50 {latency['p50']} ms, "
+                      f"p99 {latency['p99']} ms")
+        print("against the one-process runs on either side:")
+        for i, window in enumerate(windows):
+            local = (singles[i]["words_per_sec"] + singles[i + 1]["words_per_sec"]) / 2
+            local_cpu = (per_cpu_second(singles[i]) + per_cpu_second(singles[i + 1])) / 2
+            print(f"  window {i + 1}: {window['words_per_sec'] / local:.2f}x the words/s, "
+                  f"{per_cpu_second(window) / local_cpu:.0%} of the words per CPU-second")
     finally:
         for daemon in daemons:
             os.killpg(daemon.pid, signal.SIGTERM)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
 import random
 import sys
@@ -151,9 +152,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs")
     parser.add_argument("--seconds", type=float, default=None)
+    parser.add_argument("--acked-only", action="store_true",
+                        help="only the acking-on run, as one JSON line (cluster_wordcount.py)")
     args = parser.parse_args()
     seconds = args.seconds or (3.0 if args.quick else 8.0)
     tune_for_streaming()  # as `stormlet local` and workers do
+    if args.acked_only:
+        print(json.dumps(run(True, seconds)))
+        return
     print(f"word count, local mode, 1 spout -> split -> count, {WORDS_PER_SENTENCE} words/sentence,"
           f" {seconds:g}s per run, python {sys.version.split()[0]}, pid {os.getpid()}; "
           f"{build_mode.describe()}")
