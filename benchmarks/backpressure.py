@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -52,6 +53,7 @@ def scenario(seconds: float, bolt_ms: float, max_pending: int | None) -> dict:
         first_spout, first_bolt = status(out, "spout"), status(out, "bolt")
         time.sleep(seconds)
         spout, bolt = status(out, "spout"), status(out, "bolt")
+    shutil.rmtree(base, ignore_errors=True)
     elapsed = spout["time"] - first_spout["time"]
     return {
         "max_pending": max_pending,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -149,6 +150,7 @@ def main() -> None:
         secret = ["--secret-file", str(base / "secret")]
     subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "start", "--port", str(zk_port),
                     "--data-dir", str(base / "zk")], check=True, stdout=subprocess.DEVNULL)
+    finished = False
     daemons = [
         stormlet("nimbus", "--zk", zk, "--port", str(nimbus_port), "--data-dir", str(base / "n"),
                  *secret, log=base / "nimbus.log"),
@@ -198,6 +200,7 @@ def main() -> None:
             local_cpu = (per_cpu_second(singles[i]) + per_cpu_second(singles[i + 1])) / 2
             print(f"  window {i + 1}: {window['words_per_sec'] / local:.2f}x the words/s, "
                   f"{per_cpu_second(window) / local_cpu:.0%} of the words per CPU-second")
+        finished = True
     finally:
         for daemon in daemons:
             os.killpg(daemon.pid, signal.SIGTERM)
@@ -205,6 +208,8 @@ def main() -> None:
         subprocess.run(["pkill", "-f", f"stormlet worker --zk {zk}"])
         subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "stop", "--data-dir",
                         str(base / "zk")], stdout=subprocess.DEVNULL)
+        if finished:   # else keep the logs the error points to
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
