@@ -22,9 +22,11 @@ cdef class Acker:
                    low=cython.uint, value=cython.ulonglong, task=cython.uint,
                    last=cython.uint)
     cpdef inits(self, list batch, unsigned int component, dict acked, dict failed)
-    @cython.locals(buckets=list, newest=IntMap, found=bint, xor=cython.ulonglong,
-                   low=cython.uint, value=cython.ulonglong, task=cython.uint)
-    cpdef acks(self, dict batch, unsigned int component, dict acked)
+    @cython.locals(buckets=list, pairs=cython.ulonglong[:], i=Py_ssize_t)
+    cpdef acks(self, object batch, unsigned int component, dict acked)
+    @cython.locals(found=bint, xor=cython.ulonglong, low=cython.uint, task=cython.uint)
+    cdef _ack(self, list buckets, object root, unsigned long long value, unsigned int component,
+              dict acked)
     @cython.locals(buckets=list, found=bint, _xor=cython.ulonglong, low=cython.uint)
     cpdef fails(self, list batch, unsigned int component, dict failed)
     @cython.locals(buckets=list, newest=IntMap, found=bint, xor=cython.ulonglong,

@@ -25,6 +25,7 @@ lists, so the executor that owns it decides how they travel, and tests drive it 
 
 from __future__ import annotations
 
+from array import array
 from typing import NamedTuple
 
 import cython
@@ -47,6 +48,11 @@ class _FailedEarly(NamedTuple):
 
 
 Notifications = dict[int, list]  # spout task -> flat batch of records for that task
+
+
+def roots_in_acks(batch: dict[int, int] | array) -> int:
+    """How many roots a batch for ``Acker.acks`` updates, in either of its forms."""
+    return len(batch) if type(batch) is dict else len(batch) // 2
 
 
 def _take(buckets: list, root: object) -> tuple[bool, int, int]:
@@ -111,25 +117,35 @@ class Acker:
             else:
                 _put(newest, root, value, (last << COMPONENT_SHIFT) | task)
 
-    def acks(self, batch: dict[int, int], component: int, acked: Notifications) -> None:
+    def acks(self, batch: dict[int, int] | array, component: int, acked: Notifications) -> None:
         """``batch`` maps root -> XOR of the ack values a task of ``component`` sent for it
-        (senders combine acks for the same root before sending: XOR is associative)."""
+        (senders combine acks for the same root before sending: XOR is associative). From
+        another worker it comes as an ``array("Q")`` of (root, value) pairs instead
+        (stormlet/cluster/wire.py), read here without a dict or an int object per root."""
         buckets = self.pending.buckets()
-        newest = buckets[0]
-        for root, value in batch.items():
-            found, xor, low = _take(buckets, root)
-            if not found:
-                if self._any_failed_early and self.failed_early.touch(root):
-                    continue   # failed already; wait for the init to report it
-                # The ack may arrive before the spout's init: start the entry without a task.
-                _put(newest, root, value, component << COMPONENT_SHIFT)
-                continue
-            value ^= xor
-            task = low & TASK_MASK
-            if value == 0 and task:
-                acked.setdefault(task, []).append(root)
-            else:
-                _put(newest, root, value, (component << COMPONENT_SHIFT) | task)
+        if type(batch) is dict:
+            for root, value in batch.items():
+                self._ack(buckets, root, value, component, acked)
+            return
+        pairs = batch
+        for i in range(0, len(pairs) - 1, 2):
+            self._ack(buckets, pairs[i], pairs[i + 1], component, acked)
+
+    def _ack(self, buckets: list, root: int, value: int, component: int,
+             acked: Notifications) -> None:
+        found, xor, low = _take(buckets, root)
+        if not found:
+            if self._any_failed_early and self.failed_early.touch(root):
+                return   # failed already; wait for the init to report it
+            # The ack may arrive before the spout's init: start the entry without a task.
+            _put(buckets[0], root, value, component << COMPONENT_SHIFT)
+            return
+        value ^= xor
+        task = low & TASK_MASK
+        if value == 0 and task:
+            acked.setdefault(task, []).append(root)
+        else:
+            _put(buckets[0], root, value, (component << COMPONENT_SHIFT) | task)
 
     def fails(self, batch: list, component: int, failed: Notifications) -> None:
         """``batch`` holds ``AckFail`` records: a task of ``component`` failed these roots."""

@@ -28,7 +28,8 @@ TICK = 1
 
 # To an acker task (src_task is the sender).
 ACK_INIT = 10      # AckInit records: a spout task created a tuple tree
-ACK_ACK = 11       # {root: xor}: not flat records but a map, acks for one root combined by the sender
+ACK_ACK = 11       # {root: xor}: not flat records but a map, acks for one root combined by the
+                   # sender (between workers: packed pairs, see cluster/wire.py)
 ACK_FAIL = 12      # AckFail records
 ACK_RESET = 13     # Root records: restart these trees' timeouts
 ACK_TIMEOUT = 14   # Root records: the spout gave up; report who each tree reached, then forget it

@@ -23,6 +23,8 @@ from stormlet.fail_reason import ERROR, FAIL, TIMEOUT
 from stormlet.protocol import AckFail, AckInit, SpoutFail, records
 from stormlet.rotating_map import RotatingMap
 
+from stormlet.cluster.wire import decode_acks, encode_acks
+
 from ledger_model import COMPONENT_OF, N_ACKERS, Run
 
 SPOUT = 1  # component numbers used in unit tests
@@ -301,8 +303,11 @@ def test_entry_packing_keeps_64_bit_values_and_16_bit_tasks():
 class Delivery:
     """Feeds messages to one Acker per acker task and checks every verdict as it appears."""
 
-    def __init__(self, model: Run):
+    def __init__(self, model: Run, packed_acks: bool = False):
         self.model = model
+        # Acks as they come from another worker: packed (root, value) pairs, as wire.py sends
+        # and decodes them, instead of the map a bolt in the same process hands over.
+        self.packed_acks = packed_acks
         self.ackers = [Acker() for _ in range(N_ACKERS)]
         self.verdicts: dict[int, list] = defaultdict(list)
         self.init_seen: set[int] = set()
@@ -324,6 +329,8 @@ class Delivery:
             for root, n in counts.items():
                 self.acks_seen[root] += n
                 self.last_ack_component[root] = component
+            if self.packed_acks:
+                batch = decode_acks(encode_acks(batch))
             acker.acks(batch, component, acked)
         elif kind == "fail":
             for root, fail_kind, message in records(AckFail, batch):
@@ -367,7 +374,7 @@ def simulate(rnd: random.Random, seed: int) -> tuple[Run, Delivery]:
     assert all(node.fate != "pending" for node in model.nodes)
     order = list(model.messages)
     rnd.shuffle(order)  # any order: acks and fails may overtake their init
-    delivery = Delivery(model)
+    delivery = Delivery(model, packed_acks=rnd.random() < 0.5)
     # Up to two rotations while delivering: nothing may expire (entries live 2 to 3 rotations).
     rotations = sorted(rnd.randint(0, len(order)) for _ in range(rnd.randint(0, 2)))
     for position, message in enumerate(order):

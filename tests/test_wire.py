@@ -64,7 +64,8 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
                    (["c"], "default", "words", [1, 2, 3, 4]), (["d", 4], "pairs", "words", None)]
     assert unpacked(decoded[1])[1]["n"] == 4
     assert decoded[2][3] == [5, 6, src]
-    assert decoded[3][3] == {2**64 - 1: 2**63}
+    acks = decoded[3][3]   # packed pairs, as the acker reads them
+    assert dict(zip(acks[::2], acks[1::2])) == {2**64 - 1: 2**63}
     assert decoded[4][3] == [5, "timeout", 2, None]
 
 
@@ -178,10 +179,9 @@ def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
 
 
 @pytest.mark.parametrize("kind, payload", [
-    (ACK_ACK, {1: "x"}),
-    (ACK_ACK, {"root": 1}),
-    (ACK_ACK, {1: -1}),
-    (ACK_ACK, {-1: 1}),
+    (ACK_ACK, {1: 2}),
+    (ACK_ACK, b"\x01" * 24),
+    (ACK_ACK, [1, 2]),
     (ACK_INIT, [1, 2]),
     (ACK_INIT, [1, "x", 3]),
     (ACK_INIT, [1, -2, 3]),

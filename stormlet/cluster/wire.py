@@ -2,7 +2,9 @@
 
 A frame is ``[topology, [[kind, dest_task, src_task, payload], ...]]``: the topology id comes first
 so that a worker whose port was reused never runs another topology's tuples. Control payloads (acker and spout
-messages) are already plain lists and dicts and travel as they are. A data payload, a list of
+messages) are flat lists of records and travel as they are, except a bolt's acks: in a process a
+map of root to value, between workers they travel as one blob of (root, value) 64-bit pairs,
+which the receiver hands on without an object per root and the acker reads as C integers. A data payload, a list of
 Tuple objects from ``src_task``, travels in columns, ``[streams, values, roots]``: when every
 tuple is on the same stream (the usual case) ``streams`` is its name and ``values`` one list per
 field, else ``streams`` and ``values`` are each tuple's stream and value list (``columns.py``).
@@ -21,7 +23,7 @@ process; a data payload that does not decode is dropped, and reported, by the bo
 from __future__ import annotations
 
 from array import array
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any
 
 import msgpack
@@ -45,14 +47,30 @@ def encode_data(tuples: list[Tuple]) -> bytes:
     return msgpack.packb(to_columns(tuples), use_bin_type=True)
 
 
+def encode_acks(acks: dict[int, int]) -> bytes:
+    """A bolt's acks as they travel: (root, value) pairs of unsigned 64-bit ints."""
+    return array("Q", chain.from_iterable(acks.items())).tobytes()
+
+
 def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
     """One frame of ``messages``; a data payload may come packed already (``encode_data``)."""
     out = []
     for kind, dest, src, payload in messages:
         if kind == DATA and type(payload) is not bytes:
             payload = encode_data(payload)
+        elif kind == ACK_ACK:
+            payload = encode_acks(payload)
         out.append((kind, dest, src, payload))
     return msgpack.packb((topology, out), use_bin_type=True)
+
+
+def decode_acks(payload: Any) -> array:
+    """``encode_acks``'s pairs, as ``Acker.acks`` reads them."""
+    if type(payload) is not bytes or len(payload) % 16:
+        raise WireError("ack payload is not (root, value) pairs of 64 bits")
+    pairs = array("Q")
+    pairs.frombytes(payload)
+    return pairs
 
 
 class EncodedBatch:
@@ -143,8 +161,7 @@ class FrameDecoder:
                 raise WireError(f"data payload from {component!r} is not packed columns")
             payload = EncodedBatch(self, component, src, payload)
         elif kind == ACK_ACK:
-            if type(payload) is not dict or not _ints(payload) or not _ints(payload.values()):
-                raise WireError("ack payload is not a map of root to value")
+            payload = decode_acks(payload)
         elif type(payload) is not list or not _control_ok(kind, payload):
             raise WireError(f"payload of kind {kind} is not a list of its fields")
         elif kind == ACK_INIT and not set(payload[_INIT_TASKS]) <= {src}:

@@ -6,7 +6,7 @@ import queue
 import time
 from typing import Any
 
-from ..acker import Acker
+from ..acker import Acker, roots_in_acks
 from ..protocol import (
     ACK_ACK,
     ACK_FAIL,
@@ -42,7 +42,7 @@ class AckerExecutor(ExecutorThread):
         component = self.task_component[src]
         if kind == ACK_ACK:
             ledger.acks(payload, component, self.acked)
-            self.metrics.executed += len(payload)
+            self.metrics.executed += roots_in_acks(payload)
         elif kind == ACK_INIT:
             ledger.inits(payload, component, self.acked, self.failed)
             self.metrics.executed += len(payload) // stride(AckInit)
