@@ -13,5 +13,5 @@ cpdef tuple to_columns(list tuples)
                first=list, values=list, column=list)
 cpdef list rows(list columns, Py_ssize_t n)
 
-@cython.locals(n=Py_ssize_t, i=Py_ssize_t, values_list=list, view=cython.ulonglong[:])
-cpdef list from_columns(list columns, StreamInfo info, object src, object pairs)
+@cython.locals(n=Py_ssize_t, i=Py_ssize_t, view=cython.ulonglong[:])
+cpdef list from_columns(list values_list, StreamInfo info, object src, object pairs)

@@ -77,16 +77,15 @@ def rows(columns: list, n: int) -> list:
     return out
 
 
-def from_columns(columns: list, info: StreamInfo, src: int, pairs: array) -> list[Tuple] | None:
-    """The tuples of one stream whose values came as ``columns`` and whose roots came as a blob
-    of pairs (``to_columns``); None if a root is 0; ``ValueError`` if a column is not a list of
-    the batch's length. The caller has checked that there is one column per field."""
-    n = len(pairs) // 2
+def from_columns(values_list: list, info: StreamInfo, src: int, pairs: array) -> list[Tuple] | None:
+    """The tuples of one stream whose roots came as a blob of pairs (``to_columns``), made in
+    place of their value lists (``rows``); None, and ``values_list`` untouched, if a root is 0.
+    The caller has checked that there is a pair per value list."""
+    n = len(values_list)
     view = pairs
     for i in range(n):
         if view[2 * i] == 0:
             return None
-    values_list = rows(columns, n)
     for i in range(n):
         values_list[i] = tracked(values_list[i], info, src, view[2 * i], view[2 * i + 1])
     return values_list

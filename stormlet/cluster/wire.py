@@ -1,13 +1,16 @@
 """The wire format between workers: one msgpack frame holds a batch of executor messages.
 
-A frame is ``[topology, [[kind, dest_task, src_task, payload], ...]]``: the topology id comes first
-so that a worker whose port was reused never runs another topology's tuples. Control payloads (acker and spout
-messages) are flat lists of records and travel as they are, except a bolt's acks: in a process a
-map of root to value, between workers they travel as one blob of (root, value) 64-bit pairs,
-which the receiver hands on without an object per root and the acker reads as C integers. A data payload, a list of
-Tuple objects from ``src_task``, travels in columns, ``[streams, values, roots]``: when every
-tuple is on the same stream (the usual case) ``streams`` is its name and ``values`` one list per
-field, else ``streams`` and ``values`` are each tuple's stream and value list (``columns.py``).
+A frame is ``[topology, [[kind, dest_task, src_task, payload], ...]]``: the topology id comes
+first so that a worker whose port was reused never runs another topology's tuples. Control
+payloads (acker and spout messages) are flat lists of records and travel as they are, except a
+bolt's acks: in a process a map of root to value, between workers one blob of (root, value)
+64-bit pairs, which the receiver hands on without an object per root and the acker reads as C
+integers.
+
+A data payload, a list of Tuple objects from ``src_task``, travels in columns,
+``[streams, values, roots]``: when every tuple is on the same stream (the usual case)
+``streams`` is its name and ``values`` one list per field, else ``streams`` and ``values`` are
+each tuple's stream and value list (``columns.py``).
 
 A data payload is packed on its own, into bytes inside the frame, by the executor that flushes
 it (``encode_data``), and unpacked by the executor that runs it (``EncodedBatch.tuples``), which
@@ -198,15 +201,13 @@ class FrameDecoder:
                 raise WireError(f"tuples from {component!r} do not match the fields "
                                 f"{info.fields}")
             try:
-                if type(roots_list) is array:
-                    tuples = from_columns(values, info, src, roots_list)
-                else:
-                    values = rows(values, n)
+                values_list = rows(values, n)
             except ValueError:
                 raise WireError(f"data payload from {component!r} is not [streams, values, "
                                 f"roots] columns of one length") from None
             if type(roots_list) is not array:
-                return self._same_stream(info, src, values, roots_list)
+                return self._same_stream(info, src, values_list, roots_list)
+            tuples = from_columns(values_list, info, src, roots_list)
             if tuples is None:
                 raise WireError(f"tuples from {component!r} name root 0")
             return tuples
