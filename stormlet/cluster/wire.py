@@ -26,7 +26,7 @@ process; a data payload that does not decode is dropped, and reported, by the bo
 from __future__ import annotations
 
 from array import array
-from itertools import chain, repeat
+from itertools import repeat
 from typing import Any
 
 import msgpack
@@ -35,7 +35,7 @@ from ..runtime.layout import TopologyLayout
 from ..protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit, Backpressure,
                         int_positions, records, stride)
 from ..tuples import MAX_ID, StreamInfo, Tuple
-from .columns import from_columns, rows, to_columns
+from .columns import from_columns, pairs_of, rows, to_columns
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 MAX_FRAME_BYTES = 256 * 1024 * 1024
@@ -52,7 +52,7 @@ def encode_data(tuples: list[Tuple]) -> bytes:
 
 def encode_acks(acks: dict[int, int]) -> bytes:
     """A bolt's acks as they travel: (root, value) pairs of unsigned 64-bit ints."""
-    return array("Q", chain.from_iterable(acks.items())).tobytes()
+    return pairs_of(acks)
 
 
 def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
