@@ -124,7 +124,7 @@ def measure_window(heartbeats: Path, seconds: float) -> dict:
 
 
 def per_cpu_second(run: dict) -> float:
-    return run["words_per_sec"] / run["cpu_cores"]
+    return run["words_per_sec"] / run["cpu_cores"] if run["cpu_cores"] else float("nan")
 
 
 def main() -> None:
@@ -189,11 +189,11 @@ def main() -> None:
             windows.append(window)
             print(f"cluster:      {window['words_per_sec']:>10,.0f} words/s, "
                   f"{per_cpu_second(window):>10,.0f} per CPU-second "
-                  f"(the two workers used {window['cpu_cores']:.2f} cores; failed "
-                  f"{window['failed']})", flush=True)
+                  f"(the two workers used {window['cpu_cores']:.2f} cores; failed since the "
+                  f"start: {window['failed']})", flush=True)
             for i, latency in enumerate(window["latencies"]):
-                print(f"  spout in worker {i + 1}: complete latency p50 {latency['p50']} ms, "
-                      f"p99 {latency['p99']} ms")
+                print(f"  spout in worker {i + 1}: complete latency since the start: p50 "
+                      f"{latency['p50']} ms, p99 {latency['p99']} ms")
         print("against the one-process runs on either side:")
         for i, window in enumerate(windows):
             local = (singles[i]["words_per_sec"] + singles[i + 1]["words_per_sec"]) / 2

@@ -121,12 +121,15 @@ class Acker:
         """``batch`` maps root -> XOR of the ack values a task of ``component`` sent for it
         (senders combine acks for the same root before sending: XOR is associative). From
         another worker it comes as an ``array("Q")`` of (root, value) pairs instead
-        (stormlet/cluster/wire.py), read here without a dict or an int object per root."""
+        (stormlet/cluster/wire.py), read here without building a map."""
         buckets = self.pending.buckets()
         if type(batch) is dict:
             for root, value in batch.items():
                 self._ack(buckets, root, value, component, acked)
             return
+        if type(batch) is not array or batch.typecode != "Q":
+            raise TypeError(f"acks come as a map of root to value or an array('Q') of (root, "
+                            f"value) pairs, not {type(batch).__name__}")
         pairs = batch
         for i in range(0, len(pairs) - 1, 2):
             self._ack(buckets, pairs[i], pairs[i + 1], component, acked)

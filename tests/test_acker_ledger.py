@@ -10,6 +10,7 @@ after rotations.
 from __future__ import annotations
 
 import random
+from array import array
 import time
 from collections import defaultdict
 
@@ -187,6 +188,16 @@ def test_acks_before_init_that_cancel_out_wait_for_the_init():
     assert acked == {} and len(acker) == 1
     acker.acks(A(7, 0x55), BOLT_A, acked)
     assert acked == {3: [7]} and len(acker) == 0
+
+
+@pytest.mark.parametrize("batch", [[5, 6], bytes(16), array("q", [5, 6]), None])
+def test_acks_in_any_other_form_are_refused(batch):
+    # A map, or (from another worker) an array("Q") of pairs: nothing else is read, compiled or
+    # interpreted alike.
+    acker, acked, _failed = fresh()
+    with pytest.raises(TypeError, match="map of root to value"):
+        acker.acks(batch, BOLT_A, acked)
+    assert acked == {} and len(acker) == 0
 
 
 def test_init_with_zero_is_acked_at_once():

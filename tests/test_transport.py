@@ -286,6 +286,28 @@ def test_data_queued_before_a_pause_is_held_and_delivered_in_order_after_it(layo
         b.stop()
 
 
+def test_a_message_that_cannot_be_packed_is_dropped_and_the_sender_goes_on(layout, context):
+    src, sink = tasks(layout)
+    inbox = Inbox(capacity=8)
+    routes: list = [None] * (layout.max_task + 1)
+    routes[src] = inbox
+    b = Endpoint(layout, routes, context, [])
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [])
+    try:
+        route = a.sender.route(b.address)
+        route.put((ACK_ACK, src, sink, {-1: 6}))   # no 64-bit unsigned id: it will not pack
+        deadline = time.monotonic() + 5
+        while a.sender.messages_dropped == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert a.sender.messages_dropped == 1
+        route.put((ACK_ACK, src, sink, {5: 6}))
+        message = inbox.get(timeout=5)
+        assert message[0] == ACK_ACK and list(message[3]) == [5, 6]
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_acks_are_never_held_for_a_paused_task(layout, context):
     src, sink = tasks(layout)
     inbox = Inbox(capacity=8)

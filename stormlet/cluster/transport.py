@@ -159,7 +159,15 @@ class Sender(threading.Thread):
             sock.close(linger=0)
 
     def _send(self, address: str, messages: list[tuple]) -> None:
-        frame = encode_frame(messages, self.topology)
+        try:
+            frame = encode_frame(messages, self.topology)
+        except Exception:
+            # Never let one bad message stop this thread, which carries every other worker's
+            # traffic: what it held was tracked at its spout, times out there and is replayed.
+            self.messages_dropped += len(messages)
+            log.exception("dropped %d messages for %s that could not be packed", len(messages),
+                          address)
+            return
         sock = self._socket(address)
         # Wait while the peer's high-water mark is reached (it is slow or restarting), but not
         # forever: one dead peer must not stall traffic to every other worker. What is dropped

@@ -4,8 +4,9 @@ A frame is ``[topology, [[kind, dest_task, src_task, payload], ...]]``: the topo
 first so that a worker whose port was reused never runs another topology's tuples. Control
 payloads (acker and spout messages) are flat lists of records and travel as they are, except a
 bolt's acks: in a process a map of root to value, between workers one blob of (root, value)
-64-bit pairs, which the receiver hands on without an object per root and the acker reads as C
-integers.
+64-bit pairs, which the receiver hands on without an object per root and the acker reads
+without building a map. Those pairs, and a data batch's roots, are in the machine's byte order:
+the workers of one cluster share an architecture.
 
 A data payload, a list of Tuple objects from ``src_task``, travels in columns,
 ``[streams, values, roots]``: when every tuple is on the same stream (the usual case)
