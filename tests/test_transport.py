@@ -7,6 +7,7 @@ import json
 import logging
 import threading
 import time
+from contextlib import contextmanager
 
 import msgpack
 import pytest
@@ -261,14 +262,24 @@ def test_a_peer_counts_as_reached_once_it_listens_and_stays_so_until_retired(lay
         a.stop()
 
 
-def test_data_queued_before_a_pause_is_held_and_delivered_in_order_after_it(layout, context):
-    src, sink = tasks(layout)
-    inbox = Inbox(capacity=1000)
+@contextmanager
+def sender_and_receiver(layout, context, task: int, capacity: int):
+    """Worker ``a``, whose sender reaches worker ``b``, and the inbox of ``task`` in ``b``."""
+    inbox = Inbox(capacity=capacity)
     routes: list = [None] * (layout.max_task + 1)
-    routes[sink] = inbox
+    routes[task] = inbox
     b = Endpoint(layout, routes, context, [])
     a = Endpoint(layout, [None] * (layout.max_task + 1), context, [])
     try:
+        yield a, b, inbox
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_data_queued_before_a_pause_is_held_and_delivered_in_order_after_it(layout, context):
+    src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
         a.sender.paused.apply([sink, 1])
         for i in range(50):   # queued straight to the sender, as if before the pause arrived
             a.sender.queue.put((b.address, (DATA, sink, src, batch(layout, i * 10))))
@@ -281,49 +292,27 @@ def test_data_queued_before_a_pause_is_held_and_delivered_in_order_after_it(layo
         while len(received) < 510:
             received += [t.values[0] for t in inbox.get(timeout=5)[3].tuples()]
         assert received == list(range(510))
-    finally:
-        a.stop()
-        b.stop()
 
 
 def test_a_message_that_cannot_be_packed_is_dropped_and_the_sender_goes_on(layout, context):
     src, sink = tasks(layout)
-    inbox = Inbox(capacity=8)
-    routes: list = [None] * (layout.max_task + 1)
-    routes[src] = inbox
-    b = Endpoint(layout, routes, context, [])
-    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [])
-    try:
+    with sender_and_receiver(layout, context, src, 8) as (a, b, inbox):
         route = a.sender.route(b.address)
         route.put((ACK_ACK, src, sink, {-1: 6}))   # no 64-bit unsigned id: it will not pack
-        deadline = time.monotonic() + 5
-        while a.sender.messages_dropped == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert a.sender.messages_dropped == 1
+        wait_until(lambda: a.sender.messages_dropped == 1, 5, "the message to be dropped")
         route.put((ACK_ACK, src, sink, {5: 6}))
         message = inbox.get(timeout=5)
         assert message[0] == ACK_ACK and list(message[3]) == [5, 6]
-    finally:
-        a.stop()
-        b.stop()
 
 
 def test_acks_are_never_held_for_a_paused_task(layout, context):
     src, sink = tasks(layout)
-    inbox = Inbox(capacity=8)
-    routes: list = [None] * (layout.max_task + 1)
-    routes[src] = inbox
-    b = Endpoint(layout, routes, context, [])
-    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [])
-    try:
+    with sender_and_receiver(layout, context, src, 8) as (a, b, inbox):
         a.sender.paused.apply([src, 1])
         route = a.sender.route(b.address)
         route.put((ACK_ACK, src, sink, {5: 6}))
         message = inbox.get(timeout=5)
         assert message[0] == ACK_ACK and list(message[3]) == [5, 6]   # packed (root, value)
-    finally:
-        a.stop()
-        b.stop()
 
 
 # ----- a batch that will not pack
