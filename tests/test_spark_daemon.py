@@ -41,7 +41,7 @@ def test_a_daemon_named_in_spark_defaults_is_the_users(tmp_path, monkeypatch, li
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     (tmp_path / "spark-defaults.conf").write_text(f"# {DAEMON_MODULE}\n{line}\n")
-    assert _user_sets("spark.python.daemon.module")
+    assert _user_sets("spark.python.daemon.module", None)
     (tmp_path / "spark-defaults.conf").write_text("# spark.python.daemon.module x\n"
                                                   "spark.python.daemon.modules y\n")
-    assert not _user_sets("spark.python.daemon.module")
+    assert not _user_sets("spark.python.daemon.module", None)

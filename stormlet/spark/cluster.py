@@ -5,7 +5,7 @@
   machine, so the driver binds to loopback too and the executors can run this very interpreter
   (``loopback_master``). Anything else is a real cluster: the driver's address and the executors'
   Python are the user's to set (``SPARK_LOCAL_IP`` / ``spark.driver.host``, ``PYSPARK_PYTHON``).
-- **Under spark-submit** the master is the one spark-submit was given (``submitted_master``).
+- **Under spark-submit** the master is the one spark-submit was given (``submitted_conf``).
 - **Failing fast.** Spark retries an unreachable standalone master for a minute before it gives
   up with an unrelated-looking error, and waits forever for executors that no worker can start.
   ``check_reachable`` tries the master's port first; ``wait_for_executors`` bounds the wait for
@@ -81,12 +81,6 @@ def submitted_conf() -> Any:
 
     SparkContext._ensure_initialized()    # connects to spark-submit's JVM; starts nothing
     return SparkConf()
-
-
-def submitted_master() -> str | None:
-    """The master spark-submit was given, when spark-submit started this process; else None."""
-    conf = submitted_conf()
-    return None if conf is None else conf.get("spark.master", None)
 
 
 def check_reachable(master: str, timeout: float = 5.0) -> None:

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .cluster import (MasterUnavailable, check_reachable, executor_timeout, is_local,
-                      loopback_master, submitted_conf, submitted_master, wait_for_executors)
+                      loopback_master, submitted_conf, wait_for_executors)
 
 DEFAULT_MASTER = "local[*]"
 #: The local driver JVM's options, unless ``SPARK_CONF_DIR`` or ``conf`` say otherwise.
@@ -61,8 +61,11 @@ def build_session(app_name: str, master: str | None = None,
     executor."""
     SparkSession = _session_class()
     try:
-        master = master or submitted_master() or DEFAULT_MASTER
-        own_daemon = loopback_master(master) and not _user_sets(_DAEMON_KEY)
+        submitted = submitted_conf()    # spark-submit's, read once
+        if not master and submitted is not None:
+            master = submitted.get("spark.master", None)
+        master = master or DEFAULT_MASTER
+        own_daemon = loopback_master(master) and not _user_sets(_DAEMON_KEY, submitted)
     except Exception as exc:  # spark-submit's JVM did not answer
         raise SparkUnavailable(f"cannot reach spark-submit's Spark: {exc}") from None
     builder = SparkSession.builder.appName(app_name).master(master)
@@ -112,10 +115,10 @@ def build_session(app_name: str, master: str | None = None,
     return spark
 
 
-def _user_sets(key: str) -> bool:
-    """Whether the user's Spark configuration sets ``key``: spark-submit's (its ``--conf`` and
-    ``spark-defaults.conf``, in its JVM), else the ``spark-defaults.conf`` Spark will read."""
-    submitted = submitted_conf()
+def _user_sets(key: str, submitted: Any) -> bool:
+    """Whether the user's Spark configuration sets ``key``: ``submitted``, spark-submit's
+    (``submitted_conf``: its ``--conf`` and ``spark-defaults.conf``, in its JVM), else, when
+    that is None, the ``spark-defaults.conf`` Spark will read."""
     if submitted is not None:
         return bool(submitted.contains(key))
     conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(
