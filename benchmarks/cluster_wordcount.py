@@ -41,10 +41,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+CLI = [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING"]
+
+
 def stormlet(*args: str, log: Path | None = None) -> subprocess.Popen:
     out = open(log, "ab") if log else subprocess.DEVNULL
-    return subprocess.Popen([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", *args],
-                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen([*CLI, *args], stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
 
 
 def heartbeats_of(directory: Path) -> list[dict]:
@@ -88,9 +91,10 @@ def one_process(seconds: float) -> dict:
     return json.loads(out.splitlines()[-1])
 
 
-def cli(*args: str, zk: str, secret: list[str]) -> None:
-    subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", *args,
-                    "--zk", zk, *secret], check=True, stdout=subprocess.DEVNULL)
+def cli(*args: str, zk: str, secret: list[str], quiet: bool = True) -> None:
+    """One command to the cluster, as a user would type it."""
+    subprocess.run([*CLI, *args, "--zk", zk, *secret], check=True,
+                   stdout=subprocess.DEVNULL if quiet else None)
 
 
 def settle(heartbeats: Path, seconds: float = 30.0) -> None:
@@ -145,8 +149,8 @@ def main() -> None:
     zk = f"127.0.0.1:{zk_port}"
     secret = []
     if args.secure:
-        subprocess.run([sys.executable, "-m", "stormlet.cli", "secret", "generate",
-                        str(base / "secret")], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([*CLI, "secret", "generate", str(base / "secret")], check=True,
+                       stdout=subprocess.DEVNULL)
         secret = ["--secret-file", str(base / "secret")]
     subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "start", "--port", str(zk_port),
                     "--data-dir", str(base / "zk")], check=True, stdout=subprocess.DEVNULL)
@@ -159,17 +163,15 @@ def main() -> None:
     ]
     try:
         time.sleep(2)
-        subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", "submit",
-                        args.topology, "--name", "bench", "--zk", zk, *secret,
-                        *[arg for pair in args.conf for arg in ("-c", pair)]],
-                       check=True)
+        cli("submit", args.topology, "--name", "bench",
+            *[arg for pair in args.conf for arg in ("-c", pair)], zk=zk, secret=secret,
+            quiet=False)
         heartbeats = base / "s" / "heartbeats"
         deadline = time.monotonic() + 60
         while total(worker_metrics(heartbeats), "count", "executed") == 0:
             if time.monotonic() > deadline:
                 raise SystemExit(f"no words counted after 60 s; see the logs in {base}")
             time.sleep(0.5)
-        time.sleep(3)  # warm-up
         print(f"cluster word count: 2 workers on one supervisor, security "
               f"{'on' if args.secure else 'off'}; {args.rounds} windows of {args.seconds:g}s, "
               f"each between runs of one process; {build_mode.describe()}")
