@@ -70,10 +70,19 @@ def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
 
 def decode_acks(payload: Any) -> array:
     """``encode_acks``'s pairs, as ``Acker.acks`` reads them."""
-    if type(payload) is not bytes or len(payload) % 16:
+    pairs = _pairs(payload)
+    if pairs is None:
         raise WireError("ack payload is not (root, value) pairs of 64 bits")
+    return pairs
+
+
+def _pairs(blob: Any) -> array | None:
+    """A blob of pairs of unsigned 64-bit ints (acks, or a batch's roots) as an ``array("Q")``;
+    None if it is not one."""
+    if type(blob) is not bytes or len(blob) % 16:
+        return None
     pairs = array("Q")
-    pairs.frombytes(payload)
+    pairs.frombytes(blob)
     return pairs
 
 
@@ -179,9 +188,8 @@ class FrameDecoder:
             if type(values) is not list:
                 raise ValueError
             if type(roots_list) is bytes:
-                pairs = array("Q")
-                pairs.frombytes(roots_list)
-                if len(pairs) % 2:
+                pairs = _pairs(roots_list)
+                if pairs is None:
                     raise ValueError
                 n = len(pairs) // 2
                 # One stream: the pairs are read as they are; several: per tuple, as lists.
