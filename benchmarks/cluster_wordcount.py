@@ -1,7 +1,7 @@
 """Word-count benchmark on a real one-machine cluster: ZooKeeper, nimbus, one supervisor with two
 slots, and the topology on two workers (one per core), against one process in the same run.
 
-    python benchmarks/cluster_wordcount.py [--seconds 10] [--rounds 2] [--secure]
+    python benchmarks/cluster_wordcount.py [--seconds 10] [--rounds 2] [--secure] [--no-crossing]
 
 Alternates ``--rounds`` windows of the cluster with runs of the same word count in one process
 (benchmarks/wordcount.py, acking on, one task each), one before each window and one after the
@@ -13,6 +13,11 @@ Prints, per window and overall: acked words per second and the ratio to one proc
 words per CPU-second of the workers against one process's; complete latency p50/p99 per spout,
 read from the workers' heartbeats. With --secure the cluster runs with a secret (CURVE on
 nimbus's port and between the workers), to compare with the same run without it.
+
+With --no-crossing each word is counted in its splitter's own worker, so no tuple and no ack
+crosses between the workers (wordcount_no_crossing_topology.py): the same work per word, minus
+the transport's. Its ratios against the same one-process runs tell how much of the gap to 2x is
+crossing and how much is the workers themselves.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -137,12 +143,18 @@ def main() -> None:
                         help="length of each cluster window and each one-process run")
     parser.add_argument("--rounds", type=int, default=2,
                         help="cluster windows, each between two one-process runs")
-    parser.add_argument("--topology", default=str(HERE / "wordcount_topology.py"))
+    parser.add_argument("--topology", default=None,
+                        help="topology file (default: wordcount_topology.py)")
+    parser.add_argument("--no-crossing", action="store_true",
+                        help="count each word in its splitter's worker: nothing crosses")
     parser.add_argument("--secure", action="store_true",
                         help="run the cluster with a cluster secret (security on)")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology config override, as for stormlet submit")
     args = parser.parse_args()
+    if args.topology is None:
+        args.topology = str(HERE / ("wordcount_no_crossing_topology.py" if args.no_crossing
+                                    else "wordcount_topology.py"))
     base = Path(tempfile.mkdtemp(prefix="stormlet-bench-"))
     zk_port, nimbus_port = free_port(), free_port()
     slots = f"{free_port()},{free_port()}"
@@ -172,9 +184,10 @@ def main() -> None:
             if time.monotonic() > deadline:
                 raise SystemExit(f"no words counted after 60 s; see the logs in {base}")
             time.sleep(0.5)
+        crossing = ", nothing crossing between them" if args.no_crossing else ""
         print(f"cluster word count: 2 workers on one supervisor, security "
-              f"{'on' if args.secure else 'off'}; {args.rounds} windows of {args.seconds:g}s, "
-              f"each between runs of one process; {build_mode.describe()}")
+              f"{'on' if args.secure else 'off'}{crossing}; {args.rounds} windows of "
+              f"{args.seconds:g}s, each between runs of one process; {build_mode.describe()}")
         singles: list[dict] = []
         windows: list[dict] = []
         for round_ in range(args.rounds + 1):
@@ -197,11 +210,17 @@ def main() -> None:
                 print(f"  spout in worker {i + 1}: complete latency since the start: p50 "
                       f"{latency['p50']} ms, p99 {latency['p99']} ms")
         print("against the one-process runs on either side:")
+        ratios, cpu_ratios = [], []
         for i, window in enumerate(windows):
             local = (singles[i]["words_per_sec"] + singles[i + 1]["words_per_sec"]) / 2
             local_cpu = (per_cpu_second(singles[i]) + per_cpu_second(singles[i + 1])) / 2
-            print(f"  window {i + 1}: {window['words_per_sec'] / local:.2f}x the words/s, "
-                  f"{per_cpu_second(window) / local_cpu:.0%} of the words per CPU-second")
+            ratios.append(window["words_per_sec"] / local)
+            cpu_ratios.append(per_cpu_second(window) / local_cpu)
+            print(f"  window {i + 1}: {ratios[-1]:.2f}x the words/s, "
+                  f"{cpu_ratios[-1]:.0%} of the words per CPU-second")
+        if len(windows) > 1:
+            print(f"  median of {len(windows)} windows: {statistics.median(ratios):.2f}x the "
+                  f"words/s, {statistics.median(cpu_ratios):.0%} of the words per CPU-second")
         finished = True
     finally:
         for daemon in daemons:
