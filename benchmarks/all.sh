@@ -8,6 +8,7 @@ python benchmarks/peers/wordcount.py
 echo
 python benchmarks/cluster_wordcount.py
 python benchmarks/cluster_wordcount.py --secure
+python benchmarks/cluster_wordcount.py --no-crossing
 echo
 python benchmarks/state_and_windows.py
 echo
