@@ -152,6 +152,8 @@ def main() -> None:
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology config override, as for stormlet submit")
     args = parser.parse_args()
+    if args.topology is not None and args.no_crossing:
+        parser.error("--no-crossing picks its own topology: give --topology or --no-crossing")
     if args.topology is None:
         args.topology = str(HERE / ("wordcount_no_crossing_topology.py" if args.no_crossing
                                     else "wordcount_topology.py"))
