@@ -10,8 +10,8 @@ after rotations.
 from __future__ import annotations
 
 import random
-from array import array
 import time
+from array import array
 from collections import defaultdict
 
 import pytest
@@ -20,11 +20,10 @@ from hypothesis import strategies as st
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.acker import Acker, _FailedEarly
+from stormlet.cluster.wire import decode_acks, encode_acks
 from stormlet.fail_reason import ERROR, FAIL, TIMEOUT
 from stormlet.protocol import AckFail, AckInit, SpoutFail, records
 from stormlet.rotating_map import RotatingMap
-
-from stormlet.cluster.wire import decode_acks, encode_acks
 
 from ledger_model import COMPONENT_OF, N_ACKERS, Run
 

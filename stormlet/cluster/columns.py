@@ -103,4 +103,3 @@ def pairs_of(acks: dict) -> bytes:
         view[i + 1] = value
         i += 2
     return pairs.tobytes()
-
