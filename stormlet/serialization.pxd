@@ -3,6 +3,7 @@
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object text)
+    void PyObject_GC_UnTrack(object op)
 
 cpdef bint is_ascii(str text)
 cpdef list checked(object values, object stream, object component)

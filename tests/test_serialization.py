@@ -1,0 +1,48 @@
+"""The emit-time value check: what it lets through, and what it leaves to the cyclic collector."""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+
+import pytest
+
+from stormlet import SerializationError
+from stormlet import serialization
+from stormlet.serialization import checked
+from stormlet.tuples import StreamInfo
+
+compiled = serialization.__file__.endswith(".so")
+
+
+@dataclass
+class Shape:
+    nfields: int
+    info: StreamInfo
+
+
+def shape(*fields: str) -> Shape:
+    return Shape(len(fields), StreamInfo("split", "default", list(fields)))
+
+
+@pytest.mark.skipif(not compiled, reason="interpreted, the value check leaves lists tracked")
+def test_a_list_of_plain_scalars_is_left_out_of_cyclic_collection_compiled():
+    values = ["word", 7, 2.5, True, None, b"raw"]
+    assert gc.is_tracked(values)
+    assert checked(values, shape(*"abcdef"), "split") is values
+    assert not gc.is_tracked(values)
+
+
+def test_a_list_holding_a_container_stays_in_cyclic_collection():
+    # A container may come to hold the list itself: such a cycle must stay collectable.
+    for container in ([1, 2], {"k": 1}):
+        values = ["word", container]
+        assert checked(values, shape("word", "extra"), "split") is values
+        assert gc.is_tracked(values)
+
+
+def test_a_list_the_check_refuses_is_left_as_it_was():
+    values = ["word", object()]
+    with pytest.raises(SerializationError, match="extra"):
+        checked(values, shape("word", "extra"), "split")
+    assert gc.is_tracked(values)
