@@ -16,13 +16,15 @@ In the tracked modes the count bolt is benchmarks/wordcount.py's, with nothing a
 spout's last ack already says every word was counted. Only ``unacked`` needs a count bolt that
 counts its executes to know when it is done. The count bolt's dict is then read from the live
 instance. Prints one JSON line: seconds,
-cpu_seconds (every thread of this process), words, counts (``[[word, count], ...]``), failed.
+cpu_seconds (every thread of this process), gc_seconds (in cyclic garbage collections, from
+submit to the end), words, counts (``[[word, count], ...]``), failed.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import sys
 import time
@@ -115,10 +117,26 @@ def config(mode: str) -> dict:
             "topology.acker.executors": 1 if tracked else 0}
 
 
+class CollectionTimer:
+    """The seconds spent in the cyclic garbage collector while it is installed."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def __call__(self, phase: str, _info: dict) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+
+
 def run(mode: str, n: int) -> dict:
     shared_sentences(n)
     topology = build(mode, n)
+    collections = CollectionTimer()
     with LocalCluster() as cluster:
+        gc.callbacks.append(collections)
         start, cpu_start = time.perf_counter(), time.process_time()
         cluster.submit("peers", config(mode), topology)
         spout, = cluster.instances("peers", "sentences")
@@ -131,12 +149,14 @@ def run(mode: str, n: int) -> dict:
             sys.exit(f"stormlet {mode}: not done after {TIMEOUT_SECS}s: emitted {spout.emitted}, "
                      f"acked {spout.acked}, words counted {sum(count.counts.values())}")
         cpu = time.process_time() - cpu_start
+        gc.callbacks.remove(collections)
         if spout.failed:
             sys.exit(f"stormlet {mode}: a sentence failed: {spout.first_failure}")
         seconds = done.finished - start
         counts = dict(count.counts)
         cluster.kill("peers", wait_secs=5)
-    return {"seconds": seconds, "cpu_seconds": cpu, "words": sum(counts.values()),
+    return {"seconds": seconds, "cpu_seconds": cpu, "gc_seconds": collections.seconds,
+            "words": sum(counts.values()),
             "counts": sorted(counts.items()), "failed": spout.failed}
 
 
