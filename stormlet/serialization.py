@@ -57,11 +57,11 @@ def checked(values: Any, stream: StreamShape, component: str) -> list:
         else:
             if cython.compiled:
                 # A list of scalars cannot be in a reference cycle, and tuples' value lists are
-                # most of what is alive in a busy process: tracked, every young collection
-                # walked them all (with acking off, a tenth of a word count's time). CPython
-                # untracks tuples and dicts of scalars itself, but not lists. A list filled
-                # with containers after its emit (values are immutable by Storm's convention)
-                # could leak a cycle through it; nothing worse.
+                # most of what is alive in a busy process: tracked, the collections walked them
+                # (with acking off, a tenth of a word count's time). CPython untracks tuples and
+                # dicts of scalars itself, but not lists. A list filled with containers after
+                # its emit (values are immutable by Storm's convention) could leak a cycle
+                # through it; nothing worse.
                 PyObject_GC_UnTrack(values)
             return values
     check_values(values, component, stream.info.stream, stream.info.fields)

@@ -122,13 +122,14 @@ class CollectionTimer:
 
     def __init__(self) -> None:
         self.seconds = 0.0
-        self._started = 0.0
+        self._started: float | None = None
 
     def __call__(self, phase: str, _info: dict) -> None:
         if phase == "start":
             self._started = time.perf_counter()
-        else:
+        elif self._started is not None:   # a collection under way when installed is not timed
             self.seconds += time.perf_counter() - self._started
+            self._started = None
 
 
 def run(mode: str, n: int) -> dict:
