@@ -7,12 +7,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from stormlet import SerializationError
-from stormlet import serialization
+from stormlet import SerializationError, build_mode
 from stormlet.serialization import checked
 from stormlet.tuples import StreamInfo
 
-compiled = serialization.__file__.endswith(".so")
+compiled = "stormlet.serialization" in build_mode.compiled_modules()
 
 
 @dataclass
