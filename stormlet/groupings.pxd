@@ -14,3 +14,10 @@ cdef unsigned int CRC_TABLE[256]
 cpdef unsigned int ascii_crc32(str text)
 
 cdef unsigned long long _hash_one(object v) except? 0
+
+@cython.final
+cdef class OneFieldChooser:
+    cdef Py_ssize_t index
+    cdef list singles
+    cdef unsigned long long n
+    cpdef list choose(self, list values)
