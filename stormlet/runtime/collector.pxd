@@ -62,6 +62,7 @@ cdef class BoltCollector(_Emitter):
     cdef double _timeout_secs
     cdef object _process_latency
     cdef list _emit(self, object values, object anchors, object stream, object _to_task)
+    cpdef ack(self, Tuple tup)
     cpdef settle_acks(self)
     cdef _fold(self, object root, object value)
 
