@@ -185,8 +185,8 @@ def _fields_chooser(fields: tuple[str, ...], source_fields: list[str],
 
 class OneFieldChooser:
     """A fields grouping on one field (the usual case). A class rather than a closure so that,
-    compiled, the field's index and the task count are C integers: a closure's are Python
-    ints, and picking a task cost a cluster's word count ~30 ns a word more than the hash."""
+    compiled, the field's index and the task count are C integers: with a closure's Python
+    ints, a call cost ~24 ns instead of ~17 (hash included, two tasks)."""
 
     def __init__(self, index: int, singles: list[list[int]]):
         self.index = index
