@@ -2,6 +2,7 @@
 slots, and the topology on two workers (one per core), against one process in the same run.
 
     python benchmarks/cluster_wordcount.py [--seconds 10] [--rounds 2] [--secure] [--no-crossing]
+        [--unpinned] [--pin-one-process]
 
 Alternates ``--rounds`` windows of the cluster with runs of the same word count in one process
 (benchmarks/wordcount.py, acking on, one task each), one before each window and one after the
@@ -11,7 +12,10 @@ either side of it.
 
 Prints, per window and overall: acked words per second and the ratio to one process; acked
 words per CPU-second of the workers against one process's; complete latency p50/p99 per spout,
-read from the workers' heartbeats. With --secure the cluster runs with a secret (CURVE on
+read from the workers' heartbeats. The supervisor pins each worker to a CPU of its own, as it
+does by default with no more slots than CPUs (stormlet/cluster/cpu_pinning.py); --unpinned runs
+them unpinned (``--no-pin-workers``), and --pin-one-process runs the one-process word count on one
+CPU, as a pinned worker runs. With --secure the cluster runs with a secret (CURVE on
 nimbus's port and between the workers), to compare with the same run without it.
 
 With --no-crossing each word is counted in its splitter's own worker, so no tuple and no ack
@@ -90,10 +94,14 @@ def total(metrics: list[dict], component: str, key: str) -> int:
     return sum(m.get(component, {}).get(key, 0) for m in metrics)
 
 
-def one_process(seconds: float) -> dict:
-    """benchmarks/wordcount.py's acking-on run, in a process of its own: words/s and cores."""
+def one_process(seconds: float, pinned: bool = False) -> dict:
+    """benchmarks/wordcount.py's acking-on run, in a process of its own: words/s and cores.
+    ``pinned``: on one CPU, the highest this process may use."""
+    cpu = max(os.sched_getaffinity(0))
     out = subprocess.run([sys.executable, str(HERE / "wordcount.py"), "--seconds", str(seconds),
-                          "--acked-only"], check=True, capture_output=True, text=True).stdout
+                          "--acked-only"], check=True, capture_output=True, text=True,
+                         preexec_fn=(lambda: os.sched_setaffinity(0, {cpu})) if pinned else None
+                         ).stdout
     return json.loads(out.splitlines()[-1])
 
 
@@ -149,6 +157,10 @@ def main() -> None:
                         help="count each word in its splitter's worker: nothing crosses")
     parser.add_argument("--secure", action="store_true",
                         help="run the cluster with a cluster secret (security on)")
+    parser.add_argument("--unpinned", action="store_true",
+                        help="run the workers unpinned (the supervisor's --no-pin-workers)")
+    parser.add_argument("--pin-one-process", action="store_true",
+                        help="run the one-process word count on one CPU")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology config override, as for stormlet submit")
     args = parser.parse_args()
@@ -173,7 +185,8 @@ def main() -> None:
         stormlet("nimbus", "--zk", zk, "--port", str(nimbus_port), "--data-dir", str(base / "n"),
                  *secret, log=base / "nimbus.log"),
         stormlet("supervisor", "--zk", zk, "--slots", slots, "--data-dir", str(base / "s"),
-                 *secret, log=base / "supervisor.log"),
+                 *(["--no-pin-workers"] if args.unpinned else []), *secret,
+                 log=base / "supervisor.log"),
     ]
     try:
         time.sleep(2)
@@ -187,15 +200,19 @@ def main() -> None:
                 raise SystemExit(f"no words counted after 60 s; see the logs in {base}")
             time.sleep(0.5)
         crossing = ", nothing crossing between them" if args.no_crossing else ""
-        print(f"cluster word count: 2 workers on one supervisor, security "
+        cpus = ", ".join(str(sorted(os.sched_getaffinity(pid)))
+                         for pid in worker_pids(heartbeats))
+        print(f"cluster word count: 2 workers on one supervisor (their CPUs: {cpus}), security "
               f"{'on' if args.secure else 'off'}{crossing}; {args.rounds} windows of "
-              f"{args.seconds:g}s, each between runs of one process; {build_mode.describe()}")
+              f"{args.seconds:g}s, each between runs of one process"
+              f"{' (pinned to one CPU)' if args.pin_one_process else ''}; "
+              f"{build_mode.describe()}")
         singles: list[dict] = []
         windows: list[dict] = []
         for round_ in range(args.rounds + 1):
             cli("deactivate", "bench", zk=zk, secret=secret)
             settle(heartbeats)
-            singles.append(one_process(args.seconds))
+            singles.append(one_process(args.seconds, args.pin_one_process))
             print(f"one process:  {singles[-1]['words_per_sec']:>10,.0f} words/s, "
                   f"{per_cpu_second(singles[-1]):>10,.0f} per CPU-second", flush=True)
             if round_ == args.rounds:

@@ -16,6 +16,7 @@ from cluster_support import LEDGER, REPO, LoopbackCluster, acked_ids, serve_clus
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
+from stormlet.cluster.cpu_pinning import pins_by_default, usable_cpus
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
 
@@ -56,6 +57,7 @@ def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
     listing = cluster.cli("list").stdout
     row = next(line.split() for line in listing.splitlines() if line.startswith("wc "))
     assert row[1] == "active" and row[2] == "4", listing
+    assert_pinned_one_to_a_cpu([beat["pid"] for beat in cluster.topology_workers("wc").values()])
 
     wait_until(lambda: cluster.metric("sentences", "acked") == 2 * 1000 * 5, 60,
                "every sentence to be acked")
@@ -86,6 +88,18 @@ def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
     for path in tmp_path.glob("counts-*.json"):
         counts.update(json.loads(path.read_text()))
     assert counts == word_count.expected_counts(spout_tasks=2, repeats=1000)
+
+
+def assert_pinned_one_to_a_cpu(pids: list[int]) -> None:
+    """Each supervisor here has two slots: on a machine with two CPUs or more, it pins each
+    worker to one CPU (cpu_pinning.py), and the supervisors spread their workers over them."""
+    cpus = usable_cpus()
+    affinities = [sorted(os.sched_getaffinity(pid)) for pid in pids]
+    if not pins_by_default(2, cpus):
+        assert all(affinity == cpus for affinity in affinities), affinities
+        return
+    assert all(len(affinity) == 1 and affinity[0] in cpus for affinity in affinities), affinities
+    assert len({affinity[0] for affinity in affinities}) > 1, affinities
 
 
 def test_deactivate_activate_and_rebalance_lose_nothing(cluster, tmp_path):

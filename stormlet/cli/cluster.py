@@ -72,9 +72,13 @@ def _daemon(make: Callable[[Security], Any], secret_file: str | None) -> Any:
 @click.option("--id", "supervisor_id", default=None, help="supervisor id (default: kept in data dir)")
 @click.option("--worker-timeout", default=30.0, show_default=True, type=float,
               help="seconds without a heartbeat before a worker is restarted")
+@click.option("--pin-workers/--no-pin-workers", default=None,
+              help="run each worker on one CPU of its own [default: when there are no more "
+                   "slots than CPUs]")
 def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
                slots: str, data_dir: str,
-               supervisor_id: str | None, worker_timeout: float) -> None:
+               supervisor_id: str | None, worker_timeout: float,
+               pin_workers: bool | None) -> None:
     """Run a supervisor: start, watch and restart this node's workers."""
     from ..cluster.supervisor import Supervisor
 
@@ -85,7 +89,8 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: 
                                  param_hint="--slots") from None
     run_until_signal(_daemon(lambda security: Supervisor(
         zk, ports, data_dir=data_dir, host=host, zk_root=zk_root, supervisor_id=supervisor_id,
-        worker_timeout=worker_timeout, security=security, bind=bind), secret_file))
+        worker_timeout=worker_timeout, security=security, bind=bind, pin_workers=pin_workers),
+        secret_file))
 
 
 @click.command()

@@ -2,7 +2,7 @@
 
     python -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID --supervisor-id SID \\
         --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE --heartbeat-file FILE \\
-        [--state-dir DIR]
+        [--state-dir DIR] [--cpu N]
 
 It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and
 exits 1 when an executor died or the slot had nothing to run, else 0. A signal that comes while
@@ -18,6 +18,7 @@ from pathlib import Path
 
 import click
 
+from ..cluster.cpu_pinning import CPU_OPTION, pin_this_process
 from .signals import run_until_signal
 
 
@@ -34,8 +35,11 @@ from .signals import run_until_signal
 @click.option("--heartbeat-file", type=click.Path(path_type=Path), required=True)
 @click.option("--state-dir", type=click.Path(path_type=Path), default=None,
               help="the embedded state store's directory, unless the topology names one")
+@click.option(CPU_OPTION, "cpu", type=int, default=None,
+              help="the one CPU to run on (its supervisor's choice: see cpu_pinning.py)")
 def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: int, host: str,
-           bind: str | None, code: Path, heartbeat_file: Path, state_dir: Path | None) -> None:
+           bind: str | None, code: Path, heartbeat_file: Path, state_dir: Path | None,
+           cpu: int | None) -> None:
     """Run one worker of a topology (supervisors start these)."""
     from ..cluster.security import Security, SecurityError
     from ..cluster.worker import NotAssigned, Worker
@@ -44,6 +48,8 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     # Every line says which worker: one supervisor's log directory holds several workers' logs.
     logging.basicConfig(level=logging.getLogger().level, force=True,
                         format=f"%(asctime)s %(levelname)s worker:{port} %(name)s: %(message)s")
+    if cpu is not None:
+        pin_this_process(cpu)   # first: every thread started from here on inherits it
     tune_for_streaming()
     try:
         security = Security.from_environment()
