@@ -72,3 +72,9 @@ def test_a_cpu_the_process_may_not_use_is_reported_and_it_runs_unpinned():
     assert report["pinned"] is False
     assert report["main"] == sorted(os.sched_getaffinity(0)) == report["thread"]
     assert "running unpinned" in stderr
+
+
+def test_where_the_system_cannot_pin_there_are_no_cpus_to_pin_to(monkeypatch):
+    monkeypatch.delattr(os, "sched_getaffinity")
+    assert usable_cpus() == []
+    assert not pins_by_default(2, usable_cpus())

@@ -28,7 +28,10 @@ CPU_OPTION = "--cpu"
 
 
 def usable_cpus() -> list[int]:
-    """The CPUs this process may run on (its affinity, which a container or taskset narrows)."""
+    """The CPUs this process may run on (its affinity, which a container or taskset narrows);
+    none where the system cannot pin (only Linux can, of the systems Python supports)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return []
     return sorted(os.sched_getaffinity(0))
 
 
@@ -64,7 +67,7 @@ def pin_this_process(cpu: int) -> bool:
     not use is logged and ignored: the worker then runs unpinned rather than not at all."""
     try:
         os.sched_setaffinity(0, {cpu})
-    except (OSError, ValueError) as exc:
+    except (AttributeError, OSError, ValueError) as exc:   # AttributeError: not on Linux
         log.warning("could not pin this worker to CPU %d (%s); running unpinned", cpu, exc)
         return False
     return True

@@ -85,7 +85,9 @@ class Supervisor:
         self.slots = sorted(slots)
         self.cpus = usable_cpus()
         self.pin_workers = (pins_by_default(len(self.slots), self.cpus) if pin_workers is None
-                            else pin_workers)
+                            else pin_workers and bool(self.cpus))
+        if pin_workers and not self.cpus:
+            log.warning("cannot pin workers to CPUs on this system; they run unpinned")
         self.host = host
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
