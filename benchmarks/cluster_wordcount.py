@@ -13,7 +13,7 @@ either side of it.
 Prints, per window and overall: acked words per second and the ratio to one process; acked
 words per CPU-second of the workers against one process's; complete latency p50/p99 per spout,
 read from the workers' heartbeats. The supervisor pins each worker to a CPU of its own, as it
-does by default with no more slots than CPUs (stormlet/cluster/cpu_pinning.py); --unpinned runs
+does by default with a CPU for each slot (stormlet/cluster/cpu_pinning.py); --unpinned runs
 them unpinned (``--no-pin-workers``), and --pin-one-process runs the one-process word count on one
 CPU, as a pinned worker runs. With --secure the cluster runs with a secret (CURVE on
 nimbus's port and between the workers), to compare with the same run without it.

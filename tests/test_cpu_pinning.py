@@ -9,8 +9,9 @@ import os
 import subprocess
 import sys
 
-from stormlet.cluster.cpu_pinning import (CPU_OPTION, choose_cpu, pinned_cpu, pins_by_default,
-                                          usable_cpus)
+from stormlet.cluster.cpu_pinning import (CpuPinning, choose_cpu, pinned_cpu, pins_by_default,
+                                          usable_cpus, worker_args)
+from stormlet.cluster.supervisor import _is_worker
 
 
 def test_a_new_worker_takes_the_least_used_cpu_lowest_first():
@@ -19,6 +20,11 @@ def test_a_new_worker_takes_the_least_used_cpu_lowest_first():
     assert choose_cpu([0, 1, 2, 3], [0, 1, 2, 3, 0, 2]) == 1
     # Workers pinned to CPUs this supervisor may not use do not count against its own.
     assert choose_cpu([2, 3], [0, 0, 1, 3]) == 2
+
+
+def test_without_sharing_no_cpu_is_chosen_once_every_one_is_taken():
+    assert choose_cpu([0, 1], [0], share=False) == 1
+    assert choose_cpu([0, 1], [1, 0], share=False) is None
 
 
 def test_workers_launched_one_after_another_spread_evenly():
@@ -37,11 +43,66 @@ def test_pinning_is_the_default_only_with_a_core_for_every_slot():
 
 def test_the_cpu_is_read_back_from_a_worker_command_line():
     command = [b"python", b"-m", b"stormlet", b"worker", b"--port", b"6700",
-               CPU_OPTION.encode(), b"3", b""]
+               *[arg.encode() for arg in worker_args(3)], b""]
     assert pinned_cpu(command) == 3
     assert pinned_cpu([b"python", b"-m", b"stormlet", b"worker", b"--port", b"6700"]) is None
-    assert pinned_cpu([b"python", CPU_OPTION.encode(), b"x"]) is None
-    assert pinned_cpu([b"python", CPU_OPTION.encode()]) is None
+    option = worker_args(0)[0].encode()
+    assert pinned_cpu([b"python", option, b"x"]) is None
+    assert pinned_cpu([b"python", option]) is None
+
+
+def fake_proc(tmp_path, commands: dict[int, list[str]]):
+    """A /proc with these processes' command lines, and an entry that is not a process."""
+    for pid, command in commands.items():
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in command)
+                                                      + b"\0")
+    (tmp_path / "self").mkdir()
+    return tmp_path
+
+
+def worker(cpu: int | None) -> list[str]:
+    return ["python", "-m", "stormlet", "worker", "--port", "6700",
+            *(worker_args(cpu) if cpu is not None else [])]
+
+
+def test_a_supervisor_reads_where_every_running_worker_is_pinned(tmp_path):
+    proc = fake_proc(tmp_path, {10: worker(1), 11: worker(None), 12: worker(1),
+                                13: ["python", "other.py", *worker_args(0)]})
+    pinning = CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)
+    assert pinning.running_workers() == {10: 1, 11: None, 12: 1}
+    assert sorted(pinning.pinned_cpus()) == [1, 1]
+
+
+def next_args(pinning: CpuPinning) -> list[str]:
+    with pinning.choosing() as args:
+        return args
+
+
+def test_by_default_a_worker_is_pinned_only_to_a_cpu_no_worker_has(tmp_path):
+    proc = fake_proc(tmp_path, {10: worker(0)})
+    assert next_args(CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)) == worker_args(1)
+    (proc / "11").mkdir()
+    (proc / "11" / "cmdline").write_bytes(b"\0".join(a.encode() for a in worker(1)))
+    assert next_args(CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)) == []
+    # Asked to pin always, it shares the CPUs in turn.
+    assert next_args(CpuPinning(2, True, _is_worker, cpus=[0, 1], proc=proc)) == worker_args(0)
+
+
+def test_a_supervisor_pins_by_default_with_a_cpu_for_every_slot_or_when_told(tmp_path):
+    assert CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=tmp_path).enabled
+    assert not CpuPinning(3, None, _is_worker, cpus=[0, 1], proc=tmp_path).enabled
+    assert CpuPinning(3, True, _is_worker, cpus=[0, 1], proc=tmp_path).enabled
+    never = CpuPinning(2, False, _is_worker, cpus=[0, 1], proc=tmp_path)
+    assert not never.enabled and next_args(never) == []
+
+
+def test_without_cpu_affinity_or_proc_workers_run_unpinned(tmp_path, caplog):
+    no_affinity = CpuPinning(2, True, _is_worker, cpus=[], proc=tmp_path)
+    no_proc = CpuPinning(2, True, _is_worker, cpus=[0, 1], proc=tmp_path / "missing")
+    assert not no_affinity.enabled and not no_proc.enabled
+    assert next_args(no_affinity) == [] and next_args(no_proc) == []
+    assert "they run unpinned" in caplog.text
 
 
 PIN_AND_REPORT = """

@@ -73,8 +73,9 @@ def _daemon(make: Callable[[Security], Any], secret_file: str | None) -> Any:
 @click.option("--worker-timeout", default=30.0, show_default=True, type=float,
               help="seconds without a heartbeat before a worker is restarted")
 @click.option("--pin-workers/--no-pin-workers", default=None,
-              help="run each worker on one CPU of its own [default: when there are no more "
-                   "slots than CPUs]")
+              help="pin every worker to a CPU, sharing them in turn if need be; or none "
+                   "[default: with a CPU for each slot, pin workers to CPUs no worker has, the "
+                   "rest unpinned]")
 def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
                slots: str, data_dir: str,
                supervisor_id: str | None, worker_timeout: float,

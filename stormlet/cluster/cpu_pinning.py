@@ -4,32 +4,40 @@ A worker runs its Python on one core at a time (the GIL), and its threads hand t
 other thousands of times a second. Left to the scheduler, those threads wander over every core:
 a handoff may land on a core whose caches hold another worker's data, and two workers' threads
 take turns on both cores. Pinned, a worker's threads share one core's caches and workers do not
-take each other's core. On the 2-core machine, two pinned workers counted a median ~5% more words
-a second than unpinned ones (``benchmarks/cluster_wordcount.py``, 2026-11-26).
+take each other's core. On the 2-core machine, two pinned workers counted 5–8% more words a second
+than unpinned ones (medians of alternating ``benchmarks/cluster_wordcount.py`` runs, 2026-11-26).
 
-Pinning suits one worker per core, so a supervisor pins by default only when it has no more
-slots than CPUs it may use (``pins_by_default``). Each new worker takes the CPU that the fewest
-running workers on this machine are pinned to, lowest first (``choose_cpu``): the supervisor reads
-their command lines, so two supervisors on one machine spread their workers between them.
+Pinning suits one worker per core. So by default a supervisor pins only when it has no more slots
+than CPUs it may use (``pins_by_default``), and only onto a CPU that no running worker is pinned
+to: once every CPU has one, further workers run unpinned. Asked to pin always, it puts a new
+worker on the CPU the fewest workers are pinned to. Either way it reads the running workers'
+command lines in /proc, under a lock held until the new worker has started, so supervisors that
+share a machine (and see each other's processes) spread their workers between them.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import tempfile
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-# The worker command's option naming its CPU: the supervisor writes it, the worker obeys it, and
-# every supervisor on the machine reads it back from the running workers' command lines.
+# The worker command's option naming its CPU: the supervisor writes it (``worker_args``), the
+# worker obeys it, and every supervisor on the machine reads it back (``pinned_cpu``).
 CPU_OPTION = "--cpu"
+# Held by a supervisor from reading where workers run until its new worker has started.
+LOCK_FILE = Path(tempfile.gettempdir()) / "stormlet-cpu-pinning.lock"
 
 
 def usable_cpus() -> list[int]:
     """The CPUs this process may run on (its affinity, which a container or taskset narrows);
-    none where the system cannot pin (only Linux can, of the systems Python supports)."""
+    none where Python cannot pin (``os.sched_getaffinity`` is missing: not Linux)."""
     if not hasattr(os, "sched_getaffinity"):
         return []
     return sorted(os.sched_getaffinity(0))
@@ -39,6 +47,11 @@ def pins_by_default(slots: int, cpus: Sequence[int]) -> bool:
     """Whether a supervisor with ``slots`` worker slots pins its workers unless told: when every
     worker can have a core of its own."""
     return 0 < slots <= len(cpus)
+
+
+def worker_args(cpu: int) -> list[str]:
+    """The worker command's arguments that pin it to ``cpu``."""
+    return [CPU_OPTION, str(cpu)]
 
 
 def pinned_cpu(command: Sequence[bytes]) -> int | None:
@@ -53,21 +66,98 @@ def pinned_cpu(command: Sequence[bytes]) -> int | None:
     return None
 
 
-def choose_cpu(cpus: Sequence[int], taken: Iterable[int]) -> int:
+def choose_cpu(cpus: Sequence[int], taken: Iterable[int], share: bool = True) -> int | None:
     """The CPU of ``cpus`` that the fewest of ``taken`` (the CPUs running workers are pinned to)
-    name; the lowest of those that tie."""
+    name, the lowest of those that tie; without ``share``, None once every CPU is taken."""
     if not cpus:
         raise ValueError("no CPU to choose from")
     load = Counter(taken)
-    return min(cpus, key=lambda cpu: (load[cpu], cpu))
+    cpu = min(cpus, key=lambda c: (load[c], c))
+    return cpu if share or load[cpu] == 0 else None
 
 
 def pin_this_process(cpu: int) -> bool:
-    """Run this process (and every thread it starts from now on) on ``cpu`` alone. A CPU it may
-    not use is logged and ignored: the worker then runs unpinned rather than not at all."""
+    """Run the calling thread, and every thread it starts from then on, on ``cpu`` alone: call it
+    before any other thread starts. A CPU it may not use is logged and ignored: the worker then
+    runs unpinned rather than not at all."""
     try:
         os.sched_setaffinity(0, {cpu})
     except (AttributeError, OSError, ValueError) as exc:   # AttributeError: not on Linux
         log.warning("could not pin this worker to CPU %d (%s); running unpinned", cpu, exc)
         return False
     return True
+
+
+class CpuPinning:
+    """A supervisor's choice of CPU for each worker it starts."""
+
+    def __init__(self, slots: int, requested: bool | None, is_worker: Callable[[list[bytes]], bool],
+                 cpus: Sequence[int] | None = None, proc: Path = Path("/proc")):
+        """``requested``: pin always (True), never (False), or by default (None: see
+        ``pins_by_default``). ``is_worker`` tells a worker's command line from others'."""
+        self.cpus = list(usable_cpus() if cpus is None else cpus)
+        self.share = requested is True
+        self.is_worker = is_worker
+        self.proc = proc
+        enabled = pins_by_default(slots, self.cpus) if requested is None else requested
+        if enabled and not (self.cpus and proc.is_dir()):
+            log.warning("cannot pin workers to CPUs here (%s); they run unpinned",
+                        "no CPU affinity" if not self.cpus else f"no {proc}")
+            enabled = False
+        self.enabled = enabled
+
+    def describe(self) -> str:
+        if not self.enabled:
+            return "not pinned to CPUs"
+        return f"pinned to CPUs of {self.cpus}, " + (
+            "sharing them in turn" if self.share else "one to a CPU while one is free")
+
+    @contextmanager
+    def choosing(self) -> Iterator[list[str]]:
+        """The next worker's pinning arguments (none: it runs unpinned). Start the worker inside
+        the block: other supervisors choose only once it runs, and then see its CPU."""
+        if not self.enabled:
+            yield []
+            return
+        with _machine_lock():
+            try:
+                taken = self.pinned_cpus()
+            except OSError as exc:   # /proc went away: where the others run is unknown
+                log.warning("starting a worker unpinned: cannot read %s (%s)", self.proc, exc)
+                yield []
+                return
+            cpu = choose_cpu(self.cpus, taken, self.share)
+            yield [] if cpu is None else worker_args(cpu)
+
+    def pinned_cpus(self) -> list[int]:
+        """The CPUs that the running workers this process can see, any supervisor's, are
+        pinned to."""
+        return [cpu for cpu in self.running_workers().values() if cpu is not None]
+
+    def running_workers(self) -> dict[int, int | None]:
+        """The running workers this process can see, any supervisor's: pid -> the CPU each is
+        pinned to (None: unpinned)."""
+        workers = {}
+        for entry in self.proc.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:   # it has just exited
+                continue
+            if self.is_worker(command):
+                workers[int(entry.name)] = pinned_cpu(command)
+        return workers
+
+
+@contextmanager
+def _machine_lock() -> Iterator[None]:
+    try:
+        lock = open(LOCK_FILE, "a")
+    except OSError as exc:   # another user's lock file, say: choose without it
+        log.debug("choosing a CPU without the lock %s: %s", LOCK_FILE, exc)
+        yield
+        return
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield   # closing the file releases the lock

@@ -31,7 +31,7 @@ from kazoo.protocol.states import KazooState
 
 from . import rpc
 from .code import CodeError, unpack
-from .cpu_pinning import CPU_OPTION, choose_cpu, pinned_cpu, pins_by_default, usable_cpus
+from .cpu_pinning import CpuPinning
 from .errors import cap_report, report_errors
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
 from .names import check_topology_id
@@ -74,20 +74,16 @@ class Supervisor:
                  worker_start_timeout: float = 120.0, security: Security | None = None,
                  bind: str | None = None, pin_workers: bool | None = None):
         """Peers reach this node's workers at ``host``; they listen on ``bind`` (default:
-        ``host``), which without a cluster secret (``security``) must be loopback. With
-        ``pin_workers``, each worker runs on one CPU of its own where there are enough (default:
-        when there are no more slots than CPUs; see cpu_pinning.py)."""
+        ``host``), which without a cluster secret (``security``) must be loopback.
+        ``pin_workers``: pin each worker to a CPU always (True), never (False), or by default
+        (None): see cpu_pinning.py."""
         self.security = security or Security()
         self.bind = bind or host
         check_bind_address(self.bind, self.security, "this supervisor's workers")
         self.zk_hosts = zk_hosts
         self.zk_root = zk_root
         self.slots = sorted(slots)
-        self.cpus = usable_cpus()
-        self.pin_workers = (pins_by_default(len(self.slots), self.cpus) if pin_workers is None
-                            else pin_workers and bool(self.cpus))
-        if pin_workers and not self.cpus:
-            log.warning("cannot pin workers to CPUs on this system; they run unpinned")
+        self.pinning = CpuPinning(len(self.slots), pin_workers, _is_worker)
         self.host = host
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -119,8 +115,7 @@ class Supervisor:
         self._thread = threading.Thread(target=self._loop, name="supervisor", daemon=True)
         self._thread.start()
         log.info("supervisor %s on %s with slots %s; workers %s", self.supervisor_id, self.host,
-                 self.slots, f"pinned, one to a CPU of {self.cpus}" if self.pin_workers
-                 else "not pinned to CPUs")
+                 self.slots, self.pinning.describe())
 
     def _kill_orphans(self) -> None:
         """Workers a previous run of this supervisor left behind hold our ports and answer to
@@ -314,13 +309,12 @@ class Supervisor:
                    "--heartbeat-file", str(heartbeat),
                    # Outside the code directory: state outlives a topology instance.
                    "--state-dir", str((self.data_dir / "state").resolve())]
-        if self.pin_workers:
-            command += [CPU_OPTION, str(choose_cpu(self.cpus, _pinned_cpus_of_workers()))]
-        with open(logs / f"worker-{port}.log", "ab") as log_file:
-            process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT,
-                                       cwd=str(entry.parent),
-                                       env=self._worker_environment(tid, name),
-                                       start_new_session=True)
+        environment = self._worker_environment(tid, name)
+        with self.pinning.choosing() as pin_args, \
+                open(logs / f"worker-{port}.log", "ab") as log_file:
+            process = subprocess.Popen([*command, *pin_args], stdout=log_file,
+                                       stderr=subprocess.STDOUT, cwd=str(entry.parent),
+                                       env=environment, start_new_session=True)
         restarts = self.restarts.get((tid, port), -1) + 1
         self.restarts[(tid, port)] = restarts
         self.workers[port] = WorkerProcess(tid, key, process, heartbeat, restarts=restarts)
@@ -393,22 +387,6 @@ class Supervisor:
         cap_report([*workers.values(), *exited.values()])
         self.state.set_heartbeat(self.supervisor_id, {"time": time.time(), "host": self.host,
                                                       "workers": workers, "exited": exited})
-
-
-def _pinned_cpus_of_workers() -> list[int]:
-    """The CPUs that the workers running on this machine, any supervisor's, are pinned to."""
-    cpus = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:   # it has just exited
-            continue
-        cpu = pinned_cpu(command) if _is_worker(command) else None
-        if cpu is not None:
-            cpus.append(cpu)
-    return cpus
 
 
 def _is_worker(command: list[bytes]) -> bool:
