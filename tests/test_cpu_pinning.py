@@ -4,14 +4,17 @@ in test_cluster.py."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 
 from stormlet.cluster.cpu_pinning import (CpuPinning, choose_cpu, pinned_cpu, pins_by_default,
                                           usable_cpus, worker_args)
-from stormlet.cluster.supervisor import _is_worker
+from stormlet.cluster.supervisor import WORKER_MODULE_ARGS, _is_worker
 
 
 def test_a_new_worker_takes_the_least_used_cpu_lowest_first():
@@ -52,17 +55,18 @@ def test_the_cpu_is_read_back_from_a_worker_command_line():
 
 
 def fake_proc(tmp_path, commands: dict[int, list[str]]):
-    """A /proc with these processes' command lines, and an entry that is not a process."""
+    """A /proc with these processes' command lines (added to any already there), and an entry
+    that is not a process."""
     for pid, command in commands.items():
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in command)
                                                       + b"\0")
-    (tmp_path / "self").mkdir()
+    (tmp_path / "self").mkdir(exist_ok=True)
     return tmp_path
 
 
 def worker(cpu: int | None) -> list[str]:
-    return ["python", "-m", "stormlet", "worker", "--port", "6700",
+    return ["python", *WORKER_MODULE_ARGS, "--port", "6700",
             *(worker_args(cpu) if cpu is not None else [])]
 
 
@@ -74,16 +78,59 @@ def test_a_supervisor_reads_where_every_running_worker_is_pinned(tmp_path):
     assert sorted(pinning.pinned_cpus()) == [1, 1]
 
 
+class FakeProcess:
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def poll(self) -> None:
+        return None
+
+
+BASE = ["python", *WORKER_MODULE_ARGS, "--port", "6700"]
+PIDS = itertools.count(1000)
+
+
 def next_args(pinning: CpuPinning) -> list[str]:
-    with pinning.choosing() as args:
-        return args
+    """The pinning arguments ``pinning`` starts its next worker with; the worker shows in its
+    /proc at once, if that exists."""
+    started = []
+
+    def popen(argv: list[str]) -> FakeProcess:
+        started.append(argv)
+        pid = next(PIDS)
+        if pinning.proc.is_dir():
+            fake_proc(pinning.proc, {pid: argv})
+        return FakeProcess(pid)
+
+    pinning.start(BASE, popen)
+    assert started[0][:len(BASE)] == BASE
+    return started[0][len(BASE):]
+
+
+def test_the_lock_is_held_until_the_new_worker_shows_in_proc(tmp_path):
+    # A process's cmdline can read empty just after it starts: the next supervisor's scan must
+    # not run until it shows, or it would give the same CPU away again.
+    proc = fake_proc(tmp_path, {})
+    pinning = CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)
+
+    def popen(argv: list[str]) -> FakeProcess:
+        (proc / "77").mkdir()
+        (proc / "77" / "cmdline").write_bytes(b"")
+        shown = b"\0".join(a.encode() for a in argv)
+        threading.Timer(0.2, (proc / "77" / "cmdline").write_bytes, [shown]).start()
+        return FakeProcess(77)
+
+    started = time.monotonic()
+    pinning.start(BASE, popen)
+    assert time.monotonic() - started >= 0.2
+    assert pinning.pinned_cpus() == [0]
+    assert next_args(pinning) == worker_args(1)
 
 
 def test_by_default_a_worker_is_pinned_only_to_a_cpu_no_worker_has(tmp_path):
     proc = fake_proc(tmp_path, {10: worker(0)})
     assert next_args(CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)) == worker_args(1)
-    (proc / "11").mkdir()
-    (proc / "11" / "cmdline").write_bytes(b"\0".join(a.encode() for a in worker(1)))
+    fake_proc(proc, {11: worker(1)})
     assert next_args(CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)) == []
     # Asked to pin always, it shares the CPUs in turn.
     assert next_args(CpuPinning(2, True, _is_worker, cpus=[0, 1], proc=proc)) == worker_args(0)

@@ -310,11 +310,10 @@ class Supervisor:
                    # Outside the code directory: state outlives a topology instance.
                    "--state-dir", str((self.data_dir / "state").resolve())]
         environment = self._worker_environment(tid, name)
-        with self.pinning.choosing() as pin_args, \
-                open(logs / f"worker-{port}.log", "ab") as log_file:
-            process = subprocess.Popen([*command, *pin_args], stdout=log_file,
-                                       stderr=subprocess.STDOUT, cwd=str(entry.parent),
-                                       env=environment, start_new_session=True)
+        with open(logs / f"worker-{port}.log", "ab") as log_file:
+            process = self.pinning.start(command, lambda argv: subprocess.Popen(
+                argv, stdout=log_file, stderr=subprocess.STDOUT, cwd=str(entry.parent),
+                env=environment, start_new_session=True))
         restarts = self.restarts.get((tid, port), -1) + 1
         self.restarts[(tid, port)] = restarts
         self.workers[port] = WorkerProcess(tid, key, process, heartbeat, restarts=restarts)
