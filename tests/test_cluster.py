@@ -16,7 +16,7 @@ from cluster_support import LEDGER, REPO, LoopbackCluster, acked_ids, serve_clus
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
-from stormlet.cluster.cpu_pinning import CpuPinning, pins_by_default, usable_cpus
+from stormlet.cluster.cpu_pinning import CpuPinning
 from stormlet.cluster.supervisor import _is_worker
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
@@ -104,15 +104,16 @@ def assert_pinned_one_to_a_free_cpu(pids: list[int]) -> None:
     on the machine is pinned to while there is one, and starts the rest unpinned
     (cpu_pinning.py): the two supervisors here spread their workers over the CPUs together."""
     assert len(pids) == 4
-    cpus = usable_cpus()
+    pinning = CpuPinning(SLOTS, None, _is_worker)   # as each supervisor here decides
+    cpus = pinning.cpus
     affinities = [sorted(os.sched_getaffinity(pid)) for pid in pids]
     pinned = [a[0] for a in affinities if len(a) == 1 and len(cpus) > 1]
     unpinned = [a for a in affinities if a == cpus]
     assert len(pinned) + len(unpinned) == len(pids), affinities
     assert len(set(pinned)) == len(pinned), affinities
-    others = set(CpuPinning(SLOTS, None, _is_worker).running_workers()) - set(pids)
+    others = set(pinning.running_workers()) - set(pids)
     if not others:   # no other cluster's workers (another test run's) took CPUs first
-        expected = min(len(cpus), len(pids)) if pins_by_default(SLOTS, cpus) else 0
+        expected = min(len(cpus), len(pids)) if pinning.enabled else 0
         assert len(pinned) == expected, affinities
 
 
