@@ -56,6 +56,19 @@ class Grouping:
 Chooser = Callable[[list[Any]], list[int]]
 
 
+class Always:
+    """A chooser whose answer does not depend on the values: an all or global grouping, or any
+    grouping onto one task. The routes read ``tasks`` once instead of calling it per emit."""
+
+    __slots__ = ("tasks",)
+
+    def __init__(self, tasks: list[int]):
+        self.tasks = tasks
+
+    def __call__(self, values: list[Any]) -> list[int]:
+        return self.tasks
+
+
 def _crc32_table() -> list[int]:
     """The byte table of CRC-32 (zlib's: reflected, polynomial 0xEDB88320)."""
     table = []
@@ -122,10 +135,9 @@ def make_chooser(
     if kind == DIRECT:
         return None
     if kind == ALL:
-        return lambda values: tasks
+        return Always(tasks)
     if kind == GLOBAL:
-        lowest = singles[0]
-        return lambda values: lowest
+        return Always(singles[0])
     if kind == FIELDS:
         return _fields_chooser(grouping.fields, source_fields, singles)
     if kind == PARTIAL_KEY:
@@ -148,8 +160,7 @@ def _shuffle_chooser(singles: list[list[int]], rng: random.Random) -> Chooser:
     # Storm's ShuffleGrouping: walk a shuffled order round-robin, reshuffle after each pass.
     # Even over every window of n tuples, unlike independent random picks.
     if len(singles) == 1:   # nothing to shuffle: not a reshuffle per tuple
-        only = singles[0]
-        return lambda values: only
+        return Always(singles[0])
     order = list(singles)
     rng.shuffle(order)
     n = len(order)
@@ -175,18 +186,18 @@ def _fields_chooser(fields: tuple[str, ...], source_fields: list[str],
                     singles: list[list[int]]) -> Chooser:
     n = len(singles)
     if n == 1:
-        only = singles[0]
-        return lambda values: only
+        return Always(singles[0])
     indexes = _field_indexes(fields, source_fields)
     if len(indexes) == 1:
-        return OneFieldChooser(indexes[0], singles).choose
+        return OneFieldChooser(indexes[0], singles)
     return lambda values: singles[stable_hash([values[i] for i in indexes]) % n]
 
 
 class OneFieldChooser:
     """A fields grouping on one field (the usual case). A class rather than a closure so that,
-    compiled, the field's index and the task count are C integers: with a closure's Python
-    ints, a call cost ~24 ns instead of ~17 (hash included, two tasks)."""
+    compiled, the field's index and the task count are C integers (with a closure's Python
+    ints, a call cost ~24 ns instead of ~17, hash included, two tasks), and a route calls
+    ``choose`` as a C function (``StreamRoute.tasks_for``)."""
 
     def __init__(self, index: int, singles: list[list[int]]):
         self.index = index
@@ -196,12 +207,17 @@ class OneFieldChooser:
     def choose(self, values: list[Any]) -> list[int]:
         return self.singles[_hash_one(values[self.index]) % self.n]
 
+    def __call__(self, values: list[Any]) -> list[int]:
+        return self.choose(values)
+
 
 def _partial_key_chooser(fields: tuple[str, ...], source_fields: list[str],
                          singles: list[list[int]]) -> Chooser:
     # Partial key grouping ("power of two choices"): each key may go to one of two tasks, picked by
     # two independent hashes; the one this sender has loaded less so far wins.
     n = len(singles)
+    if n == 1:
+        return Always(singles[0])
     indexes = _field_indexes(fields, source_fields)
     sent = [0] * n
 

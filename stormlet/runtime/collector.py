@@ -165,7 +165,7 @@ class SpoutCollector(_Emitter):
 
     @cython.locals(route=StreamRoute, data=list, ids=EdgeIds, root=cython.ulonglong,
                    edge=cython.ulonglong, xor=cython.ulonglong, info=StreamInfo,
-                   root_key=object)
+                   root_key=object, t=cython.Py_ssize_t)
     def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
              _to_task: int | None = None) -> list[int]:
         # Every spout emit; emit_direct names the task in _to_task.
@@ -175,7 +175,7 @@ class SpoutCollector(_Emitter):
         if route is None:
             route = self._route(stream, _to_task)
         values = checked(values, route, self.component_id)
-        tasks = route.choose(values) if _to_task is None else \
+        tasks = route.tasks_for(values) if _to_task is None else \
             check_direct_task(self.component_id, route, _to_task)
         info = route.info
         src = self.task
@@ -247,7 +247,7 @@ class BoltCollector(_Emitter):
         return self._emit(values, anchors, stream, _to_task)
 
     @cython.locals(route=StreamRoute, data=list, anchor=Tuple, ids=EdgeIds, root=cython.ulonglong,
-                   edge=cython.ulonglong, info=StreamInfo)
+                   edge=cython.ulonglong, info=StreamInfo, t=cython.Py_ssize_t)
     def _emit(self, values: Any, anchors: Any, stream: str, _to_task: int | None) -> list[int]:
         # Every bolt emit: emit, emit_direct (naming the task in _to_task) and a basic bolt's
         # (BasicCollector, a C call when compiled). One anchor with one root (the usual case)
@@ -256,7 +256,7 @@ class BoltCollector(_Emitter):
         if route is None:
             route = self._route(stream, _to_task)
         values = checked(values, route, self.component_id)
-        tasks = route.choose(values) if _to_task is None else \
+        tasks = route.tasks_for(values) if _to_task is None else \
             check_direct_task(self.component_id, route, _to_task)
         info = route.info
         src = self.task

@@ -1,5 +1,7 @@
 # Types stormlet/runtime/routing.py when it is compiled (see stormlet/build_mode.py).
 
+from stormlet.groupings cimport OneFieldChooser
+
 cdef class StreamRoute:
     cdef public object info
     cdef public Py_ssize_t nfields
@@ -8,3 +10,6 @@ cdef class StreamRoute:
     cdef public bint direct
     cdef public set direct_tasks
     cdef public long long emitted
+    cdef list _fixed
+    cdef OneFieldChooser _by_field
+    cpdef object tasks_for(self, object values)

@@ -15,7 +15,8 @@ class StreamRoute:
     """Where one task's emits on one stream go, and how many there were (``emitted``, which
     the task's metrics read)."""
 
-    __slots__ = ("info", "nfields", "choosers", "choose", "direct", "direct_tasks", "emitted")
+    __slots__ = ("info", "nfields", "choosers", "choose", "direct", "direct_tasks", "emitted",
+                 "_fixed", "_by_field")
 
     def __init__(self, info: StreamInfo, direct: bool):
         self.info = info
@@ -25,6 +26,8 @@ class StreamRoute:
         self.direct_tasks: set[int] = set()
         self.choose: g.Chooser = _nobody
         self.emitted = 0
+        self._fixed: list[int] | None = []
+        self._by_field: g.OneFieldChooser | None = None
 
     def seal(self) -> None:
         """Fix ``choose``: one function over every subscriber's chooser."""
@@ -33,6 +36,21 @@ class StreamRoute:
             self.choose = choosers[0]
         elif choosers:
             self.choose = lambda values: [t for choose in choosers for t in choose(values)]
+        only = self.choose
+        self._fixed = [] if not choosers else only.tasks if type(only) is g.Always else None
+        self._by_field = only if type(only) is g.OneFieldChooser else None
+
+    def tasks_for(self, values: Any) -> list[int]:
+        """The tasks an emit of ``values`` goes to. The usual routes take no call: one that
+        always names the same tasks (one subscriber of one task, say) answers from a field, and
+        a fields grouping on one field is a C call when compiled."""
+        fixed = self._fixed
+        if fixed is not None:
+            return fixed
+        by_field = self._by_field
+        if by_field is not None:
+            return by_field.choose(values)
+        return self.choose(values)
 
 
 def _nobody(values: Any) -> list[int]:
