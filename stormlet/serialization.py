@@ -6,7 +6,7 @@ field and type named, and keeps local mode as strict as a cluster.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import cython
 import msgpack
@@ -24,27 +24,21 @@ class SerializationError(TypeError):
     """A value in an emitted tuple that cannot be sent between workers."""
 
 
-class StreamShape(Protocol):
-    """What ``checked`` needs of a stream: the runtime's routes and backfill's outputs have it."""
-
-    nfields: int
-    info: StreamInfo
-
-
 def is_ascii(text: str) -> bool:
     """``text.isascii()``; compiled, the flag CPython keeps in every str, without a method call."""
     return PyUnicode_IS_ASCII(text) if cython.compiled else text.isascii()
 
 
-def checked(values: Any, stream: StreamShape, component: str) -> list:
-    """``values`` as a list, if they fit ``stream``'s fields and msgpack can carry them; else
-    ``SerializationError`` naming the field and its type. A list of plain scalars, the usual
-    case, costs one pass over it and (compiled) is left out of cyclic garbage collection;
-    anything else gets the full check."""
+def checked(values: Any, info: StreamInfo, component: str) -> list:
+    """``values`` as a list, if they fit the fields of ``info``'s stream and msgpack can carry
+    them; else ``SerializationError`` naming the field and its type. A list of plain scalars,
+    the usual case, costs one pass over it and (compiled) is left out of cyclic garbage
+    collection; anything else gets the full check."""
     if type(values) is not list and isinstance(values, tuple):
         values = list(values)
-    if type(values) is list and len(values) == stream.nfields:
-        for v in values:
+    plain = cython.cast(list, values) if type(values) is list else None
+    if plain is not None and len(plain) == len(info.fields):
+        for v in plain:
             t = type(v)
             if t is str:
                 if not is_ascii(v):
@@ -64,7 +58,7 @@ def checked(values: Any, stream: StreamShape, component: str) -> list:
                 # through it; nothing worse.
                 PyObject_GC_UnTrack(values)
             return values
-    check_values(values, component, stream.info.stream, stream.info.fields)
+    check_values(values, component, info.stream, info.fields)
     return values
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-from dataclasses import dataclass
 
 import pytest
 
@@ -14,14 +13,8 @@ from stormlet.tuples import StreamInfo
 compiled = "stormlet.serialization" in build_mode.compiled_modules()
 
 
-@dataclass
-class Shape:
-    nfields: int
-    info: StreamInfo
-
-
-def shape(*fields: str) -> Shape:
-    return Shape(len(fields), StreamInfo("split", "default", list(fields)))
+def shape(*fields: str) -> StreamInfo:
+    return StreamInfo("split", "default", list(fields))
 
 
 @pytest.mark.skipif(not compiled, reason="interpreted, the value check leaves lists tracked")

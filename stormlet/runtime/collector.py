@@ -174,7 +174,7 @@ class SpoutCollector(_Emitter):
         route = self._plain_routes.get(stream) if _to_task is None else None
         if route is None:
             route = self._route(stream, _to_task)
-        values = checked(values, route, self.component_id)
+        values = checked(values, route.info, self.component_id)
         tasks = route.tasks_for(values) if _to_task is None else \
             check_direct_task(self.component_id, route, _to_task)
         info = route.info
@@ -255,7 +255,7 @@ class BoltCollector(_Emitter):
         route = self._plain_routes.get(stream) if _to_task is None else None
         if route is None:
             route = self._route(stream, _to_task)
-        values = checked(values, route, self.component_id)
+        values = checked(values, route.info, self.component_id)
         tasks = route.tasks_for(values) if _to_task is None else \
             check_direct_task(self.component_id, route, _to_task)
         info = route.info

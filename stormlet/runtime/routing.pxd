@@ -1,10 +1,10 @@
 # Types stormlet/runtime/routing.py when it is compiled (see stormlet/build_mode.py).
 
 from stormlet.groupings cimport OneFieldChooser
+from stormlet.tuples cimport StreamInfo
 
 cdef class StreamRoute:
-    cdef public object info
-    cdef public Py_ssize_t nfields
+    cdef public StreamInfo info
     cdef public list choosers
     cdef public object choose
     cdef public bint direct

@@ -15,12 +15,11 @@ class StreamRoute:
     """Where one task's emits on one stream go, and how many there were (``emitted``, which
     the task's metrics read)."""
 
-    __slots__ = ("info", "nfields", "choosers", "choose", "direct", "direct_tasks", "emitted",
+    __slots__ = ("info", "choosers", "choose", "direct", "direct_tasks", "emitted",
                  "_fixed", "_by_field")
 
     def __init__(self, info: StreamInfo, direct: bool):
         self.info = info
-        self.nfields = len(info.fields)
         self.choosers: list[g.Chooser] = []
         self.direct = direct
         self.direct_tasks: set[int] = set()

@@ -2,6 +2,7 @@
 # reads a stream's route as a C structure and calls the value check as a C function.
 
 from stormlet.serialization cimport checked
+from stormlet.tuples cimport StreamInfo
 
 cdef class _StreamOut:
     cdef public dict appends
@@ -10,8 +11,7 @@ cdef class _StreamOut:
     cdef public bint direct
     cdef public dict direct_targets
     cdef public set direct_tasks
-    cdef public object info
-    cdef public Py_ssize_t nfields
+    cdef public StreamInfo info
     cdef public bint only_written
     cdef public object output
     cdef public object send

@@ -45,11 +45,10 @@ class _StreamOut:
     planned destination and returns the task ids, as the runtime's emit does."""
 
     __slots__ = ("appends", "chooser", "count", "direct", "direct_targets", "direct_tasks", "info",
-                 "nfields", "only_written", "output", "send")
+                 "only_written", "output", "send")
 
     def __init__(self, info: StreamInfo, direct: bool):
         self.info = info
-        self.nfields = len(info.fields)
         self.direct = direct
         self.send: Callable[[list], list[int]] = _nobody
         self.direct_targets: dict[int, Callable[[list], None]] = {}   # task -> its append
@@ -169,7 +168,7 @@ class Emitter:
         out = self._plain.get(stream)
         if out is None:
             out = self._out(stream, False)
-        values = checked(values, out, self.component_id)
+        values = checked(values, out.info, self.component_id)
         out.count += 1
         # The two usual shapes of send, inline: it costs a third of an emit as a call.
         chooser = out.chooser
@@ -185,7 +184,7 @@ class Emitter:
     def emit_direct(self, task: int, values: Any, anchors: Any = (),
                     stream: str = DEFAULT_STREAM) -> list[int]:
         out = self._out(stream, True)
-        values = checked(values, out, self.component_id)
+        values = checked(values, out.info, self.component_id)
         check_direct_task(self.component_id, out, task)
         target = out.direct_targets.get(task)
         if target is not None:   # else its subscriber is not part of this backfill
