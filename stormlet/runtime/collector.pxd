@@ -7,6 +7,7 @@ from stormlet.tuples cimport StreamInfo, Tuple, tracked, untracked
 from stormlet.runtime.routing cimport StreamRoute
 from stormlet.runtime.metrics cimport TaskMetrics
 from stormlet.serialization cimport checked
+from stormlet.rotating_map cimport RotatingMap
 from stormlet.collectors cimport BasicOutputCollector
 
 cdef unsigned long long MASK64, GOLDEN, MIX1, MIX2
@@ -34,6 +35,9 @@ cdef class _Emitter:
     cdef public TaskMetrics metrics
     cdef dict _plain_routes
     cdef public bint logs_emits
+    cdef object _last_stream
+    cdef StreamRoute _last_route
+    cdef StreamRoute _plain_route(self, object stream)
 
 cdef class InFlight:
     cdef public object msg_id
@@ -41,7 +45,7 @@ cdef class InFlight:
     cdef public object values
 
 cdef class SpoutCollector(_Emitter):
-    cdef object _track
+    cdef RotatingMap _pending
     cdef object _dead_letters
     cdef list _inits
     cdef list _local_ackers

@@ -40,6 +40,8 @@ PROCESS_SAMPLES = 64
 # edge with id 0 would be one the acker cannot see.
 ID_BITS = 64
 MASK64 = MAX_ID
+# What _Emitter._last_stream holds before any emit: no stream name is this object.
+_NO_STREAM = object()
 # splitmix64's constants (Steele, Lea and Flood, "Fast splittable pseudorandom number generators").
 GOLDEN = 0x9E3779B97F4A7C15
 MIX1 = 0xBF58476D1CE4E5B9
@@ -99,6 +101,10 @@ class _Emitter:
         self.metrics = metrics
         metrics.count_emits_with(routes)   # each route counts its stream's emits
         self._plain_routes = {stream: route for stream, route in routes.items() if not route.direct}
+        # The stream of the latest plain emit and its route: most tasks emit on one stream, and an
+        # identity test costs less than a dict lookup per emit.
+        self._last_stream: Any = _NO_STREAM
+        self._last_route: StreamRoute | None = None
         self.logs_emits = debug
         if debug:
             self.emit = self._logged(self.emit)  # type: ignore[method-assign]
@@ -113,6 +119,14 @@ class _Emitter:
                      call["values"], call.get("stream", DEFAULT_STREAM), list(tasks))
             return tasks
         return logged_emit
+
+    def _plain_route(self, stream: str) -> StreamRoute | None:
+        """The route of a plain (not direct) declared stream, or None; kept as the latest."""
+        route = self._plain_routes.get(stream)
+        if route is not None:
+            self._last_stream = stream
+            self._last_route = route
+        return route
 
     def _route(self, stream: str, to_task: int | None) -> StreamRoute:
         """The route of an emit that is not on a plain declared stream: a direct one, or an
@@ -151,7 +165,7 @@ class SpoutCollector(_Emitter):
         self._local_ackers = local if 0 < len(local) < self._n_ackers else []
         self._n_local_ackers = len(self._local_ackers)
         # root -> InFlight, in the executor's rotating map (it expires them as timeouts).
-        self._track = pending.put_new
+        self._pending = pending
         self._dead_letters = dead_letters
         self._inits = self._transfer.inits
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
@@ -171,7 +185,9 @@ class SpoutCollector(_Emitter):
         # Every spout emit; emit_direct names the task in _to_task.
         if self.closed:
             return self._refuse(values)
-        route = self._plain_routes.get(stream) if _to_task is None else None
+        route = None
+        if _to_task is None:
+            route = self._last_route if stream is self._last_stream else self._plain_route(stream)
         if route is None:
             route = self._route(stream, _to_task)
         values = checked(values, route.info, self.component_id)
@@ -201,7 +217,7 @@ class SpoutCollector(_Emitter):
             # NamedTuple's constructor is a Python-level call per spout tuple.
             self._inits[root % self._n_ackers].extend((root_key, xor, src))
             # Timed here, so a tuple emitted from open(), ack() or fail() is timed right too.
-            self._track(root_key, InFlight(msg_id, monotonic(), values))
+            self._pending.put_new(root_key, InFlight(msg_id, monotonic(), values))
         route.emitted += 1
         self.emits += 1
         return tasks
@@ -252,7 +268,9 @@ class BoltCollector(_Emitter):
         # Every bolt emit: emit, emit_direct (naming the task in _to_task) and a basic bolt's
         # (BasicCollector, a C call when compiled). One anchor with one root (the usual case)
         # takes the short branch; several anchors or roots are merged by _anchor.
-        route = self._plain_routes.get(stream) if _to_task is None else None
+        route = None
+        if _to_task is None:
+            route = self._last_route if stream is self._last_stream else self._plain_route(stream)
         if route is None:
             route = self._route(stream, _to_task)
         values = checked(values, route.info, self.component_id)

@@ -82,6 +82,8 @@ class SpoutTask(TaskBase):
         except Exception as exc:
             self.report("open failed; this task will not emit", exc)
 
+    @cython.locals(collector=SpoutCollector, start=cython.Py_ssize_t, before=cython.Py_ssize_t,
+                   emitted=cython.Py_ssize_t, room=cython.Py_ssize_t)
     def emit_burst(self) -> int:
         """Call next_tuple until it emits nothing, the burst ends or max pending is reached."""
         if not self.opened:
