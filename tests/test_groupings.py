@@ -20,6 +20,8 @@ import pytest
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet import groupings as g
 from stormlet.groupings import Grouping, make_chooser, stable_hash
+from stormlet.runtime.routing import StreamRoute
+from stormlet.tuples import StreamInfo
 
 CONF = {"topology.message.timeout.secs": 10}
 WAIT = 15
@@ -471,6 +473,33 @@ def test_make_chooser_all_global_direct():
     assert chooser(g.DIRECT) is None
     with pytest.raises(ValueError, match="unknown grouping kind"):
         chooser("round_robin")
+
+
+def test_a_route_names_the_tasks_its_choosers_do_for_every_grouping():
+    # StreamRoute.tasks_for answers the usual shapes without calling the chooser (a grouping
+    # that always names the same tasks, a one-field fields grouping as a C call): it must
+    # answer as the choosers do, alone and with a second subscriber.
+    info = StreamInfo("src", "default", ["n", "key"])
+    shapes = [(g.SHUFFLE, (), TASKS), (g.SHUFFLE, (), [4]), (g.FIELDS, ("key",), TASKS),
+              (g.FIELDS, ("key",), [4]), (g.FIELDS, ("key", "n"), TASKS), (g.ALL, (), TASKS),
+              (g.GLOBAL, (), TASKS), (g.PARTIAL_KEY, ("key",), TASKS),
+              (g.PARTIAL_KEY, ("key",), [4]), (g.LOCAL_OR_SHUFFLE, (), [4])]
+    for kind, fields, tasks in shapes:
+        for other in (None, (g.GLOBAL, (), [7, 8])):
+            route, expected = StreamRoute(info, direct=False), []
+            for k, f, t in [(kind, fields, tasks)] + ([other] if other else []):
+                # Two choosers alike: one for the route, one to say what it should answer
+                # (shuffle and partial-key choosers keep state).
+                route.choosers.append(chooser(k, f, tasks=t, rng=random.Random(5)))
+                expected.append(chooser(k, f, tasks=t, rng=random.Random(5)))
+            route.seal()
+            for i in range(40):
+                values = [i, f"key-{i % 7}"]
+                assert route.tasks_for(values) == [t for e in expected for t in e(values)], \
+                    (kind, fields, tasks, other)
+    unsealed = StreamRoute(info, direct=False)
+    unsealed.seal()
+    assert unsealed.tasks_for([1, "a"]) == []
 
 
 def test_make_chooser_fields_matches_stable_hash_and_ignores_other_fields():
