@@ -69,6 +69,20 @@ class Always:
         return self.tasks
 
 
+def as_function(chooser: Chooser) -> Chooser:
+    """``chooser`` in the form Python calls fastest: a one-field fields grouping as its bound
+    ``choose`` (vectorcall into the C method, not ``__call__`` through ``tp_call``), a constant
+    answer as a closure. For callers that call choosers per tuple from Python (a route over
+    several subscribers, backfill); a single route reads both forms directly
+    (``StreamRoute.tasks_for``)."""
+    if type(chooser) is OneFieldChooser:
+        return chooser.choose
+    if type(chooser) is Always:
+        tasks = chooser.tasks
+        return lambda values: tasks
+    return chooser
+
+
 def _crc32_table() -> list[int]:
     """The byte table of CRC-32 (zlib's: reflected, polynomial 0xEDB88320)."""
     table = []

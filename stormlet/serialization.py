@@ -34,6 +34,8 @@ def checked(values: Any, info: StreamInfo, component: str) -> list:
     them; else ``SerializationError`` naming the field and its type. A list of plain scalars,
     the usual case, costs one pass over it and (compiled) is left out of cyclic garbage
     collection; anything else gets the full check."""
+    if info is None:   # compiled, a typed argument may be None, and its fields are read in C
+        raise TypeError("checked needs the stream's StreamInfo, not None")
     if type(values) is not list and isinstance(values, tuple):
         values = list(values)
     plain = cython.cast(list, values) if type(values) is list else None

@@ -8,13 +8,13 @@ cdef extern from *:
     #include <structmember.h>
 
     /* A Tuple's ``values`` as a read-only slot (see stormlet/tuples.py). */
-    static PyMemberDef stormlet_values_member = {"values", T_OBJECT_EX, 0, READONLY,
+    static CYTHON_UNUSED PyMemberDef stormlet_values_member = {"values", T_OBJECT_EX, 0, READONLY,
         "The tuple's values, one per field (read-only, as in Storm)."};
 
     /* Replaces ``type``'s ``values`` attribute with a member descriptor at the offset where
        ``probe`` (an instance of ``type``) holds ``values``. Returns 1 if done, 0 if no field of
        ``probe`` holds ``values`` (nothing changed), -1 with an exception set on error. */
-    static int stormlet_values_as_slot(PyTypeObject *type, PyObject *probe, PyObject *values) {
+    static CYTHON_UNUSED int stormlet_values_as_slot(PyTypeObject *type, PyObject *probe, PyObject *values) {
         Py_ssize_t offset = sizeof(PyObject);
         PyObject *descr;
         int failed;

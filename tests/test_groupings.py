@@ -497,9 +497,23 @@ def test_a_route_names_the_tasks_its_choosers_do_for_every_grouping():
                 values = [i, f"key-{i % 7}"]
                 assert route.tasks_for(values) == [t for e in expected for t in e(values)], \
                     (kind, fields, tasks, other)
-    unsealed = StreamRoute(info, direct=False)
-    unsealed.seal()
-    assert unsealed.tasks_for([1, "a"]) == []
+    nobody = StreamRoute(info, direct=False)   # a stream no one subscribes to
+    nobody.seal()
+    assert nobody.tasks_for([1, "a"]) == []
+
+
+def test_groupings_whose_answer_never_changes_are_constant_choosers():
+    # What lets a route answer them from a field, with no call per emit.
+    for kind, fields in ((g.SHUFFLE, ()), (g.NONE, ()), (g.FIELDS, ("key",)),
+                         (g.LOCAL_OR_SHUFFLE, ()), (g.PARTIAL_KEY, ("key",))):
+        assert type(chooser(kind, fields, tasks=[4])) is g.Always, kind
+        assert type(chooser(kind, fields)) is not g.Always, kind
+    assert type(chooser(g.ALL)) is g.Always and type(chooser(g.GLOBAL)) is g.Always
+    for kind, fields in ((g.FIELDS, ("key",)), (g.ALL, ()), (g.SHUFFLE, ())):
+        choose = chooser(kind, fields, rng=random.Random(2))
+        as_function = g.as_function(chooser(kind, fields, rng=random.Random(2)))
+        assert [as_function([i, f"k{i}"]) for i in range(20)] == \
+            [choose([i, f"k{i}"]) for i in range(20)]
 
 
 def test_make_chooser_fields_matches_stable_hash_and_ignores_other_fields():

@@ -373,8 +373,9 @@ class BatchingBolt(Bolt):
             self.held = []
 
 
-def test_max_spout_pending_bounds_tuples_in_flight_per_spout_task():
-    k = 4
+# A config file or `-c topology.max.spout.pending=4.0` gives a float: the bound is the same.
+@pytest.mark.parametrize("k", [4, 4.0], ids=["int", "float"])
+def test_max_spout_pending_bounds_tuples_in_flight_per_spout_task(k):
     b = TopologyBuilder()
     b.set_spout("spout", TrackedSpout(), parallelism=2)
     b.set_bolt("batcher", BatchingBolt()).shuffle_grouping("spout") \

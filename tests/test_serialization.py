@@ -17,6 +17,11 @@ def shape(*fields: str) -> StreamInfo:
     return StreamInfo("split", "default", list(fields))
 
 
+def test_the_check_refuses_a_missing_stream_info_instead_of_reading_it():
+    with pytest.raises(TypeError, match="StreamInfo"):
+        checked(["word"], None, "split")
+
+
 @pytest.mark.skipif(not compiled, reason="interpreted, the value check leaves lists tracked")
 def test_a_list_of_plain_scalars_is_left_out_of_cyclic_collection_compiled():
     values = ["word", 7, 2.5, True, None, b"raw"]

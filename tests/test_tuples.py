@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dis
 import pickle
+import sys
 import types
 
 import pytest
@@ -22,6 +24,18 @@ def test_compiled_tuples_read_values_as_a_slot_and_interpreted_ones_as_their_pla
     descriptor = Tuple.__dict__["values"]
     assert type(descriptor) is types.MemberDescriptorType
     assert VALUES_READ_AS_SLOT == (build_mode.mode() == "compiled")
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="no specializing interpreter before 3.11")
+def test_the_interpreter_reads_a_tuples_values_straight_from_its_slot():
+    def read(tup):
+        return tup.values
+
+    tup = tracked(["a", 1], INFO, 3, 11, 12)
+    for _ in range(200):   # past the interpreter's warm-up, so that it specializes the read
+        read(tup)
+    names = {instruction.opname for instruction in dis.get_instructions(read, adaptive=True)}
+    assert "LOAD_ATTR_SLOT" in names, names
 
 
 def test_values_read_the_same_through_the_slot_the_index_and_the_field_name():

@@ -122,6 +122,8 @@ class _Emitter:
 
     def _plain_route(self, stream: str) -> StreamRoute | None:
         """The route of a plain (not direct) declared stream, or None; kept as the latest."""
+        if stream is self._last_stream:
+            return self._last_route
         route = self._plain_routes.get(stream)
         if route is not None:
             self._last_stream = stream
@@ -185,9 +187,7 @@ class SpoutCollector(_Emitter):
         # Every spout emit; emit_direct names the task in _to_task.
         if self.closed:
             return self._refuse(values)
-        route = None
-        if _to_task is None:
-            route = self._last_route if stream is self._last_stream else self._plain_route(stream)
+        route = self._plain_route(stream) if _to_task is None else None
         if route is None:
             route = self._route(stream, _to_task)
         values = checked(values, route.info, self.component_id)
@@ -268,9 +268,7 @@ class BoltCollector(_Emitter):
         # Every bolt emit: emit, emit_direct (naming the task in _to_task) and a basic bolt's
         # (BasicCollector, a C call when compiled). One anchor with one root (the usual case)
         # takes the short branch; several anchors or roots are merged by _anchor.
-        route = None
-        if _to_task is None:
-            route = self._last_route if stream is self._last_stream else self._plain_route(stream)
+        route = self._plain_route(stream) if _to_task is None else None
         if route is None:
             route = self._route(stream, _to_task)
         values = checked(values, route.info, self.component_id)

@@ -29,15 +29,23 @@ class StreamRoute:
         self._by_field: g.OneFieldChooser | None = None
 
     def seal(self) -> None:
-        """Fix ``choose``: one function over every subscriber's chooser."""
+        """Fix ``choose``: one function over every subscriber's chooser. Called once the
+        choosers are all added, and again if they change: ``tasks_for`` answers from what it
+        fixes."""
         choosers = self.choosers
         if len(choosers) == 1:
             self.choose = choosers[0]
         elif choosers:
-            self.choose = lambda values: [t for choose in choosers for t in choose(values)]
+            calls = [g.as_function(chooser) for chooser in choosers]
+            self.choose = lambda values: [t for choose in calls for t in choose(values)]
         only = self.choose
-        self._fixed = [] if not choosers else only.tasks if type(only) is g.Always else None
         self._by_field = only if type(only) is g.OneFieldChooser else None
+        if not choosers:
+            self._fixed = []
+        elif type(only) is g.Always:
+            self._fixed = only.tasks
+        else:
+            self._fixed = None
 
     def tasks_for(self, values: Any) -> list[int]:
         """The tasks an emit of ``values`` goes to. The usual routes take no call: one that

@@ -25,6 +25,7 @@ shows that copy.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -58,7 +59,8 @@ class SpoutTask(TaskBase):
         self.collector = collector
         self.dead_letters = dead_letters
         self.pending = pending
-        self.max_pending = max_pending or 0
+        # A whole count (a config file or -c may give 1000.0), read as a C integer per burst.
+        self.max_pending = math.ceil(max_pending) if max_pending else 0
         self.layout = layout
         # Expired roots whose acker we asked about: this rotation's and the previous one's.
         self.expiring: dict[int, InFlight] = {}

@@ -137,8 +137,8 @@ class Emitter:
         # The runtime's own chooser: the same hash, over the same task ids, so a key lands on the
         # task index it would in streaming; custom and partial-key groupings keep per-emitting-
         # task state as they do there.
-        chooser = g.make_chooser(grouping, fields, tasks, source_task=self.task, context=context,
-                                 stream=stream, rng=rng)
+        chooser = g.as_function(g.make_chooser(grouping, fields, tasks, source_task=self.task,
+                                               context=context, stream=stream, rng=rng))
         appends = {t: appender(i) for i, t in enumerate(tasks)}
         if grouping.kind in ONE_TASK:
             out.chooser, out.appends = chooser, appends
