@@ -17,7 +17,6 @@ from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.cpu_pinning import CpuPinning
-from stormlet.cluster.supervisor import _is_worker
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
 
@@ -104,7 +103,7 @@ def assert_pinned_one_to_a_free_cpu(pids: list[int]) -> None:
     on the machine is pinned to while there is one, and starts the rest unpinned
     (cpu_pinning.py): the two supervisors here spread their workers over the CPUs together."""
     assert len(pids) == 4
-    pinning = CpuPinning(SLOTS, None, _is_worker)   # as each supervisor here decides
+    pinning = CpuPinning(SLOTS, None)   # as each supervisor here decides
     cpus = pinning.cpus
     affinities = [sorted(os.sched_getaffinity(pid)) for pid in pids]
     pinned = [a[0] for a in affinities if len(a) == 1 and len(cpus) > 1]

@@ -14,7 +14,7 @@ import time
 
 from stormlet.cluster.cpu_pinning import (CpuPinning, choose_cpu, pinned_cpu, pins_by_default,
                                           usable_cpus, worker_args)
-from stormlet.cluster.supervisor import WORKER_MODULE_ARGS, _is_worker
+from stormlet.cluster.worker_command import WORKER_MODULE_ARGS
 
 
 def test_a_new_worker_takes_the_least_used_cpu_lowest_first():
@@ -73,7 +73,7 @@ def worker(cpu: int | None) -> list[str]:
 def test_a_supervisor_reads_where_every_running_worker_is_pinned(tmp_path):
     proc = fake_proc(tmp_path, {10: worker(1), 11: worker(None), 12: worker(1),
                                 13: ["python", "other.py", *worker_args(0)]})
-    pinning = CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)
+    pinning = CpuPinning(2, None, cpus=[0, 1], proc=proc)
     assert pinning.running_workers() == {10: 1, 11: None, 12: 1}
     assert sorted(pinning.pinned_cpus()) == [1, 1]
 
@@ -111,7 +111,7 @@ def test_the_lock_is_held_until_the_new_worker_shows_in_proc(tmp_path):
     # A process's cmdline can read empty just after it starts: the next supervisor's scan must
     # not run until it shows, or it would give the same CPU away again.
     proc = fake_proc(tmp_path, {})
-    pinning = CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)
+    pinning = CpuPinning(2, None, cpus=[0, 1], proc=proc)
 
     def popen(argv: list[str]) -> FakeProcess:
         (proc / "77").mkdir()
@@ -129,24 +129,24 @@ def test_the_lock_is_held_until_the_new_worker_shows_in_proc(tmp_path):
 
 def test_by_default_a_worker_is_pinned_only_to_a_cpu_no_worker_has(tmp_path):
     proc = fake_proc(tmp_path, {10: worker(0)})
-    assert next_args(CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)) == worker_args(1)
+    assert next_args(CpuPinning(2, None, cpus=[0, 1], proc=proc)) == worker_args(1)
     fake_proc(proc, {11: worker(1)})
-    assert next_args(CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=proc)) == []
+    assert next_args(CpuPinning(2, None, cpus=[0, 1], proc=proc)) == []
     # Asked to pin always, it shares the CPUs in turn.
-    assert next_args(CpuPinning(2, True, _is_worker, cpus=[0, 1], proc=proc)) == worker_args(0)
+    assert next_args(CpuPinning(2, True, cpus=[0, 1], proc=proc)) == worker_args(0)
 
 
 def test_a_supervisor_pins_by_default_with_a_cpu_for_every_slot_or_when_told(tmp_path):
-    assert CpuPinning(2, None, _is_worker, cpus=[0, 1], proc=tmp_path).enabled
-    assert not CpuPinning(3, None, _is_worker, cpus=[0, 1], proc=tmp_path).enabled
-    assert CpuPinning(3, True, _is_worker, cpus=[0, 1], proc=tmp_path).enabled
-    never = CpuPinning(2, False, _is_worker, cpus=[0, 1], proc=tmp_path)
+    assert CpuPinning(2, None, cpus=[0, 1], proc=tmp_path).enabled
+    assert not CpuPinning(3, None, cpus=[0, 1], proc=tmp_path).enabled
+    assert CpuPinning(3, True, cpus=[0, 1], proc=tmp_path).enabled
+    never = CpuPinning(2, False, cpus=[0, 1], proc=tmp_path)
     assert not never.enabled and next_args(never) == []
 
 
 def test_without_cpu_affinity_or_proc_workers_run_unpinned(tmp_path, caplog):
-    no_affinity = CpuPinning(2, True, _is_worker, cpus=[], proc=tmp_path)
-    no_proc = CpuPinning(2, True, _is_worker, cpus=[0, 1], proc=tmp_path / "missing")
+    no_affinity = CpuPinning(2, True, cpus=[], proc=tmp_path)
+    no_proc = CpuPinning(2, True, cpus=[0, 1], proc=tmp_path / "missing")
     assert not no_affinity.enabled and not no_proc.enabled
     assert next_args(no_affinity) == [] and next_args(no_proc) == []
     assert "they run unpinned" in caplog.text

@@ -19,6 +19,7 @@ from pathlib import Path
 import click
 
 from ..cluster.cpu_pinning import CPU_OPTION, pin_this_process
+from ..cluster.worker_command import PORT_OPTION
 from .signals import run_until_signal
 
 
@@ -27,7 +28,7 @@ from .signals import run_until_signal
 @click.option("--zk-root", required=True)
 @click.option("--topology-id", required=True)
 @click.option("--supervisor-id", required=True)
-@click.option("--port", type=int, required=True)
+@click.option(PORT_OPTION, type=int, required=True)
 @click.option("--host", default="127.0.0.1", help="the address peers reach this worker at")
 @click.option("--bind", default=None, help="the address to listen on (default: --host)")
 @click.option("--code", type=click.Path(path_type=Path), required=True,

@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .worker_command import PROC, command_line, is_worker, option_value
+
 log = logging.getLogger(__name__)
 
 # The worker command's option naming its CPU: the supervisor writes it (``worker_args``), the
@@ -59,15 +61,12 @@ def worker_args(cpu: int) -> list[str]:
 
 
 def pinned_cpu(command: Sequence[bytes]) -> int | None:
-    """The CPU a worker's command line (``/proc/<pid>/cmdline`` split at NULs) pins it to."""
-    option = CPU_OPTION.encode()
-    for i, arg in enumerate(command[:-1]):
-        if arg == option:
-            try:
-                return int(command[i + 1])
-            except ValueError:
-                return None
-    return None
+    """The CPU a worker's command line (``worker_command.command_line``) pins it to."""
+    value = option_value(command, CPU_OPTION)
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
 
 
 def choose_cpu(cpus: Sequence[int], taken: Iterable[int], share: bool = True) -> int | None:
@@ -95,13 +94,12 @@ def pin_this_process(cpu: int) -> bool:
 class CpuPinning:
     """A supervisor's choice of CPU for each worker it starts."""
 
-    def __init__(self, slots: int, requested: bool | None, is_worker: Callable[[list[bytes]], bool],
-                 cpus: Sequence[int] | None = None, proc: Path = Path("/proc")):
+    def __init__(self, slots: int, requested: bool | None, cpus: Sequence[int] | None = None,
+                 proc: Path = PROC):
         """``requested``: pin always (True), never (False), or by default (None: see
-        ``pins_by_default``). ``is_worker`` tells a worker's command line from others'."""
+        ``pins_by_default``)."""
         self.cpus = list(usable_cpus() if cpus is None else cpus)
         self.share = requested is True
-        self.is_worker = is_worker
         self.proc = proc
         enabled = pins_by_default(slots, self.cpus) if requested is None else requested
         if enabled and not (self.cpus and proc.is_dir()):
@@ -142,7 +140,7 @@ class CpuPinning:
         deadline = time.monotonic() + VISIBLE_TIMEOUT_SECS
         while time.monotonic() < deadline and process.poll() is None:
             try:
-                if self.is_worker(_command_line(self.proc / str(process.pid))):
+                if is_worker(command_line(process.pid, self.proc)):
                     return
             except OSError:
                 return
@@ -161,17 +159,12 @@ class CpuPinning:
             if not entry.name.isdigit():
                 continue
             try:
-                command = _command_line(entry)
+                command = command_line(entry.name, self.proc)
             except OSError:   # it has just exited
                 continue
-            if self.is_worker(command):
+            if is_worker(command):
                 workers[int(entry.name)] = pinned_cpu(command)
         return workers
-
-
-def _command_line(process_dir: Path) -> list[bytes]:
-    """The arguments of the process whose /proc directory this is."""
-    return (process_dir / "cmdline").read_bytes().split(b"\0")
 
 
 @contextmanager

@@ -43,18 +43,14 @@ from .security import (
     check_bind_address,
     write_private_file,
 )
+from .worker_command import (PORT_OPTION, PROC, WORKER_MODULE_ARGS, command_line, is_worker,
+                             option_value)
 from .zk_state import DEFAULT_ROOT, ClusterState, assigned_executors, connect, executor_key
 
 log = logging.getLogger(__name__)
 
 SYNC_SECS = 1.0
 REPORT_SECS = 3.0
-# A worker is ``python -m stormlet worker --zk ... --port N ...`` (the hidden command in
-# cli/worker.py); that is also how a supervisor knows one in /proc.
-WORKER_MODULE_ARGS = ["-m", "stormlet", "worker"]
-# Workers started by a stormlet from before the ``stormlet worker`` command, still running after
-# an upgrade: recognised so that they too are stopped as orphans, and free their ports.
-LEGACY_WORKER_MODULE = b"stormlet.cluster.worker"
 
 
 @dataclass
@@ -83,7 +79,7 @@ class Supervisor:
         self.zk_hosts = zk_hosts
         self.zk_root = zk_root
         self.slots = sorted(slots)
-        self.pinning = CpuPinning(len(self.slots), pin_workers, _is_worker)
+        self.pinning = CpuPinning(len(self.slots), pin_workers)
         self.host = host
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -126,10 +122,10 @@ class Supervisor:
                 continue
             pid = beat.pid
             try:
-                command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                command = command_line(pid)
             except OSError:
                 continue
-            if _is_worker(command) and str(port).encode() in command:
+            if is_worker(command) and option_value(command, PORT_OPTION) == str(port).encode():
                 log.warning("stopping worker pid %d left on port %d by a previous supervisor",
                             pid, port)
                 try:
@@ -137,7 +133,7 @@ class Supervisor:
                 except ProcessLookupError:
                     pass
                 deadline = time.monotonic() + 10
-                while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                while (PROC / str(pid)).exists() and time.monotonic() < deadline:
                     time.sleep(0.05)
 
     def _register(self) -> None:
@@ -304,7 +300,7 @@ class Supervisor:
         name = str((self.state.topology(tid) or {}).get("name", ""))
         command = [sys.executable, *WORKER_MODULE_ARGS, "--zk", self.zk_hosts,
                    "--zk-root", self.zk_root, "--topology-id", tid,
-                   "--supervisor-id", self.supervisor_id, "--port", str(port),
+                   "--supervisor-id", self.supervisor_id, PORT_OPTION, str(port),
                    "--host", self.host, "--bind", self.bind, "--code", str(entry),
                    "--heartbeat-file", str(heartbeat),
                    # Outside the code directory: state outlives a topology instance.
@@ -386,9 +382,3 @@ class Supervisor:
         cap_report([*workers.values(), *exited.values()])
         self.state.set_heartbeat(self.supervisor_id, {"time": time.time(), "host": self.host,
                                                       "workers": workers, "exited": exited})
-
-
-def _is_worker(command: list[bytes]) -> bool:
-    """Whether a process's command line (/proc/<pid>/cmdline split at NULs) is a worker's."""
-    return (command[1:1 + len(WORKER_MODULE_ARGS)] == [a.encode() for a in WORKER_MODULE_ARGS]
-            or LEGACY_WORKER_MODULE in command)
