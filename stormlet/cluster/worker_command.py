@@ -18,6 +18,8 @@ LEGACY_WORKER_MODULE = b"stormlet.cluster.worker"
 # The option naming the slot port a worker binds.
 PORT_OPTION = "--port"
 PROC = Path("/proc")
+# WORKER_MODULE_ARGS as /proc gives them, encoded once: a scan tests every process on the machine.
+_WORKER_MODULE_BYTES = [arg.encode() for arg in WORKER_MODULE_ARGS]
 
 
 def command_line(pid: int | str, proc: Path = PROC) -> list[bytes]:
@@ -28,7 +30,7 @@ def command_line(pid: int | str, proc: Path = PROC) -> list[bytes]:
 
 def is_worker(command: Sequence[bytes]) -> bool:
     """Whether a process's command line (``command_line``) is a worker's."""
-    return (list(command[1:1 + len(WORKER_MODULE_ARGS)]) == [a.encode() for a in WORKER_MODULE_ARGS]
+    return (list(command[1:1 + len(_WORKER_MODULE_BYTES)]) == _WORKER_MODULE_BYTES
             or LEGACY_WORKER_MODULE in command)
 
 
