@@ -377,18 +377,43 @@ def test_reading_goes_on_while_zookeeper_is_down_and_commits_catch_up(tmp_path):
         with support.running(topology_over(spout, 1, 1), FAST) as cluster:
             cluster.wait_for(lambda: zk_committed() == ends(log), timeout=20)
             zk.stop(hard=True)
-            for i in range(100):
-                log.append(f"b{i}", partition=i % 2)
-            log.flush()
-            # Nothing needs ZooKeeper to move tuples: the new messages are processed meanwhile.
-            cluster.wait_for(lambda: sum(seen(cluster).values()) == 200, timeout=20)
-            time.sleep(1.0)
+            # Nothing needs ZooKeeper to move tuples: messages that come in the outage are
+            # processed in it, also those after the spout has tried (and failed) to commit.
+            for batch in range(2):
+                for i in range(50 * batch, 50 * batch + 50):
+                    log.append(f"b{i}", partition=i % 2)
+                log.flush()
+                cluster.wait_for(lambda: sum(seen(cluster).values()) == 150 + 50 * batch,
+                                 timeout=20)
+                time.sleep(1.0)   # ten commit intervals
             assert not cluster.errors("test")
             zk.start()
             cluster.wait_for(lambda: zk_committed() == ends(log), timeout=30)
             assert seen(cluster) == Counter([f"a{i}" for i in range(100)] +
                                             [f"b{i}" for i in range(100)])
         reader.close()
+
+
+@pytest.mark.zookeeper
+def test_a_topology_stops_while_zookeeper_is_away_and_says_what_it_could_not_commit(
+        tmp_path, caplog):
+    path = tmp_path / "log"
+    log = make_log(path, 2, [f"a{i}" for i in range(100)])
+    with ZooKeeperServer(tmp_path / "zk") as zk:
+        spout = LogSpout(str(path), spout_id=SPOUT_ID, commit_interval=0.1,
+                         offsets=ZooKeeperOffsetStore(zk.hosts, "/away"))
+        with support.running(topology_over(spout, 1, 1), FAST) as cluster:
+            cluster.wait_for(lambda: sum(seen(cluster).values()) == 100, timeout=20)
+            zk.stop(hard=True)
+            for i in range(10):
+                log.append(f"b{i}", partition=i % 2)
+            log.flush()
+            cluster.wait_for(lambda: sum(seen(cluster).values()) == 110, timeout=20)
+            # Killed while ZooKeeper stays down: the spout's last commit must not wait for it
+            # (the test timeout would catch a hang here).
+            cluster.kill("test", wait_secs=0)
+    assert any("cannot commit" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
 
 
 def test_a_partition_paused_at_the_cap_resumes_after_a_reassignment_keeps_it(tmp_path):

@@ -51,16 +51,28 @@ def _decode(where: str, data: bytes | str) -> dict | None:
     return record
 
 
+class OffsetStoreUnavailable(ConnectionError):
+    """The store cannot be reached now (ZooKeeper down or not answering): try again later."""
+
+
 class ZooKeeperOffsetStore:
     """Offsets at ``<root>/<spout_id>/<partition>``, as storm-kafka kept them (the paths are
-    ``zk_state``'s: ``offset_path``, ``spout_offsets_path``)."""
+    ``zk_state``'s: ``offset_path``, ``spout_offsets_path``).
 
-    def __init__(self, hosts: str, root: str, security: Any = None):
+    No call waits on ZooKeeper without bound: a spout must go on reading through an outage, and
+    its topology must be able to stop while ZooKeeper is away. ``save`` is refused at once
+    while the client is disconnected (kazoo would queue it until the connection came back);
+    every request waits at most ``request_timeout`` seconds for its answer. Both raise
+    ``OffsetStoreUnavailable``."""
+
+    def __init__(self, hosts: str, root: str, security: Any = None,
+                 request_timeout: float = 10.0):
         """``security``: the ``cluster.security.Security`` to connect with; by default the
         process's own (a worker's topology credentials, or ``STORMLET_SECRET_FILE``)."""
         self.hosts = hosts
         self.root = root.rstrip("/")
         self.security = security
+        self.request_timeout = request_timeout
         self._client: Any = None
 
     @property
@@ -81,12 +93,21 @@ class ZooKeeperOffsetStore:
 
         return offset_path(self.root, spout_id, partition)
 
+    def _answer(self, request: Any, what: str) -> Any:
+        """The answer to an asynchronous kazoo request, waited for at most request_timeout."""
+        try:
+            return request.get(timeout=self.request_timeout)
+        except self.client.handler.timeout_exception:
+            raise OffsetStoreUnavailable(
+                f"ZooKeeper at {self.hosts} did not answer {what} within "
+                f"{self.request_timeout:g}s") from None
+
     def load(self, spout_id: str, partition: int) -> dict | None:
         from kazoo.exceptions import NoNodeError
 
         path = self._path(spout_id, partition)
         try:
-            data, _stat = self.client.get(path)
+            data, _stat = self._answer(self.client.get_async(path), f"a read of {path}")
         except NoNodeError:
             return None
         return _decode(path, data)
@@ -95,11 +116,14 @@ class ZooKeeperOffsetStore:
         from kazoo.exceptions import NoNodeError
 
         path = self._path(spout_id, partition)
+        if not self.client.connected:
+            raise OffsetStoreUnavailable(f"not connected to ZooKeeper at {self.hosts}")
         data = json.dumps(record, sort_keys=True).encode()
         try:
-            self.client.set(path, data)
+            self._answer(self.client.set_async(path, data), f"a write of {path}")
         except NoNodeError:
-            self.client.create(path, data, makepath=True)
+            self._answer(self.client.create_async(path, data, makepath=True),
+                         f"the creation of {path}")
 
     def all(self) -> dict[str, dict[int, dict]]:
         """Every spout id's committed records, by partition."""
@@ -107,13 +131,16 @@ class ZooKeeperOffsetStore:
 
         from ..cluster.zk_state import spout_offsets_path
 
+        def children(path: str) -> list[str]:
+            return self._answer(self.client.get_children_async(path), f"a listing of {path}")
+
         found: dict[str, dict[int, dict]] = {}
         try:
-            spout_ids = self.client.get_children(self.root)
+            spout_ids = children(self.root)
         except NoNodeError:
             return found
         for spout_id in sorted(spout_ids):
-            for name in self.client.get_children(spout_offsets_path(self.root, spout_id)):
+            for name in children(spout_offsets_path(self.root, spout_id)):
                 if name.isdigit():
                     record = self.load(spout_id, int(name))
                     if record is not None:
