@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 from kazoo.exceptions import NoNodeError
@@ -43,6 +44,33 @@ class FakeZooKeeper:
         if not children and path not in self.nodes:
             raise NoNodeError(path)
         return sorted(children)
+
+    # ZooKeeperOffsetStore's side: it asks whether it is connected, and waits for answers
+    # with a timeout.
+    connected = True
+    handler = SimpleNamespace(timeout_exception=TimeoutError)
+
+    def get_async(self, path: str):
+        return _Answer(self.get, path)
+
+    def set_async(self, path: str, data: bytes):
+        return _Answer(self.set, path, data)
+
+    def create_async(self, path: str, data: bytes, **kwargs):
+        return _Answer(self.create, path, data, **kwargs)
+
+    def get_children_async(self, path: str):
+        return _Answer(self.get_children, path)
+
+
+class _Answer:
+    """A kazoo asynchronous result, answered at once."""
+
+    def __init__(self, call, *args, **kwargs):
+        self.call, self.args, self.kwargs = call, args, kwargs
+
+    def get(self, timeout=None):
+        return self.call(*self.args, **self.kwargs)
 
 
 def test_offset_paths_are_storm_kafkas_layout_under_the_cluster_root():
