@@ -523,6 +523,11 @@ def test_make_chooser_fields_matches_stable_hash_and_ignores_other_fields():
         first = choose([0, key])
         assert all(choose([i, key]) == first for i in range(1, 10))
         assert first == [ordered[stable_hash([key]) % 4]]
+    # Three tasks (a remainder a power of two would hide), and hashes on both sides of 2**32:
+    # the compiled chooser's C arithmetic picks what Python's does.
+    three = chooser(g.FIELDS, ("key",), tasks=[4, 2, 6])
+    for key in ["a", "bb", "ünïcödé", 2**32 - 1, 2**32, 2**32 + 5, 2**62 + 7, 2**63 - 1]:
+        assert three([0, key]) == [[2, 4, 6][stable_hash([key]) % 3]], key
     two = chooser(g.FIELDS, ("key", "n"))
     assert two([1, "a"]) == [ordered[stable_hash(["a", 1]) % 4]]
     # Field order in the grouping, not in the stream, decides the hash input.
