@@ -114,6 +114,49 @@ def test_seek_before_and_after_fetching(mock_kafka, topic, source):
         source.seek(0, -2)
 
 
+class CountingConsumer:
+    """A consumer that counts the watermark requests that go to the broker."""
+
+    def __init__(self, consumer):
+        self.consumer = consumer
+        self.watermark_requests = 0
+
+    def get_watermark_offsets(self, partition, timeout=None, cached=False):
+        if not cached:
+            self.watermark_requests += 1
+        more = {} if timeout is None else {"timeout": timeout}
+        return self.consumer.get_watermark_offsets(partition, cached=cached, **more)
+
+    def __getattr__(self, name):
+        return getattr(self.consumer, name)
+
+
+def test_watermarks_of_a_partition_being_read_come_from_its_fetches(mock_kafka, topic):
+    source = KafkaSource(mock_kafka.bootstrap_servers, topic, timeout=5.0, watermark_ttl=0.0)
+    mock_kafka.create_topic(topic, 2)
+    for p in range(2):
+        mock_kafka.produce(topic, values(50, f"p{p}-"), partition=p)
+    counting = source._consumer = CountingConsumer(source._client())
+    try:
+        assert source.latest(0) == 50          # nothing fetched yet: asked of the broker
+        assert counting.watermark_requests == 1
+        source.assign({0: 0, 1: 0})
+        assert len(read(source, 100)) == 100
+        mock_kafka.produce(topic, values(7, "late-"), partition=0)
+        assert len(read(source, 7)) == 7
+        asked = counting.watermark_requests
+        # Read, so its fetches carry its watermarks: no request, and the newest end.
+        assert (source.earliest(0), source.latest(0), source.latest(1)) == (0, 57, 50)
+        assert counting.watermark_requests == asked
+        # Paused, it is not fetched: its end comes from the broker, which has more now.
+        source.pause([0])
+        mock_kafka.produce(topic, values(3, "paused-"), partition=0)
+        assert source.latest(0) == 60
+        assert counting.watermark_requests == asked + 1
+    finally:
+        source.close()
+
+
 def test_pause_holds_back_a_partition_and_resume_continues_where_it_stopped(mock_kafka, topic, source):
     mock_kafka.create_topic(topic, 2)
     for p in range(2):

@@ -64,7 +64,8 @@ class KafkaSource:
     settings and no assignment.
 
     ``timeout`` bounds every call that asks the broker (metadata, watermarks); watermarks are
-    cached for ``watermark_ttl`` seconds, which is what lag metrics need.
+    cached for ``watermark_ttl`` seconds, which is what lag metrics need, and taken from the
+    fetch responses while a partition is being read.
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, config: dict[str, Any] | None = None,
@@ -140,6 +141,11 @@ class KafkaSource:
         cached = self._watermarks.get(partition)
         if cached is not None and not fresh and now - cached[2] < self.watermark_ttl:
             return cached[0], cached[1]
+        if not fresh and partition not in self._paused:
+            known = self._fetched_watermarks(partition)
+            if known is not None:
+                self._watermarks[partition] = (*known, now)
+                return known
         try:
             low, high = self._client().get_watermark_offsets(self._tp(partition), timeout=self.timeout)
         except KafkaException as e:
@@ -148,6 +154,18 @@ class KafkaSource:
                               f"({e.args[0].str()})") from e
         self._watermarks[partition] = (low, high, now)
         return low, high
+
+    def _fetched_watermarks(self, partition: int) -> tuple[int, int] | None:
+        """The watermarks the last fetch response for ``partition`` carried, as librdkafka keeps
+        them; None when it has none (not fetched yet). Asking the broker instead waits behind
+        the fetches in flight, hundreds of milliseconds on a busy broker, and it is the spout's
+        thread that waits: lag metrics on a dozen partitions stalled reading altogether. Not
+        for a paused partition, which is not fetched, so its copy grows stale."""
+        try:
+            low, high = self._client().get_watermark_offsets(self._tp(partition), cached=True)
+        except KafkaException:
+            return None
+        return (low, high) if low >= 0 and high >= 0 else None
 
     def earliest(self, partition: int) -> int:
         return self._watermark_pair(partition)[0]
