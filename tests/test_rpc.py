@@ -199,6 +199,17 @@ def test_each_user_may_call_only_what_its_role_allows(secured, tmp_path):
             rpc.call(address, op, timeout=5, credentials=keys, **args)
 
 
+def test_a_request_no_connection_takes_in_time_is_nimbus_unavailable(monkeypatch):
+    # What a client sees when the server's refusals keep it without a connection: the send
+    # times out. The nimbus client fails over on NimbusUnavailable, not on zmq's Again.
+    def no_connection(self, *args, **kwargs):
+        raise zmq.Again()
+
+    monkeypatch.setattr(zmq.Socket, "send_multipart", no_connection)
+    with pytest.raises(rpc.NimbusUnavailable, match="did not take the request within 0.2s"):
+        rpc.call("tcp://127.0.0.1:9", "look", timeout=0.2)
+
+
 def test_a_client_without_the_clusters_keys_gets_no_service(secured, tmp_path):
     address, _security = secured
     with pytest.raises(rpc.NimbusUnavailable):

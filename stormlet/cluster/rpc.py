@@ -95,7 +95,13 @@ def call(address: str, op: str, timeout: float = 30.0, payload: bytes | None = N
     try:
         sock.connect(address)
         request = [op.encode("ascii"), msgpack.packb(args, use_bin_type=True)]
-        sock.send_multipart(request if payload is None else [*request, payload])
+        try:
+            sock.send_multipart(request if payload is None else [*request, payload])
+        except zmq.Again:
+            # No connection took it within the timeout: a server refusing the handshake drops
+            # the connection, and until ZeroMQ reconnects there is none to queue on.
+            raise NimbusUnavailable(f"nimbus at {address} did not take the request within "
+                                    f"{timeout:g}s") from None
         reply = msgpack.unpackb(_receive(sock, monitor, address, timeout), raw=False)
     finally:
         if monitor is not None:
