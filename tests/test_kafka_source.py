@@ -131,28 +131,36 @@ class CountingConsumer:
         return getattr(self.consumer, name)
 
 
-def test_watermarks_of_a_partition_being_read_come_from_its_fetches(mock_kafka, topic):
-    source = KafkaSource(mock_kafka.bootstrap_servers, topic, timeout=5.0, watermark_ttl=0.0)
+def test_lag_ends_of_partitions_being_read_come_from_their_fetches(mock_kafka, topic):
+    source = KafkaSource(mock_kafka.bootstrap_servers, topic, timeout=5.0, watermark_ttl=0.0,
+                         lag_refresh=3.0)
     mock_kafka.create_topic(topic, 2)
     for p in range(2):
         mock_kafka.produce(topic, values(50, f"p{p}-"), partition=p)
     counting = source._consumer = CountingConsumer(source._client())
     try:
-        assert source.latest(0) == 50          # nothing fetched yet: asked of the broker
+        assert source.lag_end(0) == 50          # nothing fetched yet: asked of the broker
         assert counting.watermark_requests == 1
         source.assign({0: 0, 1: 0})
         assert len(read(source, 100)) == 100
         mock_kafka.produce(topic, values(7, "late-"), partition=0)
         assert len(read(source, 7)) == 7
         asked = counting.watermark_requests
-        # Read, so its fetches carry its watermarks: no request, and the newest end.
-        assert (source.earliest(0), source.latest(0), source.latest(1)) == (0, 57, 50)
+        # Being read, their fetches carry their ends: no request, and the newest end.
+        assert (source.lag_end(0), source.lag_end(1)) == (57, 50)
         assert counting.watermark_requests == asked
-        # Paused, it is not fetched: its end comes from the broker, which has more now.
+        # Where reading starts is always asked of the broker.
+        assert (source.earliest(0), source.latest(0)) == (0, 57)
+        assert counting.watermark_requests == asked + 2
+        # Paused, a partition is not fetched: its end is asked of the broker once the last
+        # one is lag_refresh old.
         source.pause([0])
         mock_kafka.produce(topic, values(3, "paused-"), partition=0)
-        assert source.latest(0) == 60
-        assert counting.watermark_requests == asked + 1
+        assert source.lag_end(0) == 57
+        assert counting.watermark_requests == asked + 2
+        time.sleep(3.1)
+        assert source.lag_end(0) == 60
+        assert counting.watermark_requests == asked + 3
     finally:
         source.close()
 

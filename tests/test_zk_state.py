@@ -13,7 +13,7 @@ from kazoo.exceptions import NoNodeError
 
 from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.zk_state import ClusterState, offset_path, offsets_path, spout_offsets_path
-from stormlet.sources.offset_store import ZooKeeperOffsetStore
+from stormlet.sources.offset_store import OffsetStoreUnavailable, ZooKeeperOffsetStore
 
 
 class FakeZooKeeper:
@@ -47,29 +47,34 @@ class FakeZooKeeper:
 
     # ZooKeeperOffsetStore's side: it asks whether it is connected, and waits for answers
     # with a timeout.
+    # With ``answering`` False, a request waits out its timeout, as one sent just before the
+    # connection dropped.
     connected = True
+    answering = True
     handler = SimpleNamespace(timeout_exception=TimeoutError)
 
     def get_async(self, path: str):
-        return _Answer(self.get, path)
+        return _Answer(self, self.get, path)
 
     def set_async(self, path: str, data: bytes):
-        return _Answer(self.set, path, data)
+        return _Answer(self, self.set, path, data)
 
     def create_async(self, path: str, data: bytes, **kwargs):
-        return _Answer(self.create, path, data, **kwargs)
+        return _Answer(self, self.create, path, data, **kwargs)
 
     def get_children_async(self, path: str):
-        return _Answer(self.get_children, path)
+        return _Answer(self, self.get_children, path)
 
 
 class _Answer:
-    """A kazoo asynchronous result, answered at once."""
+    """A kazoo asynchronous result: answered at once, or never."""
 
-    def __init__(self, call, *args, **kwargs):
-        self.call, self.args, self.kwargs = call, args, kwargs
+    def __init__(self, zk: FakeZooKeeper, call, *args, **kwargs):
+        self.zk, self.call, self.args, self.kwargs = zk, call, args, kwargs
 
     def get(self, timeout=None):
+        if not self.zk.answering:
+            raise self.zk.handler.timeout_exception()
         return self.call(*self.args, **self.kwargs)
 
 
@@ -84,6 +89,25 @@ def test_offset_paths_are_storm_kafkas_layout_under_the_cluster_root():
     assert json.loads(store._client.nodes["/c/offsets/events/3"]) == {"offset": 7}
     assert store.load("events", 3) == {"offset": 7}
     assert store.all() == {"events": {3: {"offset": 7}}}
+
+
+def test_the_offset_store_refuses_at_once_while_disconnected_and_stops_waiting_in_time():
+    store = ZooKeeperOffsetStore("unused:2181", offsets_path("/c"), request_timeout=0.5)
+    zk = store._client = FakeZooKeeper()
+    store.save("events", 3, {"offset": 7})
+    zk.connected = False   # kazoo would queue these until the connection came back
+    with pytest.raises(OffsetStoreUnavailable, match="not connected to ZooKeeper at unused:2181"):
+        store.save("events", 3, {"offset": 8})
+    with pytest.raises(OffsetStoreUnavailable, match="not connected"):
+        store.all()
+    assert store.load("events", 3) == {"offset": 7}   # a start offset is waited for
+    zk.connected, zk.answering = True, False
+    with pytest.raises(OffsetStoreUnavailable,
+                       match="did not answer a write of /c/offsets/events/3 within 0.5s"):
+        store.save("events", 3, {"offset": 8})
+    zk.answering = True
+    store.save("events", 3, {"offset": 8})
+    assert store.all() == {"events": {3: {"offset": 8}}}
 
 
 GOOD = {"executors": [["spout", [1], "s1", "127.0.0.1", 6700]]}

@@ -64,12 +64,13 @@ class KafkaSource:
     settings and no assignment.
 
     ``timeout`` bounds every call that asks the broker (metadata, watermarks); watermarks are
-    cached for ``watermark_ttl`` seconds, which is what lag metrics need, and taken from the
-    fetch responses while a partition is being read.
+    cached for ``watermark_ttl`` seconds. Lag metrics take a partition's end from its fetch
+    responses while it is read, and ask the broker at most every ``lag_refresh`` seconds.
     """
 
     def __init__(self, bootstrap_servers: str, topic: str, config: dict[str, Any] | None = None,
-                 *, timeout: float = 10.0, watermark_ttl: float = 1.0) -> None:
+                 *, timeout: float = 10.0, watermark_ttl: float = 1.0,
+                 lag_refresh: float = 10.0) -> None:
         config = dict(config or {})
         for key, value in FIXED_CONFIG.items():
             if key in config and config[key] != value:
@@ -81,6 +82,7 @@ class KafkaSource:
         self.config = config
         self.timeout = timeout
         self.watermark_ttl = watermark_ttl
+        self.lag_refresh = lag_refresh
         self._reset()
 
     def _reset(self) -> None:
@@ -94,10 +96,13 @@ class KafkaSource:
         # moved (assign or seek), or skips them while they are paused.
         self._out_of_range: set[int] = set()
         self._watermarks: dict[int, tuple[int, int, float]] = {}
+        # Per partition: the end lag_end last gave, and when it last changed or was asked.
+        self._lag_ends: dict[int, tuple[int, float]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in
-                ("name", "topic", "bootstrap_servers", "config", "timeout", "watermark_ttl")}
+                ("name", "topic", "bootstrap_servers", "config", "timeout", "watermark_ttl",
+                 "lag_refresh")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -141,11 +146,6 @@ class KafkaSource:
         cached = self._watermarks.get(partition)
         if cached is not None and not fresh and now - cached[2] < self.watermark_ttl:
             return cached[0], cached[1]
-        if not fresh and partition not in self._paused:
-            known = self._fetched_watermarks(partition)
-            if known is not None:
-                self._watermarks[partition] = (*known, now)
-                return known
         try:
             low, high = self._client().get_watermark_offsets(self._tp(partition), timeout=self.timeout)
         except KafkaException as e:
@@ -155,17 +155,29 @@ class KafkaSource:
         self._watermarks[partition] = (low, high, now)
         return low, high
 
-    def _fetched_watermarks(self, partition: int) -> tuple[int, int] | None:
-        """The watermarks the last fetch response for ``partition`` carried, as librdkafka keeps
-        them; None when it has none (not fetched yet). Asking the broker instead waits behind
-        the fetches in flight, hundreds of milliseconds on a busy broker, and it is the spout's
-        thread that waits: lag metrics on a dozen partitions stalled reading altogether. Not
-        for a paused partition, which is not fetched, so its copy grows stale."""
-        try:
-            low, high = self._client().get_watermark_offsets(self._tp(partition), cached=True)
-        except KafkaException:
-            return None
-        return (low, high) if low >= 0 and high >= 0 else None
+    def lag_end(self, partition: int) -> int:
+        """The partition's end for lag metrics. While the partition is read, the high watermark
+        its last fetch response carried (librdkafka keeps it): asking the broker instead waits
+        behind the fetches in flight, hundreds of milliseconds on a busy broker, on the spout's
+        thread, and lag metrics on a dozen partitions stalled reading altogether. The broker is
+        asked when that copy has not moved for ``lag_refresh`` seconds (the partition paused,
+        or not fetched because the spout is not reading), and at most that often."""
+        now = time.monotonic()
+        seen = self._lag_ends.get(partition)
+        if partition not in self._paused:
+            try:
+                _low, high = self._client().get_watermark_offsets(self._tp(partition),
+                                                                  cached=True)
+            except KafkaException:
+                high = -1
+            if high >= 0 and (seen is None or high != seen[0]):
+                self._lag_ends[partition] = (high, now)
+                return high
+        if seen is not None and now - seen[1] < self.lag_refresh:
+            return seen[0]
+        high = self._watermark_pair(partition, fresh=True)[1]
+        self._lag_ends[partition] = (high, now)
+        return high
 
     def earliest(self, partition: int) -> int:
         return self._watermark_pair(partition)[0]

@@ -442,7 +442,7 @@ class OffsetSpout(Spout):
         for p, state in sorted(self.partitions.items()):
             committed = state.committable()
             try:
-                lag = max(0, self.source.latest(p) - committed)
+                lag = max(0, self.source.lag_end(p) - committed)
             except SourceError:
                 lag = -1
             found[p] = {"lag": lag, "in_flight": len(state.in_flight),

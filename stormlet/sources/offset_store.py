@@ -59,11 +59,12 @@ class ZooKeeperOffsetStore:
     """Offsets at ``<root>/<spout_id>/<partition>``, as storm-kafka kept them (the paths are
     ``zk_state``'s: ``offset_path``, ``spout_offsets_path``).
 
-    No call waits on ZooKeeper without bound: a spout must go on reading through an outage, and
-    its topology must be able to stop while ZooKeeper is away. ``save`` is refused at once
-    while the client is disconnected (kazoo would queue it until the connection came back);
-    every request waits at most ``request_timeout`` seconds for its answer. Both raise
-    ``OffsetStoreUnavailable``."""
+    A spout must go on reading through a ZooKeeper outage, and its topology must be able to
+    stop while ZooKeeper is away: ``save`` and ``all`` are refused at once while the client is
+    disconnected (kazoo would queue them until the connection came back), and wait at most
+    ``request_timeout`` seconds for an answer; both raise ``OffsetStoreUnavailable``, or
+    kazoo's own error when the connection drops mid-request. ``load`` waits as long as it
+    takes: a partition cannot be read before its commit is known."""
 
     def __init__(self, hosts: str, root: str, security: Any = None,
                  request_timeout: float = 10.0):
@@ -102,12 +103,27 @@ class ZooKeeperOffsetStore:
                 f"ZooKeeper at {self.hosts} did not answer {what} within "
                 f"{self.request_timeout:g}s") from None
 
+    def _connected(self) -> Any:
+        """The client, if it is connected now; else ``OffsetStoreUnavailable``."""
+        client = self.client
+        if not client.connected:
+            raise OffsetStoreUnavailable(f"not connected to ZooKeeper at {self.hosts}")
+        return client
+
     def load(self, spout_id: str, partition: int) -> dict | None:
+        return self._read(self._path(spout_id, partition), bounded=False)
+
+    def _read(self, path: str, bounded: bool) -> dict | None:
+        """The record at ``path``; ``bounded``: refused while disconnected, and waited for at
+        most request_timeout (else for as long as it takes)."""
         from kazoo.exceptions import NoNodeError
 
-        path = self._path(spout_id, partition)
         try:
-            data, _stat = self._answer(self.client.get_async(path), f"a read of {path}")
+            if bounded:
+                data, _stat = self._answer(self._connected().get_async(path),
+                                           f"a read of {path}")
+            else:
+                data, _stat = self.client.get(path)
         except NoNodeError:
             return None
         return _decode(path, data)
@@ -116,8 +132,7 @@ class ZooKeeperOffsetStore:
         from kazoo.exceptions import NoNodeError
 
         path = self._path(spout_id, partition)
-        if not self.client.connected:
-            raise OffsetStoreUnavailable(f"not connected to ZooKeeper at {self.hosts}")
+        self._connected()
         data = json.dumps(record, sort_keys=True).encode()
         try:
             self._answer(self.client.set_async(path, data), f"a write of {path}")
@@ -132,7 +147,8 @@ class ZooKeeperOffsetStore:
         from ..cluster.zk_state import spout_offsets_path
 
         def children(path: str) -> list[str]:
-            return self._answer(self.client.get_children_async(path), f"a listing of {path}")
+            return self._answer(self._connected().get_children_async(path),
+                                f"a listing of {path}")
 
         found: dict[str, dict[int, dict]] = {}
         try:
@@ -142,9 +158,9 @@ class ZooKeeperOffsetStore:
         for spout_id in sorted(spout_ids):
             for name in children(spout_offsets_path(self.root, spout_id)):
                 if name.isdigit():
-                    record = self.load(spout_id, int(name))
-                    if record is not None:
-                        found.setdefault(spout_id, {})[int(name)] = record
+                    committed = self._read(self._path(spout_id, int(name)), bounded=True)
+                    if committed is not None:
+                        found.setdefault(spout_id, {})[int(name)] = committed
         return found
 
     def close(self) -> None:

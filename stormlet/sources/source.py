@@ -61,6 +61,11 @@ class Source(Protocol):
         """The offset the next appended record will get (Kafka's high watermark)."""
         ...
 
+    def lag_end(self, partition: int) -> int:
+        """``latest`` as lag metrics need it: it may be some seconds old, and must be cheap
+        while the partition is read."""
+        ...
+
     def assign(self, positions: dict[int, int]) -> None:
         """Read exactly these partitions from now on, each from the given offset. Partitions left
         out are dropped, with whatever was buffered for them."""
