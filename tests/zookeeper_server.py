@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import random
 import shutil
 import signal
 import socket
@@ -57,10 +58,39 @@ def zookeeper_available() -> bool:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now (the usual bind-to-0 trick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A TCP port that is free on ``host`` right now, below the kernel's ephemeral range and
+    not handed out before in this process.
+
+    Not the bind-to-0 trick: that gives a port from the ephemeral range, which any outgoing
+    connection on the machine may take as its source port before the server binds it, or
+    between two binds of a server that restarts on it (a supervisor's slots, a ZooKeeper
+    stopped and started). A CI run lost a cluster module that way ("Address already in use"
+    for a worker's slot). Servers are given ports below that range, as Storm's slots are."""
+    first_ephemeral = _first_ephemeral_port()
+    candidates = range(min(20_000, first_ephemeral // 2), first_ephemeral)
+    start = random.randrange(len(candidates))
+    for i in range(len(candidates)):
+        port = candidates[(start + i) % len(candidates)]
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port on {host} below the ephemeral range ({first_ephemeral})")
+
+
+_handed_out: set[int] = set()
+
+
+def _first_ephemeral_port() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768   # Linux's default
 
 
 def four_letter_word(host: str, port: int, word: str = "srvr", timeout: float = 2.0) -> str:
