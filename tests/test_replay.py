@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -24,6 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 import support
+from zookeeper_server import free_port
 from stormlet import Bolt, FailReason, TopologyBuilder
 from stormlet.cli import main
 from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef, final_files, read_failed
@@ -577,12 +577,6 @@ def test_a_kafka_replay_interrupted_part_way_finishes_by_its_headers(spark, mock
 
 
 # ----- what the user sees when something is wrong
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("args, message", [

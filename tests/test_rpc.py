@@ -10,6 +10,7 @@ import time
 import msgpack
 import pytest
 import zmq
+from zookeeper_server import free_port
 
 from stormlet.cluster import rpc
 from stormlet.cluster.security import CurveKeys, Security
@@ -18,7 +19,7 @@ from stormlet.cluster.security import CurveKeys, Security
 @pytest.fixture
 def server():
     """An RpcServer on a random loopback port with a fast op, a small one and a slow one."""
-    port = _free_port()
+    port = free_port()
     release = threading.Event()
 
     def slow() -> str:
@@ -42,14 +43,6 @@ def server():
     release.set()
     stopping.set()
     thread.join(5)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def raw_request(address: str, *frames: bytes) -> dict:

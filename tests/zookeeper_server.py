@@ -57,6 +57,10 @@ def zookeeper_available() -> bool:
     return ok
 
 
+# Ports free_port gave this process: two servers started one after the other must not get one.
+_handed_out: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on ``host`` right now, below the kernel's ephemeral range and
     not handed out before in this process.
@@ -81,9 +85,6 @@ def free_port(host: str = "127.0.0.1") -> int:
         _handed_out.add(port)
         return port
     raise RuntimeError(f"no free port on {host} below the ephemeral range ({first_ephemeral})")
-
-
-_handed_out: set[int] = set()
 
 
 def _first_ephemeral_port() -> int:

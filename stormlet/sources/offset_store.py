@@ -132,12 +132,12 @@ class ZooKeeperOffsetStore:
         from kazoo.exceptions import NoNodeError
 
         path = self._path(spout_id, partition)
-        self._connected()
+        client = self._connected()
         data = json.dumps(record, sort_keys=True).encode()
         try:
-            self._answer(self.client.set_async(path, data), f"a write of {path}")
+            self._answer(client.set_async(path, data), f"a write of {path}")
         except NoNodeError:
-            self._answer(self.client.create_async(path, data, makepath=True),
+            self._answer(client.create_async(path, data, makepath=True),
                          f"the creation of {path}")
 
     def all(self) -> dict[str, dict[int, dict]]:
