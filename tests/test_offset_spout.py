@@ -20,7 +20,8 @@ from stormlet import Bolt, LocalCluster, TopologyBuilder
 from stormlet.failed import read_failed
 from stormlet.sources import LogSpout, RetryPolicy
 from stormlet.sources.offset_spout import OffsetSpout
-from stormlet.sources.offset_store import FileOffsetStore, ZooKeeperOffsetStore
+from stormlet.sources.offset_store import (FileOffsetStore, OffsetStoreUnavailable,
+                                           ZooKeeperOffsetStore)
 from stormlet.sources.partitioned_log import PartitionedLog
 from zookeeper_server import ZooKeeperServer, zookeeper_available
 
@@ -326,6 +327,55 @@ def test_lost_partitions_are_committed_first_and_their_late_acks_ignored(tmp_pat
     assert committed(path, "by-hand")[1] == 2
     spout.ack((1, 2))                                     # a late ack for the lost partition
     assert spout.late_acks == 1 and sorted(spout.partitions) == [0]
+    spout.close()
+
+
+def test_a_reassignment_whose_new_start_cannot_be_read_changes_nothing_and_is_retried(
+        tmp_path, caplog):
+    path = tmp_path / "log"
+    make_log(path, 3, [f"m{i}" for i in range(30)])
+    emitted = []
+
+    class Collector:
+        closed = False
+
+        def emit(self, values, msg_id=None):
+            emitted.append(msg_id)
+
+    class Context:
+        component_id, task_id, this_task_index, topology_name = "source", 1, 0, "by-hand"
+
+        def get_this_component_tasks(self):
+            return [1]
+
+    spout = LogSpout(str(path), spout_id="by-hand", commit_interval=60)
+    spout.open({}, Context(), Collector())
+    spout._reassign([0, 1])
+    load = spout.store.load
+
+    def store_away(spout_id, partition):
+        raise OffsetStoreUnavailable("the store is away")
+
+    spout.store.load = store_away
+    with pytest.raises(OffsetStoreUnavailable):
+        spout._reassign([0, 2])                       # 1 would go, 2 would come: neither does
+    assert sorted(spout.partitions) == [0, 1]
+    for _ in range(30):
+        spout.next_tuple()
+    assert sorted(emitted) == [(p, o) for p in (0, 1) for o in range(10)]
+    spout.source.partitions = lambda: [0, 2]          # the next listing: 1 gone, 2 new
+    spout.next_refresh = spout.next_commit = 0.0
+    with caplog.at_level(logging.WARNING, logger="stormlet.sources.offset_spout"):
+        spout.next_tuple()                            # the refresh fails, and says why
+    assert "cannot take up partitions [2] of" in caplog.text and "the store is away" in caplog.text
+    assert sorted(spout.partitions) == [0, 1]
+    spout.store.load = load
+    spout.next_refresh = spout.next_commit = 0.0
+    spout.next_tuple()                                # the next refresh takes it up
+    assert sorted(spout.partitions) == [0, 2]
+    for _ in range(30):
+        spout.next_tuple()
+    assert sorted(o for p, o in emitted if p == 2) == list(range(10))
     spout.close()
 
 

@@ -192,7 +192,10 @@ class OffsetSpout(Spout):
 
     def _reassign(self, mine: list[int]) -> None:
         """Take up new partitions and let go of lost ones. A lost partition is committed first;
-        acks that arrive for it later are ignored (its new owner resumes from the commit)."""
+        acks that arrive for it later are ignored (its new owner resumes from the commit).
+        Where each new partition starts is read before anything changes, so a store or source
+        that cannot say leaves the spout reading what it read (the caller retries later)."""
+        starts = {p: self._start_offset(p) for p in mine if p not in self.partitions}
         lost = [p for p in self.partitions if p not in mine]
         if lost:
             self.commit()
@@ -203,12 +206,10 @@ class OffsetSpout(Spout):
                 self.paused.discard(p)
             log.info("%s:%d gave up partitions %s of %s", self.component_id, self.task_id, lost,
                      self.source.name)
-        for p in mine:
-            if p not in self.partitions:
-                start, why = self._start_offset(p)
-                self.partitions[p] = PartitionOffsets(p, start, self.retry)
-                log.info("%s:%d reads %s partition %d from offset %d (%s)", self.component_id,
-                         self.task_id, self.source.name, p, start, why)
+        for p, (start, why) in starts.items():
+            self.partitions[p] = PartitionOffsets(p, start, self.retry)
+            log.info("%s:%d reads %s partition %d from offset %d (%s)", self.component_id,
+                     self.task_id, self.source.name, p, start, why)
         # Every partition is re-read from its emit point, so what was buffered would come twice.
         self.buffer.clear()
         # The source keeps a partition that stays here paused, as self.paused still says.
@@ -393,7 +394,13 @@ class OffsetSpout(Spout):
                             self.task_id, self.source.name, exc)
                 return
             if sorted(mine) != sorted(self.partitions):
-                self._reassign(mine)
+                try:
+                    self._reassign(mine)
+                except (SourceError, ConnectionError) as exc:
+                    log.warning("%s:%d cannot take up partitions %s of %s yet (tried again in "
+                                "%.0f s): %s", self.component_id, self.task_id,
+                                sorted(set(mine) - set(self.partitions)), self.source.name,
+                                self.partition_refresh_interval, exc)
 
     def commit(self) -> None:
         """Write each partition's committable offset where it changed. Dead letters are made
