@@ -31,7 +31,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,16 +38,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from stormlet import build_mode
-
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+# Ports below the kernel's ephemeral range, as the tests' servers get (a bind-to-0 port can be
+# taken as an outgoing connection's source port before a worker binds its slot).
+sys.path.insert(0, str(REPO / "tests"))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from stormlet import build_mode  # noqa: E402
+from zookeeper_server import free_port  # noqa: E402
 
 
 CLI = [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING"]

@@ -18,21 +18,22 @@ import argparse
 import collections
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from wordcount import WORDS_PER_SENTENCE, CountBolt, SentenceSpout, SplitBolt, measure
-
-from stormlet import TopologyBuilder, build_mode
-from stormlet.runtime.tuning import tune_for_streaming
-from stormlet.state import StatefulBolt
-from stormlet.windowing import Count, Duration, WindowedBolt
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # the tests' free_port: below the ephemeral range
+
+from wordcount import WORDS_PER_SENTENCE, CountBolt, SentenceSpout, SplitBolt, measure  # noqa: E402
+from zookeeper_server import free_port  # noqa: E402
+
+from stormlet import TopologyBuilder, build_mode  # noqa: E402
+from stormlet.runtime.tuning import tune_for_streaming  # noqa: E402
+from stormlet.state import StatefulBolt  # noqa: E402
+from stormlet.windowing import Count, Duration, WindowedBolt  # noqa: E402
 
 
 class WindowCount(WindowedBolt):
@@ -63,12 +64,6 @@ def topology(count_bolt):
     b.set_bolt("split", SplitBolt()).shuffle_grouping("sentences")
     b.set_bolt("count", count_bolt).fields_grouping("split", ["word"])
     return b.build()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def with_redis(directory: Path):
