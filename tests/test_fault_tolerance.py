@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from stormlet import Bolt, Spout, TopologyBuilder
+from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.runtime.errors import TaskErrors
 
 from support import running
@@ -231,6 +231,28 @@ def test_a_hung_bolt_is_reported_with_its_stack_and_again_when_it_returns(caplog
     logs = error_logs(caplog, "sleepy")
     assert [r.levelname for r in logs] == ["ERROR", "WARNING"]
     assert "wait_for_the_database" in logs[0].getMessage()
+
+
+def test_a_kill_ends_though_a_bolt_is_stuck_and_says_which(monkeypatch, caplog):
+    monkeypatch.setattr("stormlet.runtime.engine.EXECUTOR_STOP_SECS", 0.5)
+    b = healthy_and(TopologyBuilder())
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("sleepy", Sleepy()).shuffle_grouping("numbers")
+    with LocalCluster() as cluster:
+        cluster.submit(NAME, BASE_CONF, b.build())
+        (sleepy,) = cluster.instances(NAME, "sleepy")
+        cluster.wait_for(lambda: cluster.metrics(NAME)["sink"]["executed"] > 100, timeout=10)
+        started = time.monotonic()
+        try:
+            with caplog.at_level(logging.ERROR, logger="stormlet.runtime.engine"):
+                cluster.kill(NAME, wait_secs=0)
+            took = time.monotonic() - started
+        finally:
+            sleepy.release.set()   # the thread left behind ends
+    assert took < 5
+    (stuck,) = [r.getMessage() for r in caplog.records if "did not stop" in r.getMessage()]
+    assert f"(in execute of task {sleepy.task} for " in stuck
+    assert "the stop goes on without it" in stuck
 
 
 class Quitter(Bolt):

@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 # Seconds between samples for the rolling windows, taken whether or not anyone reads them (a
 # window keeps one sample per 1/20 of its length: see stormlet.metrics.windows).
 SAMPLE_SECS = 5.0
+# How long a stop waits for each executor to finish its batch and run close or cleanup. One
+# stuck in user code past this is left behind (a daemon thread), so that a stop always ends.
+EXECUTOR_STOP_SECS = 30.0
 
 
 def split_tasks(tasks: list[int], executors: int) -> list[list[int]]:
@@ -317,13 +320,22 @@ class TopologyRuntime:
             for executor in self.executors.get(component_id, []):
                 executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
             for executor in self.executors.get(component_id, []):
-                executor.finished.wait()
+                if not executor.finished.wait(EXECUTOR_STOP_SECS):
+                    self._left_behind(executor)
         if self._ticker:
             self._ticker.join()
         if self._watchdog:
             self._watchdog.join()
             for metrics in self.metrics:   # the last summaries, while they are still news
                 metrics.errors.flush(everything=True)
+
+    @staticmethod
+    def _left_behind(executor: ExecutorThread) -> None:
+        busy = executor.busy
+        where = (f"in {busy[2]} of task {busy[1].task_id} for {time.monotonic() - busy[0]:.0f} s"
+                 if busy is not None else "not in user code")
+        log.error("executor %s did not stop within %g s (%s); the stop goes on without it",
+                  executor.name, EXECUTOR_STOP_SECS, where)
 
     def _stop_order(self) -> list[str]:
         """Spouts, then bolts so that each stops after every component feeding it (cycles broken
