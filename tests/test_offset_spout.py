@@ -85,6 +85,28 @@ def wait_committed(cluster: LocalCluster, log_path: Path, expected: dict[int, in
     cluster.wait_for(lambda: committed(log_path) == expected, timeout=timeout)
 
 
+def opened_by_hand(path: Path, **options) -> tuple[LogSpout, list]:
+    """A spout over the log at ``path``, opened as the one task of its component and driven by
+    hand, as its executor thread would drive it; and the list of msg ids it emits."""
+    emitted: list = []
+
+    class Collector:
+        closed = False
+
+        def emit(self, values, msg_id=None):
+            emitted.append(msg_id)
+
+    class Context:
+        component_id, task_id, this_task_index, topology_name = "source", 1, 0, "by-hand"
+
+        def get_this_component_tasks(self):
+            return [1]
+
+    spout = LogSpout(str(path), spout_id="by-hand", **options)
+    spout.open({}, Context(), Collector())
+    return spout, emitted
+
+
 FAST = {"topology.message.timeout.secs": 5}
 
 
@@ -302,22 +324,7 @@ def test_lost_partitions_are_committed_first_and_their_late_acks_ignored(tmp_pat
     path = tmp_path / "log"
     make_log(path, 2, [f"m{i}" for i in range(20)])
     # Driven by hand, as its executor thread would, to hold a tuple in flight across the move.
-    emitted = []
-
-    class Collector:
-        closed = False
-
-        def emit(self, values, msg_id=None):
-            emitted.append(msg_id)
-
-    class Context:
-        component_id, task_id, this_task_index, topology_name = "source", 1, 0, "by-hand"
-
-        def get_this_component_tasks(self):
-            return [1]
-
-    spout = LogSpout(str(path), spout_id="by-hand", commit_interval=60)
-    spout.open({}, Context(), Collector())
+    spout, emitted = opened_by_hand(path, commit_interval=60)
     for _ in range(25):
         spout.next_tuple()
     assert sorted(emitted) == [(p, o) for p in (0, 1) for o in range(10)]
@@ -334,22 +341,7 @@ def test_a_reassignment_whose_new_start_cannot_be_read_changes_nothing_and_is_re
         tmp_path, caplog):
     path = tmp_path / "log"
     make_log(path, 3, [f"m{i}" for i in range(30)])
-    emitted = []
-
-    class Collector:
-        closed = False
-
-        def emit(self, values, msg_id=None):
-            emitted.append(msg_id)
-
-    class Context:
-        component_id, task_id, this_task_index, topology_name = "source", 1, 0, "by-hand"
-
-        def get_this_component_tasks(self):
-            return [1]
-
-    spout = LogSpout(str(path), spout_id="by-hand", commit_interval=60)
-    spout.open({}, Context(), Collector())
+    spout, emitted = opened_by_hand(path, commit_interval=60)
     spout._reassign([0, 1])
     load = spout.store.load
 
@@ -474,23 +466,7 @@ def test_a_partition_paused_at_the_cap_resumes_after_a_reassignment_keeps_it(tmp
     uncommitted cap must still resume once acks bring it under the cap."""
     path = tmp_path / "log"
     make_log(path, 2, [f"m{i}" for i in range(40)])
-    emitted = []
-
-    class Collector:
-        closed = False
-
-        def emit(self, values, msg_id=None):
-            emitted.append(msg_id)
-
-    class Context:
-        component_id, task_id, this_task_index, topology_name = "source", 1, 0, "by-hand"
-
-        def get_this_component_tasks(self):
-            return [1]
-
-    spout = LogSpout(str(path), spout_id="by-hand", commit_interval=60, max_uncommitted=5,
-                     fetch_max=1)
-    spout.open({}, Context(), Collector())
+    spout, emitted = opened_by_hand(path, commit_interval=60, max_uncommitted=5, fetch_max=1)
     for _ in range(30):
         spout.next_tuple()
     assert max(o for p, o in emitted if p == 0) < 10, "held at the cap"
