@@ -108,11 +108,38 @@ def test_a_batch_on_one_stream_travels_field_by_field(decoder):
     batch = [Tuple(["i", 1], pairs, src, (41, 42)), Tuple(["j", None], pairs, src, (43, 44)),
              Tuple(["k", 3], pairs, src, None)]
     streams, columns, roots = msgpack.unpackb(encode_data(batch))
-    assert (streams, columns, roots) == ("pairs", [["i", "j", "k"], [1, None, 3]],
+    assert (streams, columns, roots) == ("pairs", ["i\x1fj\x1fk", [1, None, 3]],
                                          [[41, 42], [43, 44], None])
     (message,) = decoder.decode(encode_frame([(DATA, 9, src, batch)], "t-1"))
     assert [(t.values, t.stream, t.roots) for t in unpacked(message)] == [
         (["i", 1], "pairs", (41, 42)), (["j", None], "pairs", (43, 44)), (["k", 3], "pairs", None)]
+
+
+@pytest.mark.parametrize("words, travels_joined", [
+    (["the", "cow", "", "jumped"], True),
+    (["ünïcode", "snow\nwhite", "x"], True),
+    (["one"], True),
+    ([""], True),
+    (["holds the \x1f separator", "b"], False),
+    (["a", 7, "b"], False),
+    (["a", None], False),
+])
+def test_a_column_of_strings_travels_as_one_string_when_it_can(decoder, words, travels_joined):
+    src = spout_task(decoder)
+    info = StreamInfo("words", "pairs", ["word", "n"])
+    batch = [Tuple([word, i], info, src, (60 + i, 1)) for i, word in enumerate(words)]
+    _streams, columns, _roots = msgpack.unpackb(encode_data(batch))
+    assert (type(columns[0]) is str) == travels_joined and columns[1] == list(range(len(words)))
+    (message,) = decoder.decode(encode_frame([(DATA, 9, src, batch)], "t-1"))
+    assert [t.values for t in unpacked(message)] == [[word, i] for i, word in enumerate(words)]
+
+
+@pytest.mark.parametrize("column", ["a\x1fb", "a\x1fb\x1fc\x1fd", 5])
+def test_a_joined_column_that_does_not_split_into_the_batch_is_refused(decoder, column):
+    (message,) = decoder.decode(data_frame(decoder, ["default", [column],
+                                                     b"\x01" * 16 * 3]))
+    with pytest.raises(WireError, match="columns of one length"):
+        unpacked(message)
 
 
 def test_a_value_list_changed_after_its_emit_travels_as_it_is_and_is_refused(decoder):
@@ -154,7 +181,8 @@ def test_malformed_frames_are_refused(decoder, frame, problem):
     (["nope", [["x"]], [None]], "undeclared stream"),
     (["default", [["x"], ["extra"]], [None]], "match the fields"),
     (["default", [["x", "extra"]], [None]], "columns of one length"),
-    (["default", ["x"], [None]], "columns of one length"),
+    (["default", [5], [None]], "columns of one length"),
+    (["default", ["x\x1fy"], [None]], "columns of one length"),
     ([["default"], [["x", "extra"]], [None]], "match the fields"),
     ([["default"], ["x"], [None]], "match the fields"),
     (["default", [["x"]], ["roots"]], "malformed roots"),

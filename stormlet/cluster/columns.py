@@ -5,7 +5,11 @@ workers costs a few field reads on the way out and one tuple from the free list 
 A batch on one stream travels field by field: one list per field, each holding that field of
 every tuple. msgpack packs and unpacks a flat list of values in about half the time it takes
 for the same values as one small list per tuple, and the receiving side builds each tuple's
-value list in the same loop that builds the tuple.
+value list in the same loop that builds the tuple. A column of strings (a word count's words)
+travels as one string, its values joined by the unit separator (U+001F) when none of them holds
+that character: msgpack packs and unpacks one string of a thousand words in a fraction of the
+time it takes for a thousand strings, and ``str.split`` makes the words again faster than
+msgpack does.
 """
 
 from __future__ import annotations
@@ -17,11 +21,14 @@ import cython
 
 from ..tuples import StreamInfo, Tuple, tracked
 
+# What a column of strings is joined by: a control character that text rarely holds.
+SEPARATOR = "\x1f"
+
 
 def to_columns(tuples: list) -> tuple[Any, list, bytes | list]:
     """``(streams, values, roots)`` of a non-empty batch. When every tuple is on one stream and
     has its fields' count of values (the usual case), ``streams`` is that stream's name and
-    ``values`` its columns, one list per field; else ``streams`` and ``values`` are each tuple's
+    ``values`` its columns, one per field (a list, or a column of strings ``joined``); else ``streams`` and ``values`` are each tuple's
     stream and value list. ``roots`` is one blob of (root, edge) 64-bit pairs when every tuple
     has exactly one root (the usual case), else each tuple's flat roots (None when untracked)."""
     n = len(tuples)
@@ -50,16 +57,34 @@ def to_columns(tuples: list) -> tuple[Any, list, bytes | list]:
             one_root_each = False
     roots = pairs.tobytes() if one_root_each else [t.roots for t in tuples]
     if by_field:
+        for j in range(nfields):
+            columns[j] = joined(columns[j])
         return info.stream, columns, roots
     return [t.info.stream for t in tuples], [t.values for t in tuples], roots
 
 
+def joined(column: list) -> str | list:
+    """A column whose values are all strings, none holding ``SEPARATOR``, as one string of
+    them joined by it; else the column as it is."""
+    try:
+        text = SEPARATOR.join(column)
+    except TypeError:   # a value that is not a string
+        return column
+    if text.count(SEPARATOR) != len(column) - 1:
+        return column
+    return text
+
+
 def rows(columns: list, n: int) -> list:
-    """Each tuple's value list from a batch's ``columns`` of ``n`` values each (``to_columns``);
-    ``ValueError`` if they are not lists of that length."""
+    """Each tuple's value list from a batch's ``columns`` of ``n`` values each (``to_columns``;
+    a ``joined`` column is split here); ``ValueError`` if they are not that many."""
     nfields = len(columns)
     for j in range(nfields):
         candidate = columns[j]
+        if type(candidate) is str and candidate.count(SEPARATOR) == n - 1:
+            # Counted first: a peer's string of a million separators makes no million strings.
+            candidate = candidate.split(SEPARATOR)
+            columns[j] = candidate
         if type(candidate) is not list or len(candidate) != n:
             raise ValueError("a column is not a list of the batch's length")
     out = [None] * n

@@ -10,8 +10,9 @@ the workers of one cluster share an architecture.
 
 A data payload, a list of Tuple objects from ``src_task``, travels in columns,
 ``[streams, values, roots]``: when every tuple is on the same stream (the usual case)
-``streams`` is its name and ``values`` one list per field, else ``streams`` and ``values`` are
-each tuple's stream and value list (``columns.py``).
+``streams`` is its name and ``values`` one column per field (a list, or for a column of strings
+one string of them joined by U+001F), else ``streams`` and ``values`` are each tuple's stream
+and value list (``columns.py``).
 
 A data payload is packed on its own, into bytes inside the frame, by the executor that flushes
 it (``encode_data``), and unpacked by the executor that runs it (``EncodedBatch.tuples``), which

@@ -1,0 +1,159 @@
+"""What it costs a word to cross between workers, on one thread, without sockets or threads.
+
+    python benchmarks/crossing.py [--batches 2000] [--runs 7]
+
+The word count's split and count bolts (benchmarks/wordcount.py, acking on) run by hand, a
+batch at a time, as their executors run them: the split executes 100 sentences (1,000 words)
+and flushes; the count executes the batch and flushes its acks. The batch goes either
+
+- to a local inbox, as between two executors of one worker, or
+- through everything a batch for another worker goes through but the sockets: the collector's
+  buffer for a remote task, its packing (``wire.encode_data``) on the executor's thread, the
+  sender's frame (``wire.encode_frame``), the receiver's decoding (``FrameDecoder.decode``)
+  and the bolt's unpacking (``EncodedBatch.tuples``).
+
+Prints CPU nanoseconds per word of each (the median of ``--runs`` alternating runs) and their
+difference: what crossing adds to a word in the threads that run the bolts, apart from the
+transport threads, the kernel and the scheduling that ``cluster_wordcount.py`` measures with
+them. On one thread and with no other process, it moves only by a few percent from run to run,
+so it can tell changes to the crossing path apart that the cluster benchmark cannot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import threading
+import time
+
+import zmq
+
+from stormlet import TopologyBuilder, build_mode
+from stormlet.cluster.transport import Sender
+from stormlet.cluster.wire import FrameDecoder, encode_frame
+from stormlet.runtime.bolt_executor import BoltTask
+from stormlet.runtime.collector import BoltCollector
+from stormlet.runtime.inbox import Inbox
+from stormlet.runtime.layout import TopologyLayout
+from stormlet.runtime.metrics import TaskMetrics
+from stormlet.runtime.routing import StreamRoute
+from stormlet.runtime.transfer import Transfer
+from stormlet.runtime.tuning import tune_for_streaming
+from stormlet.tuples import StreamInfo, Tuple
+from wordcount import WORDS, WORDS_PER_SENTENCE, CountBolt, SentenceSpout, SplitBolt
+
+TOPOLOGY = "crossing"
+SENTENCES_PER_BATCH = 100   # 1,000 words: about a batch's size between the cluster's workers
+
+
+def word_count_layout() -> TopologyLayout:
+    builder = TopologyBuilder()
+    builder.set_spout("sentences", SentenceSpout())
+    builder.set_bolt("split", SplitBolt()).shuffle_grouping("sentences")
+    builder.set_bolt("count", CountBolt()).fields_grouping("split", ["word"])
+    return TopologyLayout(TOPOLOGY, builder.build(), 1)
+
+
+class Discard:
+    """The acker's route: its messages are not what is measured."""
+
+    def put(self, message: tuple) -> None:
+        pass
+
+
+class Pipeline:
+    """A split task and a count task wired as in a worker, the count task local or remote."""
+
+    def __init__(self, layout: TopologyLayout, crossing: bool):
+        self.crossing = crossing
+        (self.spout_task,) = layout.component_tasks["sentences"]
+        (split_task,) = layout.component_tasks["split"]
+        (count_task,) = layout.component_tasks["count"]
+        routes: list = [None] * (layout.max_task + 1)
+        for acker in layout.acker_tasks:
+            routes[acker] = Discard()
+        # A sender that is never started: its queue is where the executor hands a batch over.
+        self.sender = Sender(zmq.Context.instance(), threading.Event(), TOPOLOGY)
+        self.inbox = Inbox(capacity=1 << 30)
+        routes[count_task] = self.sender.route("tcp://127.0.0.1:1") if crossing else self.inbox
+        self.decoder = FrameDecoder(layout, TOPOLOGY)
+
+        split_metrics = TaskMetrics("split", split_task, None, ["default"])
+        self.split_transfer = Transfer(split_task, routes, [count_task], layout.acker_tasks,
+                                       threading.Event(), split_metrics)
+        to_count = StreamRoute(StreamInfo("split", "default", ["word"]), direct=False)
+        to_count.choosers.append(lambda values: [count_task])
+        to_count.seal()
+        self.split = SplitBolt()
+        self.split.prepare({}, None, BoltCollector("split", split_task, {"default": to_count},
+                                                   self.split_transfer, True, split_metrics))
+
+        count_metrics = TaskMetrics("count", count_task, None, ["default"])
+        self.count_transfer = Transfer(count_task, routes, [], layout.acker_tasks,
+                                       threading.Event(), count_metrics)
+        collector = BoltCollector("count", count_task, {}, self.count_transfer, True,
+                                  count_metrics)
+        self.count = CountBolt()
+        self.count.prepare({}, None, collector)
+        self.count_task = BoltTask(count_task, "count", self.count, {}, None, self.count_transfer,
+                                   count_metrics, collector=collector)
+
+    def run(self, sentences: list[Tuple]) -> None:
+        """One batch: split the sentences, hand the words over, count them."""
+        for sentence in sentences:
+            self.split.execute(sentence)
+        self.split_transfer.flush()
+        if self.crossing:
+            _address, message = self.sender.queue.get_nowait()
+            (message,) = self.decoder.decode(encode_frame([message], TOPOLOGY))
+        else:
+            message = self.inbox.get_nowait()
+        self.count_task.run_batch(message[3], time.monotonic())
+        self.count_transfer.flush()
+
+
+def ns_per_word(layout: TopologyLayout, crossing: bool, batches: list[list[Tuple]]) -> float:
+    pipeline = Pipeline(layout, crossing)
+    started = time.process_time()
+    for batch in batches:
+        pipeline.run(batch)
+    elapsed = time.process_time() - started
+    words = sum(pipeline.count.counts.values())
+    assert words == len(batches) * SENTENCES_PER_BATCH * WORDS_PER_SENTENCE
+    return elapsed / words * 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    tune_for_streaming()
+    layout = word_count_layout()
+    rng = random.Random(42)
+    info = StreamInfo("sentences", "default", ["sentence"])
+    spout_task = layout.component_tasks["sentences"][0]
+    # Each sentence a tracked tuple of its own tree, as the spout emits them.
+    sentences = [Tuple([" ".join(rng.choice(WORDS) for _ in range(WORDS_PER_SENTENCE))], info,
+                       spout_task, (rng.getrandbits(64) | 1, rng.getrandbits(64) | 1))
+                 for _ in range(1000)]
+    batches = [[sentences[(b * SENTENCES_PER_BATCH + i) % len(sentences)]
+                for i in range(SENTENCES_PER_BATCH)] for b in range(args.batches)]
+    local, crossing = [], []
+    for _ in range(args.runs):
+        local.append(ns_per_word(layout, False, batches))
+        crossing.append(ns_per_word(layout, True, batches))
+    print(f"crossing between workers, in one thread: {args.batches} batches of "
+          f"{SENTENCES_PER_BATCH * WORDS_PER_SENTENCE} words, median of {args.runs} runs; "
+          f"{build_mode.describe()}")
+    median_local, median_crossing = statistics.median(local), statistics.median(crossing)
+    print(f"to a local inbox:       {median_local:7.1f} ns a word (runs: "
+          f"{min(local):.0f}-{max(local):.0f})")
+    print(f"through the wire path:  {median_crossing:7.1f} ns a word (runs: "
+          f"{min(crossing):.0f}-{max(crossing):.0f})")
+    print(f"what crossing adds:     {median_crossing - median_local:7.1f} ns a word")
+
+
+if __name__ == "__main__":
+    main()
