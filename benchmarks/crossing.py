@@ -12,11 +12,13 @@ and flushes; the count executes the batch and flushes its acks. The batch goes e
   sender's frame (``wire.encode_frame``), the receiver's decoding (``FrameDecoder.decode``)
   and the bolt's unpacking (``EncodedBatch.tuples``).
 
-Prints CPU nanoseconds per word of each (the median of ``--runs`` alternating runs) and their
-difference: what crossing adds to a word in the threads that run the bolts, apart from the
-transport threads, the kernel and the scheduling that ``cluster_wordcount.py`` measures with
-them. On one thread and with no other process, it moves only by a few percent from run to run,
-so it can tell changes to the crossing path apart that the cluster benchmark cannot.
+Prints CPU nanoseconds per word of each (the median of ``--runs`` alternating runs) and the
+median difference of each crossing run from the local run just before it (this machine's speed
+drifts within seconds, so runs are compared in pairs): what crossing adds to a word in the
+threads that run the bolts, apart from the transport threads, the kernel and the scheduling,
+which ``cluster_wordcount.py`` measures with them. On one thread and with no other process it
+is steadier than the cluster benchmark, but a change of a few percent of the difference still
+needs alternating runs to show.
 """
 
 from __future__ import annotations
@@ -147,12 +149,13 @@ def main() -> None:
     print(f"crossing between workers, in one thread: {args.batches} batches of "
           f"{SENTENCES_PER_BATCH * WORDS_PER_SENTENCE} words, median of {args.runs} runs; "
           f"{build_mode.describe()}")
-    median_local, median_crossing = statistics.median(local), statistics.median(crossing)
-    print(f"to a local inbox:       {median_local:7.1f} ns a word (runs: "
+    added = [c - l for l, c in zip(local, crossing)]
+    print(f"to a local inbox:       {statistics.median(local):7.1f} ns a word (runs: "
           f"{min(local):.0f}-{max(local):.0f})")
-    print(f"through the wire path:  {median_crossing:7.1f} ns a word (runs: "
+    print(f"through the wire path:  {statistics.median(crossing):7.1f} ns a word (runs: "
           f"{min(crossing):.0f}-{max(crossing):.0f})")
-    print(f"what crossing adds:     {median_crossing - median_local:7.1f} ns a word")
+    print(f"what crossing adds:     {statistics.median(added):7.1f} ns a word (each run "
+          f"against the local one before it: {min(added):.0f}-{max(added):.0f})")
 
 
 if __name__ == "__main__":

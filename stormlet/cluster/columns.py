@@ -28,9 +28,10 @@ SEPARATOR = "\x1f"
 def to_columns(tuples: list) -> tuple[Any, list, bytes | list]:
     """``(streams, values, roots)`` of a non-empty batch. When every tuple is on one stream and
     has its fields' count of values (the usual case), ``streams`` is that stream's name and
-    ``values`` its columns, one per field (a list, or a column of strings ``joined``); else ``streams`` and ``values`` are each tuple's
-    stream and value list. ``roots`` is one blob of (root, edge) 64-bit pairs when every tuple
-    has exactly one root (the usual case), else each tuple's flat roots (None when untracked)."""
+    ``values`` its columns, one per field (a list, or a column of strings ``joined``); else
+    ``streams`` and ``values`` are each tuple's stream and value list. ``roots`` is one blob of
+    (root, edge) 64-bit pairs when every tuple has exactly one root (the usual case), else each
+    tuple's flat roots (None when untracked)."""
     n = len(tuples)
     first = tuples[0]
     info = first.info
