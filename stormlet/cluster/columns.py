@@ -82,9 +82,10 @@ def rows(columns: list, n: int) -> list:
     nfields = len(columns)
     for j in range(nfields):
         candidate = columns[j]
-        if type(candidate) is str and candidate.count(SEPARATOR) == n - 1:
-            # Counted first: a peer's string of a million separators makes no million strings.
-            candidate = candidate.split(SEPARATOR)
+        if type(candidate) is str:
+            # At most n + 1 pieces: a peer's string of a million separators makes no million
+            # strings, and the length check below refuses it.
+            candidate = candidate.split(SEPARATOR, n)
             columns[j] = candidate
         if type(candidate) is not list or len(candidate) != n:
             raise ValueError("a column is not a list of the batch's length")
