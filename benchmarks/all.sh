@@ -9,6 +9,7 @@ echo
 python benchmarks/cluster_wordcount.py
 python benchmarks/cluster_wordcount.py --secure
 python benchmarks/cluster_wordcount.py --no-crossing
+python benchmarks/crossing.py
 echo
 python benchmarks/state_and_windows.py
 echo
