@@ -179,6 +179,7 @@ class Sleepy(Bolt):
         self.collector = collector
         self.task = context.task_id
         self.release = threading.Event()
+        self.waiting = threading.Event()
 
     def execute(self, tup):
         if tup["n"] == 3:
@@ -186,6 +187,7 @@ class Sleepy(Bolt):
         self.collector.ack(tup)
 
     def wait_for_the_database(self):
+        self.waiting.set()
         self.release.wait(30)
 
 
@@ -241,7 +243,7 @@ def test_a_kill_ends_though_a_bolt_is_stuck_and_says_which(monkeypatch, caplog):
     with LocalCluster() as cluster:
         cluster.submit(NAME, BASE_CONF, b.build())
         (sleepy,) = cluster.instances(NAME, "sleepy")
-        cluster.wait_for(lambda: cluster.metrics(NAME)["sink"]["executed"] > 100, timeout=10)
+        cluster.wait_for(sleepy.waiting.is_set, timeout=10)
         started = time.monotonic()
         try:
             with caplog.at_level(logging.ERROR, logger="stormlet.runtime.engine"):

@@ -20,8 +20,8 @@ from stormlet import Bolt, LocalCluster, TopologyBuilder
 from stormlet.failed import read_failed
 from stormlet.sources import LogSpout, RetryPolicy
 from stormlet.sources.offset_spout import OffsetSpout
-from stormlet.sources.offset_store import (FileOffsetStore, OffsetStoreUnavailable,
-                                           ZooKeeperOffsetStore)
+from stormlet.sources.source import SourceError
+from stormlet.sources.offset_store import FileOffsetStore, ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
 from zookeeper_server import ZooKeeperServer, zookeeper_available
 
@@ -85,9 +85,11 @@ def wait_committed(cluster: LocalCluster, log_path: Path, expected: dict[int, in
     cluster.wait_for(lambda: committed(log_path) == expected, timeout=timeout)
 
 
-def opened_by_hand(path: Path, **options) -> tuple[LogSpout, list]:
+def opened_by_hand(path: Path, listed: list[int] | None = None,
+                   **options) -> tuple[LogSpout, list]:
     """A spout over the log at ``path``, opened as the one task of its component and driven by
-    hand, as its executor thread would drive it; and the list of msg ids it emits."""
+    hand, as its executor thread would drive it; and the list of msg ids it emits. ``listed``:
+    the partitions its source lists (default: the log's)."""
     emitted: list = []
 
     class Collector:
@@ -103,6 +105,8 @@ def opened_by_hand(path: Path, **options) -> tuple[LogSpout, list]:
             return [1]
 
     spout = LogSpout(str(path), spout_id="by-hand", **options)
+    if listed is not None:
+        spout.source.partitions = lambda: listed
     spout.open({}, Context(), Collector())
     return spout, emitted
 
@@ -337,33 +341,33 @@ def test_lost_partitions_are_committed_first_and_their_late_acks_ignored(tmp_pat
     spout.close()
 
 
-def test_a_reassignment_whose_new_start_cannot_be_read_changes_nothing_and_is_retried(
-        tmp_path, caplog):
+@pytest.mark.parametrize("trouble", ["earliest", "assign"])
+def test_a_move_the_source_cannot_make_changes_nothing_and_is_tried_again(tmp_path, caplog,
+                                                                         trouble):
+    """A broker away when partition 2 is to be taken up: its start cannot be read (it has no
+    commit, so it starts at the earliest offset), or the consumer cannot be re-pointed."""
     path = tmp_path / "log"
     make_log(path, 3, [f"m{i}" for i in range(30)])
-    spout, emitted = opened_by_hand(path, commit_interval=60)
-    spout._reassign([0, 1])
-    load = spout.store.load
+    spout, emitted = opened_by_hand(path, commit_interval=60, listed=[0, 1])
+    working = getattr(spout.source, trouble)
 
-    def store_away(spout_id, partition):
-        raise OffsetStoreUnavailable("the store is away")
+    def broker_away(*args):
+        raise SourceError("the broker is away")
 
-    spout.store.load = store_away
-    with pytest.raises(OffsetStoreUnavailable):
-        spout._reassign([0, 2])                       # 1 would go, 2 would come: neither does
-    assert sorted(spout.partitions) == [0, 1]
-    for _ in range(30):
-        spout.next_tuple()
-    assert sorted(emitted) == [(p, o) for p in (0, 1) for o in range(10)]
+    setattr(spout.source, trouble, broker_away)
     spout.source.partitions = lambda: [0, 2]          # the next listing: 1 gone, 2 new
     spout.next_refresh = spout.next_commit = 0.0
     with caplog.at_level(logging.WARNING, logger="stormlet.sources.offset_spout"):
         spout.next_tuple()                            # the refresh fails, and says why
-    assert "cannot take up partitions [2] of" in caplog.text and "the store is away" in caplog.text
+    assert "cannot move to partitions [0, 2] of" in caplog.text
+    assert "the broker is away" in caplog.text
     assert sorted(spout.partitions) == [0, 1]
-    spout.store.load = load
+    for _ in range(30):
+        spout.next_tuple()                            # reading goes on as it was
+    assert sorted(emitted) == [(p, o) for p in (0, 1) for o in range(10)]
+    setattr(spout.source, trouble, working)
     spout.next_refresh = spout.next_commit = 0.0
-    spout.next_tuple()                                # the next refresh takes it up
+    spout.next_tuple()                                # the next refresh makes the move
     assert sorted(spout.partitions) == [0, 2]
     for _ in range(30):
         spout.next_tuple()

@@ -9,9 +9,7 @@ from stormlet.tuples cimport StreamInfo, Tuple, tracked
                view=cython.ulonglong[:], by_field=bint, one_root_each=bint)
 cpdef tuple to_columns(list tuples)
 
-cdef object SEPARATOR
-
-cpdef object joined(list column)
+cpdef object joined(object column)
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, j=Py_ssize_t, nfields=Py_ssize_t, out=list,
                first=list, values=list, column=list)

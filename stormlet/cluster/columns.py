@@ -77,8 +77,9 @@ def joined(column: list) -> str | list:
 
 
 def rows(columns: list, n: int) -> list:
-    """Each tuple's value list from a batch's ``columns`` of ``n`` values each (``to_columns``;
-    a ``joined`` column is split here); ``ValueError`` if they are not that many."""
+    """Each tuple's value list from a batch's ``columns`` (``to_columns``): each a list of
+    ``n`` values, or a ``joined`` string of them, which is split in place in ``columns``.
+    ``ValueError`` if a column is neither."""
     nfields = len(columns)
     for j in range(nfields):
         candidate = columns[j]

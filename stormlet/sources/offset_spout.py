@@ -193,12 +193,19 @@ class OffsetSpout(Spout):
     def _reassign(self, mine: list[int]) -> None:
         """Take up new partitions and let go of lost ones. A lost partition is committed first;
         acks that arrive for it later are ignored (its new owner resumes from the commit).
-        Where each new partition starts is read before anything changes, so a store or source
-        that cannot say leaves the spout reading what it read (the caller retries later)."""
+        Each new partition's start is read, and the source re-pointed, before the spout's own
+        state changes: if either fails, the spout goes on reading what it read (at a refresh,
+        the next one tries again; at open, the open fails)."""
         starts = {p: self._start_offset(p) for p in mine if p not in self.partitions}
         lost = [p for p in self.partitions if p not in mine]
         if lost:
             self.commit()
+        # Every partition is read again from its emit point; the source keeps a partition that
+        # stays here paused, as self.paused still says.
+        positions = {p: state.emitted_to for p, state in self.partitions.items() if p in mine}
+        positions.update((p, start) for p, (start, _why) in starts.items())
+        self.source.assign(positions)
+        if lost:
             for p in lost:
                 del self.partitions[p]
                 self.saved.pop(p, None)
@@ -210,10 +217,8 @@ class OffsetSpout(Spout):
             self.partitions[p] = PartitionOffsets(p, start, self.retry)
             log.info("%s:%d reads %s partition %d from offset %d (%s)", self.component_id,
                      self.task_id, self.source.name, p, start, why)
-        # Every partition is re-read from its emit point, so what was buffered would come twice.
+        # What was buffered comes again from those positions.
         self.buffer.clear()
-        # The source keeps a partition that stays here paused, as self.paused still says.
-        self.source.assign({p: state.emitted_to for p, state in self.partitions.items()})
 
     def _start_offset(self, partition: int) -> tuple[int, str]:
         record = self.store.load(self.spout_id, partition)
@@ -396,11 +401,10 @@ class OffsetSpout(Spout):
             if sorted(mine) != sorted(self.partitions):
                 try:
                     self._reassign(mine)
-                except (SourceError, ConnectionError) as exc:
-                    log.warning("%s:%d cannot take up partitions %s of %s yet (tried again in "
-                                "%.0f s): %s", self.component_id, self.task_id,
-                                sorted(set(mine) - set(self.partitions)), self.source.name,
-                                self.partition_refresh_interval, exc)
+                except (SourceError, OSError) as exc:
+                    log.warning("%s:%d cannot move to partitions %s of %s yet (tried again in "
+                                "%.0f s): %s", self.component_id, self.task_id, sorted(mine),
+                                self.source.name, self.partition_refresh_interval, exc)
 
     def commit(self) -> None:
         """Write each partition's committable offset where it changed. Dead letters are made
