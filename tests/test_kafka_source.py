@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import json
 import pickle
-import socket
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kafka_mock import MockKafkaCluster
+from zookeeper_server import free_port
 from stormlet.sources.kafka import KafkaSource, produce
 from stormlet.sources.source import OffsetOutOfRange, Record, SourceError
 
@@ -248,9 +248,7 @@ def test_unknown_topic_is_a_quick_source_error(mock_kafka):
 
 @pytest.mark.slow   # waits out two 2 s connection timeouts
 def test_unreachable_bootstrap_is_a_quick_source_error():
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        servers = f"127.0.0.1:{s.getsockname()[1]}"
+    servers = f"127.0.0.1:{free_port()}"   # a port nothing listens on
     src = KafkaSource(servers, "events", timeout=2.0)
     for call in (src.partitions, lambda: src.latest(0)):
         start = time.monotonic()
