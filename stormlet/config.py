@@ -57,7 +57,9 @@ DEFAULTS: dict[str, tuple[Any, str]] = {
     ),
     TOPOLOGY_TRANSFER_BATCH_SIZE: (
         512,
-        "tuples buffered for one destination before the buffer is handed over early",
+        "tuples buffered for one destination before the buffer is handed over early: a bolt "
+        "hands it over after the batch it is executing, a spout's burst of next_tuple calls "
+        "ends once it emitted this many",
     ),
     TOPOLOGY_SPOUT_WAIT_MS: (
         1.0,
@@ -139,6 +141,19 @@ def merged(*layers: dict[str, Any] | None) -> dict[str, Any]:
         if layer:
             conf.update(layer)
     return conf
+
+
+def transfer_batch_size(conf: dict[str, Any]) -> int | None:
+    """``topology.transfer.batch.size`` of ``conf`` (defaults included): a whole number of
+    tuples, or None for no bound. ``ValueError`` naming the key for anything else."""
+    value = conf.get(TOPOLOGY_TRANSFER_BATCH_SIZE, DEFAULTS[TOPOLOGY_TRANSFER_BATCH_SIZE][0])
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
+            or value < 1:
+        raise ValueError(f"{TOPOLOGY_TRANSFER_BATCH_SIZE} must be a whole number of tuples, at "
+                         f"least 1 (or None for no bound), not {value!r}")
+    return int(value)
 
 
 def parse_cli_value(text: str) -> Any:

@@ -83,6 +83,14 @@ def test_bad_requests_get_errors_or_are_dropped_and_nimbus_memory_stays_flat(clu
     assert grown_mb < 100, f"nimbus's peak memory grew by {grown_mb:.0f} MB"
 
 
+def test_a_transfer_batch_size_that_is_no_size_is_refused_at_submit(cluster):
+    result = cluster.cli("submit", str(LEDGER), "--name", "nobatch",
+                         "-c", "topology.transfer.batch.size=0")
+    assert result.returncode != 0
+    assert "topology.transfer.batch.size must be a whole number of tuples" in result.stderr
+    assert "nobatch" not in cluster.cli("list").stdout
+
+
 def test_list_is_answered_while_a_slow_submission_is_inspected(cluster, leader, tmp_path):
     slow = tmp_path / "slow.py"
     slow.write_text(LEDGER.read_text() + "\nimport time\ntime.sleep(6)\n")

@@ -244,6 +244,10 @@ class Nimbus:
         with self._lock:
             self._refuse_running_name(name)   # again: another submission may have won
             merged = {**summary["config"], **(conf or {})}
+            try:
+                cfg.transfer_batch_size(merged)
+            except ValueError as exc:
+                raise rpc.RpcError(str(exc)) from None
             workers = int(merged.get(cfg.TOPOLOGY_WORKERS) or 1)
             ackers = merged.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
             # Fixed at submit: the acker count decides task numbering, which never changes.

@@ -123,6 +123,7 @@ class BoltExecutor(ExecutorThread):
         tasks = self.tasks_by_id
         since_flush = 0
         while True:
+            full = False
             kind, dest, _src, payload = get()
             if kind == DATA or kind == TICK:
                 task = tasks[dest]
@@ -133,10 +134,11 @@ class BoltExecutor(ExecutorThread):
                 else:
                     task.run_tick(started)
                 self.busy = None
+                full = task.transfer.has_full_batch()
             elif kind == STOP:
                 break
             since_flush += 1
-            if since_flush >= FLUSH_EVERY or inbox.empty():
+            if full or since_flush >= FLUSH_EVERY or inbox.empty():
                 self.flush()
                 since_flush = 0
         self.flush()

@@ -208,7 +208,7 @@ class TopologyRuntime:
         rng = random.Random(os.urandom(16))
         routes, targets = build_routes(layout, spec.id, task, local_tasks, context, rng)
         transfer = Transfer(task, self.routes, targets, layout.acker_tasks, self.stopping,
-                            metrics)
+                            metrics, batch_size=cfg.transfer_batch_size(conf))
         tracking = bool(layout.acker_tasks)
         debug = bool(conf.get(cfg.TOPOLOGY_DEBUG))
         obj = spec.new_instance()

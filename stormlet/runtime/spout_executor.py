@@ -97,6 +97,8 @@ class SpoutTask(TaskBase):
         # Room under max pending, counted down by what each call emits, so in-flight is not
         # recounted per call and a spout emitting several tuples per call overshoots by one call.
         room = max_pending - self.in_flight() if max_pending else BURST
+        # A burst's emits are flushed together: at most a transfer batch of them.
+        room = min(room, self.transfer.batch_size)
         for _ in range(BURST):
             if room <= 0:
                 break

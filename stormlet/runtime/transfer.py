@@ -15,6 +15,9 @@ from typing import Protocol
 from ..protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA
 from .metrics import TaskMetrics
 
+# A transfer batch size no buffer reaches.
+UNBOUNDED = 1 << 62
+
 
 class Route(Protocol):
     """Where messages for a task go: a local inbox, or (on a cluster) a remote worker."""
@@ -31,8 +34,12 @@ class Route(Protocol):
 
 class Transfer:
     def __init__(self, src_task: int, routes: Sequence[Route | None], data_targets: list[int],
-                 acker_tasks: list[int], stopping: threading.Event, metrics: TaskMetrics):
+                 acker_tasks: list[int], stopping: threading.Event, metrics: TaskMetrics,
+                 batch_size: int | None = None):
         self.src_task = src_task
+        # topology.transfer.batch.size: a destination's buffer holding this many tuples is
+        # handed over before the executor's next flush would (has_full_batch); None: no bound.
+        self.batch_size = UNBOUNDED if batch_size is None else batch_size
         self.routes = routes
         self.data_targets = sorted(set(data_targets))
         # Indexed by destination task id, so emit does one list index, not a dict lookup.
@@ -55,6 +62,15 @@ class Transfer:
 
     def pending_tuples(self) -> int:
         return sum(len(self.data[t]) for t in self.data_targets)
+
+    def has_full_batch(self) -> bool:
+        """Whether a destination's buffer holds ``batch_size`` tuples or more."""
+        data = self.data
+        size = self.batch_size
+        for task in self.data_targets:
+            if len(data[task]) >= size:
+                return True
+        return False
 
     def flush(self, hold_back: bool = False) -> bool:
         """Hand everything over. With ``hold_back``, data for a destination that is not accepting
