@@ -38,6 +38,8 @@ cdef class _Emitter:
     cdef object _last_stream
     cdef StreamRoute _last_route
     cdef StreamRoute _plain_route(self, object stream)
+    cdef StreamRoute _route_of(self, object stream, object to_task)
+    cdef object _tasks_of(self, StreamRoute route, object values, object to_task)
 
 cdef class InFlight:
     cdef public object msg_id

@@ -130,6 +130,17 @@ class _Emitter:
             self._last_route = route
         return route
 
+    def _route_of(self, stream: str, to_task: int | None) -> StreamRoute:
+        """The route of an emit on ``stream``, to ``to_task`` for ``emit_direct``."""
+        route = self._plain_route(stream) if to_task is None else None
+        return route if route is not None else self._route(stream, to_task)
+
+    def _tasks_of(self, route: StreamRoute, values: list, to_task: int | None) -> list[int]:
+        """The tasks an emit of ``values`` (checked) on ``route`` goes to."""
+        if to_task is None:
+            return route.tasks_for(values)
+        return check_direct_task(self.component_id, route, to_task)
+
     def _route(self, stream: str, to_task: int | None) -> StreamRoute:
         """The route of an emit that is not on a plain declared stream: a direct one, or an
         error saying what is wrong."""
@@ -187,12 +198,9 @@ class SpoutCollector(_Emitter):
         # Every spout emit; emit_direct names the task in _to_task.
         if self.closed:
             return self._refuse(values)
-        route = self._plain_route(stream) if _to_task is None else None
-        if route is None:
-            route = self._route(stream, _to_task)
+        route = self._route_of(stream, _to_task)
         values = checked(values, route.info, self.component_id)
-        tasks = route.tasks_for(values) if _to_task is None else \
-            check_direct_task(self.component_id, route, _to_task)
+        tasks = self._tasks_of(route, values, _to_task)
         info = route.info
         src = self.task
         data = self._data
@@ -268,12 +276,9 @@ class BoltCollector(_Emitter):
         # Every bolt emit: emit, emit_direct (naming the task in _to_task) and a basic bolt's
         # (BasicCollector, a C call when compiled). One anchor with one root (the usual case)
         # takes the short branch; several anchors or roots are merged by _anchor.
-        route = self._plain_route(stream) if _to_task is None else None
-        if route is None:
-            route = self._route(stream, _to_task)
+        route = self._route_of(stream, _to_task)
         values = checked(values, route.info, self.component_id)
-        tasks = route.tasks_for(values) if _to_task is None else \
-            check_direct_task(self.component_id, route, _to_task)
+        tasks = self._tasks_of(route, values, _to_task)
         info = route.info
         src = self.task
         data = self._data
