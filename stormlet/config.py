@@ -149,8 +149,8 @@ def transfer_batch_size(conf: dict[str, Any]) -> int | None:
     value = conf.get(TOPOLOGY_TRANSFER_BATCH_SIZE, DEFAULTS[TOPOLOGY_TRANSFER_BATCH_SIZE][0])
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) \
-            or value < 1:
+    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or value < 1:
         raise ValueError(f"{TOPOLOGY_TRANSFER_BATCH_SIZE} must be a whole number of tuples, at "
                          f"least 1 (or None for no bound), not {value!r}")
     return int(value)
