@@ -60,9 +60,6 @@ class Transfer:
         self.stopping = stopping
         self.metrics = metrics
 
-    def pending_tuples(self) -> int:
-        return sum(len(self.data[t]) for t in self.data_targets)
-
     def has_full_batch(self) -> bool:
         """Whether a destination's buffer holds ``batch_size`` tuples or more."""
         data = self.data
