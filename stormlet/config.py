@@ -7,7 +7,9 @@ that component only.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 TOPOLOGY_WORKERS = "topology.workers"
 TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
@@ -33,105 +35,163 @@ TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
 STORMLET_STATE_DIR = "stormlet.state.dir"
 
-#: Every key stormlet reads, with its default and what it means.
-DEFAULTS: dict[str, tuple[Any, str]] = {
-    TOPOLOGY_WORKERS: (1, "worker processes for the topology (local mode runs one)"),
-    TOPOLOGY_ACKER_EXECUTORS: (
+
+# ----- what a value must be (Storm checks a topology's config at submit the same way: its
+# ConfigValidation annotations, @IsInteger, @IsPositiveNumber, @IsBoolean). A check returns what
+# the value must be, as text for the error, when the value is not that; None when it is.
+Check = Callable[[Any], "str | None"]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
+def number(minimum: float, *, above: bool = False, whole: str | None = None,
+           none_means: str | None = None) -> Check:
+    """A finite number of at least ``minimum`` (more than it, with ``above``); with ``whole``,
+    a whole number of those (``1000.0`` counts, as a config file may give it); None too when
+    ``none_means`` says what None means."""
+    bound = f"above {minimum:g}" if above else f"at least {minimum:g}"
+    wanted = (f"a whole number of {whole}, {bound}" if whole else f"a number {bound}") + (
+        f" (or None {none_means})" if none_means else "")
+
+    def check(value: Any) -> str | None:
+        if value is None and none_means is not None:
+            return None
+        if _is_number(value) and (value > minimum if above else value >= minimum) and (
+                whole is None or float(value).is_integer()):
+            return None
+        return wanted
+    return check
+
+
+def flag(value: Any) -> str | None:
+    """true or false."""
+    return None if isinstance(value, bool) else "true or false"
+
+
+def text_or_none(value: Any) -> str | None:
+    """A string, or None."""
+    return None if value is None or isinstance(value, str) else "a string or None"
+
+
+def anything(_value: Any) -> str | None:
+    """Any value: set by stormlet, or checked where it is used (the state settings are checked
+    with the topology's stateful bolts: stormlet/state/providers.py)."""
+    return None
+
+
+class Setting(NamedTuple):
+    default: Any
+    doc: str
+    check: Check
+
+
+#: Every key stormlet reads: its default, what it means, and what a value of it must be.
+DEFAULTS: dict[str, Setting] = {
+    TOPOLOGY_WORKERS: Setting(
+        1, "worker processes for the topology (local mode runs one)",
+        number(1, whole="workers", none_means="for 1")),
+    TOPOLOGY_ACKER_EXECUTORS: Setting(
         None,
         "acker executors; None means one per worker, 0 turns tracking off "
         "(spouts are acked as soon as they emit)",
-    ),
-    TOPOLOGY_MESSAGE_TIMEOUT_SECS: (
+        number(0, whole="executors", none_means="for one per worker")),
+    TOPOLOGY_MESSAGE_TIMEOUT_SECS: Setting(
         30,
         "a tracked spout tuple not fully processed within T to 2T seconds fails with reason timeout",
-    ),
-    TOPOLOGY_MAX_SPOUT_PENDING: (
+        number(0, above=True)),
+    TOPOLOGY_MAX_SPOUT_PENDING: Setting(
         None,
         "per spout task, next_tuple is not called while this many tracked tuples are in flight",
-    ),
-    TOPOLOGY_TICK_TUPLE_FREQ_SECS: (None, "deliver a tick tuple to a bolt every N seconds"),
-    TOPOLOGY_DEBUG: (False, "log every emitted tuple"),
-    TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: (
+        number(0, whole="tuples", none_means="for no bound; 0 is no bound too")),
+    TOPOLOGY_TICK_TUPLE_FREQ_SECS: Setting(
+        None, "deliver a tick tuple to a bolt every N seconds",
+        number(0, above=True, none_means="for no ticks")),
+    TOPOLOGY_DEBUG: Setting(False, "log every emitted tuple", flag),
+    TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: Setting(
         64,
         "batches an executor's inbox holds before senders wait (backpressure)",
-    ),
-    TOPOLOGY_TRANSFER_BATCH_SIZE: (
+        number(1, whole="batches")),
+    TOPOLOGY_TRANSFER_BATCH_SIZE: Setting(
         512,
         "tuples buffered for one destination before the buffer is handed over early: a bolt "
         "hands it over after the batch it is executing, a spout's burst of next_tuple calls "
         "ends once it emitted this many",
-    ),
-    TOPOLOGY_SPOUT_WAIT_MS: (
+        number(1, whole="tuples", none_means="for no bound")),
+    TOPOLOGY_SPOUT_WAIT_MS: Setting(
         1.0,
         "how long a spout that emitted nothing waits for acks before calling next_tuple again",
-    ),
-    TOPOLOGY_HANG_WARNING_SECS: (
+        number(0)),
+    TOPOLOGY_HANG_WARNING_SECS: Setting(
         30,
         "a component in one execute, next_tuple, ack or fail call (or one batch of them) this "
         "long is reported as hung, with its thread's stack; 0 turns the check off",
-    ),
-    TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS: (
+        number(0, none_means="to turn the check off")),
+    TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS: Setting(
         10,
         "errors of one kind (same place, same exception type) beyond the first few are counted "
         "and summarized once per this many seconds, per task",
-    ),
-    TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL: (
+        number(0, above=True)),
+    TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL: Setting(
         5,
         "errors of one kind logged in full per task before the rest are only counted (again "
         "after the kind was quiet for an interval)",
-    ),
-    STORMLET_TOPOLOGY_ID: (
+        number(0, whole="errors")),
+    STORMLET_TOPOLOGY_ID: Setting(
         None,
         "set by stormlet: this run of the topology (a resubmission gets a new id)",
-    ),
-    STORMLET_ZOOKEEPER_CONNECT: (
+        anything),
+    STORMLET_ZOOKEEPER_CONNECT: Setting(
         None,
         "set by workers: the cluster's ZooKeeper hosts (offset spouts commit there)",
-    ),
-    STORMLET_ZOOKEEPER_ROOT: (None, "set by workers: the cluster's root node in ZooKeeper"),
-    TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS: (
+        anything),
+    STORMLET_ZOOKEEPER_ROOT: Setting(
+        None, "set by workers: the cluster's root node in ZooKeeper", anything),
+    TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS: Setting(
         None,
         "after this many fails of one message id, a spout's message goes to the failed-message "
         "log instead of to fail() (Spout.dead_lettered is called); None: never",
-    ),
-    STORMLET_FAILED_DIR: (
+        number(1, whole="fails", none_means="for never")),
+    STORMLET_FAILED_DIR: Setting(
         None,
         "directory of the failed-message log (dead letters); on a cluster, a shared path",
-    ),
-    TOPOLOGY_METRICS_REPORT_SECS: (
+        text_or_none),
+    TOPOLOGY_METRICS_REPORT_SECS: Setting(
         5,
         "how often each worker sends its metrics (one message per worker) to the nimbus leader",
-    ),
-    TOPOLOGY_STATE_PROVIDER: (
+        number(0, above=True)),
+    TOPOLOGY_STATE_PROVIDER: Setting(
         "embedded",
         "where stateful bolts keep their state: embedded (a SQLite file in stormlet.state.dir), "
         "redis, or memory (lost when a worker stops: for tests)",
-    ),
-    TOPOLOGY_STATE_PROVIDER_CONFIG: (
+        anything),
+    TOPOLOGY_STATE_PROVIDER_CONFIG: Setting(
         None,
         "the state provider's settings, a dict or JSON text: redis takes host, port, db, "
         "password; embedded takes dir",
-    ),
-    TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: (
+        anything),
+    TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: Setting(
         1000,
         "how often stateful bolts checkpoint their state; their acks wait for the checkpoint, "
         "so it must be shorter than the message timeout",
-    ),
-    STORMLET_STATE_DIR: (
+        anything),
+    STORMLET_STATE_DIR: Setting(
         None,
         "directory of the embedded state store; None: stormlet-state in the working directory "
         "in local mode, DATA_DIR/state of the supervisor on a cluster",
-    ),
-    OFFSETS_START_OVER: (
+        text_or_none),
+    OFFSETS_START_OVER: Setting(
         False,
         "offset spouts ignore earlier topologies' commits and read from the earliest offset",
-    ),
+        flag),
 }
 
 
 def default_config() -> dict[str, Any]:
     """A fresh dict holding every key's default."""
-    return {key: default for key, (default, _doc) in DEFAULTS.items()}
+    return {key: setting.default for key, setting in DEFAULTS.items()}
 
 
 def merged(*layers: dict[str, Any] | None) -> dict[str, Any]:
@@ -143,17 +203,27 @@ def merged(*layers: dict[str, Any] | None) -> dict[str, Any]:
     return conf
 
 
+def problems(conf: dict[str, Any] | None) -> list[str]:
+    """What is wrong with the values ``conf`` gives stormlet's keys, one line each naming the
+    key, what it must be and what it is. Keys stormlet does not know are the user's own (a
+    topology's config carries them to its components, as in Storm) and are not checked."""
+    found = []
+    for key, value in (conf or {}).items():
+        setting = DEFAULTS.get(key)
+        wanted = setting.check(value) if setting is not None else None
+        if wanted is not None:
+            found.append(f"{key} must be {wanted}, not {value!r}")
+    return found
+
+
 def transfer_batch_size(conf: dict[str, Any]) -> int | None:
     """``topology.transfer.batch.size`` of ``conf`` (defaults included): a whole number of
     tuples, or None for no bound. ``ValueError`` naming the key for anything else."""
-    value = conf.get(TOPOLOGY_TRANSFER_BATCH_SIZE, DEFAULTS[TOPOLOGY_TRANSFER_BATCH_SIZE][0])
-    if value is None:
-        return None
-    whole = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if isinstance(value, bool) or not whole or value < 1:
-        raise ValueError(f"{TOPOLOGY_TRANSFER_BATCH_SIZE} must be a whole number of tuples, at "
-                         f"least 1 (or None for no bound), not {value!r}")
-    return int(value)
+    value = conf.get(TOPOLOGY_TRANSFER_BATCH_SIZE, DEFAULTS[TOPOLOGY_TRANSFER_BATCH_SIZE].default)
+    wanted = DEFAULTS[TOPOLOGY_TRANSFER_BATCH_SIZE].check(value)
+    if wanted is not None:
+        raise ValueError(f"{TOPOLOGY_TRANSFER_BATCH_SIZE} must be {wanted}, not {value!r}")
+    return None if value is None else int(value)
 
 
 def parse_cli_value(text: str) -> Any:

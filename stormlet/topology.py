@@ -73,8 +73,16 @@ class Topology:
         return [c for c in self.components.values() if c.is_spout]
 
     def config_problems(self, conf: dict[str, Any] | None) -> list[str]:
-        """What cannot run under the topology config ``conf``: windows longer than the message
-        timeout its bolts will see, state settings that cannot work."""
+        """What cannot run under the topology config ``conf``: a value stormlet cannot use, in
+        it or in a component's own config (named), windows longer than the message timeout
+        their bolts will see, state settings that cannot work."""
+        problems = cfg.problems(conf)
+        for spec in self.components.values():
+            own = {**(spec.obj.get_component_configuration() or {}), **spec.config}
+            kind = "spout" if spec.is_spout else "bolt"
+            problems += [f"{kind} {spec.id!r}: {problem}" for problem in cfg.problems(own)]
+        if problems:   # the checks below read these values
+            return problems
         problems = _window_problems(self.components.values(), conf or {})
         if CHECKPOINT_COMPONENT in self.components:
             problems += state_providers.config_problems(cfg.merged(conf))

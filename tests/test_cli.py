@@ -19,6 +19,15 @@ def stormlet(*args: str, timeout: float = 90) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout, cwd=ROOT)
 
 
+def test_local_refuses_a_setting_it_cannot_run_with_in_one_line():
+    result = stormlet("local", str(TOPOLOGIES / "word_count.py"), "--duration", "1",
+                      "-c", "topology.workers=two")
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "Error: topology 'word_count' cannot run with this config: topology.workers must be a "
+        "whole number of workers, at least 1 (or None for 1), not 'two'")
+
+
 @pytest.mark.slow   # runs `stormlet local` for a fixed --duration
 def test_word_count_runs_from_the_cli_with_exact_counts(tmp_path):
     sys.path.insert(0, str(TOPOLOGIES))

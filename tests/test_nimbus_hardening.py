@@ -83,12 +83,21 @@ def test_bad_requests_get_errors_or_are_dropped_and_nimbus_memory_stays_flat(clu
     assert grown_mb < 100, f"nimbus's peak memory grew by {grown_mb:.0f} MB"
 
 
-def test_a_transfer_batch_size_that_is_no_size_is_refused_at_submit(cluster):
-    result = cluster.cli("submit", str(LEDGER), "--name", "nobatch",
-                         "-c", "topology.transfer.batch.size=0")
+@pytest.mark.parametrize("setting, message", [
+    ("topology.transfer.batch.size=0", "topology.transfer.batch.size must be a whole number of "
+                                       "tuples, at least 1"),
+    ("topology.max.spout.pending=-1", "topology.max.spout.pending must be a whole number of "
+                                      "tuples, at least 0"),
+    ("topology.executor.receive.buffer.size=none", "topology.executor.receive.buffer.size must "
+                                                   "be a whole number of batches, at least 1"),
+])
+def test_a_setting_the_topology_cannot_run_with_is_refused_at_submit(cluster, setting, message):
+    # Checked by nimbus's inspection of the code with the submit's settings applied: before,
+    # only the batch size was, and the others failed in every worker, which then restarted.
+    result = cluster.cli("submit", str(LEDGER), "--name", "badconf", "-c", setting)
     assert result.returncode != 0
-    assert "topology.transfer.batch.size must be a whole number of tuples" in result.stderr
-    assert "nobatch" not in cluster.cli("list").stdout
+    assert message in result.stderr
+    assert "badconf" not in cluster.cli("list").stdout
 
 
 def test_list_is_answered_while_a_slow_submission_is_inspected(cluster, leader, tmp_path):

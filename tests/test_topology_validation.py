@@ -585,3 +585,86 @@ def test_bolt_emit_error_is_recorded_and_fails_the_input(bolt, type_text):
         (sink,) = cluster.instances("bolt-errors", "sink")
         assert sorted(v[0] for v in sink.got) == [0, 2, 4, 6, 8]
         assert all(v[1] == "ok" for v in sink.got)
+
+
+# --------------------------------------------------------------------------- config at submit
+
+
+def word_topology(sink: Bolt | None = None, **sink_config):
+    b = TopologyBuilder()
+    b.set_spout("words", WordSpout())
+    declarer = b.set_bolt("sink", sink or Sink()).shuffle_grouping("words")
+    declarer.add_configurations(sink_config)
+    return b.build()
+
+
+def config_error(conf: dict, topology=None) -> str:
+    """The message of the submit's refusal; nothing is left running."""
+    with LocalCluster() as cluster:
+        with pytest.raises(TopologyError) as refused:
+            cluster.submit("refused", conf, topology or word_topology())
+        assert cluster.topologies() == []
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("key, value, wanted", [
+    ("topology.workers", "two", "a whole number of workers, at least 1"),
+    ("topology.acker.executors", -1, "a whole number of executors, at least 0"),
+    ("topology.message.timeout.secs", 0, "a number above 0"),
+    ("topology.message.timeout.secs", float("nan"), "a number above 0"),
+    ("topology.max.spout.pending", -5, "a whole number of tuples, at least 0"),
+    ("topology.max.spout.pending", 2.5, "a whole number of tuples, at least 0"),
+    ("topology.tick.tuple.freq.secs", "abc", "a number above 0 (or None for no ticks)"),
+    ("topology.debug", "yes", "true or false"),
+    ("topology.executor.receive.buffer.size", 0, "a whole number of batches, at least 1"),
+    ("topology.transfer.batch.size", True, "a whole number of tuples, at least 1"),
+    ("topology.spout.wait.ms", "x", "a number at least 0"),
+    ("topology.hang.warning.secs", -1, "a number at least 0"),
+    ("topology.spout.dead.letter.attempts", 0, "a whole number of fails, at least 1"),
+    ("topology.error.throttle.interval.secs", float("inf"), "a number above 0"),
+    ("topology.max.error.report.per.interval", 1.5, "a whole number of errors, at least 0"),
+    ("topology.metrics.report.secs", None, "a number above 0"),
+    ("stormlet.failed.dir", 3, "a string or None"),
+    ("offsets.start.over", 1, "true or false"),
+])
+def test_a_config_value_stormlet_cannot_use_is_refused_at_submit_naming_the_key(key, value,
+                                                                                 wanted):
+    # Each of these failed inside an executor (a traceback, a silent stall or every tuple timing
+    # out) instead of at submit.
+    message = config_error({**CONF, key: value})
+    assert f"{key} must be {wanted}" in message
+    assert repr(value) in message
+
+
+def test_a_components_own_config_is_checked_and_the_component_named():
+    class TickingSink(Sink):
+        def get_component_configuration(self):
+            return {"topology.tick.tuple.freq.secs": -1}
+
+    message = config_error(CONF, word_topology(**{"topology.max.spout.pending": "many"}))
+    assert "bolt 'sink': topology.max.spout.pending must be a whole number" in message
+    message = config_error(CONF, word_topology(TickingSink()))
+    assert "bolt 'sink': topology.tick.tuple.freq.secs must be a number above 0" in message
+
+
+def test_every_config_problem_is_listed_at_once():
+    message = config_error({"topology.workers": 0, "topology.debug": "no"},
+                           word_topology(**{"topology.spout.wait.ms": -1}))
+    for part in ("topology.workers must be", "topology.debug must be",
+                 "bolt 'sink': topology.spout.wait.ms must be"):
+        assert part in message
+
+
+def test_values_stormlet_can_use_run_and_keys_it_does_not_know_are_the_users():
+    conf = {**CONF, "topology.max.spout.pending": 1000.0, "topology.tick.tuple.freq.secs": None,
+            "topology.debug": False, "topology.hang.warning.secs": 0,
+            "topology.transfer.batch.size": None, "my.own.setting": object()}
+    with LocalCluster() as cluster:
+        cluster.submit("runs", conf, word_topology(**{"my.sink.setting": [1, 2]}))
+        assert cluster.topologies() == ["runs"]
+
+
+def test_every_default_is_a_value_stormlet_can_use():
+    from stormlet import config as cfg
+
+    assert cfg.problems(cfg.default_config()) == []

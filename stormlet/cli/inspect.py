@@ -1,7 +1,7 @@
 """``stormlet inspect FILE``: what nimbus needs to know of a submitted topology, hidden from
 --help. Nimbus never imports user code itself: ``cluster.code.inspect_package`` runs
 
-    python -m stormlet inspect ENTRY_FILE
+    python -m stormlet inspect [--overrides JSON] ENTRY_FILE
 
 in a subprocess, which prints one JSON line: ``cluster.inspect.summary`` of the file, or
 ``{"ok": false, "error": ...}`` with the reason it cannot run. The limits nimbus passes are
@@ -23,8 +23,11 @@ import click
 @click.option("--max-cpu-secs", type=int, help="CPU time limit in seconds.")
 @click.option("--max-open-files", type=int, help="Open file descriptor limit.")
 @click.option("--max-write-bytes", type=int, help="Largest file the code may write.")
+@click.option("--overrides", help="The submit's config settings, a JSON object: the topology's "
+              "config is checked with them applied.")
 def inspect(file: str, max_memory: int | None, max_cpu_secs: int | None,
-            max_open_files: int | None, max_write_bytes: int | None) -> None:
+            max_open_files: int | None, max_write_bytes: int | None,
+            overrides: str | None) -> None:
     """Print a topology file's summary as one JSON line (nimbus runs this)."""
     for limit, value in ((resource.RLIMIT_AS, max_memory), (resource.RLIMIT_CPU, max_cpu_secs),
                          (resource.RLIMIT_NOFILE, max_open_files),
@@ -39,7 +42,7 @@ def inspect(file: str, max_memory: int | None, max_cpu_secs: int | None,
 
     logging.disable(logging.CRITICAL)  # the one line we print must stay parseable
     try:
-        report = summary(file)
+        report = summary(file, json.loads(overrides) if overrides else None)
     except TopologyFileError as exc:
         report = {"ok": False, "error": str(exc)}
     click.echo(json.dumps(report))

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from .. import build_mode
+from ..errors import TopologyError
 from ..loader import TopologyFileError, load_topology_file
 from .options import conf_option, conf_overrides
 
@@ -57,7 +58,10 @@ def local(file: Path, duration: float | None, name: str | None, conf_pairs: tupl
     started = time.monotonic()
     try:
         with LocalCluster() as cluster:
-            cluster.submit(name, conf, topology)
+            try:
+                cluster.submit(name, conf, topology)
+            except TopologyError as exc:   # a config it cannot run with: refused, as by nimbus
+                raise click.ClickException(str(exc)) from None
             source, server = _local_ui(cluster, ui_port) if with_ui else (None, None)
             how_long = "until Ctrl-C" if duration is None else f"for {duration:g}s (Ctrl-C to stop)"
             click.echo(f"running {name} in local mode {how_long}; {build_mode.describe()}", err=True)

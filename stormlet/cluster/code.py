@@ -122,10 +122,17 @@ def unpack(data: bytes, directory: str | Path) -> Path:
     return directory / entry
 
 
-def inspect_package(entry: Path, timeout: float = INSPECT_TIMEOUT_SECS) -> dict[str, Any]:
+def inspect_package(entry: Path, timeout: float = INSPECT_TIMEOUT_SECS,
+                    overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Load the topology in a subprocess (the hidden ``stormlet inspect`` command) and return its
-    summary (see ``stormlet.cluster.inspect``); raise ``CodeError`` with the loader's message if
-    it does not load. Whatever the topology's code started is killed before this returns."""
+    summary (see ``stormlet.cluster.inspect``), its config checked with ``overrides`` (the
+    submit's ``-c`` settings) applied; raise ``CodeError`` with the loader's message if it does
+    not load or cannot run with that config. Whatever the topology's code started is killed
+    before this returns."""
+    try:
+        override_args = ["--overrides", json.dumps(overrides)] if overrides else []
+    except (TypeError, ValueError) as exc:
+        raise CodeError(f"the submitted config must hold JSON values only ({exc})") from None
     limits = ["--max-memory", str(INSPECT_MEMORY_BYTES), "--max-cpu-secs", str(int(timeout)),
               "--max-open-files", str(INSPECT_OPEN_FILES),
               "--max-write-bytes", str(INSPECT_WRITE_BYTES)]
@@ -133,7 +140,8 @@ def inspect_package(entry: Path, timeout: float = INSPECT_TIMEOUT_SECS) -> dict[
     # Files, not pipes: a process the topology started in the background would hold a pipe open
     # and keep us reading until the time-out.
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen([sys.executable, *INSPECT_COMMAND_ARGS, *limits, str(entry)],
+        process = subprocess.Popen([sys.executable, *INSPECT_COMMAND_ARGS, *limits, *override_args,
+                                    str(entry)],
                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                    cwd=str(entry.parent), env=environment,
                                    start_new_session=True)

@@ -11,15 +11,18 @@ from ..loader import TopologyFileError, load_topology_file
 from ..metrics.structure import topology_structure
 
 
-def summary(path: str) -> dict:
+def summary(path: str, overrides: dict | None = None) -> dict:
     """``{"ok": True, "config", "components", "structure"}`` for the topology file at ``path``;
-    raises ``TopologyFileError`` when it cannot run (its config must be JSON too)."""
+    raises ``TopologyFileError`` when it cannot run with its config and ``overrides`` (the
+    submit's settings) applied (its config must be JSON too)."""
     topology, config = load_topology_file(path)
     try:
         json.dumps(config)
     except TypeError as exc:
         raise TopologyFileError(f"{path}: `config` must hold JSON values only ({exc})") from None
-    problems = topology.config_problems(config)
+    if overrides is not None and not isinstance(overrides, dict):
+        raise TopologyFileError("the submitted config is not a map of settings")
+    problems = topology.config_problems({**config, **(overrides or {})})
     if problems:
         raise TopologyFileError(f"{path}: " + "; ".join(problems))
     components = {}

@@ -240,14 +240,10 @@ class Nimbus:
             raise rpc.RpcError("conf must be a map of settings")
         self._refuse_running_name(name)
         topology_id = new_topology_id(name)
-        summary = self._inspect(code)
+        summary = self._inspect(code, conf)
         with self._lock:
             self._refuse_running_name(name)   # again: another submission may have won
-            merged = {**summary["config"], **(conf or {})}
-            try:
-                cfg.transfer_batch_size(merged)
-            except ValueError as exc:
-                raise rpc.RpcError(str(exc)) from None
+            merged = {**summary["config"], **(conf or {})}   # checked by the inspection
             workers = int(merged.get(cfg.TOPOLOGY_WORKERS) or 1)
             ackers = merged.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
             # Fixed at submit: the acker count decides task numbering, which never changes.
@@ -267,10 +263,10 @@ class Nimbus:
         if any(r.get("name") == name for r in self.state.topologies().values()):
             raise rpc.RpcError(f"a topology named {name!r} is already running")
 
-    def _inspect(self, code: bytes) -> dict:
+    def _inspect(self, code: bytes, conf: dict | None) -> dict:
         staging = Path(tempfile.mkdtemp(prefix="inspect-", dir=self.data_dir))
         try:
-            return inspect_package(unpack(code, staging))
+            return inspect_package(unpack(code, staging), overrides=conf)
         except CodeError as exc:
             raise rpc.RpcError(str(exc)) from None
         finally:
