@@ -8,6 +8,7 @@ that component only.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -43,24 +44,31 @@ Check = Callable[[Any], "str | None"]
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        math.isfinite(value)
+    if isinstance(value, bool):
+        return False
+    # An int is always finite (and math.isfinite overflows on one past a float's range).
+    return isinstance(value, int) or isinstance(value, float) and math.isfinite(value)
+
+
+# The largest whole number a setting may be: counts are C integers in the compiled runtime.
+MAX_WHOLE = 2**62
 
 
 def number(minimum: float, *, above: bool = False, whole: str | None = None,
            none_means: str | None = None) -> Check:
     """A finite number of at least ``minimum`` (more than it, with ``above``); with ``whole``,
-    a whole number of those (``1000.0`` counts, as a config file may give it); None too when
-    ``none_means`` says what None means."""
+    a whole number of those up to ``MAX_WHOLE`` (``1000.0`` counts, as a config file may give
+    it); None too when ``none_means`` says what None means."""
     bound = f"above {minimum:g}" if above else f"at least {minimum:g}"
-    wanted = (f"a whole number of {whole}, {bound}" if whole else f"a number {bound}") + (
-        f" (or None {none_means})" if none_means else "")
+    wanted = (f"a whole number of {whole}, {bound} and at most 2**62" if whole
+              else f"a number {bound}") + (f" (or None {none_means})" if none_means else "")
 
     def check(value: Any) -> str | None:
         if value is None and none_means is not None:
             return None
         if _is_number(value) and (value > minimum if above else value >= minimum) and (
-                whole is None or float(value).is_integer()):
+                whole is None or (isinstance(value, int) or value.is_integer())
+                and value <= MAX_WHOLE):
             return None
         return wanted
     return check
@@ -71,14 +79,14 @@ def flag(value: Any) -> str | None:
     return None if isinstance(value, bool) else "true or false"
 
 
-def text_or_none(value: Any) -> str | None:
-    """A string, or None."""
-    return None if value is None or isinstance(value, str) else "a string or None"
+def path_or_none(value: Any) -> str | None:
+    """A path (a string or a ``pathlib.Path``), or None."""
+    return None if value is None or isinstance(value, (str, os.PathLike)) else "a path or None"
 
 
 def anything(_value: Any) -> str | None:
-    """Any value: set by stormlet, or checked where it is used (the state settings are checked
-    with the topology's stateful bolts: stormlet/state/providers.py)."""
+    """Any value: set by stormlet, or checked where it is used (the state provider and its
+    settings are checked with the topology's stateful bolts: stormlet/state/providers.py)."""
     return None
 
 
@@ -108,7 +116,7 @@ DEFAULTS: dict[str, Setting] = {
         number(0, whole="tuples", none_means="for no bound; 0 is no bound too")),
     TOPOLOGY_TICK_TUPLE_FREQ_SECS: Setting(
         None, "deliver a tick tuple to a bolt every N seconds",
-        number(0, above=True, none_means="for no ticks")),
+        number(0, none_means="for no ticks; 0 is none too")),
     TOPOLOGY_DEBUG: Setting(False, "log every emitted tuple", flag),
     TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: Setting(
         64,
@@ -133,7 +141,7 @@ DEFAULTS: dict[str, Setting] = {
         10,
         "errors of one kind (same place, same exception type) beyond the first few are counted "
         "and summarized once per this many seconds, per task",
-        number(0, above=True)),
+        number(0)),
     TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL: Setting(
         5,
         "errors of one kind logged in full per task before the rest are only counted (again "
@@ -153,11 +161,11 @@ DEFAULTS: dict[str, Setting] = {
         None,
         "after this many fails of one message id, a spout's message goes to the failed-message "
         "log instead of to fail() (Spout.dead_lettered is called); None: never",
-        number(1, whole="fails", none_means="for never")),
+        number(0, whole="fails", none_means="for never; 0 is never too")),
     STORMLET_FAILED_DIR: Setting(
         None,
         "directory of the failed-message log (dead letters); on a cluster, a shared path",
-        text_or_none),
+        path_or_none),
     TOPOLOGY_METRICS_REPORT_SECS: Setting(
         5,
         "how often each worker sends its metrics (one message per worker) to the nimbus leader",
@@ -176,12 +184,12 @@ DEFAULTS: dict[str, Setting] = {
         1000,
         "how often stateful bolts checkpoint their state; their acks wait for the checkpoint, "
         "so it must be shorter than the message timeout",
-        anything),
+        number(0, above=True)),
     STORMLET_STATE_DIR: Setting(
         None,
         "directory of the embedded state store; None: stormlet-state in the working directory "
         "in local mode, DATA_DIR/state of the supervisor on a cluster",
-        text_or_none),
+        path_or_none),
     OFFSETS_START_OVER: Setting(
         False,
         "offset spouts ignore earlier topologies' commits and read from the earliest offset",
@@ -207,22 +215,25 @@ def problems(conf: dict[str, Any] | None) -> list[str]:
     """What is wrong with the values ``conf`` gives stormlet's keys, one line each naming the
     key, what it must be and what it is. Keys stormlet does not know are the user's own (a
     topology's config carries them to its components, as in Storm) and are not checked."""
-    found = []
-    for key, value in (conf or {}).items():
-        setting = DEFAULTS.get(key)
-        wanted = setting.check(value) if setting is not None else None
-        if wanted is not None:
-            found.append(f"{key} must be {wanted}, not {value!r}")
-    return found
+    found = (problem(key, value) for key, value in (conf or {}).items())
+    return [text for text in found if text is not None]
+
+
+def problem(key: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for ``key``, naming both; None if nothing (or if stormlet
+    does not know the key)."""
+    setting = DEFAULTS.get(key)
+    wanted = setting.check(value) if setting is not None else None
+    return None if wanted is None else f"{key} must be {wanted}, not {value!r}"
 
 
 def transfer_batch_size(conf: dict[str, Any]) -> int | None:
     """``topology.transfer.batch.size`` of ``conf`` (defaults included): a whole number of
     tuples, or None for no bound. ``ValueError`` naming the key for anything else."""
     value = conf.get(TOPOLOGY_TRANSFER_BATCH_SIZE, DEFAULTS[TOPOLOGY_TRANSFER_BATCH_SIZE].default)
-    wanted = DEFAULTS[TOPOLOGY_TRANSFER_BATCH_SIZE].check(value)
-    if wanted is not None:
-        raise ValueError(f"{TOPOLOGY_TRANSFER_BATCH_SIZE} must be {wanted}, not {value!r}")
+    wrong = problem(TOPOLOGY_TRANSFER_BATCH_SIZE, value)
+    if wrong is not None:
+        raise ValueError(wrong)
     return None if value is None else int(value)
 
 

@@ -58,8 +58,12 @@ class ComponentSpec:
 
     def component_conf(self, conf: dict[str, Any]) -> dict[str, Any]:
         """The config this component's tasks see: the topology's ``conf``, then the component's
-        own configuration, then what was set on its declarer."""
-        return cfg.merged(conf, self.obj.get_component_configuration(), self.config)
+        own (``own_conf``)."""
+        return cfg.merged(conf, self.own_conf())
+
+    def own_conf(self) -> dict[str, Any]:
+        """The component's own configuration, then what was set on its declarer."""
+        return {**(self.obj.get_component_configuration() or {}), **self.config}
 
 
 @dataclass
@@ -73,14 +77,10 @@ class Topology:
         return [c for c in self.components.values() if c.is_spout]
 
     def config_problems(self, conf: dict[str, Any] | None) -> list[str]:
-        """What cannot run under the topology config ``conf``: a value stormlet cannot use, in
-        it or in a component's own config (named), windows longer than the message timeout
-        their bolts will see, state settings that cannot work."""
+        """What cannot run under the topology config ``conf``: a value stormlet cannot use
+        (a component's own config was checked by ``build``), windows longer than the message
+        timeout their bolts will see, state settings that cannot work."""
         problems = cfg.problems(conf)
-        for spec in self.components.values():
-            own = {**(spec.obj.get_component_configuration() or {}), **spec.config}
-            kind = "spout" if spec.is_spout else "bolt"
-            problems += [f"{kind} {spec.id!r}: {problem}" for problem in cfg.problems(own)]
         if problems:   # the checks below read these values
             return problems
         problems = _window_problems(self.components.values(), conf or {})
@@ -258,8 +258,19 @@ def _window_problems(specs: Any, conf: dict[str, Any]) -> list[str]:
         runner = run_bolt(spec.obj)
         if isinstance(runner, WindowedBoltRunner):
             timeout = spec.component_conf(conf)[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
-            problems += runner.problems(spec.id, float(timeout))
+            if cfg.problem(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, timeout) is None:  # else reported
+                problems += runner.problems(spec.id, float(timeout))
     return problems
+
+
+def _own_conf_problems(spec: ComponentSpec) -> list[str]:
+    """What is wrong with the component's own config: a value stormlet cannot use, or a
+    ``get_component_configuration`` that fails."""
+    try:
+        own = spec.own_conf()
+    except Exception as exc:  # a user's get_component_configuration that raises or returns junk
+        return [f"get_component_configuration failed ({type(exc).__name__}: {exc})"]
+    return cfg.problems(own)
 
 
 def _component_problems(spec: ComponentSpec) -> list[str]:
@@ -282,6 +293,7 @@ def _component_problems(spec: ComponentSpec) -> list[str]:
     if spec.is_spout and spec.inputs:
         sources = ", ".join(repr(s.source) for s in spec.inputs)
         problems.append(f"spout {name!r} cannot subscribe to streams (it subscribes to {sources})")
+    problems += [f"{kind} {name!r}: {problem}" for problem in _own_conf_problems(spec)]
     try:
         spec.streams = declared_streams(spec.obj, name)
     except TopologyError as exc:

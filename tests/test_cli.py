@@ -25,7 +25,7 @@ def test_local_refuses_a_setting_it_cannot_run_with_in_one_line():
     assert result.returncode == 1
     assert result.stderr.strip() == (
         "Error: topology 'word_count' cannot run with this config: topology.workers must be a "
-        "whole number of workers, at least 1 (or None for 1), not 'two'")
+        "whole number of workers, at least 1 and at most 2**62 (or None for 1), not 'two'")
 
 
 @pytest.mark.slow   # runs `stormlet local` for a fixed --duration

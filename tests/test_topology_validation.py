@@ -614,17 +614,20 @@ def config_error(conf: dict, topology=None) -> str:
     ("topology.message.timeout.secs", float("nan"), "a number above 0"),
     ("topology.max.spout.pending", -5, "a whole number of tuples, at least 0"),
     ("topology.max.spout.pending", 2.5, "a whole number of tuples, at least 0"),
-    ("topology.tick.tuple.freq.secs", "abc", "a number above 0 (or None for no ticks)"),
+    ("topology.tick.tuple.freq.secs", "abc", "a number at least 0 (or None for no ticks"),
     ("topology.debug", "yes", "true or false"),
     ("topology.executor.receive.buffer.size", 0, "a whole number of batches, at least 1"),
     ("topology.transfer.batch.size", True, "a whole number of tuples, at least 1"),
+    ("topology.transfer.batch.size", 10**400, "a whole number of tuples, at least 1 and at most "
+                                              "2**62"),
     ("topology.spout.wait.ms", "x", "a number at least 0"),
     ("topology.hang.warning.secs", -1, "a number at least 0"),
-    ("topology.spout.dead.letter.attempts", 0, "a whole number of fails, at least 1"),
-    ("topology.error.throttle.interval.secs", float("inf"), "a number above 0"),
+    ("topology.spout.dead.letter.attempts", -1, "a whole number of fails, at least 0"),
+    ("topology.error.throttle.interval.secs", float("inf"), "a number at least 0"),
     ("topology.max.error.report.per.interval", 1.5, "a whole number of errors, at least 0"),
     ("topology.metrics.report.secs", None, "a number above 0"),
-    ("stormlet.failed.dir", 3, "a string or None"),
+    ("stormlet.failed.dir", 3, "a path or None"),
+    ("topology.state.checkpoint.interval.ms", float("nan"), "a number above 0"),
     ("offsets.start.over", 1, "true or false"),
 ])
 def test_a_config_value_stormlet_cannot_use_is_refused_at_submit_naming_the_key(key, value,
@@ -636,29 +639,53 @@ def test_a_config_value_stormlet_cannot_use_is_refused_at_submit_naming_the_key(
     assert repr(value) in message
 
 
-def test_a_components_own_config_is_checked_and_the_component_named():
+def test_a_components_own_config_is_checked_at_build_naming_the_component():
     class TickingSink(Sink):
         def get_component_configuration(self):
             return {"topology.tick.tuple.freq.secs": -1}
 
-    message = config_error(CONF, word_topology(**{"topology.max.spout.pending": "many"}))
-    assert "bolt 'sink': topology.max.spout.pending must be a whole number" in message
-    message = config_error(CONF, word_topology(TickingSink()))
-    assert "bolt 'sink': topology.tick.tuple.freq.secs must be a number above 0" in message
+    class BrokenSink(Sink):
+        def get_component_configuration(self):
+            raise RuntimeError("no config today")
+
+    with pytest.raises(TopologyError, match="bolt 'sink': topology.max.spout.pending must be a "
+                                            "whole number"):
+        word_topology(**{"topology.max.spout.pending": "many"})
+    with pytest.raises(TopologyError, match="bolt 'sink': topology.tick.tuple.freq.secs must be "
+                                            "a number at least 0"):
+        word_topology(TickingSink())
+    with pytest.raises(TopologyError, match="bolt 'sink': get_component_configuration failed "
+                                            "\\(RuntimeError: no config today\\)"):
+        word_topology(BrokenSink())
+
+
+def test_a_windowed_bolts_own_timeout_that_is_no_number_is_refused_not_raised():
+    from stormlet.windowing import Count, WindowedBolt
+
+    class Window(WindowedBolt):
+        def execute(self, window):
+            pass
+
+    b = TopologyBuilder()
+    b.set_spout("words", WordSpout())
+    b.set_bolt("window", Window().with_tumbling_window(Count(5))).shuffle_grouping(
+        "words").add_config("topology.message.timeout.secs", "ten")
+    with pytest.raises(TopologyError, match="bolt 'window': topology.message.timeout.secs must "
+                                            "be a number above 0, not 'ten'"):
+        b.build()
 
 
 def test_every_config_problem_is_listed_at_once():
-    message = config_error({"topology.workers": 0, "topology.debug": "no"},
-                           word_topology(**{"topology.spout.wait.ms": -1}))
-    for part in ("topology.workers must be", "topology.debug must be",
-                 "bolt 'sink': topology.spout.wait.ms must be"):
+    message = config_error({"topology.workers": 0, "topology.debug": "no"})
+    for part in ("topology.workers must be", "topology.debug must be"):
         assert part in message
 
 
-def test_values_stormlet_can_use_run_and_keys_it_does_not_know_are_the_users():
+def test_values_stormlet_can_use_run_and_keys_it_does_not_know_are_the_users(tmp_path):
     conf = {**CONF, "topology.max.spout.pending": 1000.0, "topology.tick.tuple.freq.secs": None,
             "topology.debug": False, "topology.hang.warning.secs": 0,
-            "topology.transfer.batch.size": None, "my.own.setting": object()}
+            "topology.transfer.batch.size": None, "stormlet.failed.dir": tmp_path,
+            "my.own.setting": object()}
     with LocalCluster() as cluster:
         cluster.submit("runs", conf, word_topology(**{"my.sink.setting": [1, 2]}))
         assert cluster.topologies() == ["runs"]

@@ -130,7 +130,9 @@ def inspect_package(entry: Path, timeout: float = INSPECT_TIMEOUT_SECS,
     not load or cannot run with that config. Whatever the topology's code started is killed
     before this returns."""
     try:
-        override_args = ["--overrides", json.dumps(overrides)] if overrides else []
+        # On stdin, not the command line: any local user may read a command line (a state
+        # store's password, say), and its length is limited.
+        settings = json.dumps(overrides or {}).encode()
     except (TypeError, ValueError) as exc:
         raise CodeError(f"the submitted config must hold JSON values only ({exc})") from None
     limits = ["--max-memory", str(INSPECT_MEMORY_BYTES), "--max-cpu-secs", str(int(timeout)),
@@ -139,10 +141,13 @@ def inspect_package(entry: Path, timeout: float = INSPECT_TIMEOUT_SECS,
     environment = {k: os.environ[k] for k in INSPECT_ENVIRONMENT if k in os.environ}
     # Files, not pipes: a process the topology started in the background would hold a pipe open
     # and keep us reading until the time-out.
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen([sys.executable, *INSPECT_COMMAND_ARGS, *limits, *override_args,
-                                    str(entry)],
-                                   stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.TemporaryFile() as given:
+        given.write(settings)
+        given.seek(0)
+        process = subprocess.Popen([sys.executable, *INSPECT_COMMAND_ARGS, *limits,
+                                    "--overrides-on-stdin", str(entry)],
+                                   stdin=given, stdout=out, stderr=err,
                                    cwd=str(entry.parent), env=environment,
                                    start_new_session=True)
         try:

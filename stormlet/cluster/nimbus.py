@@ -243,7 +243,11 @@ class Nimbus:
         summary = self._inspect(code, conf)
         with self._lock:
             self._refuse_running_name(name)   # again: another submission may have won
-            merged = {**summary["config"], **(conf or {})}   # checked by the inspection
+            merged = {**summary["config"], **(conf or {})}
+            # The inspection checked it too, but it ran the topology's own code.
+            problems = cfg.problems(merged)
+            if problems:
+                raise rpc.RpcError("; ".join(problems))
             workers = int(merged.get(cfg.TOPOLOGY_WORKERS) or 1)
             ackers = merged.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
             # Fixed at submit: the acker count decides task numbering, which never changes.
