@@ -257,6 +257,40 @@ def test_a_kill_ends_though_a_bolt_is_stuck_and_says_which(monkeypatch, caplog):
     assert "the stop goes on without it" in stuck
 
 
+class Stuck(Bolt):
+    """Hangs on its first tuple until the test lets it go."""
+
+    def prepare(self, conf, context, collector):
+        self.release = threading.Event()
+        self.waiting = threading.Event()
+
+    def execute(self, tup):
+        self.waiting.set()
+        self.release.wait(30)
+
+
+def test_a_components_stuck_executors_hold_the_kill_up_once_not_once_each(monkeypatch, caplog):
+    monkeypatch.setattr("stormlet.runtime.engine.EXECUTOR_STOP_SECS", 1.0)
+    b = healthy_and(TopologyBuilder())
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("stuck", Stuck(), parallelism=3).shuffle_grouping("numbers")
+    with LocalCluster() as cluster:
+        cluster.submit(NAME, BASE_CONF, b.build())
+        stuck = cluster.instances(NAME, "stuck")
+        cluster.wait_for(lambda: all(bolt.waiting.is_set() for bolt in stuck), timeout=10)
+        started = time.monotonic()
+        try:
+            with caplog.at_level(logging.ERROR, logger="stormlet.runtime.engine"):
+                cluster.kill(NAME, wait_secs=0)
+            took = time.monotonic() - started
+        finally:
+            for bolt in stuck:
+                bolt.release.set()
+    # One bound of 1 s for the three (it was 1 s each, one after another).
+    assert took < 2.5
+    assert len([r for r in caplog.records if "did not stop" in r.getMessage()]) == 3
+
+
 class Quitter(Bolt):
     """Calls sys.exit from execute: not an Exception, so it ends the executor's thread."""
 

@@ -317,10 +317,14 @@ class TopologyRuntime:
                         self.name, self.in_flight(), wait_secs)
         self.stopping.set()
         for component_id in self._stop_order():
-            for executor in self.executors.get(component_id, []):
+            executors = self.executors.get(component_id, [])
+            for executor in executors:
                 executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
-            for executor in self.executors.get(component_id, []):
-                if not executor.finished.wait(EXECUTOR_STOP_SECS):
+            # A component's executors stop side by side, so they share one bound: a component
+            # whose every executor is stuck holds the stop up once, not once per executor.
+            deadline = time.monotonic() + EXECUTOR_STOP_SECS
+            for executor in executors:
+                if not executor.finished.wait(max(0.0, deadline - time.monotonic())):
                     self._left_behind(executor)
         if self._ticker:
             self._ticker.join()
