@@ -17,6 +17,7 @@ from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.cpu_pinning import CpuPinning
+from stormlet.cluster.wire import WIRE_VERSION
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
 
@@ -225,9 +226,10 @@ def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving
     push = zmq.Context.instance().socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 0)
     push.connect(f"tcp://127.0.0.1:{slot[1]}")
-    data = msgpack.packb([tid, [[0, 1, 1, ["default", [[7]], [None]]]]])
+    data = msgpack.packb([WIRE_VERSION, tid, [[0, 1, 1, ["default", [[7]], [None]]]]])
     for junk in (b"\xc1\xff not msgpack", data[: len(data) // 2], b"",
-                 msgpack.packb([tid, [[0, 10**6, 1, ["default", [[7]], [None]]]]])):
+                 msgpack.packb([WIRE_VERSION, tid, [[0, 10**6, 1, ["default", [[7]], [None]]]]]),
+                 msgpack.packb([tid, []])):   # a worker of the release before wire versions
         push.send(junk)
     push.close()
     for port in (leader["port"], slot[1]):  # raw bytes that are not even ZeroMQ

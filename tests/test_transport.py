@@ -26,7 +26,7 @@ from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.metrics import TaskMetrics
 from stormlet.runtime.transfer import Transfer
 from stormlet.tuples import StreamInfo, Tuple
-from stormlet.cluster.wire import FrameDecoder, encode_frame
+from stormlet.cluster.wire import WIRE_VERSION, FrameDecoder, encode_frame
 
 TOPOLOGY = "t-1"
 
@@ -355,8 +355,8 @@ def test_garbage_truncated_and_oversized_frames_are_refused_with_a_warning_and_t
     push.connect(b.address)
     good = encode_frame([(DATA, sink, src, batch(layout, 0))], TOPOLOGY)
     hostile = [b"\xc1 not msgpack at all", good[: len(good) // 2],
-               msgpack.packb([TOPOLOGY, [[DATA, sink, src, ["x" * 100_000]]]]),
-               msgpack.packb(["another-topology", []]), b""]
+               msgpack.packb([WIRE_VERSION, TOPOLOGY, [[DATA, sink, src, ["x" * 100_000]]]]),
+               msgpack.packb([WIRE_VERSION, "another-topology", []]), b""]
     try:
         with caplog.at_level(logging.WARNING, logger="stormlet.cluster.transport"):
             for frame in hostile:

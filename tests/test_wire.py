@@ -9,7 +9,8 @@ from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.runtime.layout import TopologyLayout
 from stormlet.protocol import ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, SPOUT_FAIL
 from stormlet.tuples import StreamInfo, Tuple
-from stormlet.cluster.wire import EncodedBatch, FrameDecoder, WireError, encode_data, encode_frame
+from stormlet.cluster.wire import (WIRE_VERSION, EncodedBatch, FrameDecoder, WireError,
+                                   encode_data, encode_frame)
 
 
 class Words(Spout):
@@ -29,8 +30,8 @@ def decoder():
     return FrameDecoder(TopologyLayout("t", b.build(), 1), "t-1")
 
 
-def frame(messages, topology="t-1"):
-    return msgpack.packb([topology, messages])
+def frame(messages, topology="t-1", version=WIRE_VERSION):
+    return msgpack.packb([version, topology, messages])
 
 
 def spout_task(decoder):
@@ -92,7 +93,7 @@ def test_tuples_of_one_root_each_travel_as_a_blob_of_pairs(decoder):
     one_stream = [Tuple(["e"], default, src, (21, 2**64 - 1)), Tuple(["f"], default, src, (23, 0))]
     two_streams = [Tuple(["g"], default, src, (31, 32)), Tuple(["h", 5], pairs, src, (33, 34))]
     encoded = encode_frame([(DATA, 9, src, one_stream), (DATA, 9, src, two_streams)], "t-1")
-    raw = msgpack.unpackb(encoded)[1]
+    _version, _topology, raw = msgpack.unpackb(encoded)
     assert [type(msgpack.unpackb(message[3])[2]) for message in raw] == [bytes, bytes]
     decoded = decoder.decode(encoded)
     got = [(t.values, t.stream, t.root, t.edge, t.roots)
@@ -159,8 +160,13 @@ def test_a_value_list_changed_after_its_emit_travels_as_it_is_and_is_refused(dec
 
 @pytest.mark.parametrize("frame, problem", [
     (b"\xc1garbage", "undecodable"),
-    (msgpack.packb({"not": "a list"}), "not \\[topology, list of messages\\]"),
-    (msgpack.packb([[0, 1, 1, []]]), "not \\[topology, list of messages\\]"),
+    (msgpack.packb({"not": "a list"}), "not \\[version, topology, list of messages\\]"),
+    (msgpack.packb([[0, 1, 1, []]]), "not \\[version, topology, list of messages\\]"),
+    (frame({}), "not \\[version, topology, list of messages\\]"),
+    # A worker of the release before versions, and one of a later release.
+    (msgpack.packb(["t-1", []]), "frame of wire version 1, but this worker reads version 2: a "
+                                 "topology's workers must run one stormlet release"),
+    (frame([], version=3), "frame of wire version 3, but this worker reads version 2"),
     (frame([], topology="other-topology"), "for topology 'other-topology'"),
     (frame([[0, 1]]), r"is not \[kind, dest, src, payload\]"),
     (frame([[99, 1, 1, []]]), "not a known kind"),

@@ -1,7 +1,9 @@
 """The wire format between workers: one msgpack frame holds a batch of executor messages.
 
-A frame is ``[topology, [[kind, dest_task, src_task, payload], ...]]``: the topology id comes
-first so that a worker whose port was reused never runs another topology's tuples. Control
+A frame is ``[WIRE_VERSION, topology, [[kind, dest_task, src_task, payload], ...]]``: the
+version first, so that a worker of another stormlet release (during a rolling upgrade, say)
+is refused with a message saying so rather than misread, then the topology id, so that a worker
+whose port was reused never runs another topology's tuples. Control
 payloads (acker and spout messages) are flat lists of records and travel as they are, except a
 bolt's acks: in a process a map of root to value, between workers one blob of (root, value)
 64-bit pairs, which the receiver hands on without an object per root and the acker reads
@@ -40,6 +42,9 @@ from ..tuples import MAX_ID, StreamInfo, Tuple
 from .columns import from_columns, pairs_of, rows, to_columns
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
+# The frame layout's version: raise it whenever a frame's or a payload's layout changes. Frames
+# of version 1 (until 2026-11-27) had no version: ``[topology, messages]``.
+WIRE_VERSION = 2
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 
 
@@ -66,7 +71,7 @@ def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
         elif kind == ACK_ACK:
             payload = encode_acks(payload)
         out.append((kind, dest, src, payload))
-    return msgpack.packb((topology, out), use_bin_type=True)
+    return msgpack.packb((WIRE_VERSION, topology, out), use_bin_type=True)
 
 
 def decode_acks(payload: Any) -> array:
@@ -148,11 +153,19 @@ class FrameDecoder:
             raw = msgpack.unpackb(frame, raw=False, strict_map_key=False)
         except Exception as exc:
             raise WireError(f"undecodable frame ({type(exc).__name__}: {exc})") from None
-        if type(raw) is not list or len(raw) != 2 or type(raw[1]) is not list:
-            raise WireError("frame is not [topology, list of messages]")
-        if raw[0] != self.topology:
-            raise WireError(f"frame for topology {str(raw[0])[:80]!r}, not {self.topology!r}")
-        return [self._message(item) for item in raw[1]]
+        if type(raw) is not list or len(raw) not in (2, 3):
+            raise WireError("frame is not [version, topology, list of messages]")
+        version = raw[0] if len(raw) == 3 else 1
+        if version != WIRE_VERSION:
+            raise WireError(f"frame of wire version {str(version)[:20]}, but this worker reads "
+                            f"version {WIRE_VERSION}: a topology's workers must run one stormlet "
+                            f"release")
+        _version, topology, messages = raw
+        if type(messages) is not list:
+            raise WireError("frame is not [version, topology, list of messages]")
+        if topology != self.topology:
+            raise WireError(f"frame for topology {str(topology)[:80]!r}, not {self.topology!r}")
+        return [self._message(item) for item in messages]
 
     def _message(self, item: Any) -> tuple:
         if type(item) is not list or len(item) != 4:
