@@ -235,6 +235,19 @@ def test_a_hung_bolt_is_reported_with_its_stack_and_again_when_it_returns(caplog
     assert "wait_for_the_database" in logs[0].getMessage()
 
 
+def seconds_to_kill(cluster: LocalCluster, caplog, stuck: list) -> float:
+    """How long killing the topology without waiting takes; then the ``stuck`` bolts (each
+    with a ``release`` event) are let go, so the threads left behind end."""
+    started = time.monotonic()
+    try:
+        with caplog.at_level(logging.ERROR, logger="stormlet.runtime.engine"):
+            cluster.kill(NAME, wait_secs=0)
+        return time.monotonic() - started
+    finally:
+        for bolt in stuck:
+            bolt.release.set()
+
+
 def test_a_kill_ends_though_a_bolt_is_stuck_and_says_which(monkeypatch, caplog):
     monkeypatch.setattr("stormlet.runtime.engine.EXECUTOR_STOP_SECS", 0.5)
     b = healthy_and(TopologyBuilder())
@@ -244,13 +257,7 @@ def test_a_kill_ends_though_a_bolt_is_stuck_and_says_which(monkeypatch, caplog):
         cluster.submit(NAME, BASE_CONF, b.build())
         (sleepy,) = cluster.instances(NAME, "sleepy")
         cluster.wait_for(sleepy.waiting.is_set, timeout=10)
-        started = time.monotonic()
-        try:
-            with caplog.at_level(logging.ERROR, logger="stormlet.runtime.engine"):
-                cluster.kill(NAME, wait_secs=0)
-            took = time.monotonic() - started
-        finally:
-            sleepy.release.set()   # the thread left behind ends
+        took = seconds_to_kill(cluster, caplog, [sleepy])
     assert took < 5
     (stuck,) = [r.getMessage() for r in caplog.records if "did not stop" in r.getMessage()]
     assert f"(in execute of task {sleepy.task} for " in stuck
@@ -278,14 +285,7 @@ def test_a_components_stuck_executors_hold_the_kill_up_once_not_once_each(monkey
         cluster.submit(NAME, BASE_CONF, b.build())
         stuck = cluster.instances(NAME, "stuck")
         cluster.wait_for(lambda: all(bolt.waiting.is_set() for bolt in stuck), timeout=10)
-        started = time.monotonic()
-        try:
-            with caplog.at_level(logging.ERROR, logger="stormlet.runtime.engine"):
-                cluster.kill(NAME, wait_secs=0)
-            took = time.monotonic() - started
-        finally:
-            for bolt in stuck:
-                bolt.release.set()
+        took = seconds_to_kill(cluster, caplog, stuck)
     # One bound of 1 s for the three (it was 1 s each, one after another).
     assert took < 2.5
     assert len([r for r in caplog.records if "did not stop" in r.getMessage()]) == 3
