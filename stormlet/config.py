@@ -50,8 +50,10 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int) or isinstance(value, float) and math.isfinite(value)
 
 
-# The largest whole number a setting may be: counts are C integers in the compiled runtime.
-MAX_WHOLE = 2**62
+# The largest whole number a setting may be, 2**MAX_WHOLE_BITS: counts are C integers in the
+# compiled runtime.
+MAX_WHOLE_BITS = 62
+MAX_WHOLE = 2**MAX_WHOLE_BITS
 
 
 def number(minimum: float, *, above: bool = False, whole: str | None = None,
@@ -60,7 +62,7 @@ def number(minimum: float, *, above: bool = False, whole: str | None = None,
     a whole number of those up to ``MAX_WHOLE`` (``1000.0`` counts, as a config file may give
     it); None too when ``none_means`` says what None means."""
     bound = f"above {minimum:g}" if above else f"at least {minimum:g}"
-    wanted = (f"a whole number of {whole}, {bound} and at most 2**62" if whole
+    wanted = (f"a whole number of {whole}, {bound} and at most 2**{MAX_WHOLE_BITS}" if whole
               else f"a number {bound}") + (f" (or None {none_means})" if none_means else "")
 
     def check(value: Any) -> str | None:
