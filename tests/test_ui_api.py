@@ -272,6 +272,24 @@ def test_the_progress_line_survives_a_topology_missing_at_first():
         progress.stop()
 
 
+def test_the_progress_line_rates_count_from_submit_when_told():
+    # A topology done before the first read: from submit, its totals were zero, so the first
+    # line has a rate; counted from the first read, every line would say 0/s.
+    done = {"emitted": 600, "acked": 600, "failed": 0, "executed": 4200}
+    lines = {}
+    for submitted_at in (None, time.monotonic()):
+        out = io.StringIO()
+        progress = ProgressLine(lambda: done, out, interval=0.02,
+                                submitted_at=submitted_at).start()
+        try:
+            wait_until(lambda: out.getvalue().count("emitted 600") >= 2, 5, "two lines")
+        finally:
+            progress.stop()
+        lines[submitted_at is None] = out.getvalue().split("\r")[1]
+    assert "emitted 600 0/s" in lines[True] and "executed 4,200 0/s" in lines[True]
+    assert "emitted 600 0/s" not in lines[False] and "executed 4,200 0/s" not in lines[False]
+
+
 @pytest.mark.slow   # waits out the partition rows' 2 s refresh, twice
 def test_an_offset_spouts_component_page_shows_each_partitions_lag(ui, tmp_path):
     cluster, server = ui

@@ -58,6 +58,7 @@ def local(file: Path, duration: float | None, name: str | None, conf_pairs: tupl
     started = time.monotonic()
     try:
         with LocalCluster() as cluster:
+            submitted_at = time.monotonic()
             try:
                 cluster.submit(name, conf, topology)
             except TopologyError as exc:   # a config it cannot run with: refused, as by nimbus
@@ -70,7 +71,7 @@ def local(file: Path, duration: float | None, name: str | None, conf_pairs: tupl
             progress = None
             if sys.stdout.isatty():
                 progress = ProgressLine(lambda: totals(cluster.metrics(name), spouts),
-                                        sys.stdout).start()
+                                        sys.stdout, submitted_at=submitted_at).start()
             deadline = None if duration is None else time.monotonic() + duration
             # Until the time is up, Ctrl-C, or a kill from the UI.
             while not (stop.wait(0.2) or (deadline and time.monotonic() >= deadline)

@@ -54,10 +54,20 @@ def _rate(per_sec: float) -> str:
 
 
 class ProgressLine:
-    def __init__(self, read: Callable[[], dict[str, int]], out: TextIO, interval: float = 1.0):
+    """Rewrites the line every ``interval`` seconds from ``read()``'s totals.
+
+    ``submitted_at`` (a ``time.monotonic()`` reading) says the topology was submitted then,
+    when every total was zero: the first line's rates and the elapsed time count from there.
+    Without it they count from the first read, and a topology that finishes before that read
+    would show no rate at all.
+    """
+
+    def __init__(self, read: Callable[[], dict[str, int]], out: TextIO, interval: float = 1.0,
+                 submitted_at: float | None = None):
         self.read = read
         self.out = out
         self.interval = interval
+        self.submitted_at = submitted_at
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
 
@@ -66,8 +76,12 @@ class ProgressLine:
         return self
 
     def _run(self) -> None:
-        started = last_time = time.monotonic()
-        last = self._read()
+        if self.submitted_at is None:
+            started = last_time = time.monotonic()
+            last = self._read()
+        else:
+            started = last_time = self.submitted_at
+            last = dict.fromkeys(FIELDS, 0)
         while not self._stopping.wait(self.interval):
             now_time, now = time.monotonic(), self._read()
             if now is None:
