@@ -10,6 +10,7 @@ python benchmarks/cluster_wordcount.py
 python benchmarks/cluster_wordcount.py --secure
 python benchmarks/cluster_wordcount.py --no-crossing
 python benchmarks/crossing.py
+python benchmarks/control_records.py
 echo
 python benchmarks/state_and_windows.py
 echo

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from array import array
+
 import msgpack
 import pytest
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.runtime.layout import TopologyLayout
-from stormlet.protocol import ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, SPOUT_FAIL
+from stormlet.protocol import (ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, BACKPRESSURE, DATA,
+                               SPOUT_FAIL)
 from stormlet.tuples import StreamInfo, Tuple
 from stormlet.cluster.wire import (WIRE_VERSION, EncodedBatch, FrameDecoder, WireError,
-                                   encode_data, encode_frame)
+                                   encode_data, encode_frame, encode_records)
 
 
 class Words(Spout):
@@ -56,7 +59,9 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     mixed = [Tuple(["c"], default, src, (1, 2, 3, 4)), Tuple(["d", 4], pairs, src, None)]
     messages = [(DATA, 9, src, one_stream), (DATA, 9, src, mixed),
                 (ACK_INIT, 3, src, [5, 6, src]), (ACK_ACK, 3, src, {2**64 - 1: 2**63}),
-                (SPOUT_FAIL, src, 3, [5, "timeout", 2, None])]
+                (SPOUT_FAIL, src, 3, [5, "timeout", 2, None, 2**64 - 1, "exception", 0, "boom"]),
+                (ACK_FAIL, 3, src, [7, "exception", "boom", 8, "timeout", None]),
+                (ACK_RESET, 3, src, [2**64 - 1, 1]), (BACKPRESSURE, -1, -1, [src, 1, 3, 0])]
     decoded = decoder.decode(encode_frame(messages, "t-1"))
     assert [m[:3] for m in decoded] == [m[:3] for m in messages]
     got = [(t.values, t.stream, t.source_component, t.roots and list(t.roots)) for t in
@@ -67,7 +72,17 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     assert decoded[2][3] == [5, 6, src]
     acks = decoded[3][3]   # packed pairs, as the acker reads them
     assert dict(zip(acks[::2], acks[1::2])) == {2**64 - 1: 2**63}
-    assert decoded[4][3] == [5, "timeout", 2, None]
+    assert [m[3] for m in decoded[4:]] == [m[3] for m in messages[4:]]
+
+
+def test_control_records_travel_as_packed_int_columns():
+    # AckInit: root, xor, spout task, each as a column of unsigned 64-bit ints.
+    ints, others = encode_records(ACK_INIT, [5, 6, 1, 2**64 - 1, 8, 1])
+    assert ints == array("Q", [5, 2**64 - 1, 6, 8, 1, 1]).tobytes() and others == []
+    # SpoutFail: root and component packed; kind and message one list each.
+    ints, others = encode_records(SPOUT_FAIL, [5, "timeout", 2, None, 6, "exception", 0, "x"])
+    assert ints == array("Q", [5, 6, 2, 0]).tobytes()
+    assert others == [["timeout", "exception"], [None, "x"]]
 
 
 @pytest.mark.parametrize("roots, problem", [
@@ -212,18 +227,26 @@ def test_an_oversized_frame_is_refused_before_decoding(decoder, monkeypatch):
         decoder.decode(b"\x90" * 101)
 
 
+def packed(*ints):
+    return array("Q", ints).tobytes()
+
+
 @pytest.mark.parametrize("kind, payload", [
     (ACK_ACK, {1: 2}),
     (ACK_ACK, b"\x01" * 24),
     (ACK_ACK, [1, 2]),
-    (ACK_INIT, [1, 2]),
-    (ACK_INIT, [1, "x", 3]),
-    (ACK_INIT, [1, -2, 3]),
-    (ACK_INIT, [1, 2, 999]),   # not the sending spout task
-    (SPOUT_FAIL, [1, "timeout", "comp", None]),
-    (SPOUT_FAIL, [1, "timeout", 2]),
-    (BACKPRESSURE, [1, 1, 2]),
-    (BACKPRESSURE, [10**6, 1]),
+    (ACK_INIT, [1, 2, 3]),   # a flat list: records travel packed
+    (ACK_INIT, "x"),
+    (ACK_INIT, [packed(1, 2), []]),   # not whole records
+    (ACK_INIT, [packed(1, 2, 1), [], []]),
+    (ACK_INIT, [packed(1, 2, 1), [["extra"]]]),
+    (ACK_INIT, encode_records(ACK_INIT, [1, 2, 999])),   # not the sending spout task
+    (SPOUT_FAIL, [packed(1, 2), [[5], [None]]]),   # a kind that is not a string
+    (SPOUT_FAIL, [packed(1, 2), [["timeout", "x"], [None, None]]]),   # columns of two lengths
+    (SPOUT_FAIL, [packed(1, 2), [["timeout"]]]),
+    (SPOUT_FAIL, [[1, 2], [["timeout"], [None]]]),
+    (BACKPRESSURE, [packed(1, 1, 2), []]),
+    (BACKPRESSURE, encode_records(BACKPRESSURE, [10**6, 1])),
 ])
 def test_control_records_with_wrong_fields_are_refused(decoder, kind, payload):
     with pytest.raises(WireError):

@@ -3,12 +3,17 @@
 A frame is ``[WIRE_VERSION, topology, [[kind, dest_task, src_task, payload], ...]]``: the
 version first, so that a worker of another stormlet release (during a rolling upgrade, say)
 is refused with a message saying so rather than misread, then the topology id, so that a worker
-whose port was reused never runs another topology's tuples. Control
-payloads (acker and spout messages) are flat lists of records and travel as they are, except a
-bolt's acks: in a process a map of root to value, between workers one blob of (root, value)
-64-bit pairs, which the receiver hands on without an object per root and the acker reads
-without building a map. Those pairs, and a data batch's roots, are in the machine's byte order:
-the workers of one cluster share an architecture.
+whose port was reused never runs another topology's tuples.
+
+Control payloads (acker and spout messages, backpressure) travel as packed integer columns. A
+bolt's acks, in a process a map of root to value, are one blob of (root, value) 64-bit pairs,
+which the receiver hands on without an object per root and the acker reads without building a
+map. Every other control payload, in a process a flat list of records (``protocol.py``), is
+``[ints, others]``: the records' int fields as one blob of unsigned 64-bit ints, a column per
+field, and their other fields (a fail's reason and message) as one list per field; the receiver
+checks it with a few length tests instead of one per int and rebuilds the flat list. Those
+blobs, and a data batch's roots, are in the machine's byte order: the workers of one cluster
+share an architecture.
 
 A data payload, a list of Tuple objects from ``src_task``, travels in columns,
 ``[streams, values, roots]``: when every tuple is on the same stream (the usual case)
@@ -31,14 +36,14 @@ from __future__ import annotations
 
 from array import array
 from itertools import repeat
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import msgpack
 
 from ..runtime.layout import TopologyLayout
 from ..protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit, Backpressure,
                         int_positions, records, stride)
-from ..tuples import MAX_ID, StreamInfo, Tuple
+from ..tuples import StreamInfo, Tuple
 from .columns import from_columns, pairs_of, rows, to_columns
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
@@ -62,14 +67,26 @@ def encode_acks(acks: dict[int, int]) -> bytes:
     return pairs_of(acks)
 
 
+def encode_records(kind: int, records_flat: list) -> list:
+    """A flat batch of control records as it travels: ``[ints, others]`` (module docstring)."""
+    size, ints_at, others_at = _CONTROL_LAYOUT[kind]
+    ints = array("Q")
+    for i in ints_at:
+        ints.fromlist(records_flat[i::size])
+    return [ints.tobytes(), [records_flat[i::size] for i in others_at]]
+
+
 def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
     """One frame of ``messages``; a data payload may come packed already (``encode_data``)."""
     out = []
     for kind, dest, src, payload in messages:
-        if kind == DATA and type(payload) is not bytes:
-            payload = encode_data(payload)
+        if kind == DATA:
+            if type(payload) is not bytes:
+                payload = encode_data(payload)
         elif kind == ACK_ACK:
             payload = encode_acks(payload)
+        else:
+            payload = encode_records(kind, payload)
         out.append((kind, dest, src, payload))
     return msgpack.packb((WIRE_VERSION, topology, out), use_bin_type=True)
 
@@ -113,26 +130,51 @@ class EncodedBatch:
         return self._decoder.tuples(self._component, self._src, columns)
 
 
-# Control payloads are flat batches of protocol records: record length, and the positions
-# holding ints.
-_CONTROL_LAYOUT = {kind: (stride(record), int_positions(record)) for kind, record in RECORDS.items()}
+def _layout(record: type[tuple]) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """A record type's length, the positions of its int fields and those of the others."""
+    ints_at = int_positions(record)
+    return stride(record), ints_at, tuple(i for i in range(stride(record)) if i not in ints_at)
 
 
-def _ints(values: Any) -> bool:
-    """Whether every one of ``values`` is an int of 64 bits or fewer, unsigned: ids, XORs of
-    ids and task numbers (msgpack also carries negative ones, which none of them can be)."""
-    return set(map(type, values)) <= {int} and (not values or 0 <= min(values) and
-                                                max(values) <= MAX_ID)
+def _allowed_types(record: type[tuple], position: int) -> frozenset[type]:
+    """The types a non-int field may hold on the wire (``str``, or ``str | None``)."""
+    hint = get_type_hints(record)[record._fields[position]]  # type: ignore[attr-defined]
+    return frozenset(type(None) if t is None else t for t in (get_args(hint) or (hint,)))
+
+
+# Each control kind's record layout, and the types of its fields that are not ints.
+_CONTROL_LAYOUT = {kind: _layout(record) for kind, record in RECORDS.items()}
+_OTHER_TYPES = {kind: [_allowed_types(record, i) for i in _CONTROL_LAYOUT[kind][2]]
+                for kind, record in RECORDS.items()}
+
+
+def decode_records(kind: int, payload: Any) -> list | None:
+    """``encode_records``'s payload as the flat list of records it was; None if it is not one.
+    Checked here so that a bad record is dropped with its frame, never met by an acker
+    mid-batch."""
+    size, ints_at, others_at = _CONTROL_LAYOUT[kind]
+    if type(payload) is not list or len(payload) != 2:
+        return None
+    blob, others = payload
+    if type(blob) is not bytes or len(blob) % (8 * len(ints_at)) or type(others) is not list \
+            or len(others) != len(others_at):
+        return None
+    n = len(blob) // (8 * len(ints_at))
+    for column, allowed in zip(others, _OTHER_TYPES[kind]):
+        if type(column) is not list or len(column) != n or not set(map(type, column)) <= allowed:
+            return None
+    ints = array("Q")
+    ints.frombytes(blob)
+    flat: list = [None] * (n * size)
+    for j, i in enumerate(ints_at):
+        flat[i::size] = ints[j * n:(j + 1) * n].tolist()
+    for column, i in zip(others, others_at):
+        flat[i::size] = column
+    return flat
 
 
 # An AckInit's spout task is always its sender: the acker tells that task, so it must exist.
 _INIT_TASKS = slice(AckInit._fields.index("spout_task"), None, stride(AckInit))
-
-
-def _control_ok(kind: int, payload: list) -> bool:
-    # Checked here so a bad record is dropped with its frame, never met by an acker mid-batch.
-    size, ints_at = _CONTROL_LAYOUT[kind]
-    return len(payload) % size == 0 and all(_ints(payload[i::size]) for i in ints_at)
 
 
 class FrameDecoder:
@@ -174,11 +216,11 @@ class FrameDecoder:
         if kind not in KNOWN_KINDS or type(dest) is not int or type(src) is not int:
             raise WireError(f"message header {item[:3]!r} is not a known kind with task numbers")
         if kind == BACKPRESSURE:   # worker to worker: no task sent it
-            if type(payload) is not list or not _control_ok(kind, payload) or not all(
-                    0 <= task <= self.layout.max_task
-                    for task, _overloaded in records(Backpressure, payload)):
-                raise WireError("backpressure payload is not a list of [task, flag] pairs "
-                                "naming this topology's tasks")
+            payload = decode_records(kind, payload)
+            if payload is None or not all(0 <= task <= self.layout.max_task
+                                          for task, _overloaded in records(Backpressure, payload)):
+                raise WireError("backpressure payload is not [task, flag] records naming this "
+                                "topology's tasks")
             return (kind, dest, src, payload)
         component = self.layout.task_component.get(src)
         if component is None:
@@ -189,10 +231,12 @@ class FrameDecoder:
             payload = EncodedBatch(self, component, src, payload)
         elif kind == ACK_ACK:
             payload = decode_acks(payload)
-        elif type(payload) is not list or not _control_ok(kind, payload):
-            raise WireError(f"payload of kind {kind} is not a list of its fields")
-        elif kind == ACK_INIT and not set(payload[_INIT_TASKS]) <= {src}:
-            raise WireError(f"acker inits from task {src} name another spout task")
+        else:
+            payload = decode_records(kind, payload)
+            if payload is None:
+                raise WireError(f"payload of kind {kind} is not its records' packed columns")
+            if kind == ACK_INIT and not set(payload[_INIT_TASKS]) <= {src}:
+                raise WireError(f"acker inits from task {src} name another spout task")
         return (kind, dest, src, payload)
 
     def tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:
