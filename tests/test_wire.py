@@ -179,9 +179,12 @@ def test_a_value_list_changed_after_its_emit_travels_as_it_is_and_is_refused(dec
     (msgpack.packb([[0, 1, 1, []]]), "not \\[version, topology, list of messages\\]"),
     (frame({}), "not \\[version, topology, list of messages\\]"),
     # A worker of the release before versions, and one of a later release.
-    (msgpack.packb(["t-1", []]), "frame of wire version 1, but this worker reads version 2: a "
-                                 "topology's workers must run one stormlet release"),
-    (frame([], version=3), "frame of wire version 3, but this worker reads version 2"),
+    (msgpack.packb(["t-1", []]), f"frame of wire version 1, but this worker reads version "
+                                 f"{WIRE_VERSION}: a topology's workers must run one stormlet "
+                                 f"release"),
+    (frame([], version=2), f"frame of wire version 2, but this worker reads version "
+                           f"{WIRE_VERSION}"),
+    (frame([], version=WIRE_VERSION + 1), f"frame of wire version {WIRE_VERSION + 1}, but"),
     (frame([], topology="other-topology"), "for topology 'other-topology'"),
     (frame([[0, 1]]), r"is not \[kind, dest, src, payload\]"),
     (frame([[99, 1, 1, []]]), "not a known kind"),

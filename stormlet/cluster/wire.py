@@ -48,8 +48,9 @@ from .columns import from_columns, pairs_of, rows, to_columns
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 # The frame layout's version: raise it whenever a frame's or a payload's layout changes. Frames
-# of version 1 (until 2026-11-27) had no version: ``[topology, messages]``.
-WIRE_VERSION = 2
+# of version 1 (until 2026-11-27) had no version: ``[topology, messages]``; in version 2 control
+# records were flat msgpack lists; since version 3 they are packed integer columns.
+WIRE_VERSION = 3
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 
 
