@@ -221,6 +221,11 @@ def problems(conf: dict[str, Any] | None) -> list[str]:
     return [text for text in found if text is not None]
 
 
+def refusal(topology: str, found: list[str]) -> str:
+    """The one-line refusal of topology ``topology`` for the problems ``found``."""
+    return f"topology {topology!r} cannot run with this config: " + "; ".join(found)
+
+
 def problem(key: str, value: Any) -> str | None:
     """What is wrong with ``value`` for ``key``, naming both; None if nothing (or if stormlet
     does not know the key)."""

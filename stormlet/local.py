@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from . import config as cfg
 from .runtime.engine import TopologyRuntime
 from .runtime.errors import ErrorRecord
 from .topology import Topology, TopologyError
@@ -53,8 +54,7 @@ class LocalCluster:
                                 f"got {type(topology).__name__}")
         problems = topology.config_problems(conf)
         if problems:
-            raise TopologyError(f"topology {name!r} cannot run with this config: "
-                                + "; ".join(problems))
+            raise TopologyError(cfg.refusal(name, problems))
         with self._lock:
             if name in self._running:
                 raise ValueError(f"a topology named {name!r} is already running")

@@ -609,6 +609,16 @@ def test_an_input_spark_cannot_find_is_one_line(spark, tmp_path):
 # ----- without Spark: the plan, the input, the record formats, the runners
 
 
+def test_a_config_value_stormlet_cannot_use_is_refused_before_spark(tmp_path):
+    (tmp_path / "in.txt").write_text("a b\n")
+    with pytest.raises(BackfillError) as caught:
+        Backfill(WORD_COUNT, InputOptions(str(tmp_path / "in.txt")),
+                 conf={"topology.acker.executors": "two", "topology.tick.tuple.freq.secs": -1})
+    assert str(caught.value).startswith("topology 'word_count' cannot run with this config: "
+                                        "topology.acker.executors must be ")
+    assert "not 'two'" in str(caught.value) and "not -1" in str(caught.value)
+
+
 def topology_of(tmp_path, source, name="t.py"):
     file = tmp_path / name
     file.write_text(textwrap.dedent(source))

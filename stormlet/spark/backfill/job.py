@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
-from ...config import merged
+from ... import config as cfg
 from ...loader import TopologyFileError, load_topology_file
 from ...runtime.engine import acker_count
 from ...sources.partitioned_log import PartitionedLog
@@ -99,7 +99,10 @@ class Backfill:
             raise BackfillError(str(exc)) from None
         self.name = name or self.file.stem
         self.overrides = dict(conf or {})
-        self.conf = merged(file_conf, self.overrides)
+        self.conf = cfg.merged(file_conf, self.overrides)
+        problems = cfg.problems(self.conf)
+        if problems:   # found here, not as a traceback from every Spark task
+            raise BackfillError(cfg.refusal(self.name, problems))
         self.plan = plan_backfill(self.topology, spout, spout_stream, components)
         self.input = resolve_input(input, self.plan.stream)
         check_input_fields(self.topology.components[self.plan.spout], self.plan.stream,
