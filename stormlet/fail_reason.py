@@ -9,6 +9,17 @@ FAIL = "fail"
 ERROR = "error"
 
 
+def utf8_text(text: str) -> str:
+    """``text`` as UTF-8 can carry it: lone surrogates (an undecodable file name in an error,
+    say) escaped as ``\\udcff``, any other text as it is. A fail message crosses between
+    workers, and lands in the failed-message log, as UTF-8."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class FailReason:
     """Delivered to ``Spout.fail(msg_id, reason)``.

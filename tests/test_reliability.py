@@ -8,6 +8,7 @@ their records on the instance, read back through ``cluster.instances``.
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -17,6 +18,8 @@ import pytest
 
 import support
 from stormlet import BasicBolt, Bolt, FailReason, Spout, TopologyBuilder
+from stormlet.cluster.wire import encode_frame
+from stormlet.protocol import ACK_FAIL
 
 MESSAGE_TIMEOUT = "topology.message.timeout.secs"
 MAX_SPOUT_PENDING = "topology.max.spout.pending"
@@ -145,6 +148,13 @@ class RaisingBasicBolt(BasicBolt):
         raise ValueError(f"boom on {tup[0]}")
 
 
+class UndecodableNameBolt(BasicBolt):
+    """Raises with a file name as Python decodes a name that is not UTF-8: a lone surrogate."""
+
+    def execute(self, tup, collector):
+        raise ValueError("cannot read " + os.fsdecode(b"/data/\xff.log"))
+
+
 class DroppingBolt(Bolt):
     """Receives and never acks nor fails."""
 
@@ -227,6 +237,20 @@ def test_basic_bolt_exception_fails_with_reason_error():
             assert f"boom on {msg_id}" in reason.message
         errors = cluster.errors("reliability")
         assert any(e.component == "exploder" and "boom on" in e.error for e in errors)
+
+
+def test_a_fail_message_utf8_cannot_carry_reaches_the_spout_escaped():
+    # The message crosses between workers, and into the failed-message log, as UTF-8: a lone
+    # surrogate would not encode there (a frame that does not pack is dropped whole).
+    b = TopologyBuilder()
+    b.set_spout("spout", TrackedSpout())
+    b.set_bolt("reader", UndecodableNameBolt()).shuffle_grouping("spout")
+    with running(b.build(), {MESSAGE_TIMEOUT: 2, "test.count": 2}) as cluster:
+        cluster.wait_for(lambda: len(spout_records(cluster, "reliability")[2]) >= 2, timeout=10)
+        _emits, _acks, fails = spout_records(cluster, "reliability")
+    for _msg_id, reason, _t in fails:
+        assert reason.message == "ValueError: cannot read /data/\\udcff.log"
+        encode_frame([(ACK_FAIL, 1, 1, [1, reason.kind, reason.message])])
 
 
 # ----- (4) a dropped tuple times out, naming the last component that acked

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
+from ..fail_reason import utf8_text
 from .record import decode_value, encode_value
 
 FORMAT_VERSION = 2
@@ -95,9 +96,7 @@ def _utf8(text: str) -> bool:
 
 def _text(text: Any) -> Any:
     """A name or message for a string column: lone surrogates escaped (as ``\\udXXX``)."""
-    if isinstance(text, str) and not _utf8(text):
-        return text.encode("utf-8", "backslashreplace").decode()
-    return text
+    return utf8_text(text) if isinstance(text, str) else text
 
 
 def _typed(encoded: Any) -> dict[str, Any] | None:

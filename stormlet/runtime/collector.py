@@ -23,7 +23,7 @@ from typing import Any
 import cython
 
 from ..collectors import BasicOutputCollector
-from ..fail_reason import ERROR, FAIL, FailReason
+from ..fail_reason import ERROR, FAIL, FailReason, utf8_text
 from ..protocol import DEFAULT_STREAM, AckFail
 from ..rotating_map import RotatingMap
 from ..serialization import checked
@@ -389,7 +389,7 @@ class BoltCollector(_Emitter):
         waiting[previous] = previous_at
 
     def fail(self, tup: Tuple, reason: Any = None) -> None:
-        self._fail(tup, FAIL, None if reason is None else str(reason))
+        self._fail(tup, FAIL, None if reason is None else utf8_text(str(reason)))
 
     def _fail(self, tup: Tuple, kind: str, message: str | None) -> None:
         roots = tup.roots
@@ -405,7 +405,7 @@ class BoltCollector(_Emitter):
             self._started.pop(tup, None)
 
     def fail_with_error(self, tup: Tuple, error: BaseException) -> None:
-        self._fail(tup, ERROR, f"{type(error).__name__}: {error}")
+        self._fail(tup, ERROR, utf8_text(f"{type(error).__name__}: {error}"))
 
     def reset_timeout(self, tup: Tuple) -> None:
         """Tell the ackers and the spout this tuple's tree is alive: restart its timeout."""
