@@ -77,6 +77,9 @@ def main() -> None:
         frame = encode_frame([message], TOPOLOGY)
         (decoded,) = decoder.decode(frame)
         assert decoded[:3] == message[:3]
+        records = decoded[3]   # acks: (root, XOR) pairs, as the acker reads them
+        assert (dict(zip(records[::2], records[1::2])) if name == "ack" else records) \
+            == message[3]
         packing, unpacking = [], []
         for _ in range(args.runs):
             packing.append(cpu_ns_per_record(lambda: encode_frame([message], TOPOLOGY),

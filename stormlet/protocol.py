@@ -12,7 +12,7 @@ the wire decoder checks a batch against ``RECORDS``; nothing else spells a recor
 field order.
 """
 
-from typing import Iterator, NamedTuple, get_type_hints
+from typing import Iterator, NamedTuple, get_args, get_type_hints
 
 DEFAULT_STREAM = "default"
 TICK_STREAM = "__tick"
@@ -92,10 +92,20 @@ def stride(record: type[tuple]) -> int:
 
 
 def int_positions(record: type[tuple]) -> tuple[int, ...]:
-    """The positions within a record that must hold ints (checked on the wire)."""
+    """The positions within a record that must hold ints (packed as such on the wire)."""
     hints = get_type_hints(record)
     return tuple(i for i, name in enumerate(record._fields)  # type: ignore[attr-defined]
                  if hints[name] is int)
+
+
+def other_fields(record: type[tuple]) -> list[tuple[int, frozenset[type]]]:
+    """The positions within a record that hold something other than an int, each with the
+    types it may hold (``str``, or ``str`` and ``NoneType``), checked on the wire."""
+    hints = get_type_hints(record)
+    return [(i, frozenset(type(None) if t is None else t
+                          for t in (get_args(hints[name]) or (hints[name],))))
+            for i, name in enumerate(record._fields)  # type: ignore[attr-defined]
+            if hints[name] is not int]
 
 
 def records(record: type[tuple], batch: list) -> Iterator[tuple]:

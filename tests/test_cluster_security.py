@@ -18,6 +18,7 @@ from zookeeper_server import zookeeper_available
 from stormlet.cluster import rpc
 from stormlet.cluster.code import package_topology
 from stormlet.cluster.wire import encode_frame
+from stormlet.loader import load_topology_file
 from stormlet.protocol import BACKPRESSURE, SYSTEM_TASK
 from stormlet.cluster.security import (
     SECRET_FILE_ENV,
@@ -90,9 +91,11 @@ def test_a_topology_runs_and_reports_its_metrics_on_a_secured_cluster(cluster, r
 
 def test_forged_backpressure_with_the_right_topology_id_pauses_nothing(cluster, running,
                                                                        leader, secret_file):
-    # Pause every task, as an overloaded worker of this topology would ask its peers.
+    # Pause every task of the topology, as an overloaded worker of it would ask its peers: only
+    # its real tasks, or the frame would be refused for naming others, secured or not.
+    tasks = [t for ts in load_topology_file(LEDGER)[0].task_ids().values() for t in ts]
     pause_all = encode_frame([(BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK,
-                               [value for task in range(64) for value in (task, 1)])], running)
+                               [value for task in tasks for value in (task, 1)])], running)
     pushes = []
     for _supervisor, port in cluster.heartbeats():
         push = zmq.Context.instance().socket(zmq.PUSH)

@@ -247,7 +247,12 @@ def packed(*ints):
     (SPOUT_FAIL, [packed(1, 2), [[5], [None]]]),   # a kind that is not a string
     (SPOUT_FAIL, [packed(1, 2), [["timeout", "x"], [None, None]]]),   # columns of two lengths
     (SPOUT_FAIL, [packed(1, 2), [["timeout"]]]),
-    (SPOUT_FAIL, [[1, 2], [["timeout"], [None]]]),
+    (SPOUT_FAIL, [packed(1, 2), ["t", [None]]]),   # a column that is not a list
+    (SPOUT_FAIL, [packed(1, 2), [["timeout"], [b"message"]]]),
+    (ACK_FAIL, [packed(1), [["error"], [7]]]),   # a message that is not a string
+    (ACK_RESET, [[0] * 8, []]),   # ints that are not packed
+    (ACK_RESET, ["x" * 8, []]),
+    (ACK_RESET, [packed(1), "not columns"]),
     (BACKPRESSURE, [packed(1, 1, 2), []]),
     (BACKPRESSURE, encode_records(BACKPRESSURE, [10**6, 1])),
 ])

@@ -15,7 +15,8 @@ anything is overloaded the receiver repeats its state every ``REFRESH_SECS``; a 
 nothing for ``PAUSE_TTL_SECS`` (the owner died, a message was lost, a new peer joined late)
 forgets the pause. Acks and other control messages are never held.
 
-Payload of ``BACKPRESSURE``: a flat batch of ``protocol.Backpressure`` records.
+Payload of ``BACKPRESSURE``: a flat batch of ``protocol.Backpressure`` records (between workers,
+packed integer columns: wire.py).
 """
 
 from __future__ import annotations

@@ -247,7 +247,7 @@ class Nimbus:
             # The inspection checked it too, but it ran the topology's own code.
             problems = cfg.problems(merged)
             if problems:
-                raise rpc.RpcError("; ".join(problems))
+                raise rpc.RpcError(cfg.refusal(name, problems))
             workers = int(merged.get(cfg.TOPOLOGY_WORKERS) or 1)
             ackers = merged.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
             # Fixed at submit: the acker count decides task numbering, which never changes.

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 from array import array
 from itertools import repeat
-from typing import Any, get_args, get_type_hints
+from typing import Any
 
 import msgpack
 
 from ..runtime.layout import TopologyLayout
 from ..protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit, Backpressure,
-                        int_positions, records, stride)
+                        int_positions, other_fields, records, stride)
 from ..tuples import StreamInfo, Tuple
 from .columns import from_columns, pairs_of, rows, to_columns
 
@@ -56,6 +56,12 @@ MAX_FRAME_BYTES = 256 * 1024 * 1024
 
 class WireError(ValueError):
     pass
+
+
+# Each control kind's record length, the positions of its int fields, and those of its other
+# fields with the types each may hold.
+_CONTROL_LAYOUT = {kind: (stride(record), int_positions(record), other_fields(record))
+                   for kind, record in RECORDS.items()}
 
 
 def encode_data(tuples: list[Tuple]) -> bytes:
@@ -74,7 +80,7 @@ def encode_records(kind: int, records_flat: list) -> list:
     ints = array("Q")
     for i in ints_at:
         ints.fromlist(records_flat[i::size])
-    return [ints.tobytes(), [records_flat[i::size] for i in others_at]]
+    return [ints.tobytes(), [records_flat[i::size] for i, _allowed in others_at]]
 
 
 def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
@@ -86,28 +92,31 @@ def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
                 payload = encode_data(payload)
         elif kind == ACK_ACK:
             payload = encode_acks(payload)
-        else:
+        elif kind in RECORDS:
             payload = encode_records(kind, payload)
+        else:
+            raise ValueError(f"message kind {kind} does not travel between workers")
         out.append((kind, dest, src, payload))
     return msgpack.packb((WIRE_VERSION, topology, out), use_bin_type=True)
 
 
 def decode_acks(payload: Any) -> array:
     """``encode_acks``'s pairs, as ``Acker.acks`` reads them."""
-    pairs = _pairs(payload)
+    pairs = _uint64s(payload, 2)
     if pairs is None:
         raise WireError("ack payload is not (root, value) pairs of 64 bits")
     return pairs
 
 
-def _pairs(blob: Any) -> array | None:
-    """A blob of pairs of unsigned 64-bit ints (acks, or a batch's roots) as an ``array("Q")``;
-    None if it is not one."""
-    if type(blob) is not bytes or len(blob) % 16:
+def _uint64s(blob: Any, group: int) -> array | None:
+    """A blob of unsigned 64-bit ints (acks' or a batch's (root, value) pairs, control
+    records' columns), a whole number of ``group``s of them, as an ``array("Q")``; None if it
+    is not one."""
+    if type(blob) is not bytes or len(blob) % (8 * group):
         return None
-    pairs = array("Q")
-    pairs.frombytes(blob)
-    return pairs
+    ints = array("Q")
+    ints.frombytes(blob)
+    return ints
 
 
 class EncodedBatch:
@@ -131,45 +140,26 @@ class EncodedBatch:
         return self._decoder.tuples(self._component, self._src, columns)
 
 
-def _layout(record: type[tuple]) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    """A record type's length, the positions of its int fields and those of the others."""
-    ints_at = int_positions(record)
-    return stride(record), ints_at, tuple(i for i in range(stride(record)) if i not in ints_at)
-
-
-def _allowed_types(record: type[tuple], position: int) -> frozenset[type]:
-    """The types a non-int field may hold on the wire (``str``, or ``str | None``)."""
-    hint = get_type_hints(record)[record._fields[position]]  # type: ignore[attr-defined]
-    return frozenset(type(None) if t is None else t for t in (get_args(hint) or (hint,)))
-
-
-# Each control kind's record layout, and the types of its fields that are not ints.
-_CONTROL_LAYOUT = {kind: _layout(record) for kind, record in RECORDS.items()}
-_OTHER_TYPES = {kind: [_allowed_types(record, i) for i in _CONTROL_LAYOUT[kind][2]]
-                for kind, record in RECORDS.items()}
-
-
 def decode_records(kind: int, payload: Any) -> list | None:
     """``encode_records``'s payload as the flat list of records it was; None if it is not one.
     Checked here so that a bad record is dropped with its frame, never met by an acker
     mid-batch."""
     size, ints_at, others_at = _CONTROL_LAYOUT[kind]
-    if type(payload) is not list or len(payload) != 2:
+    if type(payload) is not list or len(payload) != 2 or type(payload[1]) is not list \
+            or len(payload[1]) != len(others_at):
         return None
     blob, others = payload
-    if type(blob) is not bytes or len(blob) % (8 * len(ints_at)) or type(others) is not list \
-            or len(others) != len(others_at):
+    ints = _uint64s(blob, len(ints_at))
+    if ints is None:
         return None
-    n = len(blob) // (8 * len(ints_at))
-    for column, allowed in zip(others, _OTHER_TYPES[kind]):
+    n = len(ints) // len(ints_at)
+    for column, (_i, allowed) in zip(others, others_at):
         if type(column) is not list or len(column) != n or not set(map(type, column)) <= allowed:
             return None
-    ints = array("Q")
-    ints.frombytes(blob)
     flat: list = [None] * (n * size)
     for j, i in enumerate(ints_at):
         flat[i::size] = ints[j * n:(j + 1) * n].tolist()
-    for column, i in zip(others, others_at):
+    for column, (i, _allowed) in zip(others, others_at):
         flat[i::size] = column
     return flat
 
@@ -247,7 +237,7 @@ class FrameDecoder:
             if type(values) is not list:
                 raise ValueError
             if type(roots_list) is bytes:
-                pairs = _pairs(roots_list)
+                pairs = _uint64s(roots_list, 2)
                 if pairs is None:
                     raise ValueError
                 n = len(pairs) // 2

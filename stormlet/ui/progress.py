@@ -1,7 +1,10 @@
 """The live one-line progress display of ``stormlet local``: totals and rates, rewritten in
 place with a carriage return about once a second.
 
-    progress = ProgressLine(lambda: totals(cluster.metrics(name), spouts), sys.stdout).start()
+    submitted_at = time.monotonic()
+    cluster.submit(name, conf, topology)
+    progress = ProgressLine(lambda: totals(cluster.metrics(name), spouts), sys.stdout,
+                            submitted_at=submitted_at).start()
     ...
     progress.stop()   # erases the line, so what is printed next starts clean
 
