@@ -22,21 +22,10 @@ import random
 import statistics
 import time
 
-from stormlet import TopologyBuilder
 from stormlet.cluster.wire import FrameDecoder, encode_frame
 from stormlet.protocol import ACK_ACK, ACK_INIT, SPOUT_ACK, AckInit, Root
 from stormlet.runtime.layout import TopologyLayout
-from wordcount import CountBolt, SentenceSpout, SplitBolt
-
-TOPOLOGY = "control"
-
-
-def word_count_layout() -> TopologyLayout:
-    builder = TopologyBuilder()
-    builder.set_spout("sentences", SentenceSpout())
-    builder.set_bolt("split", SplitBolt()).shuffle_grouping("sentences")
-    builder.set_bolt("count", CountBolt()).fields_grouping("split", ["word"])
-    return TopologyLayout(TOPOLOGY, builder.build(), 1)
+from crossing import TOPOLOGY, word_count_layout   # the word count's layout, as crossing.py builds
 
 
 def messages(layout: TopologyLayout, records: int, rng: random.Random) -> dict[str, tuple]:
