@@ -1,6 +1,6 @@
 """What it costs a word to cross between workers, on one thread, without sockets or threads.
 
-    python benchmarks/crossing.py [--batches 2000] [--runs 7]
+    python benchmarks/crossing.py [--batches 2000] [--runs 7] [--stages]
 
 The word count's split and count bolts (benchmarks/wordcount.py, acking on) run by hand, a
 batch at a time, as their executors run them: the split executes 100 sentences (1,000 words)
@@ -18,12 +18,14 @@ drifts within seconds, so runs are compared in pairs): what crossing adds to a w
 threads that run the bolts, apart from the transport threads, the kernel and the scheduling,
 which ``cluster_wordcount.py`` measures with them. On one thread and with no other process it
 is steadier than the cluster benchmark, but a change of a few percent of the difference still
-needs alternating runs to show.
+needs alternating runs to show. ``--stages`` then times one more run of each stage by stage
+(the timing itself adds a little to each): where a crossing word's time goes.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 import random
 import statistics
 import threading
@@ -101,28 +103,57 @@ class Pipeline:
         self.count_task = BoltTask(count_task, "count", self.count, {}, None, self.count_transfer,
                                    count_metrics, collector=collector)
 
-    def run(self, sentences: list[Tuple]) -> None:
-        """One batch: split the sentences, hand the words over, count them."""
+    def run(self, sentences: list[Tuple], stages: Counter | None = None) -> None:
+        """One batch: split the sentences, hand the words over, count them. With ``stages``,
+        adds each stage's CPU seconds to it."""
+        lap = Laps(stages)
         for sentence in sentences:
             self.split.execute(sentence)
+        lap("split executes")
         self.split_transfer.flush()
+        lap("split flushes (crossing: packs)")
         if self.crossing:
             _address, message = self.sender.queue.get_nowait()
             (message,) = self.decoder.decode(encode_frame([message], TOPOLOGY))
+            lap("frame encoded and decoded")
+            tuples = message[3].tuples()
+            lap("count unpacks")
         else:
-            message = self.inbox.get_nowait()
-        self.count_task.run_batch(message[3], time.monotonic())
+            tuples = self.inbox.get_nowait()[3]
+            lap("inbox")
+        self.count_task.run_batch(tuples, time.monotonic())
+        del tuples   # as the executor drops a batch it ran: the tuples die here
+        lap("count executes")
         self.count_transfer.flush()
+        lap("count flushes (acks)")
 
 
-def ns_per_word(layout: TopologyLayout, crossing: bool, batches: list[list[Tuple]]) -> float:
+class Laps:
+    """Adds the CPU time since the last lap to ``stages[name]``; nothing without ``stages``."""
+
+    def __init__(self, stages: Counter | None):
+        self.stages = stages
+        self.last = time.process_time() if stages is not None else 0.0
+
+    def __call__(self, name: str) -> None:
+        if self.stages is not None:
+            now = time.process_time()
+            self.stages[name] += now - self.last
+            self.last = now
+
+
+def ns_per_word(layout: TopologyLayout, crossing: bool, batches: list[list[Tuple]],
+                stages: Counter | None = None) -> float:
     pipeline = Pipeline(layout, crossing)
     started = time.process_time()
     for batch in batches:
-        pipeline.run(batch)
+        pipeline.run(batch, stages)
     elapsed = time.process_time() - started
     words = sum(pipeline.count.counts.values())
     assert words == len(batches) * SENTENCES_PER_BATCH * WORDS_PER_SENTENCE
+    if stages is not None:
+        for name in stages:
+            stages[name] *= 1e9 / words
     return elapsed / words * 1e9
 
 
@@ -130,6 +161,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--stages", action="store_true",
+                        help="also time each stage of one more run of each (CPU ns a word)")
     args = parser.parse_args()
     tune_for_streaming()
     layout = word_count_layout()
@@ -156,6 +189,12 @@ def main() -> None:
           f"{min(crossing):.0f}-{max(crossing):.0f})")
     print(f"what crossing adds:     {statistics.median(added):7.1f} ns a word (each run "
           f"against the local one before it: {min(added):.0f}-{max(added):.0f})")
+    if args.stages:
+        for crossing in (False, True):
+            stages: Counter = Counter()
+            ns_per_word(layout, crossing, batches, stages)
+            print(f"stages, {'through the wire path' if crossing else 'to a local inbox'}: "
+                  + ", ".join(f"{name} {ns:.0f}" for name, ns in stages.items()))
 
 
 if __name__ == "__main__":
