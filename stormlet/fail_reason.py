@@ -9,15 +9,20 @@ FAIL = "fail"
 ERROR = "error"
 
 
+def is_utf8(text: str) -> bool:
+    """Whether UTF-8 can carry ``text``: a str may hold lone surrogates, which it cannot."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def utf8_text(text: str) -> str:
     """``text`` as UTF-8 can carry it: lone surrogates (an undecodable file name in an error,
     say) escaped as ``\\udcff``, any other text as it is. A fail message crosses between
     workers, and lands in the failed-message log, as UTF-8."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode()
-    return text
+    return text if is_utf8(text) else text.encode("utf-8", "backslashreplace").decode()
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator
 
-from ..fail_reason import utf8_text
+from ..fail_reason import is_utf8, utf8_text
 from .record import decode_value, encode_value
 
 FORMAT_VERSION = 2
@@ -86,14 +86,6 @@ def canonical_json(encoded: Any) -> str:
     return _CANONICAL.encode(encoded)
 
 
-def _utf8(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _text(text: Any) -> Any:
     """A name or message for a string column: lone surrogates escaped (as ``\\udXXX``)."""
     return utf8_text(text) if isinstance(text, str) else text
@@ -105,7 +97,7 @@ def _typed(encoded: Any) -> dict[str, Any] | None:
         return None
     if isinstance(encoded, str):
         # A lone surrogate is a str Python holds but UTF-8 (and Arrow) cannot: JSON escapes it.
-        return {"str": encoded} if _utf8(encoded) else {"json": canonical_json(encoded)}
+        return {"str": encoded} if is_utf8(encoded) else {"json": canonical_json(encoded)}
     if isinstance(encoded, dict) and len(encoded) == 1 and isinstance(encoded.get("base64"), str):
         return {"bytes": decode_value(encoded)}
     return {"json": canonical_json(encoded)}

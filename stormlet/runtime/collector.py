@@ -389,9 +389,11 @@ class BoltCollector(_Emitter):
         waiting[previous] = previous_at
 
     def fail(self, tup: Tuple, reason: Any = None) -> None:
-        self._fail(tup, FAIL, None if reason is None else utf8_text(str(reason)))
+        self._fail(tup, FAIL, None if reason is None else str(reason))
 
     def _fail(self, tup: Tuple, kind: str, message: str | None) -> None:
+        if message is not None:
+            message = utf8_text(message)   # it may cross between workers, packed as UTF-8
         roots = tup.roots
         if roots:
             fails = self._fails
@@ -405,7 +407,7 @@ class BoltCollector(_Emitter):
             self._started.pop(tup, None)
 
     def fail_with_error(self, tup: Tuple, error: BaseException) -> None:
-        self._fail(tup, ERROR, utf8_text(f"{type(error).__name__}: {error}"))
+        self._fail(tup, ERROR, f"{type(error).__name__}: {error}")
 
     def reset_timeout(self, tup: Tuple) -> None:
         """Tell the ackers and the spout this tuple's tree is alive: restart its timeout."""
