@@ -11,6 +11,10 @@ words/s (best of --repeat) and its ratio to Bytewax's.
 
 Bytewax runs with its own virtualenv's python (``bash benchmarks/peers/setup_bytewax.sh``; another
 one through --bytewax-python or BYTEWAX_PYTHON), and is skipped, saying so, where that is absent.
+
+The last row is stormlet's floor (run_floor.py): the same spout and bolts called on one thread by
+the least any runtime must do for them, so what a stormlet run takes beyond it is the runtime's
+own cost. It is skipped, saying why, where its compiled helper cannot be built.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ RUNS = (
     Run("anchored", "stormlet, acking on, Bolt anchoring", "run_stormlet.py",
         ("--mode", "anchored")),
     Run("unacked", "stormlet, acking off", "run_stormlet.py", ("--mode", "unacked")),
+    Run("floor", "stormlet's spout and bolts, no runtime", "run_floor.py"),
 )
 
 
@@ -104,6 +109,12 @@ def main() -> None:
     if any(r.name == "bytewax" for r in runs) and not bytewax_available(args.bytewax_python):
         print(SKIPPED)
         runs = [r for r in runs if r.name != "bytewax"]
+    if any(r.name == "floor" for r in runs):
+        check = subprocess.run([sys.executable, str(HERE / "run_floor.py"), "--check"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if check.returncode != 0:
+            print(f"{check.stderr.strip().splitlines()[-1]}; skipped")
+            runs = [r for r in runs if r.name != "floor"]
     if not runs:
         sys.exit("nothing left to run")
     print("every run in its own process, its counts checked exactly against collections.Counter",
