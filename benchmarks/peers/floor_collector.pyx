@@ -7,6 +7,7 @@ from stormlet.tuples cimport StreamInfo, untracked
 
 
 cdef class Collector:
+    """What one component emits into: the tuples of its one stream, kept until taken."""
     cdef list emitted
     cdef StreamInfo info
 
@@ -14,11 +15,14 @@ cdef class Collector:
         self.emitted = []
         self.info = info
 
-    def emit(self, values, anchors=None, stream=None, msg_id=None):
+    def emit(self, values, anchors=None, msg_id=None, stream=None):
+        """A bolt's ``emit(values, anchor)`` or a spout's ``emit(values, msg_id=...)`` (by
+        keyword: a spout collector's second parameter is the msg id): the tuple the next
+        component receives. Anchors and msg ids are ignored: nothing is tracked."""
         self.emitted.append(untracked(values, self.info, 0))
 
     def ack(self, tup):
-        pass
+        """Nothing: nothing is tracked."""
 
     cdef list take(self):
         emitted = self.emitted
@@ -30,12 +34,13 @@ def run(spout, Collector spout_out, split, Collector split_out, count, long sent
         long burst):
     """Calls ``spout.next_tuple`` ``sentences`` times, ``burst`` at a time; after each burst,
     the split bolt's ``execute`` on each sentence, then the count bolt's on each word."""
-    cdef long done = 0, i
+    cdef long done = 0, i, calls
     next_tuple, split_execute, count_execute = spout.next_tuple, split.execute, count.execute
     while done < sentences:
-        for i in range(min(burst, sentences - done)):
+        calls = min(burst, sentences - done)
+        for i in range(calls):
             next_tuple()
-        done += burst
+        done += calls
         for tup in spout_out.take():
             split_execute(tup)
         for tup in split_out.take():

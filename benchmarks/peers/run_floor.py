@@ -7,56 +7,71 @@ run_stormlet.py's spout (acking off) and benchmarks/wordcount.py's split and cou
 on one thread by the least any runtime with Storm's model must do (floor_collector.pyx, compiled
 here with pyximport and the system C compiler): ``next_tuple`` once per sentence, a ``Tuple``
 made for each emit (stormlet's own, compiled), each bolt's ``execute`` once per tuple, in bursts
-of ``topology.transfer.batch.size`` sentences as the spout executor runs them. No routing, value
-check, acking, queue, thread or metric. What stormlet's acking-off run takes beyond this is the
-runtime's cost. Prints one JSON line: seconds, cpu_seconds, words and counts (``[[word, count],
-...]``). Where the helper cannot be built (no C compiler, or stormlet running interpreted), exits
-non-zero saying why.
+of as many ``next_tuple`` calls as the spout executor makes between looks at its inbox. No
+routing, value check, acking, queue, thread or metric. What stormlet's acking-off run takes
+beyond this is the runtime's cost. Prints one JSON line: seconds, cpu_seconds, words and counts
+(``[[word, count], ...]``). Where the helper cannot be built (no C compiler, or stormlet running
+interpreted), exits non-zero saying why.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import stormlet
-from stormlet import build_mode, config
+from stormlet import build_mode
+from stormlet.runtime.spout_executor import BURST
 from stormlet.runtime.tuning import tune_for_streaming
 from stormlet.tuples import StreamInfo
 
 from sentences import DEFAULT_N
 
-from run_stormlet import SentenceSpout, shared_sentences
+from run_stormlet import CountBolt, SentenceSpout, SplitBolt, shared_sentences
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from wordcount import CountBolt, SplitBolt  # noqa: E402
-
-BURST = config.DEFAULTS[config.TOPOLOGY_TRANSFER_BATCH_SIZE].default
+HERE = Path(__file__).resolve().parent
 
 
 def compiled_collector():
-    """floor_collector, compiled now (a few seconds the first time, cached after)."""
+    """floor_collector, compiled now against this checkout's stormlet (a few seconds the first
+    time, cached after in a build directory of its own)."""
     import pyximport
-    package_root = str(Path(stormlet.__file__).resolve().parent.parent)  # for its .pxd files
-    pyximport.install(build_dir=str(Path(tempfile.gettempdir()) / "stormlet-floor-build"),
-                      setup_args={"include_dirs": [package_root]}, language_level=3)
+    package_root = Path(stormlet.__file__).resolve().parent.parent   # for its .pxd files
+    checkout = hashlib.sha256(str(package_root).encode()).hexdigest()[:12]
+    pyximport.install(build_dir=str(Path(tempfile.gettempdir()) / f"stormlet-floor-{checkout}"),
+                      setup_args={"include_dirs": [str(package_root)]}, language_level=3)
     import floor_collector
     return floor_collector
 
 
+def why_unavailable() -> str | None:
+    """Why the floor cannot run here (its helper cannot be built), or None if it can. Builds
+    the helper in a separate process, as the runs that follow would."""
+    check = subprocess.run([sys.executable, str(HERE / "run_floor.py"), "--check"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if check.returncode == 0:
+        return None
+    lines = check.stderr.strip().splitlines()
+    return lines[-1] if lines else f"floor: --check exited with status {check.returncode}"
+
+
 def run(n: int) -> dict:
+    """Counts the words of the ``n`` shared sentences through the floor; its figures."""
     floor = compiled_collector()
     shared_sentences(n)
     spout_out = floor.Collector(StreamInfo("sentences", "default", SentenceSpout.outputs))
     split_out = floor.Collector(StreamInfo("split", "default", SplitBolt.outputs))
+    count_out = floor.Collector(StreamInfo("count", "default", CountBolt.outputs))
     spout, split, count = SentenceSpout(n, tracked=False), SplitBolt(), CountBolt()
     spout.open({}, None, spout_out)
     split.prepare({}, None, split_out)
-    count.prepare({}, None, split_out)
+    count.prepare({}, None, count_out)
     start, cpu_start = time.perf_counter(), time.process_time()
     floor.run(spout, spout_out, split, split_out, count, n, BURST)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start

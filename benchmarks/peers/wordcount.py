@@ -24,36 +24,18 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from stormlet import build_mode
 
+import run_floor
 import run_stormlet
+from runs import RUNS, Run
 from sentences import DEFAULT_N, SEED, WORDS, WORDS_PER_SENTENCE, expected_counts, sentences
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_BYTEWAX_PYTHON = HERE / ".venv-bytewax" / "bin" / "python"
 SKIPPED = "bytewax: skipped (not installed: run bash benchmarks/peers/setup_bytewax.sh)"
-
-
-@dataclass(frozen=True)
-class Run:
-    name: str  # for --only
-    label: str  # for the table
-    script: str
-    args: tuple[str, ...] = ()
-
-
-RUNS = (
-    Run("python", "plain Python loop (split + dict)", "run_plain.py"),
-    Run("bytewax", "Bytewax, TestingSource batch_size 1000", "run_bytewax.py"),
-    Run("basic", "stormlet, acking on, BasicBolt split", "run_stormlet.py", ("--mode", "basic")),
-    Run("anchored", "stormlet, acking on, Bolt anchoring", "run_stormlet.py",
-        ("--mode", "anchored")),
-    Run("unacked", "stormlet, acking off", "run_stormlet.py", ("--mode", "unacked")),
-    Run("floor", "stormlet's spout and bolts, no runtime", "run_floor.py"),
-)
 
 
 def measure(run: Run, python: str, n: int, expected: dict[str, int]) -> dict:
@@ -109,12 +91,9 @@ def main() -> None:
     if any(r.name == "bytewax" for r in runs) and not bytewax_available(args.bytewax_python):
         print(SKIPPED)
         runs = [r for r in runs if r.name != "bytewax"]
-    if any(r.name == "floor" for r in runs):
-        check = subprocess.run([sys.executable, str(HERE / "run_floor.py"), "--check"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        if check.returncode != 0:
-            print(f"{check.stderr.strip().splitlines()[-1]}; skipped")
-            runs = [r for r in runs if r.name != "floor"]
+    if any(r.name == "floor" for r in runs) and (why := run_floor.why_unavailable()):
+        print(f"{why}; skipped")
+        runs = [r for r in runs if r.name != "floor"]
     if not runs:
         sys.exit("nothing left to run")
     print("every run in its own process, its counts checked exactly against collections.Counter",
