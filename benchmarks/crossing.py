@@ -25,11 +25,11 @@ needs alternating runs to show. ``--stages`` then times one more run of each sta
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 import random
 import statistics
 import threading
 import time
+from collections import Counter
 
 import zmq
 

@@ -35,9 +35,8 @@ from stormlet import build_mode
 
 import run_floor
 from sentences import WORDS_PER_SENTENCE
-from runs import RUNS
+from runs import RUNS, Run
 
-HERE = Path(__file__).resolve().parent
 # What callgrind counts in (toggled on entering a matching function, off on leaving it): the
 # executors' loops, as compiled (their Python-callable wrappers), or the floor's loop.
 COUNTED = {"run_stormlet.py": "__pyx_pw_8stormlet_7runtime_*Executor_*loop",
@@ -50,13 +49,13 @@ FUNCTION_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(\S+?):(\S+)(?
 STORMLET_DIR = str(Path(stormlet.__file__).resolve().parent) + "/"
 
 
-def count(run, sentences: int, workdir: Path) -> tuple[int, Counter]:
-    """Instructions counted in ``run`` (a wordcount.Run) and, per C function of stormlet's
+def count(run: Run, sentences: int, workdir: Path) -> tuple[int, Counter]:
+    """Instructions counted in ``run`` and, per C function of stormlet's
     compiled modules, the instructions it executed itself."""
     out = workdir / f"callgrind.{run.name}"
     cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
            f"--toggle-collect={COUNTED[run.script]}", f"--callgrind-out-file={out}",
-           sys.executable, str(HERE / run.script), *run.args, "--sentences", str(sentences)]
+           *run.command(sys.executable, sentences)]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:

@@ -61,9 +61,9 @@ def why_unavailable() -> str | None:
     return lines[-1] if lines else f"floor: --check exited with status {check.returncode}"
 
 
-def run(n: int) -> dict:
-    """Counts the words of the ``n`` shared sentences through the floor; its figures."""
-    floor = compiled_collector()
+def run(floor, n: int) -> dict:
+    """Counts the words of the ``n`` shared sentences through ``floor`` (the compiled
+    floor_collector); its figures."""
     shared_sentences(n)
     spout_out = floor.Collector(StreamInfo("sentences", "default", SentenceSpout.outputs))
     split_out = floor.Collector(StreamInfo("split", "default", SplitBolt.outputs))
@@ -87,14 +87,14 @@ def main() -> None:
     if build_mode.mode() != build_mode.COMPILED:
         sys.exit(f"floor: needs stormlet's compiled hot path; {build_mode.describe()}")
     try:
-        compiled_collector()
+        floor = compiled_collector()
     except Exception as exc:  # noqa: BLE001 - any build or import failure: say it and stop
         sys.exit(f"floor: cannot build floor_collector.pyx: {type(exc).__name__}: "
                  f"{str(exc).splitlines()[0] if str(exc) else ''}")
     if args.check:
         return
     tune_for_streaming()  # as run_stormlet.py does
-    print(json.dumps(run(args.sentences)))
+    print(json.dumps(run(floor, args.sentences)))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,9 @@ stormlet's and the floor under callgrind)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
@@ -13,6 +16,10 @@ class Run:
     label: str  # for the table
     script: str
     args: tuple[str, ...] = ()
+
+    def command(self, python: str, sentences: int) -> list[str]:
+        """The command line of this run over ``sentences`` sentences with ``python``."""
+        return [python, str(HERE / self.script), *self.args, "--sentences", str(sentences)]
 
 
 RUNS = (

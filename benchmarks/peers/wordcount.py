@@ -41,7 +41,7 @@ SKIPPED = "bytewax: skipped (not installed: run bash benchmarks/peers/setup_byte
 def measure(run: Run, python: str, n: int, expected: dict[str, int]) -> dict:
     """One run in a fresh subprocess; its figures, once its counts are checked. Exits on a
     failed run or on counts that differ from ``expected``."""
-    cmd = [python, str(HERE / run.script), "--sentences", str(n), *run.args]
+    cmd = run.command(python, n)
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)  # stderr shows as it comes
     if proc.returncode != 0:
         sys.exit(f"FAILED: {run.label}: exit status {proc.returncode} from {' '.join(cmd)}")
