@@ -27,10 +27,11 @@ class StreamInfo:
 # Compiled: no subclasses, a free list for the hundreds of thousands made each second, and out of
 # the cyclic collector, since a tuple never sits in a reference cycle (its values are msgpack-able
 # data, never itself) and tracking it would make the collector run twice as often. The free list
-# holds as many tuples as a full inbox at the defaults (topology.executor.receive.buffer.size
-# batches of topology.transfer.batch.size): a bolt frees an inbox's worth at a time, and with
-# 4,096 most of them went back to the allocator and the next emits came from it (~150
-# instructions a tuple more, in some runs three emits in four: callgrind).
+# holds as many tuples as an inbox takes from other workers before they pause (64 batches of
+# topology.transfer.batch.size: cluster/backpressure.py): a bolt frees an inbox's worth at a
+# time, and with 4,096 most of them went back to the allocator and the next emits came from it
+# (~150 instructions a tuple more, in some runs three emits in four: callgrind, when local
+# inboxes held 64 batches too).
 @cython.freelist(32768)
 @cython.no_gc
 @cython.final

@@ -50,7 +50,8 @@ def runtime(batch_size=DEFAULT) -> TopologyRuntime:
     builder.set_spout("sentences", Sentences())
     builder.set_bolt("split", Split()).shuffle_grouping("sentences")
     builder.set_bolt("sink", Sink()).shuffle_grouping("split")
-    conf = {cfg.TOPOLOGY_ACKER_EXECUTORS: 0}
+    # Inboxes with room for every handover: nothing takes from them while the test looks.
+    conf = {cfg.TOPOLOGY_ACKER_EXECUTORS: 0, cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 64}
     if batch_size is not DEFAULT:
         conf[cfg.TOPOLOGY_TRANSFER_BATCH_SIZE] = batch_size
     return TopologyRuntime("batches", builder.build(), conf)

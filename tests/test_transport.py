@@ -88,7 +88,8 @@ def test_a_flapping_inbox_does_not_keep_another_inbox_s_pause_from_being_repeate
     steady, flapping = Inbox(capacity=2), Inbox(capacity=2)
     routes = [None, steady, flapping]
     sent = []
-    watch = OverloadWatch(routes, lambda: ["tcp://a"], lambda _a, m: sent.append(m[3]), clock)
+    watch = OverloadWatch(routes, lambda: ["tcp://a"], lambda _a, m: sent.append(m[3]), clock,
+                          at_least=0)
     for inbox in (steady, steady):
         inbox.put((DATA, 1, 0, []))
         watch.delivered(inbox)
@@ -116,7 +117,8 @@ def test_an_inbox_at_capacity_pauses_its_tasks_at_every_peer_until_it_drains_to_
     routes = [None, inbox, inbox, other]   # tasks 1 and 2 share one executor's inbox
     sent = []
     watch = OverloadWatch(routes, lambda: ["tcp://a", "tcp://b"],
-                          lambda address, message: sent.append((address, message)), clock)
+                          lambda address, message: sent.append((address, message)), clock,
+                          at_least=0)
     for _ in range(3):
         inbox.put((DATA, 1, 0, []))
         watch.delivered(inbox)
@@ -141,6 +143,26 @@ def test_an_inbox_at_capacity_pauses_its_tasks_at_every_peer_until_it_drains_to_
     assert not watch.busy() and watch.pauses == 1
 
 
+def test_data_from_other_workers_overloads_a_small_inbox_only_at_the_remote_mark():
+    inbox = Inbox(capacity=2)
+    sent = []
+    watch = OverloadWatch([None, inbox], lambda: ["tcp://a"], lambda _a, m: sent.append(m[3]),
+                          FakeClock(), at_least=6)
+    for _ in range(5):   # full for a local sender, not yet for a peer's data
+        inbox.put((DATA, 1, 0, []))
+        watch.delivered(inbox)
+    watch.check()
+    assert sent == [] and not watch.busy()
+    inbox.put((DATA, 1, 0, []))
+    watch.delivered(inbox)
+    watch.check()
+    assert sent == [[1, 1]]
+    for _ in range(3):   # drained to half of 6, not of 2: resumed
+        inbox.get()
+    watch.check()
+    assert sent[-1] == [1, 0] and not watch.busy()
+
+
 # ----- two workers' transports on loopback
 
 class Endpoint:
@@ -153,7 +175,8 @@ class Endpoint:
         self.stopping = threading.Event()
         self.sender = Sender(context, self.stopping, TOPOLOGY, security)
         self.watch = OverloadWatch(routes, lambda: peers,
-                                   lambda address, message: self.sender.queue.put((address, message)))
+                                   lambda address, message: self.sender.queue.put((address, message)),
+                                   at_least=0)
         self.receiver = Receiver(context, f"tcp://127.0.0.1:{self.port}",
                                  FrameDecoder(layout, TOPOLOGY),
                                  make_deliver(routes, self.sender.paused, self.watch),

@@ -214,6 +214,10 @@ class RemoteRoute:
     def accepting(self, task: int) -> bool:
         return not self.sender.paused.paused(task) and self.sender.queue.qsize() < SEND_QUEUE_LIMIT
 
+    def when_room(self, task: int, wake: Callable[[], object]) -> None:
+        """Nothing: a pause lifts by a message from the other worker, and a spout holding data
+        for it looks again after a short wait."""
+
     def put_data(self, message: tuple, stopping: threading.Event | None = None) -> float:
         """Queue a data batch, packed here on the executor's thread (see wire.py), first
         waiting while its task's worker holds data back or the send queue is full; returns the

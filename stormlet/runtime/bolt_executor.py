@@ -126,6 +126,8 @@ class BoltExecutor(ExecutorThread):
             full = False
             kind, dest, _src, payload = get()
             if kind == DATA or kind == TICK:
+                if kind == DATA:
+                    inbox.took_data()   # wakes a sender waiting for room
                 task = tasks[dest]
                 started = monotonic()
                 self.busy = (started, task, "execute")

@@ -3,35 +3,48 @@
 Data batches count against ``capacity`` and senders wait while it is full (backpressure that is
 local and gradual). Acker and control traffic is never refused: it is small, bounded by the number
 of tuples in flight, and refusing it could deadlock a spout waiting on a bolt waiting on an acker.
+
+A sender waiting for room is woken by the executor taking a batch (``took_data``), not by polling:
+the capacity can then be small, so the tuples between two executors are still in the core's
+cache when the second takes them, at no cost in idle time.
 """
 
 from __future__ import annotations
 
 import queue
 import time
+from _thread import allocate_lock
 from collections.abc import Callable
 from typing import Any
 
 Message = tuple  # (kind, dest_task, src_task, payload)
 
+# A waiting sender looks again this often even if no wake-up came (one registered just after the
+# executor took a batch, or a stop): the wake-up is what makes waiting short, not this.
+ROOM_RECHECK_SECS = 0.005
+
 
 def wait_for_room(accepting: Callable[[int], bool], task: int, stopping: Any = None) -> float:
     """Sleep, a little longer each time, until ``accepting(task)`` (or ``stopping`` is set);
-    the seconds waited. How every data route waits out backpressure."""
+    the seconds waited. How a route that cannot wake its senders (another worker's) waits out
+    backpressure."""
     started = time.monotonic()
     delay = 0.0002
     while not accepting(task) and not (stopping and stopping.is_set()):
         time.sleep(delay)
-        delay = min(delay * 2, 0.005)
+        delay = min(delay * 2, ROOM_RECHECK_SECS)
     return time.monotonic() - started
 
 
 class Inbox:
-    __slots__ = ("_queue", "capacity", "empty", "get", "get_nowait", "put", "qsize")
+    __slots__ = ("_queue", "_room_wakers", "capacity", "empty", "get", "get_nowait", "put",
+                 "qsize")
 
     def __init__(self, capacity: int = 64):
         self._queue: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self.capacity = capacity
+        # Called (each once) when the executor next takes a data batch: waiting senders' locks.
+        self._room_wakers: list[Callable[[], Any]] = []
         # Bound methods of the C queue: no Python frame per handoff.
         self.put = self._queue.put
         self.get = self._queue.get
@@ -45,9 +58,33 @@ class Inbox:
     def accepting(self, _task: int) -> bool:
         return not self.full()
 
+    def took_data(self) -> None:
+        """The executor took a data batch: wake whoever waits for room. (Called once a batch,
+        on the executor's thread; a list read when nobody waits.)"""
+        if self._room_wakers:
+            wakers, self._room_wakers = self._room_wakers, []
+            for wake in wakers:
+                wake()
+
+    def when_room(self, _task: int, wake: Callable[[], Any]) -> None:
+        """Call ``wake`` (once, on the executor's thread) when the executor next takes a data
+        batch: how a spout holding data back for this inbox learns it may send again."""
+        if wake not in self._room_wakers:
+            self._room_wakers.append(wake)
+
     def put_data(self, message: Message, stopping: Any = None) -> float:
         """Put a data batch, waiting while the inbox is full (unless ``stopping`` is set).
         Returns the seconds it waited: the sender's time throttled by backpressure."""
-        waited = 0.0 if self.accepting(0) else wait_for_room(self.accepting, 0, stopping)
+        waited = 0.0 if not self.full() else self._wait_for_room(stopping)
         self._queue.put(message)
         return waited
+
+    def _wait_for_room(self, stopping: Any) -> float:
+        started = time.monotonic()
+        while self.full() and not (stopping and stopping.is_set()):
+            room = allocate_lock()
+            room.acquire()
+            self.when_room(0, room.release)
+            if self.full():   # else the executor took a batch before the waker was in place
+                room.acquire(timeout=ROOM_RECHECK_SECS)
+        return time.monotonic() - started

@@ -34,7 +34,8 @@ import cython
 from .layout import TopologyLayout
 from ..fail_reason import TIMEOUT, FailReason
 from ..failed import DeadLetterBox
-from ..protocol import SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SpoutFail, records
+from ..protocol import (SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SYSTEM_TASK, WAKE,
+                        SpoutFail, records)
 from ..rotating_map import RotatingMap
 from .collector import InFlight, SpoutCollector
 from .metrics import TaskMetrics
@@ -253,6 +254,10 @@ class SpoutExecutor(ExecutorThread):
         self.want_active = False
         self.active = False
         self.published_in_flight = 0
+        # Put in this executor's inbox by a full inbox it held data for, once that has room:
+        # a throttled spout sends again then, not after THROTTLED_WAIT_SECS.
+        wake_message = (WAKE, SYSTEM_TASK, SYSTEM_TASK, None)
+        self._wake = lambda: self.inbox.put(wake_message)
 
     def in_flight(self) -> int:
         """Tracked tuples in flight, as this executor last published it. Other threads read this
@@ -281,7 +286,7 @@ class SpoutExecutor(ExecutorThread):
             task.on_resets(payload)
         elif kind == STOP:
             return False
-        return True
+        return True   # WAKE and anything else: nothing to do but go round the loop again
 
     def _follow_activation(self) -> None:
         want = self.want_active
@@ -300,7 +305,8 @@ class SpoutExecutor(ExecutorThread):
 
     def _flush_or_hold(self) -> list[SpoutTask]:
         """Hand over what every task emitted; the tasks whose data was held back."""
-        return [task for task in self.tasks if task.transfer.flush(hold_back=True)]
+        return [task for task in self.tasks
+                if task.transfer.flush(hold_back=True, wake=self._wake)]
 
     def loop(self) -> None:
         for task in self.tasks:

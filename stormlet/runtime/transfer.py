@@ -31,6 +31,9 @@ class Route(Protocol):
     def accepting(self, task: int) -> bool:
         """Whether a data batch for ``task`` would be taken now without waiting."""
 
+    def when_room(self, task: int, wake: Callable[[], object]) -> None:
+        """Call ``wake`` once ``task`` may be accepting again (if this route can tell)."""
+
 
 class Transfer:
     def __init__(self, src_task: int, routes: Sequence[Route | None], data_targets: list[int],
@@ -69,9 +72,10 @@ class Transfer:
                 return True
         return False
 
-    def flush(self, hold_back: bool = False) -> bool:
+    def flush(self, hold_back: bool = False, wake: Callable[[], object] | None = None) -> bool:
         """Hand everything over. With ``hold_back``, data for a destination that is not accepting
-        (backpressure) stays buffered instead of waiting; returns whether any did."""
+        (backpressure) stays buffered instead of waiting, and ``wake`` is called once it has
+        room (where its route can tell); returns whether any was held."""
         for settle in self.before_flush:
             settle()
         src = self.src_task
@@ -91,6 +95,8 @@ class Transfer:
             if buf:
                 if hold_back and not routes[task].accepting(task):
                     held = True
+                    if wake is not None:
+                        routes[task].when_room(task, wake)
                     continue
                 data[task] = []
                 self.metrics.transferred += len(buf)

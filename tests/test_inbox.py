@@ -1,0 +1,90 @@
+"""An executor's inbox: bounded for data, and a sender waiting for room is woken by the executor
+taking a batch (not by polling), so small inboxes cost no idle time."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from stormlet.protocol import DATA
+from stormlet.runtime import inbox as inbox_module
+from stormlet.runtime.inbox import Inbox
+from stormlet.runtime.metrics import TaskMetrics
+from stormlet.runtime.transfer import Transfer
+
+
+def batch(dest: int, n: int) -> tuple:
+    return (DATA, dest, 0, list(range(n)))
+
+
+@pytest.fixture
+def slow_recheck(monkeypatch):
+    """A waiting sender would look again only after a minute: whatever wakes it sooner is the
+    wake-up under test."""
+    monkeypatch.setattr(inbox_module, "ROOM_RECHECK_SECS", 60.0)
+
+
+def test_a_sender_waiting_for_room_is_woken_when_the_executor_takes_a_batch(slow_recheck):
+    inbox = Inbox(capacity=1)
+    assert inbox.put_data(batch(1, 3)) == 0.0   # room: no wait
+    waited: list[float] = []
+    sender = threading.Thread(target=lambda: waited.append(inbox.put_data(batch(1, 5))))
+    sender.start()
+    time.sleep(0.2)
+    assert sender.is_alive() and inbox.qsize() == 1   # full: the second batch waits
+
+    first = inbox.get()
+    inbox.took_data()
+    sender.join(timeout=10)
+    assert not sender.is_alive(), "the sender was not woken when the executor took a batch"
+    assert len(first[3]) == 3 and len(inbox.get()[3]) == 5
+    assert waited[0] >= 0.2
+
+
+def test_a_waiting_sender_gives_up_when_the_topology_stops():
+    inbox = Inbox(capacity=1)
+    inbox.put_data(batch(1, 1))
+    stopping = threading.Event()
+    sender = threading.Thread(target=inbox.put_data, args=(batch(1, 1), stopping))
+    sender.start()
+    time.sleep(0.05)
+    stopping.set()   # no room is made: it looks again within ROOM_RECHECK_SECS and gives up
+    sender.join(timeout=10)
+    assert not sender.is_alive()
+
+
+def test_a_room_waker_is_called_once_when_the_next_batch_is_taken():
+    inbox = Inbox(capacity=1)
+    calls: list[str] = []
+
+    def wake() -> None:
+        calls.append("woken")
+
+    inbox.when_room(1, wake)
+    inbox.when_room(1, wake)   # registered twice while held twice: one wake-up
+    assert calls == []
+    inbox.took_data()
+    assert calls == ["woken"]
+    inbox.took_data()
+    assert calls == ["woken"]   # once: the next hold registers again
+
+
+def test_a_spout_holding_data_for_a_full_inbox_is_woken_when_it_has_room():
+    stopping = threading.Event()
+    target = Inbox(capacity=1)
+    routes = [None, target]
+    transfer = Transfer(0, routes, [1], [], stopping, TaskMetrics("spout", 0))
+    wakes: list[int] = []
+
+    target.put_data(batch(1, 1))                  # the destination is full
+    transfer.data[1].extend(["a", "b"])
+    assert transfer.flush(hold_back=True, wake=lambda: wakes.append(1)) is True
+    assert transfer.data[1] == ["a", "b"] and wakes == []   # held, not sent
+
+    target.get()
+    target.took_data()
+    assert wakes == [1]
+    assert transfer.flush(hold_back=True, wake=lambda: wakes.append(2)) is False
+    assert target.get()[3] == ["a", "b"]
