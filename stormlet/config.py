@@ -121,7 +121,7 @@ DEFAULTS: dict[str, Setting] = {
         number(0, none_means="for no ticks; 0 is none too")),
     TOPOLOGY_DEBUG: Setting(False, "log every emitted tuple", flag),
     TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: Setting(
-        1,
+        2,
         "batches an executor's inbox holds before senders in its worker wait (backpressure); "
         "they are woken when it takes one, so the tuples they hand over are still in the "
         "core's cache (data from other workers pauses its senders at a larger mark: "

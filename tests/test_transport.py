@@ -111,6 +111,15 @@ def test_a_flapping_inbox_does_not_keep_another_inbox_s_pause_from_being_repeate
         assert paused.paused(1), "task 1's inbox is still full: its pause must hold"
 
 
+def deliver(watch: OverloadWatch, inbox: Inbox, task: int, batches: int) -> None:
+    """``batches`` empty data batches for ``task`` delivered to ``inbox`` from another worker,
+    then the receiver's look at what to tell its peers."""
+    for _ in range(batches):
+        inbox.put((DATA, task, 0, []))
+        watch.delivered(inbox)
+    watch.check()
+
+
 def test_an_inbox_at_capacity_pauses_its_tasks_at_every_peer_until_it_drains_to_half():
     clock = FakeClock()
     inbox, other = Inbox(capacity=4), Inbox(capacity=4)
@@ -119,14 +128,9 @@ def test_an_inbox_at_capacity_pauses_its_tasks_at_every_peer_until_it_drains_to_
     watch = OverloadWatch(routes, lambda: ["tcp://a", "tcp://b"],
                           lambda address, message: sent.append((address, message)), clock,
                           at_least=0)
-    for _ in range(3):
-        inbox.put((DATA, 1, 0, []))
-        watch.delivered(inbox)
-    watch.check()
+    deliver(watch, inbox, 1, 3)
     assert sent == [] and not watch.busy()
-    inbox.put((DATA, 1, 0, []))
-    watch.delivered(inbox)
-    watch.check()
+    deliver(watch, inbox, 1, 1)
     pause = (BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK, [1, 1, 2, 1])
     assert sent == [("tcp://a", pause), ("tcp://b", pause)]
     sent.clear()
@@ -148,14 +152,9 @@ def test_data_from_other_workers_overloads_a_small_inbox_only_at_the_remote_mark
     sent = []
     watch = OverloadWatch([None, inbox], lambda: ["tcp://a"], lambda _a, m: sent.append(m[3]),
                           FakeClock(), at_least=6)
-    for _ in range(5):   # full for a local sender, not yet for a peer's data
-        inbox.put((DATA, 1, 0, []))
-        watch.delivered(inbox)
-    watch.check()
+    deliver(watch, inbox, 1, 5)   # full for a local sender, not yet for a peer's data
     assert sent == [] and not watch.busy()
-    inbox.put((DATA, 1, 0, []))
-    watch.delivered(inbox)
-    watch.check()
+    deliver(watch, inbox, 1, 1)
     assert sent == [[1, 1]]
     for _ in range(3):   # drained to half of 6, not of 2: resumed
         inbox.get()
