@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import queue
 import time
-from _thread import allocate_lock
+from _thread import allocate_lock, get_ident
 from collections.abc import Callable
 from typing import Any
 
@@ -37,14 +37,15 @@ def wait_for_room(accepting: Callable[[int], bool], task: int, stopping: Any = N
 
 
 class Inbox:
-    __slots__ = ("_queue", "_room_wakers", "capacity", "empty", "get", "get_nowait", "put",
-                 "qsize")
+    __slots__ = ("_consumer", "_queue", "_room_wakers", "capacity", "empty", "get", "get_nowait",
+                 "put", "qsize")
 
     def __init__(self, capacity: int = 64):
         self._queue: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self.capacity = capacity
         # Called (each once) when the executor next takes a data batch: waiting senders' locks.
         self._room_wakers: list[Callable[[], Any]] = []
+        self._consumer = 0   # the thread that takes data batches (its ident), once it took one
         # Bound methods of the C queue: no Python frame per handoff.
         self.put = self._queue.put
         self.get = self._queue.get
@@ -61,6 +62,7 @@ class Inbox:
     def took_data(self) -> None:
         """The executor took a data batch: wake whoever waits for room. (Called once a batch,
         on the executor's thread; a list read when nobody waits.)"""
+        self._consumer = get_ident()
         if self._room_wakers:
             wakers, self._room_wakers = self._room_wakers, []
             for wake in wakers:
@@ -74,8 +76,11 @@ class Inbox:
 
     def put_data(self, message: Message, stopping: Any = None) -> float:
         """Put a data batch, waiting while the inbox is full (unless ``stopping`` is set).
-        Returns the seconds it waited: the sender's time throttled by backpressure."""
-        waited = 0.0 if not self.full() else self._wait_for_room(stopping)
+        Returns the seconds it waited: the sender's time throttled by backpressure. The
+        executor itself (a bolt emitting to its own task) never waits: nobody else would make
+        room."""
+        waited = (0.0 if not self.full() or get_ident() == self._consumer
+                  else self._wait_for_room(stopping))
         self._queue.put(message)
         return waited
 
@@ -85,6 +90,8 @@ class Inbox:
             room = allocate_lock()
             room.acquire()
             self.when_room(0, room.release)
-            if self.full():   # else the executor took a batch before the waker was in place
-                room.acquire(timeout=ROOM_RECHECK_SECS)
+            # Woken, it goes in even if the inbox is full again: data from other workers, which
+            # is never refused, may have taken the room, and must not starve this sender.
+            if self.full() and room.acquire(timeout=ROOM_RECHECK_SECS):
+                break
         return time.monotonic() - started
