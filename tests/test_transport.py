@@ -344,7 +344,7 @@ def test_a_batch_that_will_not_pack_is_dropped_and_reported_and_the_rest_still_s
         layout, context):
     src, sink = tasks(layout)
     sender = Sender(context, threading.Event(), TOPOLOGY)   # not started: only its queue is used
-    local = Inbox()
+    local = Inbox(capacity=2)
     routes: list = [None] * (layout.max_task + 1)
     routes[sink] = sender.route("tcp://127.0.0.1:1")
     routes[src] = local   # another destination, in this worker

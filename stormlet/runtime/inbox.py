@@ -40,7 +40,9 @@ class Inbox:
     __slots__ = ("_consumer", "_queue", "_room_wakers", "capacity", "empty", "get", "get_nowait",
                  "put", "qsize")
 
-    def __init__(self, capacity: int = 64):
+    def __init__(self, capacity: int):
+        """``capacity``: data batches held before local senders wait (the runtime passes
+        ``topology.executor.receive.buffer.size``, whose default is config.py's)."""
         self._queue: queue.SimpleQueue[Message] = queue.SimpleQueue()
         self.capacity = capacity
         # Called (each once) when the executor next takes a data batch: waiting senders' locks.
