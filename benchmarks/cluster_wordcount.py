@@ -14,8 +14,9 @@ Prints, per window and overall: acked words per second and the ratio to one proc
 words per CPU-second of the workers against one process's; complete latency p50/p99 per spout,
 read from the workers' heartbeats. The supervisor pins each worker to a CPU of its own, as it
 does by default with a CPU for each slot (stormlet/cluster/cpu_pinning.py); --unpinned runs
-them unpinned (``--no-pin-workers``), and --pin-one-process runs the one-process word count on one
-CPU, as a pinned worker runs. With --secure the cluster runs with a secret (CURVE on
+them unpinned (``--no-pin-workers``). The one-process run is local mode's, whose executor threads
+share one CPU by default (stormlet/runtime/cpu_affinity.py); --pin-one-process pins its whole
+process there, main thread too, as a pinned worker runs. With --secure the cluster runs with a secret (CURVE on
 nimbus's port and between the workers), to compare with the same run without it.
 
 With --no-crossing each word is counted in its splitter's own worker, so no tuple and no ack
@@ -157,7 +158,8 @@ def main() -> None:
     parser.add_argument("--unpinned", action="store_true",
                         help="run the workers unpinned (the supervisor's --no-pin-workers)")
     parser.add_argument("--pin-one-process", action="store_true",
-                        help="run the one-process word count on one CPU")
+                        help="run the one-process word count's whole process on one CPU "
+                             "(its executors share one by default)")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology config override, as for stormlet submit")
     args = parser.parse_args()

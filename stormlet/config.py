@@ -35,6 +35,7 @@ TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
 TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
 STORMLET_STATE_DIR = "stormlet.state.dir"
+STORMLET_LOCAL_ONE_CPU = "stormlet.local.one.cpu"
 
 
 # ----- what a value must be (Storm checks a topology's config at submit the same way: its
@@ -195,6 +196,14 @@ DEFAULTS: dict[str, Setting] = {
         "directory of the embedded state store; None: stormlet-state in the working directory "
         "in local mode, DATA_DIR/state of the supervisor on a cluster",
         path_or_none),
+    STORMLET_LOCAL_ONE_CPU: Setting(
+        True,
+        "local mode runs every executor thread of the process on one CPU: the interpreter lock "
+        "lets one run Python at a time anyway, and on one core the tuples they hand each other "
+        "stay in its cache (stormlet/runtime/cpu_affinity.py); false leaves them to the OS "
+        "scheduler, for bolts whose own work runs outside the lock in parallel. Workers are "
+        "pinned by their supervisor instead",
+        flag),
     OFFSETS_START_OVER: Setting(
         False,
         "offset spouts ignore earlier topologies' commits and read from the earliest offset",

@@ -6,7 +6,8 @@
         cluster.kill("word-count")
 
 The same executors, acker and groupings as a cluster's workers, with in-process queues for
-transport.
+transport. Every executor thread runs on one CPU, as a pinned worker's do, unless the topology's
+``stormlet.local.one.cpu`` is false (see stormlet/runtime/cpu_affinity.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import config as cfg
+from .runtime.cpu_affinity import local_executor_cpu
 from .runtime.engine import TopologyRuntime
 from .runtime.errors import ErrorRecord
 from .topology import Topology, TopologyError
@@ -58,7 +60,9 @@ class LocalCluster:
         with self._lock:
             if name in self._running:
                 raise ValueError(f"a topology named {name!r} is already running")
-            runtime = TopologyRuntime(name, topology, conf or {})
+            one_cpu = cfg.merged(conf)[cfg.STORMLET_LOCAL_ONE_CPU]
+            runtime = TopologyRuntime(name, topology, conf or {},
+                                      executor_cpu=local_executor_cpu() if one_cpu else None)
             self._running[name] = runtime
         runtime.start(active=True)
         log.info("topology %s started", name)

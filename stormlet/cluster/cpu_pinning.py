@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import fcntl
 import logging
-import os
 import tempfile
 import time
 from collections import Counter
@@ -28,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..runtime.cpu_affinity import pin_current_thread, usable_cpus
 from .worker_command import PROC, command_line, is_worker, option_value
 
 log = logging.getLogger(__name__)
@@ -39,14 +39,6 @@ CPU_OPTION = "--cpu"
 LOCK_FILE = Path(tempfile.gettempdir()) / "stormlet-cpu-pinning.lock"
 # How long the lock is held at most for a new worker's command line to show in /proc.
 VISIBLE_TIMEOUT_SECS = 2.0
-
-
-def usable_cpus() -> list[int]:
-    """The CPUs this process may run on (its affinity, which a container or taskset narrows);
-    none where Python cannot pin (``os.sched_getaffinity`` is missing: not Linux)."""
-    if not hasattr(os, "sched_getaffinity"):
-        return []
-    return sorted(os.sched_getaffinity(0))
 
 
 def pins_by_default(slots: int, cpus: Sequence[int]) -> bool:
@@ -84,7 +76,7 @@ def pin_this_process(cpu: int) -> bool:
     before any other thread starts. A CPU it may not use is logged and ignored: the worker then
     runs unpinned rather than not at all."""
     try:
-        os.sched_setaffinity(0, {cpu})
+        pin_current_thread(cpu)
     except (AttributeError, OSError, ValueError) as exc:   # AttributeError: not on Linux
         log.warning("could not pin this worker to CPU %d (%s); running unpinned", cpu, exc)
         return False

@@ -107,12 +107,14 @@ class _Tick:
 
 class TopologyRuntime:
     """Runs ``plan`` (default: every executor) here; tasks not in the plan are reached through
-    ``remote_routes`` (task -> Route), which a worker can replace while running."""
+    ``remote_routes`` (task -> Route), which a worker can replace while running. With
+    ``executor_cpu``, every executor thread runs on that CPU alone (see cpu_affinity.py)."""
 
     def __init__(self, name: str, topology: Topology, conf: dict[str, Any],
                  plan: list[tuple[str, list[int]]] | None = None,
-                 remote_routes: dict[int, Any] | None = None):
+                 remote_routes: dict[int, Any] | None = None, executor_cpu: int | None = None):
         self.name = name
+        self.executor_cpu = executor_cpu   # the one CPU every executor runs on (None: any)
         self.topology = topology
         self.conf = cfg.merged(conf)
         if not self.conf[cfg.STORMLET_TOPOLOGY_ID]:
@@ -243,6 +245,7 @@ class TopologyRuntime:
         self._watchdog = Watchdog(self.name, self.all_executors(), self.metrics, self.stopping)
         self._watchdog.start()
         for executor in self.all_executors():
+            executor.cpu = self.executor_cpu
             executor.start()
         for executor in self.all_executors():
             executor.ready.wait()

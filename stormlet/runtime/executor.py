@@ -16,6 +16,7 @@ import threading
 import traceback
 from typing import Any
 
+from .cpu_affinity import pin_executor_thread
 from .inbox import Inbox
 from .metrics import TaskMetrics
 from .transfer import Transfer
@@ -59,12 +60,14 @@ class ExecutorThread(threading.Thread):
         self.busy: tuple[float, TaskBase, str] | None = None
         self.hang_secs = 0.0   # 0: the watchdog leaves this executor alone
         self.death: str | None = None   # why the thread ended, if it broke
+        self.cpu: int | None = None   # the one CPU to run on, if set before start
 
     def flush(self) -> None:
         for task in self.tasks:
             task.transfer.flush()
 
     def run(self) -> None:
+        pin_executor_thread(self.cpu, self.name)
         try:
             self.loop()
         except BaseException as exc:  # the loop itself broke: say so loudly, never vanish
