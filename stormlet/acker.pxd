@@ -10,8 +10,8 @@ cdef int COMPONENT_SHIFT
 cdef int XOR_SHIFT
 
 @cython.locals(bucket=IntMap, found=bint, xor=cython.ulonglong, low=cython.uint)
-cdef (bint, unsigned long long, unsigned int) _take(list buckets, object root)
-cdef _put(IntMap bucket, object root, unsigned long long xor, unsigned int low)
+cdef (bint, unsigned long long, unsigned int) _take(list buckets, unsigned long long root)
+cdef _put(IntMap bucket, unsigned long long root, unsigned long long xor, unsigned int low)
 
 cdef class Acker:
     cdef public RotatingMap pending
@@ -25,8 +25,8 @@ cdef class Acker:
     @cython.locals(buckets=list, pairs=cython.ulonglong[:], i=Py_ssize_t)
     cpdef acks(self, object batch, unsigned int component, dict acked)
     @cython.locals(found=bint, xor=cython.ulonglong, low=cython.uint, task=cython.uint)
-    cdef _ack(self, list buckets, object root, unsigned long long value, unsigned int component,
-              dict acked)
+    cdef _ack(self, list buckets, unsigned long long root, unsigned long long value,
+              unsigned int component, dict acked)
     @cython.locals(buckets=list, found=bint, _xor=cython.ulonglong, low=cython.uint)
     cpdef fails(self, list batch, unsigned int component, dict failed)
     @cython.locals(buckets=list, newest=IntMap, found=bint, xor=cython.ulonglong,

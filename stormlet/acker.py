@@ -55,11 +55,11 @@ def roots_in_acks(batch: dict[int, int] | array) -> int:
     return len(batch) if type(batch) is dict else len(batch) // 2
 
 
-def _take(buckets: list, root: object) -> tuple[bool, int, int]:
+def _take(buckets: list, root: int) -> tuple[bool, int, int]:
     """Remove ``root``'s entry from the newest bucket holding it: (found, xor, low word)."""
     for bucket in buckets:
         if cython.compiled:
-            found, xor, low = bucket.take_parts(root)   # an IntMap's, as C integers
+            found, xor, low = bucket.take_u64(root)   # an IntMap's, key and parts C integers
             if found:
                 return True, xor, low
         else:
@@ -69,10 +69,10 @@ def _take(buckets: list, root: object) -> tuple[bool, int, int]:
     return False, 0, 0
 
 
-def _put(bucket: IntMap | dict, root: object, xor: int, low: int) -> None:
+def _put(bucket: IntMap | dict, root: int, xor: int, low: int) -> None:
     """Set ``root``'s entry in ``bucket`` to its parts."""
     if cython.compiled:
-        bucket.put_parts(root, xor, low)
+        bucket.put_u64(root, xor, low)
     else:
         bucket[root] = (xor << XOR_SHIFT) | low
 

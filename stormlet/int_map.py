@@ -143,12 +143,24 @@ class IntMap:
         """``(True, high 64 bits, low 32 bits)`` of ``key``'s value, removing it, when that
         value is an int of at most 96 bits; ``(False, 0, 0)`` when there is none, or another
         value (left in place). Compiled, a C struct: no object made."""
-        slot = self._slot_of(key)
-        if slot >= 0:
-            high = self._high[slot]
-            low = self._low[slot]
-            self._remove_at(slot)
-            return True, high, low
+        if _is_array_key(key):
+            return self.take_u64(key)
+        return self._take_other(key)
+
+    def take_u64(self, key: int) -> tuple[bool, int, int]:
+        """``take_parts`` for a key known to be an int of 0 to 2**64 - 1 (the acker's roots):
+        compiled, the key is a C integer, so the caller makes no int object for it."""
+        if key != EMPTY:
+            slot = self._probe(key)
+            if self._keys[slot] == key:
+                high = self._high[slot]
+                low = self._low[slot]
+                self._remove_at(slot)
+                return True, high, low
+        return self._take_other(key)
+
+    def _take_other(self, key: Any) -> tuple[bool, int, int]:
+        """``take_parts`` from the side dict."""
         if self._others:
             value = self._others.get(key)
             if _packable_value(value):
@@ -159,12 +171,22 @@ class IntMap:
     def put_parts(self, key: Any, high: int, low: int) -> None:
         """``self[key] = high << 32 | low``, for ``high`` < 2**64 and ``low`` < 2**32."""
         if _is_array_key(key):
-            if self._others:
-                self._others.pop(key, None)
-            self._put(key, high, low)
+            self.put_u64(key, high, low)
         else:
-            packed = high   # a Python int (typed so in int_map.pxd): shifted, not cut
-            self._others[key] = (packed << LOW_BITS) | low
+            self._put_other(key, high, low)
+
+    def put_u64(self, key: int, high: int, low: int) -> None:
+        """``put_parts`` for a key known to be an int of 0 to 2**64 - 1 (see ``take_u64``)."""
+        if key == EMPTY:
+            self._put_other(key, high, low)
+            return
+        if self._others:
+            self._others.pop(key, None)
+        self._put(key, high, low)
+
+    def _put_other(self, key: Any, high: int, low: int) -> None:
+        packed = high   # a Python int (typed so in int_map.pxd): shifted, not cut
+        self._others[key] = (packed << LOW_BITS) | low
 
     def _discard(self, key: Any) -> None:
         slot = self._slot_of(key)

@@ -16,7 +16,7 @@ KEYS = st.one_of(st.integers(0, 40), st.integers(1, 2**64 - 1), st.integers(2**6
 VALUES = st.one_of(st.integers(0, 2**96 - 1), st.integers(2**96, 2**100), st.integers(-3, -1),
                    st.sampled_from(["x", None, (1, 2)]))
 OPS = st.lists(st.tuples(st.sampled_from(["set", "pop", "pop_default", "get", "contains",
-                                          "take_parts", "put_parts"]),
+                                          "take_parts", "put_parts", "take_u64", "put_u64"]),
                          KEYS, VALUES), max_size=300)
 
 
@@ -27,6 +27,11 @@ def _in_parts(value):
     return False, 0, 0
 
 
+def _is_u64(key):
+    """Whether ``key`` is one take_u64 and put_u64 take: an int of 0 to 2**64 - 1."""
+    return type(key) is int and 0 <= key < 2**64
+
+
 @settings(max_examples=300, deadline=None)
 @given(OPS)
 def test_every_operation_answers_as_a_dict_does(ops):
@@ -35,14 +40,16 @@ def test_every_operation_answers_as_a_dict_does(ops):
         if op == "set":
             table[key] = value
             model[key] = value
-        elif op == "put_parts":
+        elif op in ("put_parts", "put_u64"):
             found, high, low = _in_parts(value)
-            if found:
-                table.put_parts(key, high, low)
+            if found and (op == "put_parts" or _is_u64(key)):
+                getattr(table, op)(key, high, low)
                 model[key] = value
-        elif op == "take_parts":
+        elif op in ("take_parts", "take_u64"):
+            if op == "take_u64" and not _is_u64(key):
+                continue
             expected = _in_parts(model[key]) if key in model else (False, 0, 0)
-            assert tuple(table.take_parts(key)) == expected
+            assert tuple(getattr(table, op)(key)) == expected
             if expected[0]:
                 del model[key]
         elif op == "pop":
