@@ -23,7 +23,7 @@ import statistics
 import time
 
 from stormlet.cluster.wire import FrameDecoder, encode_frame
-from stormlet.protocol import ACK_ACK, ACK_INIT, SPOUT_ACK, AckInit, Root
+from stormlet.protocol import ACK_ACK, ACK_INIT, SPOUT_ACK, AckInit, Root, ack_pairs
 from stormlet.runtime.layout import TopologyLayout
 from crossing import TOPOLOGY, word_count_layout   # the word count's layout, as crossing.py builds
 
@@ -39,7 +39,9 @@ def messages(layout: TopologyLayout, records: int, rng: random.Random) -> dict[s
     for root in roots:
         inits.extend(AckInit(root, rng.getrandbits(64), spout))
         verdicts.extend(Root(root))
-    acks = {root: rng.getrandbits(64) for root in roots}
+    acks = ack_pairs()
+    for root in roots:
+        acks.extend((root, rng.getrandbits(64)))
     return {"init": (ACK_INIT, acker, spout, inits),
             "verdict": (SPOUT_ACK, spout, acker, verdicts),
             "ack": (ACK_ACK, acker, count, acks)}

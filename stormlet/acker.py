@@ -50,9 +50,9 @@ class _FailedEarly(NamedTuple):
 Notifications = dict[int, list]  # spout task -> flat batch of records for that task
 
 
-def roots_in_acks(batch: dict[int, int] | array) -> int:
-    """How many roots a batch for ``Acker.acks`` updates, in either of its forms."""
-    return len(batch) if type(batch) is dict else len(batch) // 2
+def roots_in_acks(batch: array) -> int:
+    """How many root updates (pairs) a batch for ``Acker.acks`` holds."""
+    return len(batch) // 2
 
 
 def _take(buckets: list, root: int) -> tuple[bool, int, int]:
@@ -117,19 +117,14 @@ class Acker:
             else:
                 _put(newest, root, value, (last << COMPONENT_SHIFT) | task)
 
-    def acks(self, batch: dict[int, int] | array, component: int, acked: Notifications) -> None:
-        """``batch`` maps root -> XOR of the ack values a task of ``component`` sent for it
-        (senders combine acks for the same root before sending: XOR is associative). From
-        another worker it comes as an ``array("Q")`` of (root, value) pairs instead
-        (stormlet/cluster/wire.py), read here without building a map."""
-        buckets = self.pending.buckets()
-        if type(batch) is dict:
-            for root, value in batch.items():
-                self._ack(buckets, root, value, component, acked)
-            return
+    def acks(self, batch: array, component: int, acked: Notifications) -> None:
+        """``batch`` holds ``(root, value)`` pairs (``protocol.ack_pairs``) from a task of
+        ``component``: each value the XOR of acks that task sent for its root (it combines the
+        acks of one root in a row: XOR is associative). Read as C integers, compiled."""
         if type(batch) is not array or batch.typecode != "Q":
-            raise TypeError(f"acks come as a map of root to value or an array('Q') of (root, "
-                            f"value) pairs, not {type(batch).__name__}")
+            raise TypeError(f"acks come as an array('Q') of (root, value) pairs, not "
+                            f"{type(batch).__name__}")
+        buckets = self.pending.buckets()
         pairs = batch
         for i in range(0, len(pairs) - 1, 2):
             self._ack(buckets, pairs[i], pairs[i + 1], component, acked)

@@ -9,9 +9,12 @@ for ``ACK_INIT``), so that a batch of a thousand acks is one list, not a thousan
 The record types are the one definition of those layouts: writers append a record
 (``batch.extend(AckInit(root, xor, task))``), readers iterate ``records(AckInit, batch)``, and
 the wire decoder checks a batch against ``RECORDS``; nothing else spells a record's length or
-field order.
+field order. A bolt's acks are the one control payload that is not records: ``(root, value)``
+pairs of unsigned 64-bit ints in an ``array("Q")`` (``ack_pairs``), which cross between workers
+as its bytes.
 """
 
+from array import array
 from typing import Iterator, NamedTuple, get_args, get_type_hints
 
 DEFAULT_STREAM = "default"
@@ -28,8 +31,7 @@ TICK = 1
 
 # To an acker task (src_task is the sender).
 ACK_INIT = 10      # AckInit records: a spout task created a tuple tree
-ACK_ACK = 11       # {root: xor}: not flat records but a map, acks for one root combined by the
-                   # sender (between workers: packed pairs, see cluster/wire.py)
+ACK_ACK = 11       # ack_pairs(): (root, value) pairs, not records
 ACK_FAIL = 12      # AckFail records
 ACK_RESET = 13     # Root records: restart these trees' timeouts
 ACK_TIMEOUT = 14   # Root records: the spout gave up; report who each tree reached, then forget it
@@ -107,6 +109,12 @@ def other_fields(record: type[tuple]) -> list[tuple[int, frozenset[type]]]:
                           for t in (get_args(hints[name]) or (hints[name],))))
             for i, name in enumerate(record._fields)  # type: ignore[attr-defined]
             if hints[name] is not int]
+
+
+def ack_pairs() -> array:
+    """An empty ``ACK_ACK`` payload: ``(root, value)`` pairs of unsigned 64-bit ints, where the
+    value is an ack's edge id XOR the edge ids anchored to it (see stormlet/acker.py)."""
+    return array("Q")
 
 
 def records(record: type[tuple], batch: list) -> Iterator[tuple]:

@@ -32,9 +32,9 @@ BOLT_A = 2
 BOLT_B = 3
 
 
-def A(*flat: int) -> dict[int, int]:
-    """An ack batch as the acker takes it: root -> combined XOR (see Transfer.acks)."""
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+def A(*flat: int) -> array:
+    """An ack batch as the acker takes it: (root, value) pairs (see protocol.ack_pairs)."""
+    return array("Q", flat)
 
 
 # =========================================================================== RotatingMap
@@ -189,12 +189,11 @@ def test_acks_before_init_that_cancel_out_wait_for_the_init():
     assert acked == {3: [7]} and len(acker) == 0
 
 
-@pytest.mark.parametrize("batch", [[5, 6], bytes(16), array("q", [5, 6]), None])
+@pytest.mark.parametrize("batch", [[5, 6], {5: 6}, bytes(16), array("q", [5, 6]), None])
 def test_acks_in_any_other_form_are_refused(batch):
-    # A map, or (from another worker) an array("Q") of pairs: nothing else is read, compiled or
-    # interpreted alike.
+    # An array("Q") of (root, value) pairs: nothing else is read, compiled or interpreted alike.
     acker, acked, _failed = fresh()
-    with pytest.raises(TypeError, match="map of root to value"):
+    with pytest.raises(TypeError, match=r"array\('Q'\) of \(root, value\) pairs"):
         acker.acks(batch, BOLT_A, acked)
     assert acked == {} and len(acker) == 0
 

@@ -3,6 +3,8 @@ and hostile frames refused while the receiver keeps serving."""
 
 from __future__ import annotations
 
+from array import array
+
 import json
 import logging
 import threading
@@ -21,7 +23,7 @@ from stormlet.cluster.backpressure import OverloadWatch, PausedTasks
 from stormlet.cluster.security import Security, release
 from stormlet.cluster.transport import Receiver, Sender, make_deliver
 from stormlet.runtime.layout import TopologyLayout
-from stormlet.protocol import ACK_ACK, BACKPRESSURE, DATA, SYSTEM_TASK
+from stormlet.protocol import ACK_ACK, ACK_RESET, BACKPRESSURE, DATA, SYSTEM_TASK
 from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.metrics import TaskMetrics
 from stormlet.runtime.transfer import Transfer
@@ -320,9 +322,9 @@ def test_a_message_that_cannot_be_packed_is_dropped_and_the_sender_goes_on(layou
     src, sink = tasks(layout)
     with sender_and_receiver(layout, context, src, 8) as (a, b, inbox):
         route = a.sender.route(b.address)
-        route.put((ACK_ACK, src, sink, {-1: 6}))   # no 64-bit unsigned id: it will not pack
+        route.put((ACK_RESET, src, sink, [-1]))   # no 64-bit unsigned id: it will not pack
         wait_until(lambda: a.sender.messages_dropped == 1, 5, "the message to be dropped")
-        route.put((ACK_ACK, src, sink, {5: 6}))
+        route.put((ACK_ACK, src, sink, array("Q", [5, 6])))
         message = inbox.get(timeout=5)
         assert message[0] == ACK_ACK and list(message[3]) == [5, 6]
 
@@ -332,7 +334,7 @@ def test_acks_are_never_held_for_a_paused_task(layout, context):
     with sender_and_receiver(layout, context, src, 8) as (a, b, inbox):
         a.sender.paused.apply([src, 1])
         route = a.sender.route(b.address)
-        route.put((ACK_ACK, src, sink, {5: 6}))
+        route.put((ACK_ACK, src, sink, array("Q", [5, 6])))
         message = inbox.get(timeout=5)
         assert message[0] == ACK_ACK and list(message[3]) == [5, 6]   # packed (root, value)
 

@@ -58,7 +58,7 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     one_stream = [Tuple(["a"], default, src, (11, 12)), Tuple(["b"], default, src, None)]
     mixed = [Tuple(["c"], default, src, (1, 2, 3, 4)), Tuple(["d", 4], pairs, src, None)]
     messages = [(DATA, 9, src, one_stream), (DATA, 9, src, mixed),
-                (ACK_INIT, 3, src, [5, 6, src]), (ACK_ACK, 3, src, {2**64 - 1: 2**63}),
+                (ACK_INIT, 3, src, [5, 6, src]), (ACK_ACK, 3, src, array("Q", [2**64 - 1, 2**63])),
                 (SPOUT_FAIL, src, 3, [5, "timeout", 2, None, 2**64 - 1, "exception", 0, "boom"]),
                 (ACK_FAIL, 3, src, [7, "exception", "boom", 8, "timeout", None]),
                 (ACK_RESET, 3, src, [2**64 - 1, 1]), (BACKPRESSURE, -1, -1, [src, 1, 3, 0])]

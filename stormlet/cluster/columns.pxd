@@ -18,5 +18,3 @@ cpdef list rows(list columns, Py_ssize_t n)
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t, view=cython.ulonglong[:])
 cpdef list from_columns(list values_list, StreamInfo info, object src, object pairs)
 
-@cython.locals(i=Py_ssize_t, view=cython.ulonglong[:])
-cpdef bytes pairs_of(dict acks)

@@ -117,17 +117,3 @@ def from_columns(values_list: list, info: StreamInfo, src: int, pairs: array) ->
     for i in range(n):
         values_list[i] = tracked(values_list[i], info, src, view[2 * i], view[2 * i + 1])
     return values_list
-
-
-def pairs_of(acks: dict) -> bytes:
-    """A map of 64-bit ints to 64-bit ints as one blob of (key, value) pairs: how a bolt's acks
-    cross between workers (``wire.encode_acks``). Compiled, each int is read as a C integer
-    (an ``array("Q")`` filled from the items takes the slow path for ids of 2**63 and up)."""
-    pairs = array("Q", bytes(16 * len(acks)))
-    view = pairs
-    i = 0
-    for key, value in acks.items():
-        view[i] = key
-        view[i + 1] = value
-        i += 2
-    return pairs.tobytes()

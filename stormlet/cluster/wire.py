@@ -6,9 +6,8 @@ is refused with a message saying so rather than misread, then the topology id, s
 whose port was reused never runs another topology's tuples.
 
 Control payloads (acker and spout messages, backpressure) travel as packed integer columns. A
-bolt's acks, in a process a map of root to value, are one blob of (root, value) 64-bit pairs,
-which the receiver hands on without an object per root and the acker reads without building a
-map. Every other control payload, in a process a flat list of records (``protocol.py``), is
+bolt's acks, in a process an ``array("Q")`` of (root, value) pairs, travel as its bytes, which
+the receiver hands on as such an array, without an object per root. Every other control payload, in a process a flat list of records (``protocol.py``), is
 ``[ints, others]``: the records' int fields as one blob of unsigned 64-bit ints, a column per
 field, and their other fields (a fail's reason and message) as one list per field; the receiver
 checks it with a few length tests instead of one per int and rebuilds the flat list. Those
@@ -44,7 +43,7 @@ from ..runtime.layout import TopologyLayout
 from ..protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit, Backpressure,
                         int_positions, other_fields, records, stride)
 from ..tuples import StreamInfo, Tuple
-from .columns import from_columns, pairs_of, rows, to_columns
+from .columns import from_columns, rows, to_columns
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 # The frame layout's version: raise it whenever a frame's or a payload's layout changes. Frames
@@ -69,9 +68,12 @@ def encode_data(tuples: list[Tuple]) -> bytes:
     return msgpack.packb(to_columns(tuples), use_bin_type=True)
 
 
-def encode_acks(acks: dict[int, int]) -> bytes:
-    """A bolt's acks as they travel: (root, value) pairs of unsigned 64-bit ints."""
-    return pairs_of(acks)
+def encode_acks(acks: array) -> bytes:
+    """A bolt's acks as they travel: their (root, value) pairs' bytes (``protocol.ack_pairs``)."""
+    if type(acks) is not array or acks.typecode != "Q":
+        raise TypeError(f"acks travel from an array('Q') of (root, value) pairs, not "
+                        f"{type(acks).__name__}")
+    return acks.tobytes()
 
 
 def encode_records(kind: int, records_flat: list) -> list:

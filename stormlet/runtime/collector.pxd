@@ -2,6 +2,7 @@
 # attribute its __init__ methods set is declared here; __dict__ is for debug mode's logged emit.
 
 cimport cython
+from cpython.array cimport array, resize_smart
 
 from stormlet.tuples cimport StreamInfo, Tuple, tracked, untracked
 from stormlet.runtime.routing cimport StreamRoute
@@ -46,6 +47,9 @@ cdef class InFlight:
     cdef public double emitted_at
     cdef public object values
 
+# Final: their C methods are called with no check for an override (the instance has a
+# __dict__, so without it every call of a cpdef method looks for one).
+@cython.final
 cdef class SpoutCollector(_Emitter):
     cdef RotatingMap _pending
     cdef object _dead_letters
@@ -56,6 +60,7 @@ cdef class SpoutCollector(_Emitter):
     cdef public bint closed
     cdef public Py_ssize_t emits
 
+@cython.final
 cdef class BoltCollector(_Emitter):
     cdef list _acks
     cdef unsigned long long _run_root
@@ -70,7 +75,8 @@ cdef class BoltCollector(_Emitter):
     cdef list _emit(self, object values, object anchors, object stream, object _to_task)
     cpdef ack(self, Tuple tup)
     cpdef settle_acks(self)
-    cdef _fold(self, object root, object value)
+    @cython.locals(pairs=array, n=Py_ssize_t)
+    cdef _add_ack(self, unsigned long long root, unsigned long long value)
 
 cdef class BasicCollector(BasicOutputCollector):
     pass

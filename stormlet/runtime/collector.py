@@ -251,7 +251,7 @@ class BoltCollector(_Emitter):
         self._acks = self._transfer.acks
         # The acks of the latest root, XORed together until another root's ack or a flush: a
         # bolt usually acks a tree's tuples one after another (the words of one sentence), and
-        # this makes all but the first an XOR in place.
+        # this makes all but the first an XOR in place, and the run one pair for the acker.
         self._run_root = 0
         self._run_value = 0
         self._transfer.before_flush.append(self.settle_acks)
@@ -347,7 +347,7 @@ class BoltCollector(_Emitter):
         elif tup.many is not None:
             roots = tup.many
             for i in range(0, len(roots), 2):
-                self._fold(roots[i], roots[i + 1] ^ tup.ack_val)
+                self._add_ack(roots[i], roots[i + 1] ^ tup.ack_val)
         self.metrics.acked += 1
         if tup is self._sampled:
             self._sampled = None
@@ -358,17 +358,22 @@ class BoltCollector(_Emitter):
                 self._process_latency.record(monotonic() - started)
 
     def settle_acks(self) -> None:
-        """Fold the latest root's acks into the acker's buffer (done before every flush)."""
+        """Add the latest root's combined acks to the acker's buffer (done before every flush)."""
         if self._run_root:
-            self._fold(self._run_root, self._run_value)
+            self._add_ack(self._run_root, self._run_value)
             self._run_root = 0
 
-    @cython.locals(combined=dict)
-    def _fold(self, root: int, value: int) -> None:
-        """XOR ``value`` into ``root``'s entry in its acker's buffer."""
-        combined = self._acks[root % self._n_ackers]
-        previous = combined.get(root)
-        combined[root] = value if previous is None else previous ^ value
+    def _add_ack(self, root: int, value: int) -> None:
+        """Add the pair ``(root, value)`` to its acker's buffer (``protocol.ack_pairs``)."""
+        pairs = self._acks[root % self._n_ackers]
+        if cython.compiled:   # two C integers into the array's memory: no int object
+            n = len(pairs)
+            resize_smart(pairs, n + 2)
+            pairs.data.as_ulonglongs[n] = root
+            pairs.data.as_ulonglongs[n + 1] = value
+        else:
+            pairs.append(root)
+            pairs.append(value)
 
     def sample_process(self, tup: Tuple, started: float) -> None:
         """Time ``tup`` from ``started`` (its execute's start) to its ack. At most

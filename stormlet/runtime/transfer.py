@@ -9,10 +9,11 @@ count and time throttled by backpressure are counted here, per handoff.
 from __future__ import annotations
 
 import threading
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from ..protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA
+from ..protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA, ack_pairs
 from .metrics import TaskMetrics
 
 # A transfer batch size no buffer reaches.
@@ -50,16 +51,19 @@ class Transfer:
         self.acker_tasks = acker_tasks
         n = len(acker_tasks)
         self.inits: list[list] = [[] for _ in range(n)]
-        # Acks are combined per root while buffered (XOR is associative): a bolt that acks ten
-        # words of one sentence sends the acker one update, not ten.
-        self.acks: list[dict[int, int]] = [{} for _ in range(n)]
+        # (root, value) pairs; a bolt's collector combines the acks of one root in a row before
+        # adding them (XOR is associative): a bolt that acks ten words of one sentence sends the
+        # acker one pair, not ten.
+        self.acks: list[array] = [ack_pairs() for _ in range(n)]
         # What must be done before each flush: a bolt's collector folds in the acks it holds.
         self.before_flush: list[Callable[[], None]] = []
         self.fails: list[list] = [[] for _ in range(n)]
         self.resets: list[list] = [[] for _ in range(n)]
         self.timeouts: list[list] = [[] for _ in range(n)]
-        self._acker_kinds = ((ACK_INIT, self.inits), (ACK_ACK, self.acks), (ACK_FAIL, self.fails),
-                             (ACK_RESET, self.resets), (ACK_TIMEOUT, self.timeouts))
+        # Each kind's buffers, and how to make an empty one.
+        self._acker_kinds = ((ACK_INIT, self.inits, list), (ACK_ACK, self.acks, ack_pairs),
+                             (ACK_FAIL, self.fails, list), (ACK_RESET, self.resets, list),
+                             (ACK_TIMEOUT, self.timeouts, list))
         self.stopping = stopping
         self.metrics = metrics
 
@@ -82,10 +86,10 @@ class Transfer:
         routes = self.routes
         # Acker messages first: an init that reaches the acker before the acks of its tree keeps
         # the ledger from holding task-less entries.
-        for kind, buffers in self._acker_kinds:
+        for kind, buffers, empty in self._acker_kinds:
             for i, buf in enumerate(buffers):
                 if buf:
-                    buffers[i] = type(buf)()
+                    buffers[i] = empty()
                     task = self.acker_tasks[i]
                     routes[task].put((kind, task, src, buf))
         data = self.data
