@@ -93,6 +93,32 @@ def test_a_spout_holding_data_for_a_full_inbox_is_woken_when_it_has_room():
     assert target.get()[3] == ["a", "b"]
 
 
+def test_a_woken_spout_sends_its_held_batch_even_if_data_from_another_worker_took_the_room():
+    stopping = threading.Event()
+    target = Inbox(capacity=1)
+    transfer = Transfer(0, [None, target], [1], [], stopping, TaskMetrics("spout", 0))
+    wakes: list[int] = []
+
+    def wake():
+        wakes.append(1)
+
+    target.put_data(batch(1, 1))                  # the destination is full
+    transfer.data[1].extend(["a", "b"])
+    assert transfer.flush(hold_back=True, wake=wake) is True
+    target.get()
+    target.put(batch(1, 3))   # the receiver's delivery from another worker: never refused
+    target.took_data()
+    assert wakes == [1]
+    assert transfer.flush(hold_back=True, wake=wake) is False   # in, past the mark
+    # One batch per take: the next is held again until the executor takes another.
+    transfer.data[1].append("c")
+    assert transfer.flush(hold_back=True, wake=wake) is True and transfer.data[1] == ["c"]
+    assert [len(target.get()[3]) for _ in range(2)] == [3, 2]
+    target.took_data()
+    assert wakes == [1, 1]
+    assert transfer.flush(hold_back=True, wake=wake) is False and target.get()[3] == ["c"]
+
+
 def test_a_woken_sender_goes_in_even_if_data_from_another_worker_took_the_room(slow_recheck):
     inbox = Inbox(capacity=1)
     inbox.put_data(batch(1, 1))

@@ -66,6 +66,10 @@ class Transfer:
                              (ACK_TIMEOUT, self.timeouts, list))
         self.stopping = stopping
         self.metrics = metrics
+        # Destinations whose inbox took a batch since data was held back for it: the next batch
+        # for one goes in even if the inbox is full again (see flush).
+        self._granted: set[int] = set()
+        self._room_wakers: dict[tuple[int, Callable[[], object]], Callable[[], None]] = {}
 
     def has_full_batch(self) -> bool:
         """Whether a destination's buffer holds ``batch_size`` tuples or more."""
@@ -79,7 +83,11 @@ class Transfer:
     def flush(self, hold_back: bool = False, wake: Callable[[], object] | None = None) -> bool:
         """Hand everything over. With ``hold_back``, data for a destination that is not accepting
         (backpressure) stays buffered instead of waiting, and ``wake`` is called once it has
-        room (where its route can tell); returns whether any was held."""
+        room (where its route can tell); returns whether any was held.
+
+        Held data whose destination then took a batch goes in at the next flush even if the
+        inbox is full again, as a woken bolt's does (inbox.py): data from other workers is never
+        refused, and could otherwise keep a spout out of an inbox it shares with them."""
         for settle in self.before_flush:
             settle()
         src = self.src_task
@@ -93,15 +101,25 @@ class Transfer:
                     task = self.acker_tasks[i]
                     routes[task].put((kind, task, src, buf))
         data = self.data
+        granted = self._granted
         held = False
         for task in self.data_targets:
             buf = data[task]
             if buf:
                 if hold_back and not routes[task].accepting(task):
-                    held = True
-                    if wake is not None:
-                        routes[task].when_room(task, wake)
+                    if task not in granted:
+                        held = True
+                        if wake is not None:
+                            routes[task].when_room(task, self._room_waker(task, wake))
+                        continue
+                    # Woken by a take (only a local inbox wakes): in without waiting.
+                    granted.discard(task)
+                    data[task] = []
+                    self.metrics.transferred += len(buf)
+                    routes[task].put((DATA, task, src, buf))
                     continue
+                if granted:
+                    granted.discard(task)
                 data[task] = []
                 self.metrics.transferred += len(buf)
                 try:
@@ -115,3 +133,17 @@ class Transfer:
                 if waited:
                     self.metrics.throttled_secs += waited
         return held
+
+    def _room_waker(self, task: int, wake: Callable[[], object]) -> Callable[[], None]:
+        """What ``task``'s inbox calls once it took a batch: grants the next batch for it, then
+        calls ``wake``. One function per destination and ``wake``, so an inbox that holds it
+        already does not add it twice."""
+        waker = self._room_wakers.get((task, wake))
+        if waker is None:
+            granted = self._granted
+
+            def waker() -> None:
+                granted.add(task)
+                wake()
+            self._room_wakers[(task, wake)] = waker
+        return waker
