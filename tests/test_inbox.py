@@ -119,6 +119,32 @@ def test_a_woken_spout_sends_its_held_batch_even_if_data_from_another_worker_too
     assert transfer.flush(hold_back=True, wake=wake) is False and target.get()[3] == ["c"]
 
 
+def test_senders_sharing_a_full_inbox_take_turns_and_keep_it_bounded(slow_recheck):
+    inbox = Inbox(capacity=2)
+    per_sender, senders = 30, 3
+
+    def send(sender: int) -> None:
+        for _ in range(per_sender):
+            inbox.put_data((DATA, 1, sender, ["x"]))
+
+    threads = [threading.Thread(target=send, args=(s,)) for s in range(senders)]
+    for thread in threads:
+        thread.start()
+    depths, taken_from = [], []
+    for _ in range(per_sender * senders):
+        taken_from.append(inbox.get(timeout=10)[2])
+        inbox.took_data()
+        time.sleep(0.002)   # the woken sender goes in
+        depths.append(inbox.qsize())
+    for thread in threads:
+        thread.join(timeout=10)
+    # Waking every waiter on each take let all of them in: the inbox grew by two batches a take.
+    assert max(depths) <= inbox.capacity + senders, depths
+    # In turn: no sender waits out the others' whole runs.
+    assert all(taken_from[i:i + 9].count(s) >= 1
+               for i in range(0, 81, 9) for s in range(senders)), taken_from
+
+
 def test_a_woken_sender_goes_in_even_if_data_from_another_worker_took_the_room(slow_recheck):
     inbox = Inbox(capacity=1)
     inbox.put_data(batch(1, 1))

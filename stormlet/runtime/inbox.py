@@ -6,7 +6,9 @@ of tuples in flight, and refusing it could deadlock a spout waiting on a bolt wa
 
 A sender waiting for room is woken by the executor taking a batch (``took_data``), not by polling:
 the capacity can then be small, so the tuples between two executors are still in the core's
-cache when the second takes them, at no cost in idle time.
+cache when the second takes them, at no cost in idle time. Each batch taken wakes one sender, the
+one that waited longest, which then goes in: several senders share a full inbox in turn, and it
+stays bounded.
 """
 
 from __future__ import annotations
@@ -62,19 +64,28 @@ class Inbox:
         return not self.full()
 
     def took_data(self) -> None:
-        """The executor took a data batch: wake whoever waits for room. (Called once a batch,
-        on the executor's thread; a list read when nobody waits.)"""
+        """The executor took a data batch: wake the sender that has waited longest for room.
+        (Called once a batch, on the executor's thread; a list read when nobody waits.)
+
+        One sender a batch taken: the woken one goes in even if the inbox is full again (data
+        from another worker, never refused, may have taken the room), so waking every waiter
+        would let them all in and grow the inbox by all but one batch a take."""
         self._consumer = get_ident()
         if self._room_wakers:
-            wakers, self._room_wakers = self._room_wakers, []
-            for wake in wakers:
-                wake()
+            self._room_wakers.pop(0)()
 
     def when_room(self, _task: int, wake: Callable[[], Any]) -> None:
-        """Call ``wake`` (once, on the executor's thread) when the executor next takes a data
-        batch: how a spout holding data back for this inbox learns it may send again."""
+        """Call ``wake`` (once, on the executor's thread) when the executor takes a data batch
+        and ``wake`` has waited longest: how a spout holding data back for this inbox learns it
+        may send again."""
         if wake not in self._room_wakers:
             self._room_wakers.append(wake)
+
+    def _forget(self, wake: Callable[[], Any]) -> None:
+        try:
+            self._room_wakers.remove(wake)
+        except ValueError:   # the executor took it (and called it) meanwhile
+            pass
 
     def put_data(self, message: Message, stopping: Any = None) -> float:
         """Put a data batch, waiting while the inbox is full (unless ``stopping`` is set).
@@ -91,9 +102,11 @@ class Inbox:
         while self.full() and not (stopping and stopping.is_set()):
             room = allocate_lock()
             room.acquire()
-            self.when_room(0, room.release)
+            wake = room.release
+            self.when_room(0, wake)
             # Woken, it goes in even if the inbox is full again: data from other workers, which
             # is never refused, may have taken the room, and must not starve this sender.
             if self.full() and room.acquire(timeout=ROOM_RECHECK_SECS):
                 break
+            self._forget(wake)   # not woken: a take's wake-up must go to a sender still waiting
         return time.monotonic() - started
