@@ -201,8 +201,9 @@ DEFAULTS: dict[str, Setting] = {
         "local mode runs every executor thread of the process on one CPU: the interpreter lock "
         "lets one run Python at a time anyway, and on one core the tuples they hand each other "
         "stay in its cache (stormlet/runtime/cpu_affinity.py); false leaves them to the OS "
-        "scheduler, for bolts whose own work runs outside the lock in parallel. Workers are "
-        "pinned by their supervisor instead",
+        "scheduler, for components whose own work runs outside the lock in parallel (threads and "
+        "processes they start inherit the CPU). Workers are placed by their supervisor instead "
+        "(stormlet/cluster/cpu_pinning.py)",
         flag),
     OFFSETS_START_OVER: Setting(
         False,

@@ -157,7 +157,9 @@ class IntMap:
                 low = self._low[slot]
                 self._remove_at(slot)
                 return True, high, low
-        return self._take_other(key)
+        if self._others:   # checked here: compiled, the call makes an int of the key
+            return self._take_other(key)
+        return False, 0, 0
 
     def _take_other(self, key: Any) -> tuple[bool, int, int]:
         """``take_parts`` from the side dict."""

@@ -145,6 +145,58 @@ def test_senders_sharing_a_full_inbox_take_turns_and_keep_it_bounded(slow_rechec
                for i in range(0, 81, 9) for s in range(senders)), taken_from
 
 
+def test_a_waiting_sender_keeps_its_place_in_line_while_it_rechecks(monkeypatch):
+    monkeypatch.setattr(inbox_module, "ROOM_RECHECK_SECS", 0.001)   # many rechecks per take
+    inbox = Inbox(capacity=1)
+    inbox.put_data(batch(1, 1))
+    first = threading.Thread(target=inbox.put_data, args=((DATA, 1, 1, ["first"]),))
+    first.start()
+    while not inbox._room_wakers:
+        time.sleep(0.001)
+    second = threading.Thread(target=inbox.put_data, args=((DATA, 1, 2, ["second"]),))
+    second.start()
+    while len(inbox._room_wakers) < 2:
+        time.sleep(0.001)
+    time.sleep(0.05)   # both recheck dozens of times
+    inbox.get()
+    inbox.took_data()
+    first.join(timeout=10)
+    assert not first.is_alive(), "the first to wait was not the first woken"
+    assert inbox.get()[2] == 1
+    inbox.took_data()
+    second.join(timeout=10)
+    assert inbox.get()[2] == 2
+
+
+def test_a_spout_no_longer_held_declines_a_wake_up_and_a_waiting_bolt_gets_it(slow_recheck):
+    stopping = threading.Event()
+    target = Inbox(capacity=1)
+    transfer = Transfer(0, [None, target], [1], [], stopping, TaskMetrics("spout", 0))
+    wakes: list[int] = []
+
+    def wake():
+        wakes.append(1)
+
+    target.put_data(batch(1, 1))
+    transfer.data[1].append("a")
+    assert transfer.flush(hold_back=True, wake=wake) is True    # held: its waker is in line
+    target.get()        # room, taken before the waker was in line (no wake-up for it)
+    assert transfer.flush(hold_back=True, wake=wake) is False   # sent: its waker is stale
+    bolt = threading.Thread(target=target.put_data, args=((DATA, 1, 7, ["bolt"]),))
+    bolt.start()
+    while len(target._room_wakers) < 2:
+        time.sleep(0.001)
+    target.get()
+    target.took_data()
+    bolt.join(timeout=10)
+    assert not bolt.is_alive(), "the take's wake-up went to a spout no longer waiting"
+    assert wakes == [] and target.get()[2] == 7
+    # No grant either: the spout's next batch for a full inbox is held.
+    target.put_data(batch(1, 1))
+    transfer.data[1].append("b")
+    assert transfer.flush(hold_back=True, wake=wake) is True
+
+
 def test_a_woken_sender_goes_in_even_if_data_from_another_worker_took_the_room(slow_recheck):
     inbox = Inbox(capacity=1)
     inbox.put_data(batch(1, 1))

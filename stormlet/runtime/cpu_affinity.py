@@ -8,12 +8,16 @@ its caches. Measured on the 2-core machine with the peer word count (2026-11-27,
 runs): acking on, 0.61-0.99M words/s with local mode's executors on one CPU against 0.48-0.62M
 left to the scheduler; acking off, 1.02-1.35M against 0.80-1.00M.
 
-A worker is pinned whole by its supervisor (stormlet/cluster/cpu_pinning.py). Local mode pins
+A supervisor pins each worker whole when it can give each a CPU of its own
+(stormlet/cluster/cpu_pinning.py). Local mode pins
 only the executor threads it starts, never the caller's: a program that runs a LocalCluster
 keeps its own threads where the scheduler puts them. Every local topology of a process shares
-one CPU (``local_executor_cpu``), as they share the GIL. Threads a spout or bolt starts (a client
-library's I/O threads, say) inherit its CPU: a topology whose components do heavy work outside
-the GIL, on threads of their own, runs with ``stormlet.local.one.cpu`` false.
+one CPU (``local_executor_cpu``), as they share the GIL. Threads and processes a spout or bolt
+starts (a client library's I/O threads, a subprocess, a multiprocessing pool) inherit its CPU,
+and ``os.sched_getaffinity`` there names that one CPU: a topology whose components do heavy work
+outside the GIL, on threads or processes of their own, runs with ``stormlet.local.one.cpu``
+false. The CPU is chosen once, where the first topology started: processes started together
+spread as the scheduler spread them then, but nothing moves them apart later.
 
 A thread outside the executors (the caller's, the metrics reader's) now waits longer for the
 GIL, which busier executors hold more of the time: each time it gives the GIL up for I/O it waits

@@ -67,8 +67,8 @@ class ExecutorThread(threading.Thread):
             task.transfer.flush()
 
     def run(self) -> None:
-        pin_executor_thread(self.cpu, self.name)
         try:
+            pin_executor_thread(self.cpu, self.name)
             self.loop()
         except BaseException as exc:  # the loop itself broke: say so loudly, never vanish
             # Counted and recorded for every task it ran (a worker writes one more heartbeat

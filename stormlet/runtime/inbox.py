@@ -71,17 +71,25 @@ class Inbox:
         from another worker, never refused, may have taken the room), so waking every waiter
         would let them all in and grow the inbox by all but one batch a take."""
         self._consumer = get_ident()
-        if self._room_wakers:
-            self._room_wakers.pop(0)()
+        wakers = self._room_wakers
+        while wakers:
+            try:
+                wake = wakers.pop(0)
+            except IndexError:   # the last waiter withdrew meanwhile, on its own thread
+                return
+            if wake() is not False:   # False: no longer waiting; wake the next one instead
+                return
 
     def when_room(self, _task: int, wake: Callable[[], Any]) -> None:
         """Call ``wake`` (once, on the executor's thread) when the executor takes a data batch
         and ``wake`` has waited longest: how a spout holding data back for this inbox learns it
-        may send again."""
+        may send again. A ``wake`` that returns False was no longer waiting, and the next one
+        is called instead."""
         if wake not in self._room_wakers:
             self._room_wakers.append(wake)
 
-    def _forget(self, wake: Callable[[], Any]) -> None:
+    def withdraw(self, wake: Callable[[], Any]) -> None:
+        """Stop waiting: ``wake`` is not called (if the executor has not called it already)."""
         try:
             self._room_wakers.remove(wake)
         except ValueError:   # the executor took it (and called it) meanwhile
@@ -99,14 +107,15 @@ class Inbox:
 
     def _wait_for_room(self, stopping: Any) -> float:
         started = time.monotonic()
+        room = allocate_lock()
+        room.acquire()
+        wake = room.release
+        self.when_room(0, wake)   # once: rechecking keeps its place in the line
         while self.full() and not (stopping and stopping.is_set()):
-            room = allocate_lock()
-            room.acquire()
-            wake = room.release
-            self.when_room(0, wake)
             # Woken, it goes in even if the inbox is full again: data from other workers, which
             # is never refused, may have taken the room, and must not starve this sender.
-            if self.full() and room.acquire(timeout=ROOM_RECHECK_SECS):
+            if room.acquire(timeout=ROOM_RECHECK_SECS):
                 break
-            self._forget(wake)   # not woken: a take's wake-up must go to a sender still waiting
+        else:
+            self.withdraw(wake)   # room without a wake-up: that goes to a sender still waiting
         return time.monotonic() - started

@@ -33,7 +33,8 @@ class Route(Protocol):
         """Whether a data batch for ``task`` would be taken now without waiting."""
 
     def when_room(self, task: int, wake: Callable[[], object]) -> None:
-        """Call ``wake`` once ``task`` may be accepting again (if this route can tell)."""
+        """Call ``wake`` once ``task`` may be accepting again (if this route can tell); a
+        ``wake`` returning False declines (it no longer waits)."""
 
 
 class Transfer:
@@ -66,8 +67,9 @@ class Transfer:
                              (ACK_TIMEOUT, self.timeouts, list))
         self.stopping = stopping
         self.metrics = metrics
-        # Destinations whose inbox took a batch since data was held back for it: the next batch
-        # for one goes in even if the inbox is full again (see flush).
+        # Destinations data is held back for, and those whose inbox took a batch since: the next
+        # batch for one of those goes in even if the inbox is full again (see flush).
+        self._held: set[int] = set()
         self._granted: set[int] = set()
         self._room_wakers: dict[tuple[int, Callable[[], object]], Callable[[], None]] = {}
 
@@ -101,6 +103,7 @@ class Transfer:
                     task = self.acker_tasks[i]
                     routes[task].put((kind, task, src, buf))
         data = self.data
+        held_for = self._held
         granted = self._granted
         held = False
         for task in self.data_targets:
@@ -109,16 +112,19 @@ class Transfer:
                 if hold_back and not routes[task].accepting(task):
                     if task not in granted:
                         held = True
+                        held_for.add(task)
                         if wake is not None:
                             routes[task].when_room(task, self._room_waker(task, wake))
                         continue
                     # Woken by a take (only a local inbox wakes): in without waiting.
                     granted.discard(task)
+                    held_for.discard(task)
                     data[task] = []
                     self.metrics.transferred += len(buf)
                     routes[task].put((DATA, task, src, buf))
                     continue
-                if granted:
+                if held_for:   # sent without a wake-up: a waker left behind declines one
+                    held_for.discard(task)
                     granted.discard(task)
                 data[task] = []
                 self.metrics.transferred += len(buf)
@@ -134,16 +140,21 @@ class Transfer:
                     self.metrics.throttled_secs += waited
         return held
 
-    def _room_waker(self, task: int, wake: Callable[[], object]) -> Callable[[], None]:
+    def _room_waker(self, task: int, wake: Callable[[], object]) -> Callable[[], bool]:
         """What ``task``'s inbox calls once it took a batch: grants the next batch for it, then
-        calls ``wake``. One function per destination and ``wake``, so an inbox that holds it
-        already does not add it twice."""
+        calls ``wake``; or, if data is no longer held for it (it went in meanwhile), returns
+        False, and the inbox wakes another sender instead. One function per destination and
+        ``wake``, so an inbox that holds it already does not add it twice."""
         waker = self._room_wakers.get((task, wake))
         if waker is None:
+            held_for = self._held
             granted = self._granted
 
-            def waker() -> None:
+            def waker() -> bool:
+                if task not in held_for:
+                    return False
                 granted.add(task)
                 wake()
+                return True
             self._room_wakers[(task, wake)] = waker
         return waker
