@@ -19,6 +19,16 @@ def batch(dest: int, n: int) -> tuple:
     return (DATA, dest, 0, list(range(n)))
 
 
+def spout_into_full_inbox():
+    """A spout task's buffers sending to one local inbox (task 1), which holds its one batch
+    already; the wake-ups the spout got, and the function that counts them."""
+    target = Inbox(capacity=1)
+    target.put_data(batch(1, 1))
+    transfer = Transfer(0, [None, target], [1], [], threading.Event(), TaskMetrics("spout", 0))
+    wakes: list[int] = []
+    return target, transfer, wakes, lambda: wakes.append(1)
+
+
 @pytest.fixture
 def slow_recheck(monkeypatch):
     """A waiting sender would look again only after a minute: whatever wakes it sooner is the
@@ -94,15 +104,7 @@ def test_a_spout_holding_data_for_a_full_inbox_is_woken_when_it_has_room():
 
 
 def test_a_woken_spout_sends_its_held_batch_even_if_data_from_another_worker_took_the_room():
-    stopping = threading.Event()
-    target = Inbox(capacity=1)
-    transfer = Transfer(0, [None, target], [1], [], stopping, TaskMetrics("spout", 0))
-    wakes: list[int] = []
-
-    def wake():
-        wakes.append(1)
-
-    target.put_data(batch(1, 1))                  # the destination is full
+    target, transfer, wakes, wake = spout_into_full_inbox()
     transfer.data[1].extend(["a", "b"])
     assert transfer.flush(hold_back=True, wake=wake) is True
     target.get()
@@ -169,15 +171,7 @@ def test_a_waiting_sender_keeps_its_place_in_line_while_it_rechecks(monkeypatch)
 
 
 def test_a_spout_no_longer_held_declines_a_wake_up_and_a_waiting_bolt_gets_it(slow_recheck):
-    stopping = threading.Event()
-    target = Inbox(capacity=1)
-    transfer = Transfer(0, [None, target], [1], [], stopping, TaskMetrics("spout", 0))
-    wakes: list[int] = []
-
-    def wake():
-        wakes.append(1)
-
-    target.put_data(batch(1, 1))
+    target, transfer, wakes, wake = spout_into_full_inbox()
     transfer.data[1].append("a")
     assert transfer.flush(hold_back=True, wake=wake) is True    # held: its waker is in line
     target.get()        # room, taken before the waker was in line (no wake-up for it)
