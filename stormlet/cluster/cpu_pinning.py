@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..runtime.cpu_affinity import pin_current_thread, usable_cpus
+from ..runtime.cpu_affinity import pin_or_warn, usable_cpus
 from .worker_command import PROC, command_line, is_worker, option_value
 
 log = logging.getLogger(__name__)
@@ -75,12 +75,7 @@ def pin_this_process(cpu: int) -> bool:
     """Run the calling thread, and every thread it starts from then on, on ``cpu`` alone: call it
     before any other thread starts. A CPU it may not use is logged and ignored: the worker then
     runs unpinned rather than not at all."""
-    try:
-        pin_current_thread(cpu)
-    except (AttributeError, OSError, ValueError) as exc:   # AttributeError: not on Linux
-        log.warning("could not pin this worker to CPU %d (%s); running unpinned", cpu, exc)
-        return False
-    return True
+    return pin_or_warn(cpu, "this worker")
 
 
 class CpuPinning:

@@ -81,13 +81,19 @@ def local_executor_cpu() -> int | None:
         return _local_cpu
 
 
-def pin_executor_thread(cpu: int | None, name: str) -> None:
-    """Pin the calling executor thread to ``cpu`` (None: leave it be). Failing to pin is logged
-    and the thread runs unpinned: slower, never stopped."""
-    if cpu is None:
-        return
+def pin_or_warn(cpu: int, who: str) -> bool:
+    """Pin the calling thread (and the threads it starts from then on) to ``cpu``; whether it
+    was. Failing to pin is logged, naming ``who``, and it runs unpinned: slower, never
+    stopped."""
     try:
         pin_current_thread(cpu)
-    except (AttributeError, OSError, ValueError) as exc:
-        log.warning("executor %s could not be pinned to CPU %d (%s); running unpinned",
-                    name, cpu, exc)
+    except (AttributeError, OSError, ValueError) as exc:   # AttributeError: not on Linux
+        log.warning("%s could not be pinned to CPU %d (%s); running unpinned", who, cpu, exc)
+        return False
+    return True
+
+
+def pin_executor_thread(cpu: int | None, name: str) -> None:
+    """Pin the calling executor thread to ``cpu`` (None: leave it be)."""
+    if cpu is not None:
+        pin_or_warn(cpu, f"executor {name}")

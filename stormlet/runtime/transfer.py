@@ -109,6 +109,7 @@ class Transfer:
         for task in self.data_targets:
             buf = data[task]
             if buf:
+                woken = False
                 if hold_back and not routes[task].accepting(task):
                     if task not in granted:
                         held = True
@@ -116,18 +117,15 @@ class Transfer:
                         if wake is not None:
                             routes[task].when_room(task, self._room_waker(task, wake))
                         continue
-                    # Woken by a take (only a local inbox wakes): in without waiting.
-                    granted.discard(task)
-                    held_for.discard(task)
-                    data[task] = []
-                    self.metrics.transferred += len(buf)
-                    routes[task].put((DATA, task, src, buf))
-                    continue
-                if held_for:   # sent without a wake-up: a waker left behind declines one
+                    woken = True
+                if held_for:   # no longer held: a waker left behind declines its next call
                     held_for.discard(task)
                     granted.discard(task)
                 data[task] = []
                 self.metrics.transferred += len(buf)
+                if woken:   # by a take (only a local inbox wakes): in without waiting
+                    routes[task].put((DATA, task, src, buf))
+                    continue
                 try:
                     waited = routes[task].put_data((DATA, task, src, buf), self.stopping)
                 except Exception as exc:
