@@ -239,6 +239,41 @@ def test_basic_bolt_exception_fails_with_reason_error():
         assert any(e.component == "exploder" and "boom on" in e.error for e in errors)
 
 
+class SometimesRaisingBolt(Bolt):
+    """Records every tuple it is given; raises on every third, acks the others."""
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.seen = []
+
+    def execute(self, tup):
+        self.seen.append(tup[0])
+        if len(self.seen) % 3 == 0:
+            raise ValueError(f"boom on {tup[0]}")
+        self.collector.ack(tup)
+
+
+def test_an_exception_mid_batch_fails_that_tuple_and_the_batch_goes_on_in_order():
+    # The spout emits all 30 in one burst, so they reach the bolt as one batch: each tuple is
+    # executed once, in order, and only those that raised are failed.
+    b = TopologyBuilder()
+    b.set_spout("spout", TrackedSpout())
+    b.set_bolt("sometimes", SometimesRaisingBolt()).shuffle_grouping("spout")
+    with running(b.build(), {MESSAGE_TIMEOUT: 5, "test.count": 30}) as cluster:
+        cluster.wait_for(lambda: sum(map(len, spout_records(cluster, "reliability")[1:])) >= 30,
+                         timeout=10)
+        settle()
+        emits, acks, fails = spout_records(cluster, "reliability")
+        bolt, = cluster.instances("reliability", "sometimes")
+    emitted = [m for m, _ in emits]
+    assert bolt.seen == emitted
+    raised = emitted[2::3]
+    assert sorted(m for m, _, _ in fails) == sorted(raised)
+    assert all(reason.kind == "error" and f"boom on {m}" in reason.message
+               for m, reason, _ in fails)
+    assert sorted(m for m, _ in acks) == sorted(set(emitted) - set(raised))
+
+
 def test_a_fail_message_utf8_cannot_carry_reaches_the_spout_escaped():
     # The message crosses between workers, and into the failed-message log, as UTF-8: a lone
     # surrogate would not encode there (a frame that does not pack is dropped whole).
