@@ -38,9 +38,9 @@ cdef class _Emitter:
     cdef public bint logs_emits
     cdef object _last_stream
     cdef StreamRoute _last_route
-    cdef StreamRoute _plain_route(self, object stream)
-    cdef StreamRoute _route_of(self, object stream, object to_task)
-    cdef object _tasks_of(self, StreamRoute route, object values, object to_task)
+
+cdef inline StreamRoute _route_of(_Emitter emitter, object stream, object to_task)
+cdef inline object _tasks_of(_Emitter emitter, StreamRoute route, object values, object to_task)
 
 cdef class InFlight:
     cdef public object msg_id

@@ -122,33 +122,39 @@ class _Emitter:
             return tasks
         return logged_emit
 
-    def _plain_route(self, stream: str) -> StreamRoute | None:
-        """The route of a plain (not direct) declared stream, or None; kept as the latest."""
-        if stream is self._last_stream:
-            return self._last_route
-        route = self._plain_routes.get(stream)
-        if route is not None:
-            self._last_stream = stream
-            self._last_route = route
-        return route
-
-    def _route_of(self, stream: str, to_task: int | None) -> StreamRoute:
-        """The route of an emit on ``stream``, to ``to_task`` for ``emit_direct``."""
-        route = self._plain_route(stream) if to_task is None else None
-        return route if route is not None else self._route(stream, to_task)
-
-    def _tasks_of(self, route: StreamRoute, values: list, to_task: int | None) -> list[int]:
-        """The tasks an emit of ``values`` (checked) on ``route`` goes to."""
-        if to_task is None:
-            return route.tasks_for(values)
-        return check_direct_task(self.component_id, route, to_task)
-
     def _route(self, stream: str, to_task: int | None) -> StreamRoute:
         """The route of an emit that is not on a plain declared stream: a direct one, or an
         error saying what is wrong."""
         route = self._routes.get(stream)
         check_stream(self.component_id, stream, route, self._routes, to_task is not None)
         return route  # type: ignore[return-value]
+
+
+# What both collectors' emits do first. Functions rather than _Emitter's methods: compiled,
+# a subclass calls its base's C methods through the type's table, where the C compiler cannot
+# inline them, and these run on every emit.
+
+def _route_of(emitter: _Emitter, stream: str, to_task: int | None) -> StreamRoute:
+    """The route of an emit on ``stream``, to ``to_task`` for ``emit_direct``. The latest plain
+    (not direct) stream's route is kept: most tasks emit on one stream, and an identity test
+    costs less than a dict lookup."""
+    if to_task is None:
+        if stream is emitter._last_stream:
+            return emitter._last_route
+        route = emitter._plain_routes.get(stream)
+        if route is not None:
+            emitter._last_stream = stream
+            emitter._last_route = route
+            return route
+    return emitter._route(stream, to_task)
+
+
+def _tasks_of(emitter: _Emitter, route: StreamRoute, values: list,
+              to_task: int | None) -> list[int]:
+    """The tasks an emit of ``values`` (checked) on ``route`` goes to."""
+    if to_task is None:
+        return route.tasks_for(values)
+    return check_direct_task(emitter.component_id, route, to_task)
 
 
 @cython.freelist(1024)
@@ -200,9 +206,9 @@ class SpoutCollector(_Emitter):
         # Every spout emit; emit_direct names the task in _to_task.
         if self.closed:
             return self._refuse(values)
-        route = self._route_of(stream, _to_task)
+        route = _route_of(self, stream, _to_task)
         values = checked(values, route.info, self.component_id)
-        tasks = self._tasks_of(route, values, _to_task)
+        tasks = _tasks_of(self, route, values, _to_task)
         info = route.info
         src = self.task
         data = self._data
@@ -278,9 +284,9 @@ class BoltCollector(_Emitter):
         # Every bolt emit: emit, emit_direct (naming the task in _to_task) and a basic bolt's
         # (BasicCollector, a C call when compiled). One anchor with one root (the usual case)
         # takes the short branch; several anchors or roots are merged by _anchor.
-        route = self._route_of(stream, _to_task)
+        route = _route_of(self, stream, _to_task)
         values = checked(values, route.info, self.component_id)
-        tasks = self._tasks_of(route, values, _to_task)
+        tasks = _tasks_of(self, route, values, _to_task)
         info = route.info
         src = self.task
         data = self._data
