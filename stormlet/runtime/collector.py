@@ -131,8 +131,8 @@ class _Emitter:
 
 
 # What both collectors' emits do first. Functions rather than _Emitter's methods: compiled,
-# a subclass calls its base's C methods through the type's table, where the C compiler cannot
-# inline them, and these run on every emit.
+# a subclass calls its base's C methods through the type's table (final or not), and a function
+# is a direct call; these run on every emit.
 
 def _route_of(emitter: _Emitter, stream: str, to_task: int | None) -> StreamRoute:
     """The route of an emit on ``stream``, to ``to_task`` for ``emit_direct``. The latest plain

@@ -71,7 +71,7 @@ class Transfer:
         # batch for one of those goes in even if the inbox is full again (see flush).
         self._held: set[int] = set()
         self._granted: set[int] = set()
-        self._room_wakers: dict[tuple[int, Callable[[], object]], Callable[[], None]] = {}
+        self._room_wakers: dict[tuple[int, Callable[[], object]], Callable[[], bool]] = {}
 
     def has_full_batch(self) -> bool:
         """Whether a destination's buffer holds ``batch_size`` tuples or more."""
