@@ -2,7 +2,7 @@
 valgrind's callgrind: a figure that does not move with the machine's speed or load.
 
     python benchmarks/peers/instructions.py [--sentences 20000] [--top 10]
-                                            [--only floor,basic,anchored,unacked]
+                                            [--only floor,basic,anchored,unacked] [--caches]
 
 Each run is the peer benchmark's (runs.py) under ``valgrind --tool=callgrind``,
 counting only the executors' loops (the spout's, the bolts' and the acker's: none of the main
@@ -16,6 +16,15 @@ when the change is smaller than what wall-clock runs on this machine can resolve
 with the machine's speed or load, only by a few tenths of a percent between runs of the same code
 (the threads' interleaving changes how tuples are batched). A run takes 20-60 s (valgrind runs
 the code ~50 times slower). Needs the compiled hot path and Debian's valgrind.
+
+``--caches`` also simulates this machine's first two cache levels (sizes read from Linux's
+/sys/devices/system/cpu/cpu0/cache: the first-level instruction and data caches, and the core's
+second-level cache as callgrind's last level) and prints, a word, the misses in each. That is
+where the instructions above go slower than the floor's: a run whose tuples stay alive longer
+between their emit and their execute (batches waiting in inboxes) reuses memory that has left the
+core's second-level cache. callgrind models one core and no coherence traffic, so these are
+counts of what the code touches, not times. (Without it callgrind's last level would be the
+shared third-level cache, where this work never misses.)
 """
 
 from __future__ import annotations
@@ -45,15 +54,61 @@ COUNTED = {"run_stormlet.py": "__pyx_pw_8stormlet_7runtime_*Executor_*loop",
 MEASURED = sorted((run for run in RUNS if run.script in COUNTED),
                   key=lambda run: run.name != "floor")
 # A line of callgrind_annotate's function table: "1,234 (12.34%)  file:function [object]".
+# Linux's description of the first CPU's caches, and the ones --caches simulates:
+# callgrind's option -> (level, type) in that description.
+CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
+SIMULATED = {"--I1": (1, "Instruction"), "--D1": (1, "Data"), "--LL": (2, "Unified")}
+# Misses a word --caches prints: (label, callgrind's events summed).
+MISSES = (("L1i", ("I1mr",)), ("L1d", ("D1mr", "D1mw")), ("L2 code", ("ILmr",)),
+          ("L2 data", ("DLmr", "DLmw")))
 FUNCTION_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(\S+?):(\S+)(?:\s+\[(.+)\])?\s*$")
 STORMLET_DIR = str(Path(stormlet.__file__).resolve().parent) + "/"
 
 
-def count(run: Run, sentences: int, workdir: Path) -> tuple[int, Counter]:
-    """Instructions counted in ``run`` and, per C function of stormlet's
-    compiled modules, the instructions it executed itself."""
+def core_caches() -> list[str]:
+    """callgrind's options simulating this machine's first-level caches and the core's
+    second-level one (``--I1=size,ways,line`` ...), from Linux's description of them; exits
+    saying what is missing where that cannot be read."""
+    found: dict[tuple[int, str], str] = {}
+    for index in sorted(CACHE_DIR.glob("index*")):
+        try:
+            level = int((index / "level").read_text())
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+            ways = int((index / "ways_of_associativity").read_text())
+            line = int((index / "coherency_line_size").read_text())
+        except (OSError, ValueError):
+            continue
+        units = {"K": 1 << 10, "M": 1 << 20}
+        size_bytes = int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+        found[(level, kind)] = f"{size_bytes},{ways},{line}"
+    missing = [option for option, key in SIMULATED.items() if key not in found]
+    if missing:
+        sys.exit(f"--caches: {CACHE_DIR} does not describe the caches for "
+                 f"{', '.join(missing)} (not Linux, or a virtual machine that hides them)")
+    return [f"{option}={found[key]}" for option, key in SIMULATED.items()]
+
+
+def event_totals(out: Path) -> dict[str, int]:
+    """Each event's total in callgrind's output file ``out`` (its ``events:`` and
+    ``totals:`` lines)."""
+    events: list[str] = []
+    for line in out.read_text().splitlines():
+        if line.startswith("events:"):
+            events = line.split()[1:]
+        elif line.startswith("totals:"):
+            return dict(zip(events, (int(n) for n in line.split()[1:])))
+    return {}
+
+
+def count(run: Run, sentences: int, workdir: Path,
+          caches: list[str]) -> tuple[int, Counter, dict[str, int]]:
+    """Instructions counted in ``run``, per C function of stormlet's compiled modules the
+    instructions it executed itself, and every event's total (with ``caches``, callgrind's
+    cache options, the simulated misses too)."""
     out = workdir / f"callgrind.{run.name}"
-    cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+    simulate = ["--cache-sim=yes", *caches] if caches else []
+    cmd = ["valgrind", "--tool=callgrind", *simulate, "--collect-atstart=no",
            f"--toggle-collect={COUNTED[run.script]}", f"--callgrind-out-file={out}",
            *run.command(sys.executable, sentences)]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -64,7 +119,7 @@ def count(run: Run, sentences: int, workdir: Path) -> tuple[int, Counter]:
     if words != sentences * WORDS_PER_SENTENCE:
         sys.exit(f"FAILED: {run.name} counted {words:,} words of "
                  f"{sentences * WORDS_PER_SENTENCE:,}")
-    table = subprocess.run(["callgrind_annotate", "--threshold=100", str(out)],
+    table = subprocess.run(["callgrind_annotate", "--show=Ir", "--threshold=100", str(out)],
                            stdout=subprocess.PIPE, text=True, check=True).stdout
     total, own = 0, Counter()
     for line in table.splitlines():
@@ -78,7 +133,7 @@ def count(run: Run, sentences: int, workdir: Path) -> tuple[int, Counter]:
     if total == 0:
         sys.exit(f"FAILED: {run.name}: callgrind counted nothing in {COUNTED[run.script]} "
                  f"(renamed, or this python's symbols are stripped?)")
-    return total, own
+    return total, own, event_totals(out)
 
 
 def readable(function: str) -> str:
@@ -114,6 +169,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=20_000)
     parser.add_argument("--only", default=",".join(names), help="among: " + ", ".join(names))
     parser.add_argument("--top", type=int, default=10, help="functions listed per run")
+    parser.add_argument("--caches", action="store_true",
+                        help="also simulate this machine's L1 and L2 caches: misses a word")
     args = parser.parse_args()
     unknown = sorted(set(args.only.split(",")) - set(names))
     if unknown:
@@ -131,17 +188,24 @@ def main() -> None:
         runs = [run for run in runs if run.name != "floor"]
     if not runs:
         sys.exit("nothing left to run")
+    caches = core_caches() if args.caches else []
     words = args.sentences * WORDS_PER_SENTENCE
     print(f"instructions a word (callgrind), {args.sentences:,} sentences ({words:,} words), "
           f"python {sys.version.split()[0]}", flush=True)
-    counted: dict[str, tuple[int, Counter]] = {}
+    if caches:
+        print(f"misses a word in simulated caches ({' '.join(caches)}): "
+              f"{', '.join(label for label, _events in MISSES)}", flush=True)
+    counted: dict[str, tuple[int, Counter, dict[str, int]]] = {}
     with tempfile.TemporaryDirectory(prefix="stormlet-callgrind-") as workdir:
         for run in runs:
-            total, own = counted[run.name] = count(run, args.sentences, Path(workdir))
+            total, own, events = counted[run.name] = count(run, args.sentences, Path(workdir),
+                                                           caches)
             floor = counted["floor"][0] if "floor" in counted and run.name != "floor" else None
             beyond = f"  ({(total - floor) / words:+,.0f} beyond the floor)" if floor else ""
-            print(f"  {run.name:<9} {total / words:8,.0f}{beyond}", flush=True)
-    for name, (_total, own) in counted.items():
+            misses = "".join(f"  {label} {sum(events.get(e, 0) for e in names) / words:5.2f}"
+                             for label, names in MISSES) if caches else ""
+            print(f"  {run.name:<9} {total / words:8,.0f}{beyond}{misses}", flush=True)
+    for name, (_total, own, _events) in counted.items():
         if name == "floor" or not own:
             continue
         by_name: Counter = Counter()
