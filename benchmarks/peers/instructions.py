@@ -65,12 +65,12 @@ FUNCTION_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(\S+?):(\S+)(?
 STORMLET_DIR = str(Path(stormlet.__file__).resolve().parent) + "/"
 
 
-def core_caches() -> list[str]:
-    """callgrind's options simulating this machine's first-level caches and the core's
-    second-level one (``--I1=size,ways,line`` ...), from Linux's description of them; exits
+def core_caches(cache_dir: Path = CACHE_DIR) -> list[str]:
+    """callgrind's options simulating the first-level caches and the core's second-level one
+    (``--I1=size,ways,line`` ...), from Linux's description of them in ``cache_dir``; exits
     saying what is missing where that cannot be read."""
     found: dict[tuple[int, str], str] = {}
-    for index in sorted(CACHE_DIR.glob("index*")):
+    for index in sorted(cache_dir.glob("index*")):
         try:
             level = int((index / "level").read_text())
             kind = (index / "type").read_text().strip()
@@ -84,7 +84,7 @@ def core_caches() -> list[str]:
         found[(level, kind)] = f"{size_bytes},{ways},{line}"
     missing = [option for option, key in SIMULATED.items() if key not in found]
     if missing:
-        sys.exit(f"--caches: {CACHE_DIR} does not describe the caches for "
+        sys.exit(f"--caches: {cache_dir} does not describe the caches for "
                  f"{', '.join(missing)} (not Linux, or a virtual machine that hides them)")
     return [f"{option}={found[key]}" for option, key in SIMULATED.items()]
 
