@@ -19,12 +19,10 @@ the code ~50 times slower). Needs the compiled hot path and Debian's valgrind.
 
 ``--caches`` also simulates this machine's first two cache levels (sizes read from Linux's
 /sys/devices/system/cpu/cpu0/cache: the first-level instruction and data caches, and the core's
-second-level cache as callgrind's last level) and prints, a word, the misses in each. That is
-where the instructions above go slower than the floor's: a run whose tuples stay alive longer
-between their emit and their execute (batches waiting in inboxes) reuses memory that has left the
-core's second-level cache. callgrind models one core and no coherence traffic, so these are
-counts of what the code touches, not times. (Without it callgrind's last level would be the
-shared third-level cache, where this work never misses.)
+second-level cache as callgrind's last level) and prints, a word, the misses in each.
+callgrind models one core and no coherence traffic, so these are counts of what the code
+touches, not times. (Without it callgrind's last level would be the shared third-level cache,
+where this work barely misses.)
 """
 
 from __future__ import annotations
@@ -53,7 +51,6 @@ COUNTED = {"run_stormlet.py": "__pyx_pw_8stormlet_7runtime_*Executor_*loop",
 # The floor first, so that each run after it can say how far beyond it it is.
 MEASURED = sorted((run for run in RUNS if run.script in COUNTED),
                   key=lambda run: run.name != "floor")
-# A line of callgrind_annotate's function table: "1,234 (12.34%)  file:function [object]".
 # Linux's description of the first CPU's caches, and the ones --caches simulates:
 # callgrind's option -> (level, type) in that description.
 CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -61,6 +58,9 @@ SIMULATED = {"--I1": (1, "Instruction"), "--D1": (1, "Data"), "--LL": (2, "Unifi
 # Misses a word --caches prints: (label, callgrind's events summed).
 MISSES = (("L1i", ("I1mr",)), ("L1d", ("D1mr", "D1mw")), ("L2 code", ("ILmr",)),
           ("L2 data", ("DLmr", "DLmw")))
+# The multipliers of the sizes in that description ("32K").
+SIZE_UNITS = {"K": 1 << 10, "M": 1 << 20}
+# A line of callgrind_annotate's function table: "1,234 (12.34%)  file:function [object]".
 FUNCTION_LINE = re.compile(r"^\s*([\d,]+)\s+(?:\(\s*[\d.]+%\)\s+)?(\S+?):(\S+)(?:\s+\[(.+)\])?\s*$")
 STORMLET_DIR = str(Path(stormlet.__file__).resolve().parent) + "/"
 
@@ -79,8 +79,8 @@ def core_caches(cache_dir: Path = CACHE_DIR) -> list[str]:
             line = int((index / "coherency_line_size").read_text())
         except (OSError, ValueError):
             continue
-        units = {"K": 1 << 10, "M": 1 << 20}
-        size_bytes = int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+        size_bytes = (int(size[:-1]) * SIZE_UNITS[size[-1]] if size[-1] in SIZE_UNITS
+                      else int(size))
         found[(level, kind)] = f"{size_bytes},{ways},{line}"
     missing = [option for option, key in SIMULATED.items() if key not in found]
     if missing:
@@ -121,19 +121,18 @@ def count(run: Run, sentences: int, workdir: Path,
                  f"{sentences * WORDS_PER_SENTENCE:,}")
     table = subprocess.run(["callgrind_annotate", "--show=Ir", "--threshold=100", str(out)],
                            stdout=subprocess.PIPE, text=True, check=True).stdout
-    total, own = 0, Counter()
+    own: Counter = Counter()
     for line in table.splitlines():
-        if "PROGRAM TOTALS" in line:
-            total = int(line.split()[0].replace(",", ""))
-            continue
         match = FUNCTION_LINE.match(line)
         if match and match.group(4) and match.group(4).startswith(STORMLET_DIR):
             function = match.group(3).split("'")[0]   # 'N marks a recursion level
             own[function] += int(match.group(1).replace(",", ""))
+    events = event_totals(out)
+    total = events.get("Ir", 0)
     if total == 0:
         sys.exit(f"FAILED: {run.name}: callgrind counted nothing in {COUNTED[run.script]} "
                  f"(renamed, or this python's symbols are stripped?)")
-    return total, own, event_totals(out)
+    return total, own, events
 
 
 def readable(function: str) -> str:
