@@ -101,6 +101,25 @@ class Topology:
                     found.append((spec, sub.grouping))
         return found
 
+    def feeding_back(self, source: str) -> set[str]:
+        """The components reading ``source`` (on any stream) that feed data back to it,
+        directly or through others; ``source`` itself if it reads its own streams.
+
+        Storm runs such cycles, and its backpressure can deadlock them (STORM-3637): a bolt
+        waiting for room in a full inbox of the cycle waits, in the end, on itself. The runtime
+        never holds back data on these edges (see ``runtime.transfer``); what enters a cycle
+        is still bounded by the backpressure on the edges into it."""
+        upstream = {source}   # everything that reaches source, and source
+        todo = [source]
+        while todo:
+            for sub in self.components[todo.pop()].inputs:
+                if sub.source not in upstream:
+                    upstream.add(sub.source)
+                    todo.append(sub.source)
+        readers = {spec.id for spec in self.components.values()
+                   if any(sub.source == source for sub in spec.inputs)}
+        return readers & upstream
+
     def task_ids(self, extra: dict[str, int] | None = None) -> dict[str, list[int]]:
         """Task ids per component, numbered from 1 in component-id order as Storm does.
 

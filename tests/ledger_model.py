@@ -107,7 +107,8 @@ class Recorder:
     def put(self, message: tuple) -> None:
         self.run.on_control(message)
 
-    def put_data(self, message: tuple, stopping: threading.Event | None = None) -> float | None:
+    def put_data(self, message: tuple, stopping: threading.Event | None = None,
+                 wait: bool = True) -> float | None:
         assert message[0] == DATA
         return None
 

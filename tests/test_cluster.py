@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import LEDGER, REPO, LoopbackCluster, acked_ids, serve_cluster, wait_until
+from cluster_topologies import cycle
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 TOPOLOGIES = REPO / "topologies"
+CYCLE = Path(cycle.__file__)
 SLOTS = 2   # per supervisor
 
 
@@ -554,3 +556,19 @@ def test_a_slow_bolt_in_another_worker_throttles_the_spout_without_timeouts(clus
     assert spout["acked"] - early["acked"] > 2_000, (early, spout)
     assert bolt["max_rss"] < 200 * 2**20, bolt
     assert spout["timeouts"] == 0, spout
+
+
+def test_bolts_feeding_each_other_across_two_workers_complete_every_tree(cluster, tmp_path):
+    """A cycle whose bolts have a task in each worker, with inboxes of one batch: the edges
+    closing it never wait for room (locally or across workers), so it cannot deadlock."""
+    n = 3000
+    cluster.submit(CYCLE, "cycle", f"test.count={n}")
+    wait_until(lambda: len(cluster.topology_workers("cycle")) == 2, 40, "two workers")
+    wait_until(lambda: cluster.metric("numbers", "acked") == n, 60, "every number to be acked")
+    workers = cluster.topology_workers("cycle").values()
+    assert all({"fan-out", "back"} <= set(beat["metrics"]) for beat in workers), \
+        "each worker runs a task of both bolts, so the cycle crosses between them"
+    wait_until(lambda: cluster.metric("fan-out", "executed") == n * cycle.laps_of_fan_out(), 15,
+               "the heartbeats to catch up")
+    assert cluster.metric("numbers", "failed") == 0
+    cluster.kill_and_wait("cycle")

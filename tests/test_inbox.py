@@ -206,11 +206,23 @@ def test_a_woken_sender_goes_in_even_if_data_from_another_worker_took_the_room(s
     assert [len(inbox.get()[3]) for _ in range(2)] == [3, 2]
 
 
-def test_an_executor_emitting_into_its_own_full_inbox_does_not_wait(slow_recheck):
-    inbox = Inbox(capacity=1)
-    inbox.put_data(batch(1, 1))
-    inbox.get()
-    inbox.took_data()              # this thread is the inbox's executor
-    inbox.put_data(batch(1, 1))
-    # Full: another sender would wait; this one would wait forever, since only it takes batches.
-    assert inbox.put_data(batch(1, 1)) == 0.0 and inbox.qsize() == 2
+def test_data_for_a_task_in_a_cycle_with_the_sender_goes_into_a_full_inbox_at_once(slow_recheck):
+    in_cycle, downstream = Inbox(capacity=1), Inbox(capacity=1)
+    in_cycle.put_data(batch(1, 1))
+    downstream.put_data(batch(2, 1))
+    transfer = Transfer(0, [None, in_cycle, downstream], [1, 2], [], threading.Event(),
+                        TaskMetrics("bolt", 0), feedback=[1])
+    transfer.data[1].append("back")
+    transfer.flush()   # would wait a minute for room (slow_recheck) if it waited at all
+    assert in_cycle.qsize() == 2 and transfer.metrics.throttled_secs == 0.0
+    # The contrast: data for a task outside the cycle waits for room.
+    transfer.data[2].append("on")
+    sender = threading.Thread(target=transfer.flush)
+    sender.start()
+    while not downstream._room_wakers:
+        time.sleep(0.01)
+    assert sender.is_alive() and downstream.qsize() == 1
+    downstream.get()
+    downstream.took_data()
+    sender.join(timeout=10)
+    assert not sender.is_alive() and downstream.get()[3] == ["on"]

@@ -26,7 +26,8 @@ class Inits:
         assert kind == ACK_INIT
         self.by_acker.setdefault(dest, []).extend(batch[0::3])  # (root, xor, spout task)
 
-    def put_data(self, message: tuple, stopping: threading.Event | None = None) -> None:
+    def put_data(self, message: tuple, stopping: threading.Event | None = None,
+                 wait: bool = True) -> None:
         return None
 
     def accepting(self, task: int) -> bool:

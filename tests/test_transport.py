@@ -435,3 +435,22 @@ def test_with_a_secret_peers_without_the_topologys_keys_are_refused_and_counted(
             push.close(0)
         a.stop()
         b.stop()
+
+
+def test_data_on_an_edge_closing_a_cycle_is_queued_for_a_paused_task_without_waiting(
+        layout, context):
+    # A bolt in a cycle must not wait on a peer that may be waiting on it (see
+    # Topology.feeding_back): the sender holds the batch until the pause lifts instead.
+    src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        a.sender.paused.apply([sink, 1])
+        route = a.sender.route(b.address)
+        assert route.put_data((DATA, sink, src, batch(layout, 0)), a.stopping, wait=False) == 0.0
+        # The contrast: on any other edge the executor waits for the pause to lift.
+        lifted = threading.Timer(0.3, a.sender.paused.apply, ([sink, 0],))
+        lifted.start()
+        assert route.put_data((DATA, sink, src, batch(layout, 10)), a.stopping) >= 0.25
+        received = []
+        while len(received) < 20:
+            received += [t.values[0] for t in inbox.get(timeout=5)[3].tuples()]
+        assert received == list(range(20))

@@ -218,12 +218,14 @@ class RemoteRoute:
         """Nothing: a pause lifts by a message from the other worker, and a spout holding data
         for it looks again after a short wait."""
 
-    def put_data(self, message: tuple, stopping: threading.Event | None = None) -> float:
+    def put_data(self, message: tuple, stopping: threading.Event | None = None,
+                 wait: bool = True) -> float:
         """Queue a data batch, packed here on the executor's thread (see wire.py), first
-        waiting while its task's worker holds data back or the send queue is full; returns the
-        seconds waited."""
+        waiting while its task's worker holds data back or the send queue is full (unless
+        ``wait`` is false); returns the seconds waited."""
         kind, dest, src, tuples = message
-        waited = 0.0 if self.accepting(dest) else wait_for_room(self.accepting, dest, stopping)
+        waited = (0.0 if not wait or self.accepting(dest)
+                  else wait_for_room(self.accepting, dest, stopping))
         self.sender.queue.put((self.address, (kind, dest, src, encode_data(tuples))))
         return waited
 

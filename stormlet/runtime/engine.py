@@ -209,8 +209,10 @@ class TopologyRuntime:
         context = TopologyContext(layout, task, conf, metrics.user)
         rng = random.Random(os.urandom(16))
         routes, targets = build_routes(layout, spec.id, task, local_tasks, context, rng)
+        feedback = [t for cid in self.topology.feeding_back(spec.id)
+                    for t in layout.component_tasks[cid]]
         transfer = Transfer(task, self.routes, targets, layout.acker_tasks, self.stopping,
-                            metrics, batch_size=cfg.transfer_batch_size(conf))
+                            metrics, batch_size=cfg.transfer_batch_size(conf), feedback=feedback)
         tracking = bool(layout.acker_tasks)
         debug = bool(conf.get(cfg.TOPOLOGY_DEBUG))
         obj = spec.new_instance()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import queue
 import time
-from _thread import allocate_lock, get_ident
+from _thread import allocate_lock
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +39,7 @@ def wait_for_room(accepting: Callable[[int], bool], task: int, stopping: Any = N
 
 
 class Inbox:
-    __slots__ = ("_consumer", "_queue", "_room_wakers", "capacity", "empty", "get", "get_nowait",
+    __slots__ = ("_queue", "_room_wakers", "capacity", "empty", "get", "get_nowait",
                  "put", "qsize")
 
     def __init__(self, capacity: int):
@@ -49,7 +49,6 @@ class Inbox:
         self.capacity = capacity
         # Called (each once) when the executor next takes a data batch: waiting senders' locks.
         self._room_wakers: list[Callable[[], Any]] = []
-        self._consumer = 0   # the thread that takes data batches (its ident), once it took one
         # Bound methods of the C queue: no Python frame per handoff.
         self.put = self._queue.put
         self.get = self._queue.get
@@ -70,7 +69,6 @@ class Inbox:
         One sender a batch taken: the woken one goes in even if the inbox is full again (data
         from another worker, never refused, may have taken the room), so waking every waiter
         would let them all in and grow the inbox by all but one batch a take."""
-        self._consumer = get_ident()
         wakers = self._room_wakers
         while wakers:
             try:
@@ -95,13 +93,11 @@ class Inbox:
         except ValueError:   # the executor took it (and called it) meanwhile
             pass
 
-    def put_data(self, message: Message, stopping: Any = None) -> float:
-        """Put a data batch, waiting while the inbox is full (unless ``stopping`` is set).
-        Returns the seconds it waited: the sender's time throttled by backpressure. The
-        executor itself (a bolt emitting to its own task) never waits: nobody else would make
-        room."""
-        waited = (0.0 if not self.full() or get_ident() == self._consumer
-                  else self._wait_for_room(stopping))
+    def put_data(self, message: Message, stopping: Any = None, wait: bool = True) -> float:
+        """Put a data batch, waiting while the inbox is full (unless ``stopping`` is set, or
+        ``wait`` is false: a sender in a cycle with this inbox's executor, which may be waiting
+        for it). Returns the seconds it waited: the sender's time throttled by backpressure."""
+        waited = 0.0 if not wait or not self.full() else self._wait_for_room(stopping)
         self._queue.put(message)
         return waited
 

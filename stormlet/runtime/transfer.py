@@ -25,9 +25,10 @@ class Route(Protocol):
 
     def put(self, message: tuple) -> None: ...
 
-    def put_data(self, message: tuple,
-                 stopping: threading.Event | None = None) -> float | None:
-        """Hand over a data batch, waiting while the receiver is full; the seconds waited."""
+    def put_data(self, message: tuple, stopping: threading.Event | None = None,
+                 wait: bool = True) -> float | None:
+        """Hand over a data batch, waiting while the receiver is full (unless ``wait`` is
+        false); the seconds waited."""
 
     def accepting(self, task: int) -> bool:
         """Whether a data batch for ``task`` would be taken now without waiting."""
@@ -40,8 +41,11 @@ class Route(Protocol):
 class Transfer:
     def __init__(self, src_task: int, routes: Sequence[Route | None], data_targets: list[int],
                  acker_tasks: list[int], stopping: threading.Event, metrics: TaskMetrics,
-                 batch_size: int | None = None):
+                 batch_size: int | None = None, feedback: Sequence[int] = ()):
         self.src_task = src_task
+        # Destinations in a cycle with this task (Topology.feeding_back): their data goes in
+        # without waiting for room, since they may be waiting for room in this task's inbox.
+        self.feedback = frozenset(feedback)
         # topology.transfer.batch.size: a destination's buffer holding this many tuples is
         # handed over before the executor's next flush would (has_full_batch); None: no bound.
         self.batch_size = UNBOUNDED if batch_size is None else batch_size
@@ -105,6 +109,7 @@ class Transfer:
         data = self.data
         held_for = self._held
         granted = self._granted
+        feedback = self.feedback
         held = False
         for task in self.data_targets:
             buf = data[task]
@@ -127,7 +132,8 @@ class Transfer:
                     routes[task].put((DATA, task, src, buf))
                     continue
                 try:
-                    waited = routes[task].put_data((DATA, task, src, buf), self.stopping)
+                    waited = routes[task].put_data((DATA, task, src, buf), self.stopping,
+                                                   task not in feedback)
                 except Exception as exc:
                     # A batch for another worker that would not pack (a value changed after
                     # its emit was checked): dropped and reported, and the executor goes on;

@@ -1,0 +1,111 @@
+"""Bolts that feed each other in a cycle, for the tests of cycles under backpressure
+(tests/test_cycles.py runs it locally, tests/test_cluster.py on two workers).
+
+The spout emits ``test.count`` numbers as ``[n, 0]``, tracked unless ``test.untracked``. The
+fan-out bolt emits each input three times, one lap further on; the back bolt sends each back to
+it until its fourth lap. Two tasks each, so on two workers the cycle crosses between them.
+"""
+
+from __future__ import annotations
+
+from stormlet import Bolt, Spout, TopologyBuilder
+
+FAN_OUT = 3     # the loop bolt's emits per input
+LAPS = 4        # how many times a tuple goes round the cycle
+
+
+class Numbers(Spout):
+    """Emits ``test.count`` numbers, tracked unless ``test.untracked``, as ``[n, 0]``."""
+
+    outputs = ["n", "laps"]
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.count = int(conf["test.count"])
+        self.tracked = not conf.get("test.untracked")
+        self.emitted = self.acked = 0
+        self.failures: list[str] = []
+
+    def next_tuple(self):
+        if self.emitted < self.count:
+            self.emitted += 1
+            self.collector.emit([self.emitted, 0], msg_id=self.emitted if self.tracked else None)
+
+    def ack(self, msg_id):
+        self.acked += 1
+
+    def fail(self, msg_id, reason):
+        self.failures.append(str(reason))
+
+
+class FanOut(Bolt):
+    """Emits each input ``FAN_OUT`` times, one lap further on."""
+
+    outputs = ["n", "laps"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.executed = 0
+
+    def execute(self, tup):
+        self.executed += 1
+        n, laps = tup.values
+        for _ in range(FAN_OUT):
+            self.collector.emit([n, laps + 1], anchors=tup)
+        self.collector.ack(tup)
+
+
+class Back(Bolt):
+    """Sends an input back round the cycle until it has done ``LAPS`` laps."""
+
+    outputs = ["n", "laps"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.executed = 0
+
+    def execute(self, tup):
+        self.executed += 1
+        if tup.values[1] < LAPS:
+            self.collector.emit(tup.values, anchors=tup)
+        self.collector.ack(tup)
+
+
+class Countdown(Bolt):
+    """Reads its own stream: emits ``n - 1`` to itself until 0."""
+
+    outputs = ["n", "laps"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.executed = 0
+
+    def execute(self, tup):
+        self.executed += 1
+        n, laps = tup.values
+        if laps < LAPS * FAN_OUT:
+            self.collector.emit([n, laps + 1], anchors=tup)
+        self.collector.ack(tup)
+
+
+def loop_topology():
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("fan-out", FanOut(), parallelism=2) \
+        .shuffle_grouping("numbers").shuffle_grouping("back")
+    b.set_bolt("back", Back(), parallelism=2).shuffle_grouping("fan-out")
+    return b.build()
+
+
+def laps_of_fan_out():
+    """How many tuples the fan-out bolt executes for one number: 1 + 3 + 9 + 27 (it emits three
+    copies a lap and every copy comes back until its fourth lap)."""
+    return sum(FAN_OUT ** lap for lap in range(LAPS))
+
+
+topology = loop_topology()
+# Inboxes of one batch and small batches: the cycle fills them at once.
+config = {"topology.workers": 2, "topology.executor.receive.buffer.size": 1,
+          "topology.transfer.batch.size": 50, "topology.max.spout.pending": 500}
+
+
