@@ -7,7 +7,8 @@ Every run counts the words of the same N sentences (sentences.py), each in a fre
 that one run's garbage does not slow the next, and reports its own time from the start of
 processing until every sentence is fully processed (for stormlet's tracked runs: acked). Each
 run's final counts must equal collections.Counter's exactly, or this exits non-zero. Prints
-words/s (best of --repeat) and its ratio to Bytewax's.
+words/s (best of --repeat) and its ratio to Bytewax's. With --repeat R the runs take turns, R
+rounds of each run once, so that a slow spell of the machine does not fall on one run alone.
 
 Bytewax runs with its own virtualenv's python (``bash benchmarks/peers/setup_bytewax.sh``; another
 one through --bytewax-python or BYTEWAX_PYTHON), and is skipped, saying so, where that is absent.
@@ -67,7 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=DEFAULT_N, metavar="N")
     parser.add_argument("--repeat", type=int, default=1, metavar="R",
-                        help="best of R per run (default 1)")
+                        help="R rounds of every run, best of R per run (default 1)")
     parser.add_argument("--only", default=",".join(r.name for r in RUNS),
                         help="comma-separated runs among: " + ", ".join(r.name for r in RUNS))
     parser.add_argument("--bytewax-python", metavar="PATH",
@@ -84,7 +85,7 @@ def main() -> None:
     total = sum(expected.values())
     print(f"word count peers: {args.sentences:,} sentences, {total:,} words ({WORDS_PER_SENTENCE} "
           f"per sentence from a {len(set(WORDS))}-word vocabulary, seed {SEED}), "
-          f"best of {args.repeat}; python {sys.version.split()[0]}")
+          f"best of {args.repeat} rounds; python {sys.version.split()[0]}")
     print(f"stormlet: local mode, one process, spout -> split -> count (fields grouping), one task "
           f"each; topology.max.spout.pending {run_stormlet.MAX_SPOUT_PENDING} when acking; "
           f"{build_mode.describe()}")
@@ -99,11 +100,15 @@ def main() -> None:
     print("every run in its own process, its counts checked exactly against collections.Counter",
           flush=True)
 
+    # Rounds, each run once a round: a slow spell of the machine (they outlast a run) then
+    # falls on every run alike instead of on whichever run's tries it lasted through.
     best: dict[str, dict] = {}
-    for run in runs:
-        python = args.bytewax_python if run.name == "bytewax" else sys.executable
-        results = [measure(run, python, args.sentences, expected) for _ in range(args.repeat)]
-        best[run.name] = min(results, key=lambda r: r["seconds"])
+    for _ in range(args.repeat):
+        for run in runs:
+            python = args.bytewax_python if run.name == "bytewax" else sys.executable
+            result = measure(run, python, args.sentences, expected)
+            if run.name not in best or result["seconds"] < best[run.name]["seconds"]:
+                best[run.name] = result
 
     baseline = best.get("bytewax")
     width = max(len(r.label) for r in runs)
