@@ -7,6 +7,7 @@ that component only.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 from collections.abc import Callable
@@ -232,6 +233,29 @@ def problems(conf: dict[str, Any] | None) -> list[str]:
     topology's config carries them to its components, as in Storm) and are not checked."""
     found = (problem(key, value) for key, value in (conf or {}).items())
     return [text for text in found if text is not None]
+
+
+# Where Storm's and stormlet's own keys live. A key there that stormlet does not read is a
+# misspelling or a Storm setting stormlet has no use for: either way it changes nothing, and
+# the user should hear so (Storm itself passes such keys silently).
+OWN_PREFIXES = ("topology.", "storm.", "stormlet.", "offsets.")
+# Keys Storm sets for components to read, not settings.
+RUNTIME_SET = frozenset({"topology.name"})
+
+
+def unread(conf: dict[str, Any] | None) -> list[str]:
+    """One line for each key of ``conf`` under Storm's or stormlet's prefixes that stormlet
+    does not read, naming the key it reads that is spelt most like it, if one is close. A
+    warning, not a refusal: a Storm topology's config may carry settings stormlet ignores."""
+    lines = []
+    for key in conf or {}:
+        if (not isinstance(key, str) or key in DEFAULTS or key in RUNTIME_SET
+                or not key.startswith(OWN_PREFIXES)):
+            continue
+        near = difflib.get_close_matches(key, DEFAULTS, n=1, cutoff=0.85)
+        lines.append(f"{key} is not a setting stormlet reads, so it changes nothing"
+                     + (f" (did you mean {near[0]}?)" if near else ""))
+    return lines
 
 
 def refusal(topology: str, found: list[str]) -> str:

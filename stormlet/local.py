@@ -57,6 +57,8 @@ class LocalCluster:
         problems = topology.config_problems(conf)
         if problems:
             raise TopologyError(cfg.refusal(name, problems))
+        for line in topology.config_warnings(conf):
+            log.warning("topology %s: %s", name, line)
         with self._lock:
             if name in self._running:
                 raise ValueError(f"a topology named {name!r} is already running")

@@ -88,6 +88,15 @@ class Topology:
             problems += state_providers.config_problems(cfg.merged(conf))
         return problems
 
+    def config_warnings(self, conf: dict[str, Any] | None) -> list[str]:
+        """Settings that change nothing, in ``conf`` or in a component's own config: keys
+        under Storm's or stormlet's prefixes that stormlet does not read (``config.unread``),
+        a misspelt one named with the key it is spelt like."""
+        lines = cfg.unread(conf)
+        for spec in self.components.values():
+            lines += [f"component {spec.id!r}: {line}" for line in cfg.unread(spec.own_conf())]
+        return lines
+
     @property
     def bolts(self) -> list[ComponentSpec]:
         return [c for c in self.components.values() if not c.is_spout]

@@ -134,7 +134,7 @@ class LoopbackCluster:
         return {slot: beat for slot, beat in self.heartbeats().items()
                 if beat["topology_id"].startswith(name + "-")}
 
-    def submit(self, path: Path, name: str, *conf: str) -> None:
+    def submit(self, path: Path, name: str, *conf: str) -> subprocess.CompletedProcess:
         """Submit the topology file ``path`` as ``name`` with ``key=value`` config pairs."""
         args = ["submit", str(path), "--name", name]
         for pair in conf:
@@ -142,6 +142,7 @@ class LoopbackCluster:
         result = self.cli(*args)
         assert result.returncode == 0, result.stderr
         assert f"submitted {name}" in result.stdout
+        return result
 
     def kill_and_wait(self, name: str) -> None:
         """Kill topology ``name`` and wait until its workers are gone and nimbus forgot it."""

@@ -187,6 +187,14 @@ def test_a_bad_topology_file_is_refused_and_changes_nothing(cluster, tmp_path, s
     assert cluster.cli("list").stdout == before
 
 
+def test_a_setting_that_changes_nothing_is_named_when_it_is_submitted(cluster, tmp_path):
+    result = cluster.submit(LEDGER, "typo", f"ledger.dir={tmp_path}", "ledger.rate=50",
+                            "topology.max.spout.pendng=10")
+    assert ("warning: topology.max.spout.pendng is not a setting stormlet reads, so it changes "
+            "nothing (did you mean topology.max.spout.pending?)") in result.stderr, result.stderr
+    cluster.kill_and_wait("typo")
+
+
 def test_duplicate_names_and_unknown_topologies_get_clear_errors(cluster, tmp_path):
     cluster.submit(LEDGER, "dup", f"ledger.dir={tmp_path}", "ledger.rate=50")
     again = cluster.cli("submit", str(LEDGER), "--name", "dup", "-c", f"ledger.dir={tmp_path}")

@@ -695,3 +695,25 @@ def test_every_default_is_a_value_stormlet_can_use():
     from stormlet import config as cfg
 
     assert cfg.problems(cfg.default_config()) == []
+
+
+def test_a_misspelt_or_unread_setting_is_named_at_submit_and_the_topology_runs(caplog):
+    conf = {**CONF, "topology.max.spout.pendng": 10, "topology.worker.childopts": "-Xmx1g",
+            "my.own.setting": 1, "topology.name": "set by Storm for components"}
+    with caplog.at_level("WARNING", logger="stormlet.local"), LocalCluster() as cluster:
+        cluster.submit("warned", conf, word_topology(**{"topology.tick.tuple.freq.sec": 1}))
+        assert cluster.topologies() == ["warned"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "stormlet.local"]
+    assert warned == [
+        "topology warned: topology.max.spout.pendng is not a setting stormlet reads, so it "
+        "changes nothing (did you mean topology.max.spout.pending?)",
+        "topology warned: topology.worker.childopts is not a setting stormlet reads, so it "
+        "changes nothing",
+        "topology warned: component 'sink': topology.tick.tuple.freq.sec is not a setting "
+        "stormlet reads, so it changes nothing (did you mean topology.tick.tuple.freq.secs?)"]
+
+
+def test_settings_stormlet_reads_and_the_users_own_keys_give_no_warning():
+    from stormlet import config as cfg
+
+    assert cfg.unread({**cfg.default_config(), "my.own.setting": 1, 7: "not a string"}) == []

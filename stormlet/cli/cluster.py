@@ -172,6 +172,8 @@ def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], target: Ni
     result = _call(target, "submit", timeout=120, name=name, payload=code,
                    conf=overrides)
     click.echo(f"submitted {name} ({result['id']})")
+    for line in result.get("warnings", []):
+        click.echo(f"warning: {line}", err=True)
 
 
 @click.command(name="list")

@@ -12,7 +12,8 @@ from ..metrics.structure import topology_structure
 
 
 def summary(path: str, overrides: dict | None = None) -> dict:
-    """``{"ok": True, "config", "components", "structure"}`` for the topology file at ``path``;
+    """``{"ok": True, "config", "components", "structure", "warnings"}`` (settings that change
+    nothing: ``Topology.config_warnings``) for the topology file at ``path``;
     raises ``TopologyFileError`` when it cannot run with its config and ``overrides`` (the
     submit's settings) applied (its config must be JSON too)."""
     topology, config = load_topology_file(path)
@@ -22,7 +23,8 @@ def summary(path: str, overrides: dict | None = None) -> dict:
         raise TopologyFileError(f"{path}: `config` must hold JSON values only ({exc})") from None
     if overrides is not None and not isinstance(overrides, dict):
         raise TopologyFileError("the submitted config is not a map of settings")
-    problems = topology.config_problems({**config, **(overrides or {})})
+    conf = {**config, **(overrides or {})}
+    problems = topology.config_problems(conf)
     if problems:
         raise TopologyFileError(f"{path}: " + "; ".join(problems))
     components = {}
@@ -30,4 +32,5 @@ def summary(path: str, overrides: dict | None = None) -> dict:
         components[cid] = {"spout": spec.is_spout, "tasks": spec.tasks, "executors": spec.executors,
                            "inputs": sorted({sub.source for sub in spec.inputs})}
     return {"ok": True, "config": config, "components": components,
-            "structure": topology_structure(topology)}
+            "structure": topology_structure(topology),
+            "warnings": topology.config_warnings(conf)}

@@ -261,7 +261,10 @@ class Nimbus:
             self._topology_ids = self._topology_ids | {topology_id}
             self._schedule(topology_id, record)
         log.info("submitted %s as %s", name, topology_id)
-        return {"id": topology_id}
+        warnings = summary.get("warnings", [])
+        for line in warnings:
+            log.warning("topology %s: %s", name, line)
+        return {"id": topology_id, "warnings": warnings}
 
     def _refuse_running_name(self, name: str) -> None:
         if any(r.get("name") == name for r in self.state.topologies().values()):
