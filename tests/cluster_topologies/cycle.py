@@ -15,7 +15,9 @@ LAPS = 4        # how many times a tuple goes round the cycle
 
 
 class Numbers(Spout):
-    """Emits ``test.count`` numbers, tracked unless ``test.untracked``, as ``[n, 0]``."""
+    """Emits ``test.count`` numbers, tracked unless ``test.untracked``, as ``[n, 0]``; a failed
+    one is emitted again, as a reliable spout replays (on a cluster a tree can time out when a
+    frame reaches a worker still running a killed topology on the same port)."""
 
     outputs = ["n", "laps"]
 
@@ -25,17 +27,24 @@ class Numbers(Spout):
         self.tracked = not conf.get("test.untracked")
         self.emitted = self.acked = 0
         self.failures: list[str] = []
+        self.replays: list[int] = []
 
     def next_tuple(self):
-        if self.emitted < self.count:
+        if self.replays:
+            n = self.replays.pop()
+        elif self.emitted < self.count:
             self.emitted += 1
-            self.collector.emit([self.emitted, 0], msg_id=self.emitted if self.tracked else None)
+            n = self.emitted
+        else:
+            return
+        self.collector.emit([n, 0], msg_id=n if self.tracked else None)
 
     def ack(self, msg_id):
         self.acked += 1
 
     def fail(self, msg_id, reason):
         self.failures.append(str(reason))
+        self.replays.append(msg_id)
 
 
 class FanOut(Bolt):
