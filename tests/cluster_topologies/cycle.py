@@ -47,54 +47,46 @@ class Numbers(Spout):
         self.replays.append(msg_id)
 
 
-class FanOut(Bolt):
+class LapBolt(Bolt):
+    """Counts what it executes, emits what ``onward`` returns anchored to the input, and acks."""
+
+    outputs = ["n", "laps"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.executed = 0
+
+    def execute(self, tup):
+        self.executed += 1
+        n, laps = tup.values
+        for values in self.onward(n, laps):
+            self.collector.emit(values, anchors=tup)
+        self.collector.ack(tup)
+
+    def onward(self, n: int, laps: int) -> list[list[int]]:
+        raise NotImplementedError
+
+
+class FanOut(LapBolt):
     """Emits each input ``FAN_OUT`` times, one lap further on."""
 
-    outputs = ["n", "laps"]
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-        self.executed = 0
-
-    def execute(self, tup):
-        self.executed += 1
-        n, laps = tup.values
-        for _ in range(FAN_OUT):
-            self.collector.emit([n, laps + 1], anchors=tup)
-        self.collector.ack(tup)
+    def onward(self, n, laps):
+        return [[n, laps + 1]] * FAN_OUT
 
 
-class Back(Bolt):
+class Back(LapBolt):
     """Sends an input back round the cycle until it has done ``LAPS`` laps."""
 
-    outputs = ["n", "laps"]
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-        self.executed = 0
-
-    def execute(self, tup):
-        self.executed += 1
-        if tup.values[1] < LAPS:
-            self.collector.emit(tup.values, anchors=tup)
-        self.collector.ack(tup)
+    def onward(self, n, laps):
+        return [[n, laps]] if laps < LAPS else []
 
 
-class Countdown(Bolt):
-    """Reads its own stream: emits ``n - 1`` to itself until 0."""
+class Countdown(LapBolt):
+    """Reads its own stream: sends each input back to itself, one lap further on, until it has
+    done ``LAPS * FAN_OUT`` laps."""
 
-    outputs = ["n", "laps"]
-
-    def prepare(self, conf, context, collector):
-        self.collector = collector
-        self.executed = 0
-
-    def execute(self, tup):
-        self.executed += 1
-        n, laps = tup.values
-        if laps < LAPS * FAN_OUT:
-            self.collector.emit([n, laps + 1], anchors=tup)
-        self.collector.ack(tup)
+    def onward(self, n, laps):
+        return [[n, laps + 1]] if laps < LAPS * FAN_OUT else []
 
 
 def loop_topology():
