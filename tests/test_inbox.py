@@ -160,14 +160,22 @@ def test_a_waiting_sender_keeps_its_place_in_line_while_it_rechecks(monkeypatch)
     while len(inbox._room_wakers) < 2:
         time.sleep(0.001)
     time.sleep(0.05)   # both recheck dozens of times
-    inbox.get()
+    taken = [inbox.get()]
     inbox.took_data()
+    # The take's one wake-up goes to the first in line. (Which batch is in first is not the
+    # question: the second, rechecking, may find the room between the take and the first's
+    # put and go in too, one batch past the capacity, as a woken sender may.) Sent to the back
+    # of the line by its rechecks, the first would wait for a second take that never comes.
     first.join(timeout=10)
     assert not first.is_alive(), "the first to wait was not the first woken"
-    assert inbox.get()[2] == 1
-    inbox.took_data()
-    second.join(timeout=10)
-    assert inbox.get()[2] == 2
+    if second.is_alive():   # it did not find the room: the next take wakes it
+        taken.append(inbox.get())
+        inbox.took_data()
+        second.join(timeout=10)
+    assert not second.is_alive()
+    while not inbox.empty():
+        taken.append(inbox.get())
+    assert sorted(message[2] for message in taken) == [0, 1, 2]
 
 
 def test_a_spout_no_longer_held_declines_a_wake_up_and_a_waiting_bolt_gets_it(slow_recheck):
