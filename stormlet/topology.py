@@ -89,12 +89,22 @@ class Topology:
         return problems
 
     def config_warnings(self, conf: dict[str, Any] | None) -> list[str]:
-        """Settings that change nothing, in ``conf`` or in a component's own config: keys
-        under Storm's or stormlet's prefixes that stormlet does not read (``config.unread``),
-        a misspelt one named with the key it is spelt like."""
+        """What the topology under ``conf`` may do that the user did not mean: settings that
+        change nothing, in ``conf`` or in a component's own config (keys under Storm's or
+        stormlet's prefixes that stormlet does not read, ``config.unread``, a misspelt one
+        named with the key it is spelt like); and bolts in a cycle with nothing to bound what
+        circulates (see ``feeding_back``)."""
         lines = cfg.unread(conf)
         for spec in self.components.values():
             lines += [f"component {spec.id!r}: {line}" for line in cfg.unread(spec.own_conf())]
+        in_cycles = sorted(cid for cid in self.components if self.feeding_back(cid))
+        merged = cfg.merged(conf)
+        if in_cycles and (merged[cfg.TOPOLOGY_ACKER_EXECUTORS] == 0
+                          or not merged[cfg.TOPOLOGY_MAX_SPOUT_PENDING]):
+            lines.append(f"bolts {', '.join(in_cycles)} feed each other in a cycle, whose data "
+                         f"never waits for room (waiting could deadlock it), and only "
+                         f"{cfg.TOPOLOGY_MAX_SPOUT_PENDING} with acking on bounds what circulates: "
+                         f"without it a slow bolt of the cycle lets its inbox grow without bound")
         return lines
 
     @property
@@ -116,8 +126,10 @@ class Topology:
 
         Storm runs such cycles, and its backpressure can deadlock them (STORM-3637): a bolt
         waiting for room in a full inbox of the cycle waits, in the end, on itself. The runtime
-        never holds back data on these edges (see ``runtime.transfer``); what enters a cycle
-        is still bounded by the backpressure on the edges into it."""
+        never holds back data on these edges (see ``runtime.transfer``), so nothing but the
+        spouts' ``topology.max.spout.pending`` bounds what circulates: an edge into the cycle
+        waits only for the inbox it enters, and the slow bolt may be another of the cycle's
+        (``config_warnings`` says so when the bound is missing)."""
         upstream = {source}   # everything that reaches source, and source
         todo = [source]
         while todo:

@@ -47,6 +47,16 @@ def test_feeding_back_names_the_readers_that_reach_the_component_again():
     assert topology.feeding_back("self") == {"self"}
 
 
+def test_a_cycle_without_max_spout_pending_and_acking_is_warned_about_at_submit():
+    # Nothing else bounds what circulates: its edges never wait for room.
+    topology = loop_topology()
+    for unbounded in ({}, {"topology.max.spout.pending": 100, "topology.acker.executors": 0}):
+        warned = topology.config_warnings(unbounded)
+        assert len(warned) == 1 and warned[0].startswith("bolts back, fan-out feed each other "
+                                                         "in a cycle"), warned
+    assert topology.config_warnings({"topology.max.spout.pending": 100}) == []
+
+
 def test_a_topology_without_cycles_has_no_edges_exempt_from_backpressure():
     b = TopologyBuilder()
     b.set_spout("s", Numbers())

@@ -227,7 +227,8 @@ def test_data_for_a_task_in_a_cycle_with_the_sender_goes_into_a_full_inbox_at_on
     transfer.data[2].append("on")
     sender = threading.Thread(target=transfer.flush)
     sender.start()
-    while not downstream._room_wakers:
+    deadline = time.monotonic() + 10
+    while not downstream._room_wakers and time.monotonic() < deadline:
         time.sleep(0.01)
     assert sender.is_alive() and downstream.qsize() == 1
     downstream.get()

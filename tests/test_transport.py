@@ -445,7 +445,9 @@ def test_data_on_an_edge_closing_a_cycle_is_queued_for_a_paused_task_without_wai
     with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
         a.sender.paused.apply([sink, 1])
         route = a.sender.route(b.address)
-        assert route.put_data((DATA, sink, src, batch(layout, 0)), a.stopping, wait=False) == 0.0
+        give_up = threading.Event()   # so that a put that waits after all fails, not hangs
+        threading.Timer(5, give_up.set).start()
+        assert route.put_data((DATA, sink, src, batch(layout, 0)), give_up, wait=False) == 0.0
         # The contrast: on any other edge the executor waits for the pause to lift.
         lifted = threading.Timer(0.3, a.sender.paused.apply, ([sink, 0],))
         lifted.start()
