@@ -92,19 +92,21 @@ class Topology:
         """What the topology under ``conf`` may do that the user did not mean: settings that
         change nothing, in ``conf`` or in a component's own config (keys under Storm's or
         stormlet's prefixes that stormlet does not read, ``config.unread``, a misspelt one
-        named with the key it is spelt like); and bolts in a cycle with nothing to bound what
-        circulates (see ``feeding_back``)."""
+        named with the key it is spelt like); and bolts in a cycle spread over workers with
+        nothing to bound what circulates (see ``feeding_back``)."""
         lines = cfg.unread(conf)
         for spec in self.components.values():
             lines += [f"component {spec.id!r}: {line}" for line in cfg.unread(spec.own_conf())]
-        in_cycles = sorted(cid for cid in self.components if self.feeding_back(cid))
+        in_cycles = sorted(cid for cid in self.components if self.cycle_of(cid))
         merged = cfg.merged(conf)
-        if in_cycles and (merged[cfg.TOPOLOGY_ACKER_EXECUTORS] == 0
-                          or not merged[cfg.TOPOLOGY_MAX_SPOUT_PENDING]):
-            lines.append(f"bolts {', '.join(in_cycles)} feed each other in a cycle, whose data "
-                         f"never waits for room (waiting could deadlock it), and only "
-                         f"{cfg.TOPOLOGY_MAX_SPOUT_PENDING} with acking on bounds what circulates: "
-                         f"without it a slow bolt of the cycle lets its inbox grow without bound")
+        if in_cycles and int(merged[cfg.TOPOLOGY_WORKERS] or 1) > 1 and (
+                merged[cfg.TOPOLOGY_ACKER_EXECUTORS] == 0
+                or not merged[cfg.TOPOLOGY_MAX_SPOUT_PENDING]):
+            lines.append(f"bolts {', '.join(in_cycles)} feed each other in a cycle: data "
+                         f"entering it from another worker is not held back while the cycle's "
+                         f"inboxes there are full, so on several workers only "
+                         f"{cfg.TOPOLOGY_MAX_SPOUT_PENDING} with acking on bounds what "
+                         f"circulates")
         return lines
 
     @property
@@ -126,20 +128,34 @@ class Topology:
 
         Storm runs such cycles, and its backpressure can deadlock them (STORM-3637): a bolt
         waiting for room in a full inbox of the cycle waits, in the end, on itself. The runtime
-        never holds back data on these edges (see ``runtime.transfer``), so nothing but the
-        spouts' ``topology.max.spout.pending`` bounds what circulates: an edge into the cycle
-        waits only for the inbox it enters, and the slow bolt may be another of the cycle's
-        (``config_warnings`` says so when the bound is missing)."""
-        upstream = {source}   # everything that reaches source, and source
-        todo = [source]
-        while todo:
-            for sub in self.components[todo.pop()].inputs:
-                if sub.source not in upstream:
-                    upstream.add(sub.source)
-                    todo.append(sub.source)
+        never holds back data on these edges (see ``runtime.transfer``); data entering the
+        cycle waits instead while any inbox of the cycle in its process is full
+        (``runtime.inbox.CycleGate``)."""
         readers = {spec.id for spec in self.components.values()
                    if any(sub.source == source for sub in spec.inputs)}
-        return readers & upstream
+        return readers & self.cycle_of(source)
+
+    def cycle_of(self, component: str) -> set[str]:
+        """The components on a cycle with ``component``, itself included (each reaches the
+        others through subscriptions); empty if it is on none."""
+        reaching = self._reach(component, lambda cid: [sub.source for sub in
+                                                       self.components[cid].inputs])
+        reached = self._reach(component, lambda cid: [spec.id for spec in self.components.values()
+                                                      if any(sub.source == cid
+                                                             for sub in spec.inputs)])
+        return reaching & reached
+
+    @staticmethod
+    def _reach(start: str, neighbours: Any) -> set[str]:
+        """The components a path of one or more steps leads to from ``start``."""
+        found: set[str] = set()
+        todo = [start]
+        while todo:
+            for cid in neighbours(todo.pop()):
+                if cid not in found:
+                    found.add(cid)
+                    todo.append(cid)
+        return found
 
     def task_ids(self, extra: dict[str, int] | None = None) -> dict[str, list[int]]:
         """Task ids per component, numbered from 1 in component-id order as Storm does.

@@ -8,6 +8,8 @@ tracked or not, and so did a bolt of two tasks reading its own stream.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import support
@@ -17,6 +19,14 @@ from cluster_topologies.cycle import (FAN_OUT, LAPS, Back, Countdown, FanOut, Nu
 from stormlet import TopologyBuilder
 
 N = 3000
+
+
+class SlowBack(Back):
+    """The back bolt, with 0.2 ms of work a tuple: slower than the rest of the cycle."""
+
+    def onward(self, n, laps):
+        time.sleep(0.0002)
+        return super().onward(n, laps)
 
 
 def executed(cluster, component: str) -> int:
@@ -47,14 +57,17 @@ def test_feeding_back_names_the_readers_that_reach_the_component_again():
     assert topology.feeding_back("self") == {"self"}
 
 
-def test_a_cycle_without_max_spout_pending_and_acking_is_warned_about_at_submit():
-    # Nothing else bounds what circulates: its edges never wait for room.
+def test_a_cycle_on_several_workers_without_max_spout_pending_is_warned_about_at_submit():
+    # A worker's gate holds back only what enters the cycle from its own executors.
     topology = loop_topology()
-    for unbounded in ({}, {"topology.max.spout.pending": 100, "topology.acker.executors": 0}):
+    two = {"topology.workers": 2}
+    for unbounded in (two, {**two, "topology.max.spout.pending": 100,
+                            "topology.acker.executors": 0}):
         warned = topology.config_warnings(unbounded)
         assert len(warned) == 1 and warned[0].startswith("bolts back, fan-out feed each other "
                                                          "in a cycle"), warned
-    assert topology.config_warnings({"topology.max.spout.pending": 100}) == []
+    assert topology.config_warnings({**two, "topology.max.spout.pending": 100}) == []
+    assert topology.config_warnings({"topology.acker.executors": 0}) == []   # one worker
 
 
 def test_a_topology_without_cycles_has_no_edges_exempt_from_backpressure():
@@ -100,3 +113,25 @@ def test_a_bolt_reading_its_own_stream_completes_every_tree(tasks):
                            "every number acked, or a failure")
         assert spout.failures == [] and spout.acked == N
         assert executed(cluster, "countdown") == N * (LAPS * FAN_OUT + 1)
+
+
+def test_a_slow_bolt_anywhere_in_a_cycle_slows_what_enters_it():
+    # The spout feeds the fan-out bolt, whose inbox has room; the slow bolt is the back bolt,
+    # whose inbox the fan-out bolt fills without waiting. Without the cycle's gate nothing
+    # slowed the spout, and the back bolt's inbox grew by hundreds of batches a second.
+    b = TopologyBuilder()
+    b.set_spout("numbers", Numbers())
+    b.set_bolt("fan-out", FanOut()).shuffle_grouping("numbers").shuffle_grouping("back")
+    b.set_bolt("back", SlowBack()).shuffle_grouping("fan-out")
+    unbounded = conf(**{"test.count": 10**9, "topology.acker.executors": 0,
+                        "test.untracked": True})
+    deepest = 0
+    with support.running(b.build(), unbounded) as cluster:
+        for _ in range(20):
+            time.sleep(0.1)
+            depths = [row["queue_depth"] for row in cluster.metrics_snapshot("test")["tasks"]
+                      if row["component"] == "back"]
+            deepest = max(deepest, *depths)
+        spout, = cluster.instances("test", "numbers")
+        assert spout.emitted > 0 and executed(cluster, "back") > 0
+    assert deepest <= 10, f"the slow bolt's inbox held {deepest} batches (capacity 1)"

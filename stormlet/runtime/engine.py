@@ -41,7 +41,7 @@ from .bolt_executor import BoltExecutor, BoltTask
 from .collector import BoltCollector, SpoutCollector
 from .errors import ErrorRecord, TaskErrors
 from .executor import ExecutorThread, TaskBase
-from .inbox import Inbox
+from .inbox import CycleGate, Inbox
 from .metrics import TaskMetrics, summarize, window_stats
 from .routing import build_routes
 from .spout_executor import SpoutExecutor, SpoutTask
@@ -151,6 +151,16 @@ class TopologyRuntime:
             for task in tasks:
                 self.routes[task] = inbox
         self.local_tasks = {task for _c, tasks, _i in local for task in tasks}
+        # Each cycle of bolts with executors here: its gate (see CycleGate), by component.
+        self._cycle_gates: dict[str, CycleGate] = {}
+        for component_id, _tasks, inbox in local:
+            if component_id == ACKER_COMPONENT or not self.topology.cycle_of(component_id):
+                continue
+            cycle = self.topology.cycle_of(component_id)
+            gate = next((self._cycle_gates[c] for c in cycle if c in self._cycle_gates),
+                        None) or CycleGate()
+            gate.inboxes.append(inbox)
+            self._cycle_gates[component_id] = gate
         for component_id, tasks, inbox in local:
             executor = self._executor(component_id, tasks, inbox, self.local_tasks)
             self.executors.setdefault(component_id, []).append(executor)
@@ -211,8 +221,13 @@ class TopologyRuntime:
         routes, targets = build_routes(layout, spec.id, task, local_tasks, context, rng)
         feedback = [t for cid in self.topology.feeding_back(spec.id)
                     for t in layout.component_tasks[cid]]
+        cycle = self.topology.cycle_of(spec.id)
+        entry_gates = {t: self._cycle_gates[layout.task_component[t]] for t in targets
+                       if layout.task_component[t] in self._cycle_gates
+                       and layout.task_component[t] not in cycle}
         transfer = Transfer(task, self.routes, targets, layout.acker_tasks, self.stopping,
-                            metrics, batch_size=cfg.transfer_batch_size(conf), feedback=feedback)
+                            metrics, batch_size=cfg.transfer_batch_size(conf), feedback=feedback,
+                            entry_gates=entry_gates)
         tracking = bool(layout.acker_tasks)
         debug = bool(conf.get(cfg.TOPOLOGY_DEBUG))
         obj = spec.new_instance()

@@ -115,3 +115,30 @@ class Inbox:
         else:
             self.withdraw(wake)   # room without a wake-up: that goes to a sender still waiting
         return time.monotonic() - started
+
+
+class CycleGate:
+    """The inboxes in one process of the executors of a cycle of bolts
+    (``Topology.cycle_of``). Inside the cycle data never waits for room (``Transfer``), since
+    its bolts would wait on each other; data entering it from outside waits instead while any
+    of these inboxes is full, so a slow bolt anywhere in the cycle slows what feeds the cycle,
+    and what circulates stays bounded."""
+
+    __slots__ = ("inboxes",)
+
+    def __init__(self) -> None:
+        self.inboxes: list[Inbox] = []
+
+    def closed(self) -> bool:
+        """Whether an inbox of the cycle is full."""
+        for inbox in self.inboxes:
+            if inbox.full():
+                return True
+        return False
+
+    def wait_open(self, task: int, stopping: Any = None) -> float:
+        """Wait (polling, as for another worker's room) until no inbox of the cycle is full or
+        ``stopping`` is set; the seconds waited."""
+        if not self.closed():
+            return 0.0
+        return wait_for_room(lambda _task: not self.closed(), task, stopping)

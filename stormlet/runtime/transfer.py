@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from ..protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA, ack_pairs
+from .inbox import CycleGate
 from .metrics import TaskMetrics
 
 # A transfer batch size no buffer reaches.
@@ -41,11 +42,15 @@ class Route(Protocol):
 class Transfer:
     def __init__(self, src_task: int, routes: Sequence[Route | None], data_targets: list[int],
                  acker_tasks: list[int], stopping: threading.Event, metrics: TaskMetrics,
-                 batch_size: int | None = None, feedback: Sequence[int] = ()):
+                 batch_size: int | None = None, feedback: Sequence[int] = (),
+                 entry_gates: dict[int, CycleGate] | None = None):
         self.src_task = src_task
         # Destinations in a cycle with this task (Topology.feeding_back): their data goes in
         # without waiting for room, since they may be waiting for room in this task's inbox.
         self.feedback = frozenset(feedback)
+        # Destinations in a cycle this task is not on -> the cycle's gate: data entering the
+        # cycle also waits while any of its inboxes here is full (see CycleGate).
+        self.entry_gates = entry_gates or {}
         # topology.transfer.batch.size: a destination's buffer holding this many tuples is
         # handed over before the executor's next flush would (has_full_batch); None: no bound.
         self.batch_size = UNBOUNDED if batch_size is None else batch_size
@@ -110,13 +115,16 @@ class Transfer:
         held_for = self._held
         granted = self._granted
         feedback = self.feedback
+        gates = self.entry_gates
         held = False
         for task in self.data_targets:
             buf = data[task]
             if buf:
                 woken = False
-                if hold_back and not routes[task].accepting(task):
-                    if task not in granted:
+                gate = gates.get(task) if gates else None
+                gate_closed = gate is not None and gate.closed()
+                if hold_back and (gate_closed or not routes[task].accepting(task)):
+                    if gate_closed or task not in granted:
                         held = True
                         held_for.add(task)
                         if wake is not None:
@@ -132,6 +140,8 @@ class Transfer:
                     routes[task].put((DATA, task, src, buf))
                     continue
                 try:
+                    if gate_closed:
+                        self.metrics.throttled_secs += gate.wait_open(task, self.stopping)
                     waited = routes[task].put_data((DATA, task, src, buf), self.stopping,
                                                    task not in feedback)
                 except Exception as exc:
