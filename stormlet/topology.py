@@ -131,31 +131,38 @@ class Topology:
         never holds back data on these edges (see ``runtime.transfer``); data entering the
         cycle waits instead while any inbox of the cycle in its process is full
         (``runtime.inbox.CycleGate``)."""
-        readers = {spec.id for spec in self.components.values()
-                   if any(sub.source == source for sub in spec.inputs)}
-        return readers & self.cycle_of(source)
+        return self._graph()[0][source] & self.cycle_of(source)
 
     def cycle_of(self, component: str) -> set[str]:
         """The components on a cycle with ``component``, itself included (each reaches the
         others through subscriptions); empty if it is on none."""
-        reaching = self._reach(component, lambda cid: [sub.source for sub in
-                                                       self.components[cid].inputs])
-        reached = self._reach(component, lambda cid: [spec.id for spec in self.components.values()
-                                                      if any(sub.source == cid
-                                                             for sub in spec.inputs)])
-        return reaching & reached
+        return set(self._graph()[1][component])
 
-    @staticmethod
-    def _reach(start: str, neighbours: Any) -> set[str]:
-        """The components a path of one or more steps leads to from ``start``."""
-        found: set[str] = set()
-        todo = [start]
-        while todo:
-            for cid in neighbours(todo.pop()):
-                if cid not in found:
-                    found.add(cid)
-                    todo.append(cid)
-        return found
+    def _graph(self) -> tuple[dict[str, set[str]], dict[str, frozenset[str]]]:
+        """Each component's readers, and each component's cycle; worked out once (the runtime
+        asks for every task)."""
+        cached = self.__dict__.get("_graph_cache")
+        if cached is None:
+            readers: dict[str, set[str]] = {cid: set() for cid in self.components}
+            for spec in self.components.values():
+                for sub in spec.inputs:
+                    readers[sub.source].add(spec.id)
+
+            def reach(start: str, neighbours: Any) -> set[str]:
+                found: set[str] = set()
+                todo = [start]
+                while todo:
+                    for cid in neighbours(todo.pop()):
+                        if cid not in found:
+                            found.add(cid)
+                            todo.append(cid)
+                return found
+
+            cycles = {cid: frozenset(
+                reach(cid, lambda c: [sub.source for sub in self.components[c].inputs])
+                & reach(cid, readers.__getitem__)) for cid in self.components}
+            cached = self.__dict__["_graph_cache"] = (readers, cycles)
+        return cached
 
     def task_ids(self, extra: dict[str, int] | None = None) -> dict[str, list[int]]:
         """Task ids per component, numbered from 1 in component-id order as Storm does.

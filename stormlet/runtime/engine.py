@@ -154,9 +154,10 @@ class TopologyRuntime:
         # Each cycle of bolts with executors here: its gate (see CycleGate), by component.
         self._cycle_gates: dict[str, CycleGate] = {}
         for component_id, _tasks, inbox in local:
-            if component_id == ACKER_COMPONENT or not self.topology.cycle_of(component_id):
+            cycle = (set() if component_id == ACKER_COMPONENT
+                     else self.topology.cycle_of(component_id))
+            if not cycle:
                 continue
-            cycle = self.topology.cycle_of(component_id)
             gate = next((self._cycle_gates[c] for c in cycle if c in self._cycle_gates),
                         None) or CycleGate()
             gate.inboxes.append(inbox)
@@ -223,7 +224,7 @@ class TopologyRuntime:
                     for t in layout.component_tasks[cid]]
         cycle = self.topology.cycle_of(spec.id)
         entry_gates = {t: self._cycle_gates[layout.task_component[t]] for t in targets
-                       if layout.task_component[t] in self._cycle_gates
+                       if t in local_tasks and layout.task_component[t] in self._cycle_gates
                        and layout.task_component[t] not in cycle}
         transfer = Transfer(task, self.routes, targets, layout.acker_tasks, self.stopping,
                             metrics, batch_size=cfg.transfer_batch_size(conf), feedback=feedback,

@@ -127,7 +127,9 @@ class Transfer:
                     if gate_closed or task not in granted:
                         held = True
                         held_for.add(task)
-                        if wake is not None:
+                        # Held by a closed gate, the spout looks again by itself: the room
+                        # of the inbox it enters is not what it waits for.
+                        if wake is not None and not gate_closed:
                             routes[task].when_room(task, self._room_waker(task, wake))
                         continue
                     woken = True
