@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -131,38 +132,41 @@ class Topology:
         never holds back data on these edges (see ``runtime.transfer``); data entering the
         cycle waits instead while any inbox of the cycle in its process is full
         (``runtime.inbox.CycleGate``)."""
-        return self._graph()[0][source] & self.cycle_of(source)
+        return self._readers[source] & self.cycle_of(source)
 
-    def cycle_of(self, component: str) -> set[str]:
+    def cycle_of(self, component: str) -> frozenset[str]:
         """The components on a cycle with ``component``, itself included (each reaches the
         others through subscriptions); empty if it is on none."""
-        return set(self._graph()[1][component])
+        return self._cycles[component]
 
-    def _graph(self) -> tuple[dict[str, set[str]], dict[str, frozenset[str]]]:
-        """Each component's readers, and each component's cycle; worked out once (the runtime
-        asks for every task)."""
-        cached = self.__dict__.get("_graph_cache")
-        if cached is None:
-            readers: dict[str, set[str]] = {cid: set() for cid in self.components}
-            for spec in self.components.values():
-                for sub in spec.inputs:
-                    readers[sub.source].add(spec.id)
+    @functools.cached_property
+    def _readers(self) -> dict[str, set[str]]:
+        """Each component's readers (on any stream)."""
+        readers: dict[str, set[str]] = {cid: set() for cid in self.components}
+        for spec in self.components.values():
+            for sub in spec.inputs:
+                readers[sub.source].add(spec.id)
+        return readers
 
-            def reach(start: str, neighbours: Any) -> set[str]:
-                found: set[str] = set()
-                todo = [start]
-                while todo:
-                    for cid in neighbours(todo.pop()):
-                        if cid not in found:
-                            found.add(cid)
-                            todo.append(cid)
-                return found
+    @functools.cached_property
+    def _cycles(self) -> dict[str, frozenset[str]]:
+        """Each component's cycle (``cycle_of``): worked out once, as the runtime asks for every
+        task."""
+        def reach(start: str, neighbours: Any) -> set[str]:
+            found: set[str] = set()
+            todo = [start]
+            while todo:
+                for cid in neighbours(todo.pop()):
+                    if cid not in found:
+                        found.add(cid)
+                        todo.append(cid)
+            return found
 
-            cycles = {cid: frozenset(
-                reach(cid, lambda c: [sub.source for sub in self.components[c].inputs])
-                & reach(cid, readers.__getitem__)) for cid in self.components}
-            cached = self.__dict__["_graph_cache"] = (readers, cycles)
-        return cached
+        def sources(cid: str) -> list[str]:
+            return [sub.source for sub in self.components[cid].inputs]
+
+        return {cid: frozenset(reach(cid, sources) & reach(cid, self._readers.__getitem__))
+                for cid in self.components}
 
     def task_ids(self, extra: dict[str, int] | None = None) -> dict[str, list[int]]:
         """Task ids per component, numbered from 1 in component-id order as Storm does.

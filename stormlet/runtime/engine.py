@@ -153,15 +153,13 @@ class TopologyRuntime:
         self.local_tasks = {task for _c, tasks, _i in local for task in tasks}
         # Each cycle of bolts with executors here: its gate (see CycleGate), by component.
         self._cycle_gates: dict[str, CycleGate] = {}
+        gates: dict[frozenset[str], CycleGate] = {}
         for component_id, _tasks, inbox in local:
-            cycle = (set() if component_id == ACKER_COMPONENT
+            cycle = (frozenset() if component_id == ACKER_COMPONENT
                      else self.topology.cycle_of(component_id))
-            if not cycle:
-                continue
-            gate = next((self._cycle_gates[c] for c in cycle if c in self._cycle_gates),
-                        None) or CycleGate()
-            gate.inboxes.append(inbox)
-            self._cycle_gates[component_id] = gate
+            if cycle:
+                gate = self._cycle_gates[component_id] = gates.setdefault(cycle, CycleGate())
+                gate.inboxes.append(inbox)
         for component_id, tasks, inbox in local:
             executor = self._executor(component_id, tasks, inbox, self.local_tasks)
             self.executors.setdefault(component_id, []).append(executor)

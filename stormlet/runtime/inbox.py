@@ -139,6 +139,4 @@ class CycleGate:
     def wait_open(self, task: int, stopping: Any = None) -> float:
         """Wait (polling, as for another worker's room) until no inbox of the cycle is full or
         ``stopping`` is set; the seconds waited."""
-        if not self.closed():
-            return 0.0
         return wait_for_room(lambda _task: not self.closed(), task, stopping)
