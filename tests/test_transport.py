@@ -170,18 +170,19 @@ class Endpoint:
     """One worker's transport: a sender, and a receiver delivering to ``routes``."""
 
     def __init__(self, layout, routes: list, context: zmq.Context, peers: list[str],
-                 security: Security | None = None):
-        self.port = free_port()
+                 security: Security | None = None, topology: str = TOPOLOGY,
+                 port: int | None = None):
+        self.port = port or free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.stopping = threading.Event()
-        self.sender = Sender(context, self.stopping, TOPOLOGY, security)
+        self.sender = Sender(context, self.stopping, topology, security)
         self.watch = OverloadWatch(routes, lambda: peers,
                                    lambda address, message: self.sender.queue.put((address, message)),
                                    at_least=0)
         self.receiver = Receiver(context, f"tcp://127.0.0.1:{self.port}",
-                                 FrameDecoder(layout, TOPOLOGY),
+                                 FrameDecoder(layout, topology),
                                  make_deliver(routes, self.sender.paused, self.watch),
-                                 self.stopping, self.watch, security, TOPOLOGY)
+                                 self.stopping, self.watch, security, topology)
         self.sender.start()
         self.receiver.start()
 
@@ -273,10 +274,13 @@ def test_a_peer_counts_as_reached_once_it_listens_and_stays_so_until_retired(lay
         time.sleep(0.5)
         assert a.sender.reached() == set()
         listener = context.socket(zmq.PULL)
+        refusals = Security().transport_server(listener, TOPOLOGY)
         listener.bind(address)
         try:
             wait_until(lambda: a.sender.reached() == {address}, 10, "the handshake")
         finally:
+            listener.disable_monitor()
+            refusals.close(linger=0)
             listener.close(linger=0)
         time.sleep(0.3)
         assert a.sender.reached() == {address}, "reached once is enough: a peer may restart"
@@ -284,6 +288,56 @@ def test_a_peer_counts_as_reached_once_it_listens_and_stays_so_until_retired(lay
         wait_until(lambda: a.sender.reached() == set(), 10, "the retired peer to be forgotten")
     finally:
         a.stop()
+
+
+@pytest.mark.parametrize("secured", [False, True], ids=["plain", "secret"])
+def test_a_worker_of_another_topology_on_the_port_is_not_reached_until_ours_binds_it(
+        layout, context, secured):
+    # A killed topology's worker drains while still bound to its port, which a new topology's
+    # worker was given: the new topology's peers must neither count that port as reached
+    # (their spouts would start) nor send their frames into it, and must reach the new
+    # worker once it binds.
+    security = Security(cluster_secret=bytes(range(32))) if secured else None
+    src, sink = tasks(layout)
+    inboxes = {"old": Inbox(capacity=100), "new": Inbox(capacity=100)}
+
+    def routes(which: str) -> list:
+        table: list = [None] * (layout.max_task + 1)
+        table[sink] = inboxes[which]
+        return table
+
+    old_context = zmq.Context()
+    old = Endpoint(layout, routes("old"), old_context, [], security, topology="other-1-abcdef")
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [], security)
+    new = None
+    try:
+        a.sender.connect_to({old.address})
+        a.sender.route(old.address).put((DATA, sink, src, batch(layout, 0)))
+        wait_until(lambda: old.receiver.frames_rejected >= 2, 10,
+                   "the old worker to refuse the handshake twice")
+        assert a.sender.reached() == set()
+        assert inboxes["old"].qsize() == 0 and old.receiver.frames_undecodable == 0
+        old.stop()
+        release(old_context)
+        old_context.term()
+        new = Endpoint(layout, routes("new"), context, [], security, port=old.port)
+        wait_until(lambda: a.sender.reached() == {new.address}, 10, "the new worker's handshake")
+        a.sender.route(new.address).put((DATA, sink, src, batch(layout, 100)))
+        # The first batch waited in its socket with CURVE, which libzmq retries itself; a
+        # refused PLAIN socket was replaced, and what it held is lost (its spout replays it).
+        received = []
+        while 100 not in received:
+            received += [t.values[0] for t in inboxes["new"].get(timeout=10)[3].tuples()]
+        assert received == [*(range(10) if secured else []), *range(100, 110)]
+        assert inboxes["old"].qsize() == 0 and new.receiver.frames_rejected == 0
+    finally:
+        a.stop()
+        if new is not None:
+            new.stop()
+        if not old.stopping.is_set():
+            old.stop()
+            release(old_context)
+            old_context.term()
 
 
 @contextmanager
@@ -376,6 +430,7 @@ def test_garbage_truncated_and_oversized_frames_are_refused_with_a_warning_and_t
     b = Endpoint(layout, routes, context, [])
     push = context.socket(zmq.PUSH)
     push.setsockopt(zmq.LINGER, 0)
+    Security().transport_client(push, TOPOLOGY)   # a peer of the topology, gone astray
     push.connect(b.address)
     good = encode_frame([(DATA, sink, src, batch(layout, 0))], TOPOLOGY)
     hostile = [b"\xc1 not msgpack at all", good[: len(good) // 2],
@@ -419,7 +474,7 @@ def test_with_a_secret_peers_without_the_topologys_keys_are_refused_and_counted(
         push = context.socket(zmq.PUSH)
         push.setsockopt(zmq.LINGER, 0)
         if keys is not None:
-            keys.secure_transport_client(push, TOPOLOGY)
+            keys.transport_client(push, TOPOLOGY)
         push.connect(b.address)
         push.send(pause, zmq.NOBLOCK)
         forgers.append(push)

@@ -15,7 +15,10 @@ secret is distributed:
 - each topology has a secret of its own, derived from the cluster's; a supervisor hands its
   workers that one only, never the cluster's (``worker_credentials``). The workers' data, ack
   and backpressure frames travel over CURVE with a key pair derived from it: a peer without it
-  is refused at the handshake (and counted), so no frame of its reaches the worker;
+  is refused at the handshake (and counted), so no frame of its reaches the worker. (Without a
+  secret the handshake still names the topology, in the clear: no security, but a worker of
+  another topology that still holds a reused port refuses the connection instead of taking its
+  frames; see ``transport_server``);
 - ZooKeeper nodes carry digest ACLs (``zk_auth``, ``zk_acl``): the daemons' identity may do
   anything; every worker's shared identity may read cluster state and create a spout's offsets
   node; a topology's own identity (by name, so a resubmission resumes) may write the offsets
@@ -64,8 +67,8 @@ ADMIN_USER, READ_USER, DAEMON_USER, WORKER_USER_PREFIX = "admin", "read", "daemo
 # what a worker does for its own topology (the operation's ``topology_id`` argument).
 ADMIN, READ, WORKER = "admin", "read", "worker"
 RPC_DOMAIN, TRANSPORT_DOMAIN = "nimbus", "transport"
-# Socket monitor events of a CURVE handshake that failed: an unknown key, the wrong key of the
-# server's, or no CURVE at all (libzmq retries such connections quietly).
+# Socket monitor events of a handshake that failed: an unknown key or topology, the wrong key of
+# the server's, or another mechanism.
 HANDSHAKE_FAILED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                            | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
 PASS_THE_SECRET = "pass it with --secret-file FILE (or STORMLET_SECRET_FILE=FILE)"
@@ -372,22 +375,35 @@ class Security:
     def _transport_keys(self, topology_id: str) -> tuple[bytes, bytes]:
         return _keypair(_hmac(self.topology_secret(topology_id), "transport"))
 
-    def secure_transport_server(self, sock: zmq.Socket, topology_id: str) -> zmq.Socket | None:
-        """Make a worker's receiving socket (not yet bound) a CURVE server admitting only the
-        topology's own workers; returns a monitor socket on which each refused handshake
-        arrives as an event (None with security off)."""
-        if not self.enabled:
-            return None
-        public, secret = self._transport_keys(topology_id)
-        _serve_curve(sock, TRANSPORT_DOMAIN, lambda key: "peer" if key == public else None,
-                     public, secret)
+    def transport_server(self, sock: zmq.Socket, topology_id: str) -> zmq.Socket:
+        """Make a worker's receiving socket (not yet bound) admit only the topology's own
+        workers; returns a monitor socket on which each refused handshake arrives as an event.
+        With security on, by CURVE with the topology's transport keys. Without, by ZeroMQ's
+        PLAIN mechanism with the topology id as the user name (``_topology_login``), which
+        proves nothing but spares a worker the frames of another topology's, as when a port
+        is reused while the worker that held it drains."""
+        if self.enabled:
+            public, secret = self._transport_keys(topology_id)
+            _serve_curve(sock, TRANSPORT_DOMAIN, lambda key: "peer" if key == public else None,
+                         public, secret)
+        else:
+            _serve_plain(sock, TRANSPORT_DOMAIN, *_topology_login(topology_id))
         return sock.get_monitor_socket(HANDSHAKE_FAILED_EVENTS)
 
-    def secure_transport_client(self, sock: zmq.Socket, topology_id: str) -> None:
-        """Give a worker's sending socket (not yet connected) the topology's transport keys."""
+    def transport_client(self, sock: zmq.Socket, topology_id: str) -> None:
+        """Give a worker's sending socket (not yet connected) what ``transport_server`` of the
+        same topology admits: its transport keys, or its id."""
         if self.enabled:
             public, secret = self._transport_keys(topology_id)
             CurveKeys(public, public, secret).apply(sock)
+        else:
+            sock.plain_username, sock.plain_password = _topology_login(topology_id)
+
+
+def _topology_login(topology_id: str) -> tuple[bytes, bytes]:
+    """The PLAIN user name and password of a topology's workers without security. Neither may
+    be empty (libzmq would fall back to no mechanism), hence the prefix and the fixed word."""
+    return f"topology:{topology_id}".encode(), b"stormlet"
 
 
 def release(context: zmq.Context) -> None:
@@ -412,9 +428,20 @@ def _serve_curve(sock: zmq.Socket, domain: str, who: Callable[[bytes], str | Non
     return gatekeeper
 
 
+def _serve_plain(sock: zmq.Socket, domain: str, user: bytes, password: bytes) -> _Gatekeeper:
+    """Make ``sock`` a PLAIN server admitting only ``user`` with ``password``."""
+    gatekeeper = _Gatekeeper.of(sock.context)
+    gatekeeper.configure_plain(domain, {user.decode(): password.decode()})
+    sock.zap_domain = domain.encode()
+    sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+    sock.plain_server = True
+    return gatekeeper
+
+
 class _Gatekeeper(ThreadAuthenticator):
-    """A context's ZAP handler (ZeroMQ consults one per context): for each domain, a function
-    from a client's public key to its user, or None to refuse it."""
+    """A context's ZAP handler (ZeroMQ consults one per context): for each CURVE domain, a
+    function from a client's public key to its user, or None to refuse it; for each PLAIN
+    domain, the user name and password it admits."""
 
     _by_context: dict[int, _Gatekeeper] = {}
     _lock = threading.Lock()

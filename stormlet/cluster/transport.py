@@ -11,17 +11,21 @@ so neither thread here handles an object per tuple.
 A worker whose executor falls behind asks its peers to hold data for it (backpressure.py): the
 receiver never blocks, the senders' data routes wait instead.
 
-With a cluster secret, both ends speak CURVE with the topology's transport keys
-(security.py): a peer without them is refused at the handshake and counted in the receiver's
-``frames_rejected``, along with frames that do not decode. A data payload inside a good frame is
-checked when its bolt unpacks it; one that does not decode is dropped and reported as that bolt
-task's error.
+The handshake names the topology (security.py's ``transport_server``): with a cluster secret both
+ends speak CURVE with the topology's transport keys, without one the topology id goes in the
+clear. A peer of another topology, or with no keys, is refused at the handshake and counted in
+the receiver's ``frames_rejected``, along with frames that do not decode. So when a port is
+reused while the worker that held it drains, the new topology's peers wait for the new worker
+instead of sending it their frames. A data payload inside a good frame is checked when its bolt
+unpacks it; one that does not decode is dropped and reported as that bolt task's error.
 
 A worker starts its spouts only once it reaches every peer (as Storm's workers wait for all their
 connections): until a peer has bound its port, ZeroMQ would queue whole frames for it, thousands
 of tuples each, which then arrive at once and swamp it before its backpressure can act. The
 sender connects on ``connect_to`` and reports in ``reached`` each peer whose handshake has
-succeeded at least once.
+succeeded at least once. A refusal by the peer ends libzmq's connection for good (it retries
+only what failed without the peer's word), so the sender replaces a refused socket after a
+pause, growing to ``RETRY_MAX_SECS``, and tries again.
 
 ZeroMQ sockets are not thread-safe: the PUSH sockets (and their monitors) belong to the sender
 thread, the PULL socket to the receiver thread.
@@ -55,6 +59,14 @@ MAX_MESSAGES_PER_DRAIN = 5000
 SEND_TIMEOUT_SECS = 2.0
 # Queued in place of a message: open the socket to the address now (``connect_to``).
 _CONNECT = "connect"
+# Handshake outcomes the sender watches. A refusal by the peer (its ZAP handler said no, or it
+# speaks another mechanism) ends libzmq's connection without a retry; others it retries itself.
+_REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+_WATCHED_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | _REFUSED
+# How often, at most, the sender reads its sockets' handshake outcomes while busy.
+HANDSHAKE_CHECK_SECS = 0.05
+# The pause before a refused socket is replaced: the first, and the longest it grows to.
+RETRY_FIRST_SECS, RETRY_MAX_SECS = 0.1, 2.0
 
 
 class Sender(threading.Thread):
@@ -67,9 +79,12 @@ class Sender(threading.Thread):
         self.stopping = stopping
         self.queue: queue.SimpleQueue[tuple[str, tuple]] = queue.SimpleQueue()
         self._sockets: dict[str, zmq.Socket] = {}
-        # Monitors of the sockets whose peer has not completed a handshake yet.
-        self._monitors: dict[str, zmq.Socket] = {}
+        self._monitors: dict[str, zmq.Socket] = {}   # each socket's handshake outcomes
         self._reached: set[str] = set()
+        # Refused sockets: when each is replaced, and the pause after its next refusal.
+        self._retry_at: dict[str, float] = {}
+        self._retry_pause: dict[str, float] = {}
+        self._next_handshake_check = 0.0
         self.paused = PausedTasks()   # remote tasks whose workers asked us to hold their data
         self.frames_sent = 0
         self.messages_dropped = 0
@@ -94,21 +109,47 @@ class Sender(threading.Thread):
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            self.security.secure_transport_client(sock, self.topology)
-            if address not in self._reached:
-                self._monitors[address] = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+            self.security.transport_client(sock, self.topology)
+            self._monitors[address] = sock.get_monitor_socket(_WATCHED_EVENTS)
             sock.connect(address)
             self._sockets[address] = sock
         return sock
 
-    def _note_handshakes(self) -> None:
+    def _check_handshakes(self) -> None:
+        """Note the peers reached and the sockets refused since the last look, and replace
+        the refused sockets whose pause is over."""
+        now = time.monotonic()
+        if now < self._next_handshake_check:
+            return
+        self._next_handshake_check = now + HANDSHAKE_CHECK_SECS
         for address, monitor in list(self._monitors.items()):
-            try:
-                recv_monitor_message(monitor, zmq.NOBLOCK)
-            except zmq.Again:
-                continue
-            self._reached.add(address)
-            self._close_monitor(address)
+            while True:
+                try:
+                    event = recv_monitor_message(monitor, zmq.NOBLOCK)["event"]
+                except zmq.Again:
+                    break
+                if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                    self._reached.add(address)
+                    self._retry_pause.pop(address, None)
+                elif event & _REFUSED and address not in self._retry_at:
+                    self._refused(address, now)
+        for address in [a for a, at in self._retry_at.items() if at <= now]:
+            del self._retry_at[address]
+            self._close(address, forget=False)
+            self._socket(address)
+
+    def _refused(self, address: str, now: float) -> None:
+        pause = self._retry_pause.get(address, RETRY_FIRST_SECS)
+        self._retry_at[address] = now + pause
+        self._retry_pause[address] = min(RETRY_MAX_SECS, pause * 2)
+        if pause == RETRY_FIRST_SECS:
+            log.warning("worker %s refused this topology's handshake (another topology's worker "
+                        "on that port, or another stormlet); trying again until it admits us",
+                        address)
+
+    def _settling(self) -> bool:
+        """Whether a socket awaits its first handshake or its replacement."""
+        return bool(self._retry_at) or len(self._reached) < len(self._sockets)
 
     def _close_monitor(self, address: str) -> None:
         monitor = self._monitors.pop(address, None)
@@ -123,14 +164,14 @@ class Sender(threading.Thread):
         # queued before the pause arrived waits here instead of swamping that worker.
         held: dict[int, tuple[str, list[tuple]]] = {}
         while not self.stopping.is_set():
-            if self._monitors:
-                self._note_handshakes()
+            self._check_handshakes()
             by_address: dict[str, list[tuple]] = {}
             for task in [task for task in held if not paused(task)]:
                 address, messages = held.pop(task)
                 by_address.setdefault(address, []).extend(messages)
             try:
-                item = get(timeout=0.01 if held else 0.05 if self._monitors else 0.2)
+                item = get(timeout=0.01 if held else
+                           HANDSHAKE_CHECK_SECS if self._settling() else 0.2)
             except queue.Empty:
                 item = None
             for _ in range(MAX_MESSAGES_PER_DRAIN):
@@ -191,12 +232,17 @@ class Sender(threading.Thread):
         """Close the socket to a worker no longer used, discarding what is queued for it."""
         self.queue.put((address, None))  # type: ignore[arg-type]
 
-    def _close(self, address: str) -> None:
+    def _close(self, address: str, forget: bool = True) -> None:
+        """Close the socket to ``address``; unless ``forget`` is false (it is being replaced),
+        forget the peer too."""
         self._close_monitor(address)
-        self._reached.discard(address)
         sock = self._sockets.pop(address, None)
         if sock is not None:
             sock.close(linger=0)
+        if forget:
+            self._reached.discard(address)
+            self._retry_at.pop(address, None)
+            self._retry_pause.pop(address, None)
 
 
 class RemoteRoute:
@@ -241,8 +287,8 @@ class Receiver(threading.Thread):
         self.socket = context.socket(zmq.PULL)
         self.socket.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
         self.socket.setsockopt(zmq.LINGER, 0)
-        # With security on, refused handshakes arrive here (a peer's frames never do).
-        self._refusals = (security or Security()).secure_transport_server(self.socket, topology)
+        # Refused handshakes arrive here (a refused peer's frames never do).
+        self._refusals = (security or Security()).transport_server(self.socket, topology)
         self.socket.bind(bind)
         self.decoder = decoder
         self.deliver = deliver
@@ -253,22 +299,21 @@ class Receiver(threading.Thread):
 
     @property
     def frames_rejected(self) -> int:
-        """Frames that did not decode, and handshakes refused (with security on, a peer
-        without the topology's keys is refused before any frame of its arrives)."""
+        """Frames that did not decode, and handshakes refused (a peer of another topology, or
+        without the topology's keys, is refused before any frame of its arrives)."""
         return self.frames_undecodable + self.peers_refused
 
     def run(self) -> None:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
-        if self._refusals is not None:
-            poller.register(self._refusals, zmq.POLLIN)
+        poller.register(self._refusals, zmq.POLLIN)
         overload = self.overload
         while not self.stopping.is_set():
             if overload is not None:
                 overload.check()
             # Look at overloaded inboxes often, so peers resume soon after they drain.
             ready = dict(poller.poll(20 if overload is not None and overload.busy() else 200))
-            if self._refusals is not None and self._refusals in ready:
+            if self._refusals in ready:
                 self._count_refusals()
             if self.socket not in ready:
                 continue
@@ -281,9 +326,8 @@ class Receiver(threading.Thread):
                 continue
             for message in messages:
                 self.deliver(message)
-        if self._refusals is not None:
-            self.socket.disable_monitor()
-            self._refusals.close(linger=0)
+        self.socket.disable_monitor()
+        self._refusals.close(linger=0)
         self.socket.close(linger=0)
 
     def _count_refusals(self) -> None:
@@ -294,7 +338,8 @@ class Receiver(threading.Thread):
                 return
             self.peers_refused += 1
             if self.peers_refused == 1 or self.peers_refused % 1000 == 0:
-                log.warning("refused a peer without this topology's keys on %s (%d so far)",
+                log.warning("refused a peer of another topology or without its keys on %s "
+                            "(%d so far)",
                             event.get("endpoint", b"?").decode(errors="replace"),
                             self.peers_refused)
 
