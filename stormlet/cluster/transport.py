@@ -209,6 +209,12 @@ class Sender(threading.Thread):
             log.exception("dropped %d messages for %s that could not be packed", len(messages),
                           address)
             return
+        if address in self._retry_at:
+            # Its socket was refused and awaits replacement, so nothing can be sent on it: drop
+            # at once rather than stall every other peer's traffic waiting (the refusal was
+            # logged; what was tracked times out at its spout and is replayed).
+            self.messages_dropped += len(messages)
+            return
         sock = self._socket(address)
         # Wait while the peer's high-water mark is reached (it is slow or restarting), but not
         # forever: one dead peer must not stall traffic to every other worker. What is dropped
