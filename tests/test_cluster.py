@@ -243,19 +243,22 @@ def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving
     Security().transport_client(push, tid)   # names the topology, so its frames are read
     push.connect(f"tcp://127.0.0.1:{slot[1]}")
     data = msgpack.packb([WIRE_VERSION, tid, [[0, 1, 1, ["default", [[7]], [None]]]]])
-    for junk in (b"\xc1\xff not msgpack", data[: len(data) // 2], b"",
-                 msgpack.packb([WIRE_VERSION, tid, [[0, 10**6, 1, ["default", [[7]], [None]]]]]),
-                 msgpack.packb([tid, []])):   # a worker of the release before wire versions
-        push.send(junk)
-    for port in (leader["port"], slot[1]):  # raw bytes that are not even ZeroMQ
-        with socket.create_connection(("127.0.0.1", port)) as raw:
-            raw.sendall(b"GET / HTTP/1.0\r\n\r\n" + bytes(range(256)) * 50)
-    progress = len(acked_ids(tmp_path))
-    wait_until(lambda: len(acked_ids(tmp_path)) > progress + 50, 30, "the worker to keep going")
-    assert cluster.cli("list").returncode == 0
-    assert cluster.topology_workers("junk")[slot]["pid"] == beat["pid"]
-    push.close()
-    stranger.close()
+    try:
+        for junk in (b"\xc1\xff not msgpack", data[: len(data) // 2], b"",
+                     msgpack.packb([WIRE_VERSION, tid, [[0, 10**6, 1, ["default", [[7]], [None]]]]]),
+                     msgpack.packb([tid, []])):   # a worker of the release before wire versions
+            push.send(junk)
+        for port in (leader["port"], slot[1]):  # raw bytes that are not even ZeroMQ
+            with socket.create_connection(("127.0.0.1", port)) as raw:
+                raw.sendall(b"GET / HTTP/1.0\r\n\r\n" + bytes(range(256)) * 50)
+        progress = len(acked_ids(tmp_path))
+        wait_until(lambda: len(acked_ids(tmp_path)) > progress + 50, 30,
+                   "the worker to keep going")
+        assert cluster.cli("list").returncode == 0
+        assert cluster.topology_workers("junk")[slot]["pid"] == beat["pid"]
+    finally:
+        push.close()
+        stranger.close()
     cluster.kill_and_wait("junk")
     logs = "".join(path.read_text() for path in cluster.base.rglob("*.log"))
     assert logs.count("rejected a frame") >= 4, "each bad frame is logged by the worker"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from array import array
 
+import errno
 import json
 import logging
 import threading
@@ -196,7 +197,7 @@ class Endpoint:
 def context():
     ctx = zmq.Context()
     yield ctx
-    release(ctx)   # the ZAP handler a secured endpoint started
+    release(ctx)   # the ZAP handler every receiver starts
     ctx.term()
 
 
@@ -275,8 +276,8 @@ def test_a_peer_counts_as_reached_once_it_listens_and_stays_so_until_retired(lay
         assert a.sender.reached() == set()
         listener = context.socket(zmq.PULL)
         refusals = Security().transport_server(listener, TOPOLOGY)
-        listener.bind(address)
         try:
+            listener.bind(address)
             wait_until(lambda: a.sender.reached() == {address}, 10, "the handshake")
         finally:
             listener.disable_monitor()
@@ -338,6 +339,53 @@ def test_a_worker_of_another_topology_on_the_port_is_not_reached_until_ours_bind
             old.stop()
             release(old_context)
             old_context.term()
+
+
+def test_a_sender_that_fails_closes_its_sockets_and_says_so(layout, monkeypatch, caplog):
+    # The worker ends when its sender thread is gone (worker.py's _broken); the sockets must
+    # be closed, or the worker's context.term() at its end would wait forever.
+    def fail(*args):
+        raise zmq.ZMQError(errno.EMFILE)
+
+    monkeypatch.setattr(Sender, "_send", fail)
+    context = zmq.Context()
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [])
+    src, sink = tasks(layout)
+    with caplog.at_level(logging.ERROR, logger="stormlet.cluster.transport"):
+        a.sender.connect_to({f"tcp://127.0.0.1:{free_port()}"})
+        a.sender.route(f"tcp://127.0.0.1:{free_port()}").put((DATA, sink, src, batch(layout, 0)))
+        a.sender.join(10)
+        assert not a.sender.is_alive()
+        assert "the transport's sender failed" in caplog.text
+    a.stop()
+    release(context)
+    ended = threading.Thread(target=context.term, daemon=True)
+    ended.start()
+    ended.join(10)
+    assert not ended.is_alive(), "a socket of the failed sender was left open"
+
+
+def test_a_worker_whose_transport_thread_ended_counts_itself_broken():
+    from stormlet.cluster.worker import Worker
+
+    class NoExecutors:
+        def all_executors(self):
+            return []
+
+    ended, running = threading.Thread(target=lambda: None, name="transfer-sender"), threading.Event()
+    alive = threading.Thread(target=running.wait, name="transfer-receiver", daemon=True)
+    ended.start()
+    ended.join()
+    alive.start()
+    worker = Worker.__new__(Worker)   # only what _broken reads: no ZooKeeper, no sockets
+    worker.runtime, worker.sender, worker.receiver = NoExecutors(), ended, alive
+    worker.stopping = threading.Event()
+    try:
+        assert worker._broken() == "the transport's transfer-sender thread ended"
+        worker.stopping.set()   # stopping on purpose: the threads end, nothing is broken
+        assert worker._broken() is None
+    finally:
+        running.set()
 
 
 @contextmanager

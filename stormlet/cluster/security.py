@@ -382,12 +382,14 @@ class Security:
         PLAIN mechanism with the topology id as the user name (``_topology_login``), which
         proves nothing but spares a worker the frames of another topology's, as when a port
         is reused while the worker that held it drains."""
+        # A domain per topology: a context's ZAP handler holds one rule per domain.
+        domain = f"{TRANSPORT_DOMAIN}/{topology_id}"
         if self.enabled:
             public, secret = self._transport_keys(topology_id)
-            _serve_curve(sock, TRANSPORT_DOMAIN, lambda key: "peer" if key == public else None,
+            _serve_curve(sock, domain, lambda key: "peer" if key == public else None,
                          public, secret)
         else:
-            _serve_plain(sock, TRANSPORT_DOMAIN, *_topology_login(topology_id))
+            _serve_plain(sock, domain, *_topology_login(topology_id))
         return sock.get_monitor_socket(HANDSHAKE_FAILED_EVENTS)
 
     def transport_client(self, sock: zmq.Socket, topology_id: str) -> None:
@@ -407,7 +409,8 @@ def _topology_login(topology_id: str) -> tuple[bytes, bytes]:
 
 
 def release(context: zmq.Context) -> None:
-    """Stop ``context``'s ZAP handler, if it has one: its sockets would keep ``term()`` waiting."""
+    """Stop ``context``'s ZAP handler, if it has one (every worker's does): its sockets would
+    keep ``term()`` waiting."""
     with _Gatekeeper._lock:
         gatekeeper = _Gatekeeper._by_context.pop(id(context), None)
     if gatekeeper is not None and gatekeeper.context is context:

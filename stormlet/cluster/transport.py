@@ -15,8 +15,9 @@ The handshake names the topology (security.py's ``transport_server``): with a cl
 ends speak CURVE with the topology's transport keys, without one the topology id goes in the
 clear. A peer of another topology, or with no keys, is refused at the handshake and counted in
 the receiver's ``frames_rejected``, along with frames that do not decode. So when a port is
-reused while the worker that held it drains, the new topology's peers wait for the new worker
-instead of sending it their frames. A data payload inside a good frame is checked when its bolt
+reused while the worker that held it drains, the new topology's peers do not count it as
+reached, and none of their frames reaches it (without a secret, those queued for it when it
+refused are dropped with the refused socket, and their tuples replayed; with CURVE they wait). A data payload inside a good frame is checked when its bolt
 unpacks it; one that does not decode is dropped and reported as that bolt task's error.
 
 A worker starts its spouts only once it reaches every peer (as Storm's workers wait for all their
@@ -136,7 +137,11 @@ class Sender(threading.Thread):
         for address in [a for a, at in self._retry_at.items() if at <= now]:
             del self._retry_at[address]
             self._close(address, forget=False)
-            self._socket(address)
+            try:
+                self._socket(address)
+            except zmq.ZMQError as exc:   # out of descriptors, say: try again after a pause
+                log.warning("could not open a new socket to worker %s: %s", address, exc)
+                self._refused(address, now)
 
     def _refused(self, address: str, now: float) -> None:
         pause = self._retry_pause.get(address, RETRY_FIRST_SECS)
@@ -158,6 +163,16 @@ class Sender(threading.Thread):
             monitor.close(linger=0)
 
     def run(self) -> None:
+        try:
+            self._serve()
+        except Exception:
+            # The worker sees this thread gone and ends, to be restarted whole.
+            log.exception("the transport's sender failed: this worker sends nothing more")
+        finally:
+            for address in list(self._sockets):
+                self._close(address)
+
+    def _serve(self) -> None:
         get = self.queue.get
         paused = self.paused.paused
         # Data for tasks whose worker asked us to hold it, per task in arrival order: what was
@@ -194,10 +209,6 @@ class Sender(threading.Thread):
                     item = None
             for address, messages in by_address.items():
                 self._send(address, messages)
-        for address in list(self._monitors):
-            self._close_monitor(address)
-        for sock in self._sockets.values():
-            sock.close(linger=0)
 
     def _send(self, address: str, messages: list[tuple]) -> None:
         try:

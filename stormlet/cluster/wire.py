@@ -48,7 +48,10 @@ from .columns import from_columns, rows, to_columns
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 # The frame layout's version: raise it whenever a frame's or a payload's layout changes. Frames
 # of version 1 (until 2026-11-27) had no version: ``[topology, messages]``; in version 2 control
-# records were flat msgpack lists; since version 3 they are packed integer columns.
+# records were flat msgpack lists; since version 3 they are packed integer columns. Workers
+# without a secret name their topology in the handshake since 2026-11-28 (security.py's
+# ``transport_server``, frames unchanged), so one of an earlier release is refused at the
+# connection, before any frame, and both ends log it.
 WIRE_VERSION = 3
 MAX_FRAME_BYTES = 256 * 1024 * 1024
 

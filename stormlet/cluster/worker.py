@@ -312,18 +312,28 @@ class Worker:
 
     def _watch_executors(self) -> None:
         while not self.done.wait(EXECUTOR_CHECK_SECS):
-            dead = [e for e in self.runtime.all_executors() if e.finished.is_set()]
-            if dead:
+            reason = self._broken()
+            if reason is not None:
                 # Half a worker is worse than none: end, and the supervisor starts a whole one.
-                # The executor logged and recorded why; one last heartbeat carries that to the
+                # The executor or thread logged why; one last heartbeat carries that to the
                 # supervisor, which keeps it after this process is gone.
                 self.failed = True
-                reason = dead[0].death or f"executor {dead[0].name} ended"
                 try:
                     self._write_heartbeat(stopping=reason)
                 except Exception:
                     log.exception("could not write the last heartbeat")
                 self.end(reason)
+
+    def _broken(self) -> str | None:
+        """Why this worker can no longer do its work (an executor or a transport thread
+        ended), or None."""
+        dead = [e for e in self.runtime.all_executors() if e.finished.is_set()]
+        if dead:
+            return dead[0].death or f"executor {dead[0].name} ended"
+        for thread in (self.sender, self.receiver):
+            if not thread.is_alive() and not self.stopping.is_set():
+                return f"the transport's {thread.name} thread ended"
+        return None
 
     def _heartbeat(self) -> None:
         while not self.done.is_set():
