@@ -418,27 +418,27 @@ def release(context: zmq.Context) -> None:
 
 
 def _serve_curve(sock: zmq.Socket, domain: str, who: Callable[[bytes], str | None],
-                 public: bytes, secret: bytes) -> _Gatekeeper:
+                 public: bytes, secret: bytes) -> None:
     """Make ``sock`` a CURVE server whose clients ``who`` names (None: refused)."""
-    gatekeeper = _Gatekeeper.of(sock.context)
-    gatekeeper.admit(domain, who)
-    sock.zap_domain = domain.encode()
-    # Without a ZAP handler libzmq would admit any client key: refuse instead.
-    sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+    _guarded(sock, domain).admit(domain, who)
     sock.curve_server = True
     sock.curve_publickey = public
     sock.curve_secretkey = secret
-    return gatekeeper
 
 
-def _serve_plain(sock: zmq.Socket, domain: str, user: bytes, password: bytes) -> _Gatekeeper:
+def _serve_plain(sock: zmq.Socket, domain: str, user: bytes, password: bytes) -> None:
     """Make ``sock`` a PLAIN server admitting only ``user`` with ``password``."""
-    gatekeeper = _Gatekeeper.of(sock.context)
-    gatekeeper.configure_plain(domain, {user.decode(): password.decode()})
-    sock.zap_domain = domain.encode()
-    sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+    _guarded(sock, domain).configure_plain(domain, {user.decode(): password.decode()})
     sock.plain_server = True
-    return gatekeeper
+
+
+def _guarded(sock: zmq.Socket, domain: str) -> _Gatekeeper:
+    """Put ``sock``'s handshakes under ``domain`` of its context's ZAP handler, which is
+    returned for the caller to say whom the domain admits."""
+    sock.zap_domain = domain.encode()
+    # Without a ZAP handler libzmq would admit any client: refuse instead.
+    sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
+    return _Gatekeeper.of(sock.context)
 
 
 class _Gatekeeper(ThreadAuthenticator):

@@ -17,8 +17,9 @@ clear. A peer of another topology, or with no keys, is refused at the handshake 
 the receiver's ``frames_rejected``, along with frames that do not decode. So when a port is
 reused while the worker that held it drains, the new topology's peers do not count it as
 reached, and none of their frames reaches it (without a secret, those queued for it when it
-refused are dropped with the refused socket, and their tuples replayed; with CURVE they wait). A data payload inside a good frame is checked when its bolt
-unpacks it; one that does not decode is dropped and reported as that bolt task's error.
+refused are dropped with the refused socket, and their tuples replayed; with CURVE they
+wait). A data payload inside a good frame is checked when its bolt unpacks it; one that does
+not decode is dropped and reported as that bolt task's error.
 
 A worker starts its spouts only once it reaches every peer (as Storm's workers wait for all their
 connections): until a peer has bound its port, ZeroMQ would queue whole frames for it, thousands
@@ -221,8 +222,9 @@ class Sender(threading.Thread):
                           address)
             return
         if address in self._retry_at:
-            # Its socket was refused and awaits replacement, so nothing can be sent on it: drop
-            # at once rather than stall every other peer's traffic waiting (the refusal was
+            # Its socket was refused and awaits replacement: what it queued now would be lost
+            # with it, and once its queue were full each frame would stall every other peer's
+            # traffic for SEND_TIMEOUT_SECS. Dropped here instead, and counted (the refusal was
             # logged; what was tracked times out at its spout and is replayed).
             self.messages_dropped += len(messages)
             return
