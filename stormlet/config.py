@@ -37,6 +37,7 @@ TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
 STORMLET_STATE_DIR = "stormlet.state.dir"
 STORMLET_LOCAL_ONE_CPU = "stormlet.local.one.cpu"
+STORMLET_EXECUTOR_SHARED_THREAD = "stormlet.executor.shared.thread"
 
 
 # ----- what a value must be (Storm checks a topology's config at submit the same way: its
@@ -205,6 +206,13 @@ DEFAULTS: dict[str, Setting] = {
         "scheduler, for components whose own work runs outside the lock in parallel (threads and "
         "processes they start inherit the CPU). Workers are placed by their supervisor instead "
         "(stormlet/cluster/cpu_pinning.py)",
+        flag),
+    STORMLET_EXECUTOR_SHARED_THREAD: Setting(
+        True,
+        "a process's executors take turns on one thread instead of a thread each: a batch is "
+        "run by the next executor while still in the core's caches (stormlet/runtime/runner.py). "
+        "A component whose own config sets it false keeps a thread of its own: one that blocks "
+        "(in I/O, say) would otherwise hold up every executor sharing the thread",
         flag),
     OFFSETS_START_OVER: Setting(
         False,

@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 
 import support
+from stormlet import config as cfg
 from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
 
 MESSAGE_TIMEOUT = "topology.message.timeout.secs"
@@ -189,7 +190,9 @@ def test_deactivate_stops_emission_and_activate_resumes_on_the_spout_thread():
 def test_kill_drains_in_flight_tuples_then_closes_and_cleans_up():
     b = TopologyBuilder()
     b.set_spout("spout", LifecycleSpout())
-    b.set_bolt("slow", AckBolt(), parallelism=2).shuffle_grouping("spout")
+    # A bolt that sleeps keeps a thread of its own, so the spout's stays the one it opened on.
+    (b.set_bolt("slow", AckBolt(), parallelism=2).shuffle_grouping("spout")
+     .add_config(cfg.STORMLET_EXECUTOR_SHARED_THREAD, False))
     conf = {MESSAGE_TIMEOUT: 2, MAX_SPOUT_PENDING: 10, "test.delay": 0.02}
     with LocalCluster() as cluster:
         cluster.submit("drain", conf, b.build())

@@ -12,6 +12,7 @@ from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
 from stormlet.protocol import DATA, STOP, SYSTEM_TASK
 from stormlet.runtime.engine import TopologyRuntime
+from stormlet.runtime.runner import OwnThread
 from stormlet.tuples import StreamInfo, Tuple
 
 WORDS_PER_SENTENCE = 5
@@ -85,7 +86,7 @@ def test_a_bolt_hands_a_destination_its_buffer_once_it_holds_a_transfer_batch(
         split.inbox.put((DATA, split_task.task_id, SYSTEM_TASK,
                          [Tuple([" ".join(["w"] * WORDS_PER_SENTENCE)], info, 1, None)]))
     split.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
-    split.run()   # here, until the STOP
+    OwnThread(split, None).run()   # here, until the STOP
     assert handovers(sink.inbox) == expected
 
 

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from stormlet import build_mode
+from stormlet.runtime import runner
 
 import run_floor
 import run_stormlet
@@ -88,7 +89,7 @@ def main() -> None:
           f"best of {args.repeat} rounds; python {sys.version.split()[0]}")
     print(f"stormlet: local mode, one process, spout -> split -> count (fields grouping), one task "
           f"each; topology.max.spout.pending {run_stormlet.MAX_SPOUT_PENDING} when acking; "
-          f"{build_mode.describe()}")
+          f"executors {runner.describe(run_stormlet.config('basic'))}; {build_mode.describe()}")
     if any(r.name == "bytewax" for r in runs) and not bytewax_available(args.bytewax_python):
         print(SKIPPED)
         runs = [r for r in runs if r.name != "bytewax"]

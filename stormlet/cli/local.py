@@ -39,6 +39,7 @@ def local(file: Path, duration: float | None, name: str | None, conf_pairs: tupl
 
     On a terminal, one line shows totals and rates while it runs."""
     from ..local import LocalCluster
+    from ..runtime import runner
     from ..runtime.tuning import tune_for_streaming
     from ..ui.progress import ProgressLine, totals
 
@@ -65,7 +66,8 @@ def local(file: Path, duration: float | None, name: str | None, conf_pairs: tupl
                 raise click.ClickException(str(exc)) from None
             source, server = _local_ui(cluster, ui_port) if with_ui else (None, None)
             how_long = "until Ctrl-C" if duration is None else f"for {duration:g}s (Ctrl-C to stop)"
-            click.echo(f"running {name} in local mode {how_long}; {build_mode.describe()}", err=True)
+            click.echo(f"running {name} in local mode {how_long}; executors "
+                       f"{runner.describe(conf)}; {build_mode.describe()}", err=True)
             if server:
                 click.echo(f"UI at {server.url}", err=True)
             progress = None

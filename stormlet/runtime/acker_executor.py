@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import queue
 import time
+from collections.abc import Generator
 from typing import Any
 
 from ..acker import Acker, roots_in_acks
@@ -20,10 +20,10 @@ from ..protocol import (
     AckInit,
     stride,
 )
-from .executor import FLUSH_EVERY, ExecutorThread
+from .executor import FLUSH_EVERY, Executor
 
 
-class AckerExecutor(ExecutorThread):
+class AckerExecutor(Executor):
     def __init__(self, *args: Any, timeout_secs: float, task_component: list[int],
                  routes: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -61,17 +61,16 @@ class AckerExecutor(ExecutorThread):
                     self.routes[task].put((kind, task, self.task, batch))
                 verdicts.clear()
 
-    def loop(self) -> None:
+    def steps(self) -> Generator[float, tuple | None, None]:
         self.ready.set()
-        get = self.inbox.get
         empty = self.inbox.empty
         next_rotation = time.monotonic() + self.timeout_secs
         since_flush = 0
         while True:
-            try:
-                kind, _dest, src, payload = get(timeout=max(0.0, next_rotation - time.monotonic()))
-            except queue.Empty:
-                kind = None
+            message = yield next_rotation
+            kind = src = payload = None
+            if message is not None:
+                kind, _dest, src, payload = message
             if kind == STOP:
                 break
             if kind is not None:

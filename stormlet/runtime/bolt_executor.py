@@ -13,6 +13,7 @@ timeout. The executor keeps running: one bad tuple does not take the worker down
 from __future__ import annotations
 
 from time import monotonic
+from collections.abc import Generator
 from typing import Any
 
 import cython
@@ -22,7 +23,8 @@ from ..protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STR
 from ..tuples import StreamInfo, Tuple
 from ..collectors import BasicOutputCollector
 from .collector import BasicCollector, BoltCollector
-from .executor import FLUSH_EVERY, ExecutorThread, TaskBase
+from .executor import FLUSH_EVERY, FOREVER, Executor, TaskBase
+from .inbox import ROOM_RECHECK_SECS as HELD_RECHECK_SECS
 
 TICK_INFO = StreamInfo(SYSTEM_COMPONENT, TICK_STREAM, ["rate_secs"])
 
@@ -118,20 +120,19 @@ class BoltTask(TaskBase):
             self.report("cleanup failed", exc)
 
 
-class BoltExecutor(ExecutorThread):
-    def loop(self) -> None:
+class BoltExecutor(Executor):
+    def steps(self) -> Generator[float, tuple | None, None]:
         for task in self.tasks:
             self.busy = (monotonic(), task, "prepare")
             task.prepare()
         self.busy = None
         self.ready.set()
         inbox = self.inbox
-        get = inbox.get
         tasks = self.tasks_by_id
         since_flush = 0
         while True:
             full = False
-            kind, dest, _src, payload = get()
+            kind, dest, _src, payload = yield FOREVER
             if kind == DATA or kind == TICK:
                 if kind == DATA:
                     inbox.took_data()   # wakes a sender waiting for room
@@ -148,8 +149,34 @@ class BoltExecutor(ExecutorThread):
                 break
             since_flush += 1
             if full or since_flush >= FLUSH_EVERY or inbox.empty():
-                self.flush()
+                if self.shared:
+                    yield from self._flush_or_hold()
+                else:
+                    self.flush()
                 since_flush = 0
         self.flush()
         for task in self.tasks:
             task.cleanup()
+
+    def _flush_or_hold(self) -> Generator[float, tuple | None, None]:
+        """Flush without waiting for room (the executors whose inbox is full may share this
+        thread, and run only when this one yields): data for a full inbox stays held, and this
+        executor takes no input until it went in. The time held counts as throttled."""
+        started = 0.0
+        holding: list[BoltTask] = []
+        while True:
+            held = [task for task in self.tasks
+                    if task.transfer.flush(hold_back=True, wake=self.wake)]
+            if not held:
+                break
+            if not started:
+                started = monotonic()
+            holding.extend(task for task in held if task not in holding)
+            self.wants_input = False
+            # Woken once a full inbox took a batch; the deadline, for a route that cannot tell.
+            yield monotonic() + HELD_RECHECK_SECS
+        self.wants_input = True
+        if started:
+            waited = monotonic() - started
+            for task in holding:
+                task.metrics.throttled_secs += waited

@@ -40,7 +40,8 @@ from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
 from .collector import BoltCollector, SpoutCollector
 from .errors import ErrorRecord, TaskErrors
-from .executor import ExecutorThread, TaskBase
+from .executor import Executor, TaskBase
+from .runner import Guard, OwnThread, SharedThread
 from .inbox import CycleGate, Inbox
 from .metrics import TaskMetrics, summarize, window_stats
 from .routing import build_routes
@@ -132,9 +133,10 @@ class TopologyRuntime:
         self._sample_errors: set[str] = set()   # kinds of sampling error already logged
         # task -> (kind, its executor's inbox, its executor's first and last task)
         self._placement: dict[int, tuple[str, Inbox, list[int]]] = {}
-        self.executors: dict[str, list[ExecutorThread]] = {}
+        self.executors: dict[str, list[Executor]] = {}
         self.started_at: float | None = None
         self._ticker: threading.Thread | None = None
+        self._guard: Guard | None = None
         self._watchdog: Watchdog | None = None
         self._build(plan if plan is not None else executor_plan(topology, self.layout),
                     remote_routes or {})
@@ -172,20 +174,22 @@ class TopologyRuntime:
         return spec.component_conf(self.conf)
 
     def _executor(self, component_id: str, tasks: list[int], inbox: Inbox,
-                  local_tasks: set[int]) -> ExecutorThread:
+                  local_tasks: set[int]) -> Executor:
         name = f"{self.name}:{component_id}:{tasks[0]}-{tasks[-1]}"
         if component_id == ACKER_COMPONENT:
             task_component = [0] * (self.layout.max_task + 1)
             for task, component in self.layout.task_component.items():
                 task_component[task] = self.layout.component_number[component]
             acker_tasks = [self._acker_task(tasks[0])]
-            return AckerExecutor(name, inbox, acker_tasks, self.stopping,
-                                 timeout_secs=self.timeout_secs, task_component=task_component,
-                                 routes=self.routes)
+            acker = AckerExecutor(name, inbox, acker_tasks, self.stopping,
+                                  timeout_secs=self.timeout_secs, task_component=task_component,
+                                  routes=self.routes)
+            acker.shared = bool(self.conf[cfg.STORMLET_EXECUTOR_SHARED_THREAD])
+            return acker
         spec = self.topology.components[component_id]
         conf = self._component_conf(spec)
         built = [self._task(spec, task, conf, local_tasks) for task in tasks]
-        executor: ExecutorThread
+        executor: Executor
         if spec.is_spout:
             executor = SpoutExecutor(name, inbox, built, self.stopping,
                                      timeout_secs=self.timeout_secs,
@@ -194,6 +198,7 @@ class TopologyRuntime:
         else:
             executor = BoltExecutor(name, inbox, built, self.stopping)
         executor.hang_secs = float(conf.get(cfg.TOPOLOGY_HANG_WARNING_SECS) or 0)
+        executor.shared = bool(conf[cfg.STORMLET_EXECUTOR_SHARED_THREAD])
         return executor
 
     def _task_metrics(self, component_id: str, task: int, conf: dict[str, Any],
@@ -250,7 +255,7 @@ class TopologyRuntime:
 
     # ----- running
 
-    def all_executors(self) -> list[ExecutorThread]:
+    def all_executors(self) -> list[Executor]:
         return [e for group in self.executors.values() for e in group]
 
     def spout_executors(self) -> list[SpoutExecutor]:
@@ -260,9 +265,13 @@ class TopologyRuntime:
         # Watching before open/prepare: one that never returns is reported, not just waited on.
         self._watchdog = Watchdog(self.name, self.all_executors(), self.metrics, self.stopping)
         self._watchdog.start()
-        for executor in self.all_executors():
-            executor.cpu = self.executor_cpu
-            executor.start()
+        runners = self._runners()
+        for runner in runners:
+            runner.start()
+        shared = [runner for runner in runners if isinstance(runner, SharedThread)]
+        if shared:
+            self._guard = Guard(self.name, shared)
+            self._guard.start()
         for executor in self.all_executors():
             executor.ready.wait()
         self.started_at = time.time()
@@ -271,6 +280,17 @@ class TopologyRuntime:
         self._ticker.start()
         if active:
             self.activate()
+
+    def _runners(self) -> list[OwnThread | SharedThread]:
+        """The threads that will run the executors: one shared by those that share (in the order
+        they stop, spouts first, so that a round carries a batch downstream), one for each other."""
+        ordered = [e for component in self._stop_order() for e in self.executors.get(component, [])]
+        shared = [e for e in ordered if e.shared]
+        runners: list[OwnThread | SharedThread] = [
+            OwnThread(e, self.executor_cpu) for e in ordered if not e.shared]
+        if shared:
+            runners.append(SharedThread(f"{self.name}:executors", shared, self.executor_cpu))
+        return runners
 
     def data_spout_executors(self) -> list[SpoutExecutor]:
         """The spout executors but the checkpoint spout's: it goes on while the topology is
@@ -347,13 +367,16 @@ class TopologyRuntime:
                     self._left_behind(executor)
         if self._ticker:
             self._ticker.join()
+        if self._guard:
+            self._guard.done.set()
+            self._guard.join()
         if self._watchdog:
             self._watchdog.join()
             for metrics in self.metrics:   # the last summaries, while they are still news
                 metrics.errors.flush(everything=True)
 
     @staticmethod
-    def _left_behind(executor: ExecutorThread) -> None:
+    def _left_behind(executor: Executor) -> None:
         busy = executor.busy
         where = (f"in {busy[2]} of task {busy[1].task_id} for {time.monotonic() - busy[0]:.0f} s"
                  if busy is not None else "not in user code")

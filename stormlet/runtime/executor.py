@@ -1,8 +1,9 @@
-"""What every executor thread shares: its inbox, its tasks' outgoing buffers, and error reporting.
+"""What every executor shares: its inbox, its tasks' outgoing buffers, and error reporting.
 
-An executor is one thread running one or more tasks of one component. It takes message batches
-from its inbox, runs them, and flushes its tasks' outgoing buffers when the inbox runs dry or
-after a few batches, so that output batches grow with load and latency stays low when idle.
+An executor runs one or more tasks of one component, on a thread of its own or taking turns on
+one with the process's other executors (runner.py). It takes message batches from its inbox,
+runs them, and flushes its tasks' outgoing buffers when the inbox runs dry or after a few
+batches, so that output batches grow with load and latency stays low when idle.
 
 While it is inside user code (a batch of ``execute`` calls, a burst of ``next_tuple``) its
 ``busy`` says since when, for which task and in what call; the watchdog reads it to report hangs.
@@ -14,9 +15,9 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
+from collections.abc import Generator
 from typing import Any
 
-from .cpu_affinity import pin_executor_thread
 from .inbox import Inbox
 from .metrics import TaskMetrics
 from .transfer import Transfer
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 
 # Batches handled between flushes when the inbox stays busy.
 FLUSH_EVERY = 8
+# What an executor's steps yield: no deadline, or none but a turn for the others first.
+FOREVER = float("inf")
+NOW = 0.0
 
 
 class TaskBase:
@@ -46,9 +50,18 @@ class TaskBase:
         self.metrics.errors.report(what, error, on)
 
 
-class ExecutorThread(threading.Thread):
+class Executor:
+    """One or more tasks of one component and their inbox, run by a thread of their own or taking
+    turns with the process's other executors on a shared one (runner.py).
+
+    Its work is the generator ``steps()``: it yields when it needs something, a deadline
+    (monotonic seconds; ``FOREVER``: none; ``NOW``: none, just a turn for the others), and is sent
+    the next message of its inbox, or None at the deadline. While ``wants_input`` is false (a
+    bolt holding data back for a full inbox) it is sent None when the deadline passes or it is
+    woken (``wake``), and its messages wait."""
+
     def __init__(self, name: str, inbox: Inbox, tasks: list, stopping: threading.Event):
-        super().__init__(name=name, daemon=True)
+        self.name = name
         self.inbox = inbox
         self.tasks = tasks
         self.tasks_by_id = {t.task_id: t for t in tasks}
@@ -59,33 +72,47 @@ class ExecutorThread(threading.Thread):
         # the watchdog never reads a start time of one call with the task of another.
         self.busy: tuple[float, TaskBase, str] | None = None
         self.hang_secs = 0.0   # 0: the watchdog leaves this executor alone
-        self.death: str | None = None   # why the thread ended, if it broke
-        self.cpu: int | None = None   # the one CPU to run on, if set before start
+        self.death: str | None = None   # why its steps ended, if they broke
+        self.shared = False   # taking turns on a thread with other executors (set by its runner)
+        self.wants_input = True
+        self.woken = False
+        self.runner: Any = None   # the thread running it, once started
+
+    @property
+    def ident(self) -> int | None:
+        """The id of the thread running this executor (the watchdog reads its stack)."""
+        return self.runner.ident if self.runner is not None else None
+
+    def wake(self) -> None:
+        """Resume this executor soon even if it wants no input and its deadline is far: room
+        appeared for data it holds back. Safe from any thread."""
+        self.woken = True
+        if self.runner is not None:
+            self.runner.ring()
 
     def flush(self) -> None:
         for task in self.tasks:
             task.transfer.flush()
 
-    def run(self) -> None:
-        try:
-            pin_executor_thread(self.cpu, self.name)
-            self.loop()
-        except BaseException as exc:  # the loop itself broke: say so loudly, never vanish
-            # Counted and recorded for every task it ran (a worker writes one more heartbeat
-            # with it before it exits), logged once with the whole traceback.
-            tasks = ",".join(str(t.task_id) for t in self.tasks)
-            component = self.tasks[0].component_id if self.tasks else "?"
-            detail = "".join(traceback.format_exception(exc)).rstrip()
-            self.death = (f"component {component} task {tasks}: executor {self.name} died: "
-                          f"{type(exc).__name__}: {exc}")
-            log.critical("%s\n%s", self.death, detail)
-            for task in self.tasks:
-                task.metrics.errors.note(f"executor {self.name} died: {type(exc).__name__}: {exc}",
-                                         detail=detail, level=None)
-        finally:
-            self.busy = None
-            self.ready.set()
-            self.finished.set()
+    def died(self, exc: BaseException) -> None:
+        """Its steps raised: say so loudly, never vanish. Counted and recorded for every task it
+        ran (a worker writes one more heartbeat with it before it exits), logged once with the
+        whole traceback."""
+        tasks = ",".join(str(t.task_id) for t in self.tasks)
+        component = self.tasks[0].component_id if self.tasks else "?"
+        detail = "".join(traceback.format_exception(exc)).rstrip()
+        self.death = (f"component {component} task {tasks}: executor {self.name} died: "
+                      f"{type(exc).__name__}: {exc}")
+        log.critical("%s\n%s", self.death, detail)
+        for task in self.tasks:
+            task.metrics.errors.note(f"executor {self.name} died: {type(exc).__name__}: {exc}",
+                                     detail=detail, level=None)
 
-    def loop(self) -> None:
+    def ended(self) -> None:
+        """Its steps are over (returned or raised)."""
+        self.busy = None
+        self.ready.set()
+        self.finished.set()
+
+    def steps(self) -> Generator[float, tuple | None, None]:
         raise NotImplementedError

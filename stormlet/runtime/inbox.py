@@ -56,6 +56,16 @@ class Inbox:
         self.qsize = self._queue.qsize
         self.empty = self._queue.empty
 
+    def ring_on_put(self, ring: Callable[[], Any]) -> None:
+        """Call ``ring`` after every put: how a thread that runs this inbox's executor among
+        others (runner.SharedThread) learns, while asleep, that a message came."""
+        queue_put = self._queue.put
+
+        def put(message: Message) -> None:
+            queue_put(message)
+            ring()
+        self.put = put
+
     def full(self) -> bool:
         return self._queue.qsize() >= self.capacity
 
@@ -98,7 +108,7 @@ class Inbox:
         ``wait`` is false: a sender in a cycle with this inbox's executor, which may be waiting
         for it). Returns the seconds it waited: the sender's time throttled by backpressure."""
         waited = 0.0 if not wait or not self.full() else self._wait_for_room(stopping)
-        self._queue.put(message)
+        self.put(message)
         return waited
 
     def _wait_for_room(self, stopping: Any) -> float:

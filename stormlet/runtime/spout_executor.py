@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Generator
 from typing import Any
 
 import cython
@@ -39,7 +40,7 @@ from ..protocol import (SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SYSTEM_TASK, W
 from ..rotating_map import RotatingMap
 from .collector import InFlight, SpoutCollector
 from .metrics import TaskMetrics
-from .executor import ExecutorThread, TaskBase
+from .executor import NOW, Executor, TaskBase
 
 # next_tuple calls per task between looks at the inbox.
 BURST = 100
@@ -240,7 +241,7 @@ class SpoutTask(TaskBase):
             self._deliver_fail(entry, FailReason(TIMEOUT, None, message), counts=False)
 
 
-class SpoutExecutor(ExecutorThread):
+class SpoutExecutor(Executor):
     def __init__(self, *args: Any, timeout_secs: float, wait_secs: float,
                  yields: bool = False, **kwargs: Any):
         super().__init__(*args, **kwargs)
@@ -308,7 +309,7 @@ class SpoutExecutor(ExecutorThread):
         return [task for task in self.tasks
                 if task.transfer.flush(hold_back=True, wake=self._wake)]
 
-    def loop(self) -> None:
+    def steps(self) -> Generator[float, tuple | None, None]:
         for task in self.tasks:
             self.busy = (time.monotonic(), task, "open")
             task.open()
@@ -360,10 +361,7 @@ class SpoutExecutor(ExecutorThread):
                 time.sleep(0)
             if throttled and not emitted:
                 started = time.monotonic()
-                try:
-                    message = inbox.get(timeout=THROTTLED_WAIT_SECS)
-                except Exception:  # queue.Empty
-                    message = None
+                message = yield started + THROTTLED_WAIT_SECS
                 waited = time.monotonic() - started
                 # The timeout clock stands still while the spout is held back, up to a limit,
                 # so that a tuple lost elsewhere still times out while backpressure lasts.
@@ -374,11 +372,11 @@ class SpoutExecutor(ExecutorThread):
                 if message is not None:
                     running = self.handle(message)
             elif not emitted:
-                try:
-                    message = inbox.get(timeout=self.wait_secs if self.active else 0.05)
-                except Exception:  # queue.Empty: nothing arrived while we waited
-                    continue
-                running = self.handle(message)
+                message = yield time.monotonic() + (self.wait_secs if self.active else 0.05)
+                if message is not None:
+                    running = self.handle(message)
+            elif self.shared:
+                yield NOW   # the bolts' turn at what this burst emitted
         self.flush()
         # Deactivate first, so the spout knows it is stopping when the fails arrive; emits made
         # from here on (a replay from fail(), say) are refused, since nothing would run them.

@@ -123,7 +123,9 @@ class Transfer:
                 woken = False
                 gate = gates.get(task) if gates else None
                 gate_closed = gate is not None and gate.closed()
-                if hold_back and (gate_closed or not routes[task].accepting(task)):
+                # Data for a cycle back to this task is never held: its reader may hold its own.
+                if (hold_back and task not in feedback
+                        and (gate_closed or not routes[task].accepting(task))):
                     if gate_closed or task not in granted:
                         held = True
                         held_for.add(task)

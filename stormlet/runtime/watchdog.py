@@ -21,7 +21,7 @@ import traceback
 from typing import Sequence
 
 from .errors import MAX_DETAIL, clip_tail
-from .executor import ExecutorThread
+from .executor import Executor
 from .metrics import TaskMetrics
 
 log = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ MIN_INTERVAL = 0.05
 
 
 class Watchdog(threading.Thread):
-    def __init__(self, name: str, executors: Sequence[ExecutorThread],
+    def __init__(self, name: str, executors: Sequence[Executor],
                  metrics: Sequence[TaskMetrics], stopping: threading.Event):
         super().__init__(name=f"{name}:watchdog", daemon=True)
         self.executors = list(executors)
@@ -41,7 +41,7 @@ class Watchdog(threading.Thread):
         thresholds = [e.hang_secs for e in self.executors if e.hang_secs > 0]
         self.interval = max(MIN_INTERVAL, min([MAX_INTERVAL, *(t / 4 for t in thresholds)]))
         # Executor -> the busy tuple reported as hung, until that call returns.
-        self._hung: dict[ExecutorThread, tuple] = {}
+        self._hung: dict[Executor, tuple] = {}
 
     def run(self) -> None:
         while not self.stopping.wait(self.interval):
@@ -64,7 +64,7 @@ class Watchdog(threading.Thread):
         for metrics in self.metrics:
             metrics.errors.flush(now)
 
-    def _report(self, executor: ExecutorThread, busy: tuple, now: float) -> None:
+    def _report(self, executor: Executor, busy: tuple, now: float) -> None:
         since, task, call = busy
         frame = sys._current_frames().get(executor.ident or -1)
         stack = ("".join(traceback.format_stack(frame)).rstrip() if frame is not None

@@ -1,0 +1,249 @@
+"""The threads that run executors: each executor on a thread of its own, as in Storm, or a
+process's executors taking turns on one (``stormlet.executor.shared.thread``).
+
+Python runs one thread at a time (the interpreter lock), so threads give executors no
+parallelism, only the ability to block (in I/O, say) while others go on. Taking turns on one
+thread, a batch is run by the next executor right after the last one made it, while its tuples
+are still in the core's caches, with no thread switch between them: measured, the peer word count
+ran 1.5-2x faster this way (benchmarks/HISTORY.md, 2026-11-28's sixth sitting). The price is
+that a component that blocks holds up every executor sharing its thread; such a component keeps
+a thread of its own (its own config sets ``stormlet.executor.shared.thread`` false).
+
+An executor's work is its ``steps()`` generator (executor.py). A thread of its own blocks on the
+inbox between its steps; a shared thread gives each executor in turn the messages waiting for
+it, then sleeps until a message, a wake-up or the earliest deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+
+from .. import config as cfg
+from .cpu_affinity import pin_executor_thread
+from .executor import FOREVER, NOW, Executor
+
+log = logging.getLogger(__name__)
+
+# A turn on a shared thread longer than this hands the thread's other executors to a new one.
+BLOCKED_SECS = 0.1
+# How often an executor that wants no input, on a thread of its own, looks whether it was woken.
+WOKEN_RECHECK_SECS = 0.005
+
+
+def describe(conf: dict) -> str:
+    """How a process runs the executors of a topology with ``conf``: a few words for logs and
+    benchmark headers."""
+    if cfg.merged(conf)[cfg.STORMLET_EXECUTOR_SHARED_THREAD]:
+        return "taking turns on one thread"
+    return "on a thread each"
+
+
+class OwnThread(threading.Thread):
+    """Runs one executor, blocking on its inbox between steps."""
+
+    def __init__(self, executor: Executor, cpu: int | None):
+        super().__init__(name=executor.name, daemon=True)
+        self.executor = executor
+        self.cpu = cpu
+        executor.runner = self
+
+    def ring(self) -> None:
+        """Nothing: waiting, this thread looks at its executor's wake-up often enough."""
+
+    def run(self) -> None:
+        executor = self.executor
+        pin_executor_thread(self.cpu, self.name)
+        inbox = executor.inbox
+        get, get_nowait = inbox.get, inbox.get_nowait
+        try:
+            steps = executor.steps()
+            deadline = next(steps)
+            while True:
+                message = None
+                if deadline == NOW:
+                    pass
+                elif not executor.wants_input:
+                    while not executor.woken and time.monotonic() < deadline:
+                        time.sleep(min(WOKEN_RECHECK_SECS,
+                                       max(0.0, deadline - time.monotonic())))
+                    executor.woken = False
+                elif deadline == FOREVER:
+                    message = get()
+                else:
+                    timeout = deadline - time.monotonic()
+                    try:
+                        message = get(timeout=timeout) if timeout > 0 else get_nowait()
+                    except queue.Empty:
+                        pass
+                deadline = steps.send(message)
+        except StopIteration:
+            pass
+        except BaseException as exc:
+            executor.died(exc)
+        finally:
+            executor.ended()
+
+
+class SharedThread(threading.Thread):
+    """Runs several executors, each in turn given the messages its inbox holds (or resumed at
+    its deadline, or when woken), in the order given: the spouts first, then each bolt after
+    those feeding it, so that one round carries a batch as far as it goes.
+
+    A turn that lasts longer than ``BLOCKED_SECS`` (an executor waiting in I/O, or a very long
+    batch) hands the other executors to a new shared thread (``hand_off_if_blocked``, called
+    by ``Guard``), and the executor keeps this thread as its own: one component's waiting does
+    not hold up the rest, as it would not with a thread each."""
+
+    def __init__(self, name: str, executors: Sequence[Executor], cpu: int | None,
+                 turns: list[list] | None = None):
+        super().__init__(name=name, daemon=True)
+        self.executors = list(executors)
+        self.cpu = cpu
+        self.idle = False
+        self._doorbell: queue.SimpleQueue[None] = queue.SimpleQueue()
+        # [executor, its steps, its deadline] for each executor still running here: None until
+        # this thread starts them, unless handed over already started.
+        self._turns = turns
+        self._lock = threading.Lock()   # the turns, the current one and its start
+        self._current: list | None = None
+        self._current_since = 0.0
+        self._handed_off = False
+        for executor in self.executors:
+            executor.runner = self
+            executor.inbox.ring_on_put(self.ring)
+
+    def ring(self) -> None:
+        """Wake this thread if it sleeps: a message came, or an executor was woken."""
+        if self.idle:
+            self._doorbell.put(None)
+
+    def run(self) -> None:
+        pin_executor_thread(self.cpu, self.name)
+        if self._turns is None:
+            self._turns = self._start_steps()
+        while self._turns:
+            progressed = False
+            for turn in list(self._turns):
+                with self._lock:
+                    self._current, self._current_since = turn, time.monotonic()
+                try:
+                    if self._take_turn(turn):
+                        progressed = True
+                except StopIteration:
+                    self._end(turn)
+                except BaseException as exc:
+                    turn[0].died(exc)
+                    self._end(turn)
+                with self._lock:
+                    self._current = None
+                    handed_off, self._handed_off = self._handed_off, False
+                if handed_off:
+                    break   # the others went to a new thread: what is left here is this turn
+            else:
+                if not progressed and self._turns:
+                    self._sleep(self._turns)
+
+    def hand_off_if_blocked(self, now: float) -> SharedThread | None:
+        """If the turn under way began more than ``BLOCKED_SECS`` before ``now``, start a new
+        shared thread running every other executor of this one, and return it; None if not."""
+        with self._lock:
+            turn = self._current
+            if turn is None or now - self._current_since < BLOCKED_SECS or len(self._turns) < 2:
+                return None
+            others = [t for t in self._turns if t is not turn]
+            self._turns = [turn]
+            self._handed_off = True
+            successor = SharedThread(f"{self.name}+", [t[0] for t in others], self.cpu, others)
+        log.info("executor %s held its shared thread for %.2f s: it keeps that thread, and %s "
+                 "go on on thread %s", turn[0].name, now - self._current_since,
+                 ", ".join(t[0].name for t in others), successor.name)
+        successor.start()
+        return successor
+
+    def _start_steps(self) -> list[list]:
+        turns: list[list] = []
+        for executor in self.executors:
+            try:
+                steps = executor.steps()
+                turns.append([executor, steps, next(steps)])
+            except StopIteration:
+                executor.ended()
+            except BaseException as exc:
+                executor.died(exc)
+                executor.ended()
+        return turns
+
+    def _end(self, turn: list) -> None:
+        with self._lock:
+            self._turns.remove(turn)
+        turn[0].ended()
+
+    @staticmethod
+    def _take_turn(turn: list) -> bool:
+        """Resume one executor with what is waiting for it: at most the messages its inbox held
+        when its turn came, so that a busy inbox does not keep the others waiting. Whether it
+        ran."""
+        executor, steps, deadline = turn
+        inbox = executor.inbox
+        budget = inbox.qsize() + 1
+        ran = False
+        while budget:
+            budget -= 1
+            if deadline == NOW:
+                message = None
+            elif executor.wants_input and not inbox.empty():
+                message = inbox.get_nowait()
+            elif executor.woken or deadline <= time.monotonic():
+                executor.woken = False
+                message = None
+            else:
+                break
+            deadline = turn[2] = steps.send(message)
+            ran = True
+        return ran
+
+    def _sleep(self, turns: list[list]) -> None:
+        """Sleep until a message or wake-up comes for an executor, or the earliest deadline."""
+        self.idle = True
+        try:
+            # What came before ``idle`` was set rang no bell: look once more first.
+            for executor, _steps, deadline in turns:
+                if (deadline == NOW or executor.woken
+                        or (executor.wants_input and not executor.inbox.empty())):
+                    return
+            timeout = min(deadline for _e, _s, deadline in turns) - time.monotonic()
+            try:
+                if timeout == FOREVER:
+                    self._doorbell.get()
+                elif timeout > 0:
+                    self._doorbell.get(timeout=timeout)
+            except queue.Empty:
+                pass
+        finally:
+            self.idle = False
+            while not self._doorbell.empty():
+                self._doorbell.get_nowait()
+
+
+class Guard(threading.Thread):
+    """Looks every ``BLOCKED_SECS / 2`` for a shared thread held by one executor's turn, and has
+    it hand the others to a new thread (``SharedThread.hand_off_if_blocked``)."""
+
+    def __init__(self, name: str, shared: Sequence[SharedThread]):
+        super().__init__(name=f"{name}:runner-guard", daemon=True)
+        self.shared = list(shared)
+        # Set once every executor stopped or was left behind: until then a blocked one may
+        # still hold up others (a stop's STOP messages among them).
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(BLOCKED_SECS / 2):
+            now = time.monotonic()
+            for thread in list(self.shared):
+                successor = thread.hand_off_if_blocked(now)
+                if successor is not None:
+                    self.shared.append(successor)

@@ -1,0 +1,240 @@
+"""The threads that run executors (stormlet/runtime/runner.py): by default a process's executors
+take turns on one thread; a component may keep a thread of its own; an executor that holds the
+shared thread too long keeps it, and the others go on on a new one; one that breaks ends alone;
+a bolt whose destination is full holds its data back instead of waiting, and takes no more
+input until it went in."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet import config as cfg
+from stormlet.protocol import DATA, STOP, SYSTEM_TASK
+from stormlet.runtime.executor import FOREVER, Executor
+from stormlet.runtime.inbox import Inbox
+from stormlet.runtime.runner import BLOCKED_SECS, Guard, SharedThread
+
+NAME = "runner"
+
+
+# ----- the runner alone, with executors that record what they were given
+
+
+class Recorder(Executor):
+    """Takes messages until STOP, noting each payload and the thread it ran on; a payload
+    "block" makes it wait on ``release``, "raise" makes it raise."""
+
+    def __init__(self, name: str):
+        super().__init__(name, Inbox(8), [], threading.Event())
+        self.seen: list = []
+        self.threads: set[int] = set()
+        self.release = threading.Event()
+        self.blocking = threading.Event()
+
+    def steps(self):
+        self.ready.set()
+        while True:
+            kind, _dest, _src, payload = yield FOREVER
+            if kind == STOP:
+                return
+            self.threads.add(threading.get_ident())
+            if payload == "block":
+                self.blocking.set()
+                self.release.wait(10)
+            elif payload == "raise":
+                raise RuntimeError("broken on purpose")
+            self.seen.append(payload)
+
+
+def send(executor: Executor, payload) -> None:
+    executor.inbox.put((DATA, 0, SYSTEM_TASK, payload))
+
+
+def stop(executor: Executor) -> None:
+    executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
+
+
+def wait_until(condition, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)
+
+
+def test_executors_sharing_a_thread_each_get_their_messages_in_order_and_a_sleeping_thread_wakes():
+    first, second = Recorder("first"), Recorder("second")
+    thread = SharedThread("shared", [first, second], None)
+    thread.start()
+    try:
+        time.sleep(0.05)   # both wait for input: the thread sleeps until a put rings it
+        for n in range(5):
+            send(first, n)
+            send(second, -n)
+        wait_until(lambda: len(first.seen) == 5 and len(second.seen) == 5, timeout=2)
+        assert first.seen == [0, 1, 2, 3, 4] and second.seen == [0, -1, -2, -3, -4]
+        assert first.threads == second.threads == {thread.ident}
+    finally:
+        stop(first)
+        stop(second)
+        thread.join(5)
+    assert not thread.is_alive()
+    assert first.finished.is_set() and second.finished.is_set()
+
+
+def test_an_executor_holding_the_shared_thread_keeps_it_and_the_others_go_on_on_a_new_one():
+    blocker, other = Recorder("blocker"), Recorder("other")
+    thread = SharedThread("shared", [blocker, other], None)
+    guard = Guard("test", [thread])
+    thread.start()
+    guard.start()
+    try:
+        send(blocker, "block")
+        assert blocker.blocking.wait(5)
+        send(other, "while blocked")
+        # Within a few of the guard's looks, the other executor runs elsewhere.
+        wait_until(lambda: other.seen == ["while blocked"], timeout=10 * BLOCKED_SECS + 2)
+        (moved_to,) = other.threads
+        assert moved_to != thread.ident
+        assert other.ident == moved_to
+        blocker.release.set()
+        send(blocker, "after")
+        wait_until(lambda: blocker.seen == ["block", "after"])
+        assert blocker.threads == {thread.ident}   # it never left its thread
+    finally:
+        blocker.release.set()
+        for executor in (blocker, other):
+            stop(executor)
+        guard.done.set()
+        guard.join(5)
+        thread.join(5)
+    assert blocker.finished.wait(5) and other.finished.wait(5)
+
+
+def test_an_executor_that_breaks_ends_alone_and_says_why(caplog):
+    broken, healthy = Recorder("broken"), Recorder("healthy")
+    thread = SharedThread("shared", [broken, healthy], None)
+    thread.start()
+    try:
+        send(broken, "raise")
+        assert broken.finished.wait(5)
+        assert broken.death is not None and "RuntimeError: broken on purpose" in broken.death
+        send(healthy, "still here")
+        wait_until(lambda: healthy.seen == ["still here"])
+        assert not healthy.finished.is_set()
+    finally:
+        stop(healthy)
+        thread.join(5)
+    assert healthy.finished.is_set()
+    assert any("broken on purpose" in r.getMessage() for r in caplog.records)
+
+
+# ----- whole topologies
+
+
+class Counting(Spout):
+    """Emits 0, 1, 2, ... untracked, as fast as it is asked."""
+
+    outputs = ["n"]
+
+    def open(self, conf, context, collector):
+        self.collector = collector
+        self.n = 0
+        self.threads: set[int] = set()
+
+    def next_tuple(self):
+        self.threads.add(threading.get_ident())
+        self.collector.emit([self.n])
+        self.n += 1
+
+
+class FanOut(Bolt):
+    """Emits ten tuples for each it takes."""
+
+    outputs = ["n"]
+
+    def prepare(self, conf, context, collector):
+        self.collector = collector
+        self.threads: set[int] = set()
+
+    def execute(self, tup):
+        self.threads.add(threading.get_ident())
+        for i in range(10):
+            self.collector.emit([tup[0] * 10 + i])
+
+
+class Slow(Bolt):
+    """Spends ``work`` seconds of CPU on each tuple (holding the interpreter, not blocking)."""
+
+    outputs = []
+
+    def __init__(self, work: float = 20e-6):
+        self.work = work
+
+    def prepare(self, conf, context, collector):
+        self.taken = 0
+        self.threads: set[int] = set()
+
+    def execute(self, tup):
+        self.threads.add(threading.get_ident())
+        until = time.perf_counter() + self.work
+        while time.perf_counter() < until:
+            pass
+        self.taken += 1
+
+
+def chain(own_thread: tuple[str, ...] = ()) -> TopologyBuilder:
+    """numbers -> fan -> slow; the components named in ``own_thread`` keep a thread each."""
+    b = TopologyBuilder()
+    declarers = {"numbers": b.set_spout("numbers", Counting()),
+                 "fan": b.set_bolt("fan", FanOut()).shuffle_grouping("numbers"),
+                 "slow": b.set_bolt("slow", Slow()).shuffle_grouping("fan")}
+    for component in own_thread:
+        declarers[component].add_config(cfg.STORMLET_EXECUTOR_SHARED_THREAD, False)
+    return b
+
+
+def test_by_default_a_processs_executors_share_one_thread_unless_a_component_keeps_its_own():
+    with LocalCluster() as cluster:
+        cluster.submit(NAME, {cfg.TOPOLOGY_ACKER_EXECUTORS: 0}, chain(own_thread=("slow",)).build())
+        (spout,) = cluster.instances(NAME, "numbers")
+        (fan,) = cluster.instances(NAME, "fan")
+        (slow,) = cluster.instances(NAME, "slow")
+        cluster.wait_for(lambda: slow.taken > 1000, timeout=10)
+        assert len(spout.threads) == 1 and spout.threads == fan.threads
+        assert threading.get_ident() not in spout.threads
+        assert len(slow.threads) == 1 and not slow.threads & spout.threads
+
+
+def test_a_bolt_taking_turns_holds_its_data_back_while_a_destination_is_full(monkeypatch):
+    """Acking off, nothing but backpressure bounds the work between a fan-out and a slow bolt.
+    The spout, on a thread of its own, keeps the fan-out's inbox full, so the fan-out flushes
+    several times a turn, more than the slow bolt's inbox holds. The slow bolt takes turns on
+    the fan-out's thread: were the fan-out to wait for room, nothing could make it, until the
+    guard handed the slow bolt to another thread. It holds its data back instead, and yields."""
+    # Only a wait (which would never end) hands an executor over, not a slow turn on a busy
+    # machine.
+    monkeypatch.setattr("stormlet.runtime.runner.BLOCKED_SECS", 1.0)
+    capacity = 2
+    conf = {cfg.TOPOLOGY_ACKER_EXECUTORS: 0, cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: capacity}
+    with LocalCluster() as cluster:
+        cluster.submit(NAME, conf, chain(own_thread=("numbers",)).build())
+        runtime = cluster.runtime(NAME)
+        (slow_executor,) = runtime.executors["slow"]
+        (fan_executor,) = runtime.executors["fan"]
+        (slow,) = cluster.instances(NAME, "slow")
+        deepest = 0
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            deepest = max(deepest, slow_executor.inbox.qsize())
+            time.sleep(0.002)
+        assert slow.taken > 1000   # it ran all along
+        (fan,) = cluster.instances(NAME, "fan")
+        (fan_task,) = fan_executor.tasks
+        assert fan_task.metrics.throttled_secs > 0   # it held data back
+        assert len(fan.threads) == 1 and slow.threads == fan.threads   # never stuck waiting
+    # A full inbox still takes the batch of the sender it wakes: one over.
+    assert deepest <= capacity + 1, deepest
