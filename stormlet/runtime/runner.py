@@ -5,9 +5,14 @@ Python runs one thread at a time (the interpreter lock), so threads give executo
 parallelism, only the ability to block (in I/O, say) while others go on. Taking turns on one
 thread, a batch is run by the next executor right after the last one made it, while its tuples
 are still in the core's caches, with no thread switch between them: measured, the peer word count
-ran 1.5-2x faster this way (benchmarks/HISTORY.md, 2026-11-28's sixth sitting). The price is
-that a component that blocks holds up every executor sharing its thread; such a component keeps
-a thread of its own (its own config sets ``stormlet.executor.shared.thread`` false).
+ran 1.5-2x faster this way (benchmarks/HISTORY.md, 2026-11-28's sixth sitting).
+
+The price is that a call that blocks holds up the executors sharing its thread. A turn longer
+than ``BLOCKED_SECS`` hands them to a new shared thread (``Guard``), and the blocked executor
+keeps the old one: a bolt waiting on a database holds the rest up once, for about that long. So
+an executor's calls never overlap and run on one thread at a time, but may move once to a new
+thread when one that shared it blocks. A component that must stay on the thread it started on
+keeps a thread of its own (its own config sets ``stormlet.executor.shared.thread`` false).
 
 An executor's work is its ``steps()`` generator (executor.py). A thread of its own blocks on the
 inbox between its steps; a shared thread gives each executor in turn the messages waiting for
