@@ -639,7 +639,8 @@ class ThreadRecordingBolt(Bolt):
 
 
 @pytest.mark.parametrize("shared", [True, False])
-def test_ack_and_fail_run_on_the_spout_thread(shared):
+def test_ack_and_fail_run_on_the_spout_thread(shared, monkeypatch):
+    monkeypatch.setattr("stormlet.runtime.runner.BLOCKED_SECS", 5.0)   # no hand-off on a slow turn
     b = TopologyBuilder()
     b.set_spout("spout", TrackedSpout())
     b.set_bolt("judge", ThreadRecordingBolt()).shuffle_grouping("spout")

@@ -71,6 +71,7 @@ def test_executors_sharing_a_thread_each_get_their_messages_in_order_and_a_sleep
     thread.start()
     try:
         time.sleep(0.05)   # both wait for input: the thread sleeps until a put rings it
+        assert thread.idle
         for n in range(5):
             send(first, n)
             send(second, -n)
@@ -83,6 +84,24 @@ def test_executors_sharing_a_thread_each_get_their_messages_in_order_and_a_sleep
         thread.join(5)
     assert not thread.is_alive()
     assert first.finished.is_set() and second.finished.is_set()
+
+
+def test_a_wake_up_for_an_executor_that_waits_for_input_is_ignored():
+    """A wake-up means room for data held back; one that comes after the data went in (the
+    executor waits for input again) must not resume it without a message."""
+    recorder = Recorder("recorder")
+    thread = SharedThread("shared", [recorder], None)
+    thread.start()
+    try:
+        time.sleep(0.05)
+        recorder.wake()
+        time.sleep(0.05)
+        send(recorder, "after the wake-up")
+        wait_until(lambda: recorder.seen == ["after the wake-up"])
+        assert recorder.death is None and not recorder.finished.is_set()
+    finally:
+        stop(recorder)
+        thread.join(5)
 
 
 def test_an_executor_holding_the_shared_thread_keeps_it_and_the_others_go_on_on_a_new_one():
@@ -197,7 +216,9 @@ def chain(own_thread: tuple[str, ...] = ()) -> TopologyBuilder:
     return b
 
 
-def test_by_default_a_processs_executors_share_one_thread_unless_a_component_keeps_its_own():
+def test_by_default_a_processs_executors_share_one_thread_unless_a_component_keeps_its_own(
+        monkeypatch):
+    monkeypatch.setattr("stormlet.runtime.runner.BLOCKED_SECS", 5.0)   # no hand-off on a slow turn
     with LocalCluster() as cluster:
         cluster.submit(NAME, {cfg.TOPOLOGY_ACKER_EXECUTORS: 0}, chain(own_thread=("slow",)).build())
         (spout,) = cluster.instances(NAME, "numbers")
@@ -238,3 +259,50 @@ def test_a_bolt_taking_turns_holds_its_data_back_while_a_destination_is_full(mon
         assert len(fan.threads) == 1 and slow.threads == fan.threads   # never stuck waiting
     # A full inbox still takes the batch of the sender it wakes: one over.
     assert deepest <= capacity + 1, deepest
+
+
+class Stuck(Bolt):
+    """Hangs in its first execute until released."""
+
+    outputs = []
+
+    def prepare(self, conf, context, collector):
+        self.release = threading.Event()
+        self.waiting = threading.Event()
+
+    def execute(self, tup):
+        self.waiting.set()
+        self.release.wait(30)
+
+
+class Cleaned(FanOut):
+    def cleanup(self):
+        self.cleaned = True
+
+
+def test_a_bolt_holding_data_back_still_stops(monkeypatch, caplog):
+    """The fan-out holds its data for a bolt (on a thread of its own) that hangs: its inbox
+    stays full. Stopping, the fan-out must still take its STOP, flush without waiting and clean
+    up; only the hung bolt is left behind."""
+    monkeypatch.setattr("stormlet.runtime.engine.EXECUTOR_STOP_SECS", 1.0)
+    b = TopologyBuilder()
+    b.set_spout("numbers", Counting())
+    b.set_bolt("fan", Cleaned()).shuffle_grouping("numbers")
+    (b.set_bolt("stuck", Stuck()).shuffle_grouping("fan")
+     .add_config(cfg.STORMLET_EXECUTOR_SHARED_THREAD, False))
+    conf = {cfg.TOPOLOGY_ACKER_EXECUTORS: 0, cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 1}
+    with LocalCluster() as cluster:
+        cluster.submit(NAME, conf, b.build())
+        (stuck,) = cluster.instances(NAME, "stuck")
+        (fan,) = cluster.instances(NAME, "fan")
+        (fan_executor,) = cluster.runtime(NAME).executors["fan"]
+        try:
+            assert stuck.waiting.wait(10)
+            wait_until(lambda: not fan_executor.wants_input)   # holding its data back
+            cluster.kill(NAME, wait_secs=0)
+            assert fan_executor.finished.is_set()
+            assert getattr(fan, "cleaned", False)
+        finally:
+            stuck.release.set()
+    left_behind = [r.getMessage() for r in caplog.records if "did not stop" in r.getMessage()]
+    assert len(left_behind) == 1 and ":stuck:" in left_behind[0], left_behind

@@ -52,7 +52,9 @@ def runtime(batch_size=DEFAULT) -> TopologyRuntime:
     builder.set_bolt("split", Split()).shuffle_grouping("sentences")
     builder.set_bolt("sink", Sink()).shuffle_grouping("split")
     # Inboxes with room for every handover: nothing takes from them while the test looks.
-    conf = {cfg.TOPOLOGY_ACKER_EXECUTORS: 0, cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 64}
+    # Its executors run on the test's thread, one at a time, as executors of their own threads.
+    conf = {cfg.TOPOLOGY_ACKER_EXECUTORS: 0, cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: 64,
+            cfg.STORMLET_EXECUTOR_SHARED_THREAD: False}
     if batch_size is not DEFAULT:
         conf[cfg.TOPOLOGY_TRANSFER_BATCH_SIZE] = batch_size
     return TopologyRuntime("batches", builder.build(), conf)

@@ -132,7 +132,10 @@ class BoltExecutor(Executor):
         since_flush = 0
         while True:
             full = False
-            kind, dest, _src, payload = yield FOREVER
+            message = yield FOREVER
+            if message is None:
+                continue
+            kind, dest, _src, payload = message
             if kind == DATA or kind == TICK:
                 if kind == DATA:
                     inbox.took_data()   # wakes a sender waiting for room
@@ -165,6 +168,10 @@ class BoltExecutor(Executor):
         started = 0.0
         holding: list[BoltTask] = []
         while True:
+            if self.stopping.is_set():
+                # Stopping, a flush waits for nobody; its STOP is in the inbox this held back.
+                self.flush()
+                break
             held = [task for task in self.tasks
                     if task.transfer.flush(hold_back=True, wake=self.wake)]
             if not held:

@@ -90,6 +90,12 @@ class Executor:
         if self.runner is not None:
             self.runner.ring()
 
+    def ring_runner(self) -> None:
+        """Wake the thread running this executor if it sleeps (a message came for it)."""
+        runner = self.runner
+        if runner is not None:
+            runner.ring()
+
     def flush(self) -> None:
         for task in self.tasks:
             task.transfer.flush()

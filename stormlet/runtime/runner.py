@@ -4,14 +4,16 @@ process's executors taking turns on one (``stormlet.executor.shared.thread``).
 Python runs one thread at a time (the interpreter lock), so threads give executors no
 parallelism, only the ability to block (in I/O, say) while others go on. Taking turns on one
 thread, a batch is run by the next executor right after the last one made it, while its tuples
-are still in the core's caches, with no thread switch between them: measured, the peer word count
-ran 1.5-2x faster this way (benchmarks/HISTORY.md, 2026-11-28's sixth sitting).
+are still in the core's caches, with no thread switch between them: measured in alternating
+pairs, the peer word count ran ~20% faster this way with acking off and ~40% faster with a
+``BasicBolt`` (benchmarks/HISTORY.md, 2026-11-28's sixth sitting).
 
 The price is that a call that blocks holds up the executors sharing its thread. A turn longer
 than ``BLOCKED_SECS`` hands them to a new shared thread (``Guard``), and the blocked executor
 keeps the old one: a bolt waiting on a database holds the rest up once, for about that long. So
-an executor's calls never overlap and run on one thread at a time, but may move once to a new
-thread when one that shared it blocks. A component that must stay on the thread it started on
+an executor's calls never overlap and run on one thread at a time, but may move to a new
+thread when one that shared it blocks (each blocked one keeps its thread, so moves are few). A
+component that must stay on the thread it started on
 keeps a thread of its own (its own config sets ``stormlet.executor.shared.thread`` false).
 
 An executor's work is its ``steps()`` generator (executor.py). A thread of its own blocks on the
@@ -35,6 +37,9 @@ log = logging.getLogger(__name__)
 
 # A turn on a shared thread longer than this hands the thread's other executors to a new one.
 BLOCKED_SECS = 0.1
+# Messages an executor is given in one turn at most: a turn stays short (BLOCKED_SECS is for
+# executors that block, not for an inbox that grew), and the others get theirs.
+MAX_TURN_MESSAGES = 16
 # How often an executor that wants no input, on a thread of its own, looks whether it was woken.
 WOKEN_RECHECK_SECS = 0.005
 
@@ -118,8 +123,10 @@ class SharedThread(threading.Thread):
         self._current_since = 0.0
         self._handed_off = False
         for executor in self.executors:
+            if executor.runner is None:
+                # Rings whichever thread runs it when the put comes, this one or a successor.
+                executor.inbox.ring_on_put(executor.ring_runner)
             executor.runner = self
-            executor.inbox.ring_on_put(self.ring)
 
     def ring(self) -> None:
         """Wake this thread if it sleeps: a message came, or an executor was woken."""
@@ -157,7 +164,8 @@ class SharedThread(threading.Thread):
         shared thread running every other executor of this one, and return it; None if not."""
         with self._lock:
             turn = self._current
-            if turn is None or now - self._current_since < BLOCKED_SECS or len(self._turns) < 2:
+            if (turn is None or now - self._current_since < BLOCKED_SECS
+                    or turn not in self._turns or len(self._turns) < 2):   # not in: it ended
                 return None
             others = [t for t in self._turns if t is not turn]
             self._turns = [turn]
@@ -194,15 +202,17 @@ class SharedThread(threading.Thread):
         ran."""
         executor, steps, deadline = turn
         inbox = executor.inbox
-        budget = inbox.qsize() + 1
+        budget = min(inbox.qsize() + 1, MAX_TURN_MESSAGES)
         ran = False
         while budget:
             budget -= 1
             if deadline == NOW:
+                if ran:
+                    break   # it asked to let the others run first
                 message = None
             elif executor.wants_input and not inbox.empty():
                 message = inbox.get_nowait()
-            elif executor.woken or deadline <= time.monotonic():
+            elif _woken(executor) or deadline <= time.monotonic():
                 executor.woken = False
                 message = None
             else:
@@ -217,7 +227,7 @@ class SharedThread(threading.Thread):
         try:
             # What came before ``idle`` was set rang no bell: look once more first.
             for executor, _steps, deadline in turns:
-                if (deadline == NOW or executor.woken
+                if (deadline == NOW or _woken(executor)
                         or (executor.wants_input and not executor.inbox.empty())):
                     return
             timeout = min(deadline for _e, _s, deadline in turns) - time.monotonic()
@@ -232,6 +242,12 @@ class SharedThread(threading.Thread):
             self.idle = False
             while not self._doorbell.empty():
                 self._doorbell.get_nowait()
+
+
+def _woken(executor: Executor) -> bool:
+    """Whether ``executor``, holding data back, was told that room appeared. (A wake-up that
+    comes after the data went in means nothing: the executor waits for input again.)"""
+    return executor.woken and not executor.wants_input
 
 
 class Guard(threading.Thread):
