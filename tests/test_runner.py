@@ -18,6 +18,9 @@ from stormlet.runtime.executor import FOREVER, Executor
 from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.runner import BLOCKED_SECS, Guard, SharedThread
 
+from support import wait_until
+from test_fault_tolerance import Stuck
+
 NAME = "runner"
 
 
@@ -58,13 +61,6 @@ def stop(executor: Executor) -> None:
     executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
 
 
-def wait_until(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.005)
-
-
 def test_executors_sharing_a_thread_each_get_their_messages_in_order_and_a_sleeping_thread_wakes():
     first, second = Recorder("first"), Recorder("second")
     thread = SharedThread("shared", [first, second], None)
@@ -75,7 +71,8 @@ def test_executors_sharing_a_thread_each_get_their_messages_in_order_and_a_sleep
         for n in range(5):
             send(first, n)
             send(second, -n)
-        wait_until(lambda: len(first.seen) == 5 and len(second.seen) == 5, timeout=2)
+        wait_until(lambda: len(first.seen) == 5 and len(second.seen) == 5, 2,
+                   "both executors' messages", interval=0.005)
         assert first.seen == [0, 1, 2, 3, 4] and second.seen == [0, -1, -2, -3, -4]
         assert first.threads == second.threads == {thread.ident}
     finally:
@@ -97,7 +94,7 @@ def test_a_wake_up_for_an_executor_that_waits_for_input_is_ignored():
         recorder.wake()
         time.sleep(0.05)
         send(recorder, "after the wake-up")
-        wait_until(lambda: recorder.seen == ["after the wake-up"])
+        wait_until(lambda: recorder.seen == ["after the wake-up"], 5, "the message", interval=0.005)
         assert recorder.death is None and not recorder.finished.is_set()
     finally:
         stop(recorder)
@@ -115,13 +112,15 @@ def test_an_executor_holding_the_shared_thread_keeps_it_and_the_others_go_on_on_
         assert blocker.blocking.wait(5)
         send(other, "while blocked")
         # Within a few of the guard's looks, the other executor runs elsewhere.
-        wait_until(lambda: other.seen == ["while blocked"], timeout=10 * BLOCKED_SECS + 2)
+        wait_until(lambda: other.seen == ["while blocked"], 10 * BLOCKED_SECS + 2,
+                   "the other executor's message", interval=0.005)
         (moved_to,) = other.threads
         assert moved_to != thread.ident
         assert other.ident == moved_to
         blocker.release.set()
         send(blocker, "after")
-        wait_until(lambda: blocker.seen == ["block", "after"])
+        wait_until(lambda: blocker.seen == ["block", "after"], 5, "the released message",
+                   interval=0.005)
         assert blocker.threads == {thread.ident}   # it never left its thread
     finally:
         blocker.release.set()
@@ -142,7 +141,8 @@ def test_an_executor_that_breaks_ends_alone_and_says_why(caplog):
         assert broken.finished.wait(5)
         assert broken.death is not None and "RuntimeError: broken on purpose" in broken.death
         send(healthy, "still here")
-        wait_until(lambda: healthy.seen == ["still here"])
+        wait_until(lambda: healthy.seen == ["still here"], 5, "the healthy message",
+                   interval=0.005)
         assert not healthy.finished.is_set()
     finally:
         stop(healthy)
@@ -261,20 +261,6 @@ def test_a_bolt_taking_turns_holds_its_data_back_while_a_destination_is_full(mon
     assert deepest <= capacity + 1, deepest
 
 
-class Stuck(Bolt):
-    """Hangs in its first execute until released."""
-
-    outputs = []
-
-    def prepare(self, conf, context, collector):
-        self.release = threading.Event()
-        self.waiting = threading.Event()
-
-    def execute(self, tup):
-        self.waiting.set()
-        self.release.wait(30)
-
-
 class Cleaned(FanOut):
     def cleanup(self):
         self.cleaned = True
@@ -298,7 +284,8 @@ def test_a_bolt_holding_data_back_still_stops(monkeypatch, caplog):
         (fan_executor,) = cluster.runtime(NAME).executors["fan"]
         try:
             assert stuck.waiting.wait(10)
-            wait_until(lambda: not fan_executor.wants_input)   # holding its data back
+            wait_until(lambda: not fan_executor.wants_input, 5, "the fan-out holding data back",
+                       interval=0.005)
             cluster.kill(NAME, wait_secs=0)
             assert fan_executor.finished.is_set()
             assert getattr(fan, "cleaned", False)

@@ -132,10 +132,7 @@ class BoltExecutor(Executor):
         since_flush = 0
         while True:
             full = False
-            message = yield FOREVER
-            if message is None:
-                continue
-            kind, dest, _src, payload = message
+            kind, dest, _src, payload = yield FOREVER
             if kind == DATA or kind == TICK:
                 if kind == DATA:
                     inbox.took_data()   # wakes a sender waiting for room

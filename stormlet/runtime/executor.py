@@ -73,7 +73,7 @@ class Executor:
         self.busy: tuple[float, TaskBase, str] | None = None
         self.hang_secs = 0.0   # 0: the watchdog leaves this executor alone
         self.death: str | None = None   # why its steps ended, if they broke
-        self.shared = False   # taking turns on a thread with other executors (set by its runner)
+        self.shared = False   # taking turns on a thread with other executors (the engine sets it)
         self.wants_input = True
         self.woken = False
         self.runner: Any = None   # the thread running it, once started
@@ -87,8 +87,7 @@ class Executor:
         """Resume this executor soon even if it wants no input and its deadline is far: room
         appeared for data it holds back. Safe from any thread."""
         self.woken = True
-        if self.runner is not None:
-            self.runner.ring()
+        self.ring_runner()
 
     def ring_runner(self) -> None:
         """Wake the thread running this executor if it sleeps (a message came for it)."""

@@ -13,8 +13,8 @@ than ``BLOCKED_SECS`` hands them to a new shared thread (``Guard``), and the blo
 keeps the old one: a bolt waiting on a database holds the rest up once, for about that long. So
 an executor's calls never overlap and run on one thread at a time, but may move to a new
 thread when one that shared it blocks (each blocked one keeps its thread, so moves are few). A
-component that must stay on the thread it started on
-keeps a thread of its own (its own config sets ``stormlet.executor.shared.thread`` false).
+component that must stay on the thread it started on keeps a thread of its own (its own config
+sets ``stormlet.executor.shared.thread`` false).
 
 An executor's work is its ``steps()`` generator (executor.py). A thread of its own blocks on the
 inbox between its steps; a shared thread gives each executor in turn the messages waiting for
@@ -40,8 +40,6 @@ BLOCKED_SECS = 0.1
 # Messages an executor is given in one turn at most: a turn stays short (BLOCKED_SECS is for
 # executors that block, not for an inbox that grew), and the others get theirs.
 MAX_TURN_MESSAGES = 16
-# How often an executor that wants no input, on a thread of its own, looks whether it was woken.
-WOKEN_RECHECK_SECS = 0.005
 
 
 def describe(conf: dict) -> str:
@@ -53,7 +51,9 @@ def describe(conf: dict) -> str:
 
 
 class OwnThread(threading.Thread):
-    """Runs one executor, blocking on its inbox between steps."""
+    """Runs one executor, blocking on its inbox between steps. That executor does not share
+    (its ``shared`` is false), so it never yields ``NOW`` or holds data back: those are how an
+    executor gives the others sharing its thread their turn."""
 
     def __init__(self, executor: Executor, cpu: int | None):
         super().__init__(name=executor.name, daemon=True)
@@ -62,7 +62,7 @@ class OwnThread(threading.Thread):
         executor.runner = self
 
     def ring(self) -> None:
-        """Nothing: waiting, this thread looks at its executor's wake-up often enough."""
+        """Nothing: waiting, this thread blocks on its executor's inbox, which a put wakes."""
 
     def run(self) -> None:
         executor = self.executor
@@ -74,14 +74,7 @@ class OwnThread(threading.Thread):
             deadline = next(steps)
             while True:
                 message = None
-                if deadline == NOW:
-                    pass
-                elif not executor.wants_input:
-                    while not executor.woken and time.monotonic() < deadline:
-                        time.sleep(min(WOKEN_RECHECK_SECS,
-                                       max(0.0, deadline - time.monotonic())))
-                    executor.woken = False
-                elif deadline == FOREVER:
+                if deadline == FOREVER:
                     message = get()
                 else:
                     timeout = deadline - time.monotonic()
