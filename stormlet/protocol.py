@@ -42,7 +42,7 @@ SPOUT_FAIL = 21    # SpoutFail records
 SPOUT_RESET = 22   # Root records
 
 STOP = 30          # payload is None: finish what is queued, then stop
-WAKE = 31          # payload is None: an inbox this executor's data was held for has room
+WAKE = 31          # payload is None: look again (held data's inbox has room, activation)
 
 # Between workers, from and to SYSTEM_TASK (cluster/backpressure.py): Backpressure records.
 BACKPRESSURE = 40

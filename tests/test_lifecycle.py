@@ -184,6 +184,31 @@ def test_deactivate_stops_emission_and_activate_resumes_on_the_spout_thread():
         assert spout_thread != threading.get_ident()
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-thread", "own-thread"])
+def test_activation_wakes_a_waiting_spout_at_once(monkeypatch, shared):
+    """An inactive spout waits INACTIVE_WAIT_SECS between looks; asked to activate (a submit,
+    ``activate``) or deactivate, it is woken and acts at once. With the wait made a minute, a
+    spout that was not woken would miss every deadline here."""
+    from stormlet.runtime import spout_executor
+    monkeypatch.setattr(spout_executor, "INACTIVE_WAIT_SECS", 60.0)
+    b = TopologyBuilder()
+    b.set_spout("spout", LifecycleSpout())
+    b.set_bolt("sink", AckBolt()).shuffle_grouping("spout")
+    conf = {MESSAGE_TIMEOUT: 30, "test.interval": 0.005,
+            cfg.STORMLET_EXECUTOR_SHARED_THREAD: shared}
+    with running(b.build(), conf) as cluster:
+        spout = cluster.instances("lifecycle", "spout")[0]
+        cluster.wait_for(lambda: len(spout.emitted) >= 5, timeout=10)
+        cluster.deactivate("lifecycle")
+        cluster.wait_for(lambda: "deactivate" in spout.methods(), timeout=10)
+        # Now the spout waits a minute between looks, unless woken.
+        time.sleep(0.2)
+        stopped_at = len(spout.emitted)
+        cluster.activate("lifecycle")
+        cluster.wait_for(lambda: len(spout.emitted) >= stopped_at + 5, timeout=10)
+        assert spout.methods() == ["open", "activate", "deactivate", "activate"]
+
+
 # ----- kill and clean shutdown
 
 

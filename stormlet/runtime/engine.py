@@ -301,11 +301,11 @@ class TopologyRuntime:
 
     def activate(self) -> None:
         for executor in self.spout_executors():
-            executor.want_active = True
+            executor.ask_active(True)
 
     def deactivate(self) -> None:
         for executor in self.data_spout_executors():
-            executor.want_active = False
+            executor.ask_active(False)
 
     def is_active(self) -> bool:
         """Whether the spouts are asked to emit (activated, not deactivated)."""

@@ -51,6 +51,9 @@ PARTITIONS_SECS = 2.0
 THROTTLED_WAIT_SECS = 0.002
 # Time held back by backpressure postpones a rotation by at most this many message timeouts.
 TIMEOUT_STRETCH = 5
+# How long an inactive spout waits before looking at its inbox and its rotation clock again
+# (``ask_active`` wakes it sooner).
+INACTIVE_WAIT_SECS = 0.05
 
 
 class SpoutTask(TaskBase):
@@ -251,7 +254,8 @@ class SpoutExecutor(Executor):
         # workers. In one process nothing outside waits on this GIL, and yielding after every
         # burst would shrink batches to a burst (measured: a third slower in local mode).
         self.yields = yields
-        # Written by the runtime, acted on by this thread (activate/deactivate run here).
+        # Written by the runtime (``ask_active``), acted on by this thread (activate/deactivate
+        # run here).
         self.want_active = False
         self.active = False
         self.published_in_flight = 0
@@ -259,6 +263,14 @@ class SpoutExecutor(Executor):
         # a throttled spout sends again then, not after THROTTLED_WAIT_SECS.
         wake_message = (WAKE, SYSTEM_TASK, SYSTEM_TASK, None)
         self._wake = lambda: self.inbox.put(wake_message)
+
+    def ask_active(self, want: bool) -> None:
+        """Ask this executor to activate (or deactivate) its spouts. Safe from any thread: it
+        acts on it at once, woken if it waits, not when its idle wait next ends (up to 50 ms
+        after a submit, measured on 2026-11-28: a twentieth of a 1 s benchmark)."""
+        if self.want_active != want:
+            self.want_active = want
+            self._wake()
 
     def in_flight(self) -> int:
         """Tracked tuples in flight, as this executor last published it. Other threads read this
@@ -372,7 +384,7 @@ class SpoutExecutor(Executor):
                 if message is not None:
                     running = self.handle(message)
             elif not emitted:
-                message = yield time.monotonic() + (self.wait_secs if self.active else 0.05)
+                message = yield time.monotonic() + (self.wait_secs if self.active else INACTIVE_WAIT_SECS)
                 if message is not None:
                     running = self.handle(message)
             elif self.shared:
