@@ -52,6 +52,19 @@ from zookeeper_server import free_port  # noqa: E402
 CLI = [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING"]
 
 
+def stop_workers(pattern: str, wait_secs: float = 10.0) -> None:
+    """Stop the workers whose command line matches ``pattern`` and wait until they are gone,
+    killing what is left after ``wait_secs``. A worker still draining when the next run starts
+    holds its CPU there, and the next run's supervisor then leaves a worker unpinned."""
+    subprocess.run(["pkill", "-f", pattern])
+    deadline = time.monotonic() + wait_secs
+    while subprocess.run(["pgrep", "-f", pattern], stdout=subprocess.DEVNULL).returncode == 0:
+        if time.monotonic() > deadline:
+            subprocess.run(["pkill", "-9", "-f", pattern])
+            break
+        time.sleep(0.1)
+
+
 def stormlet(*args: str, log: Path | None = None) -> subprocess.Popen:
     out = open(log, "ab") if log else subprocess.DEVNULL
     return subprocess.Popen([*CLI, *args], stdout=out, stderr=subprocess.STDOUT,
@@ -199,8 +212,12 @@ def main() -> None:
                 raise SystemExit(f"no words counted after 60 s; see the logs in {base}")
             time.sleep(0.5)
         crossing = ", nothing crossing between them" if args.no_crossing else ""
-        cpus = ", ".join(str(sorted(os.sched_getaffinity(pid)))
-                         for pid in worker_pids(heartbeats))
+        affinities = [sorted(os.sched_getaffinity(pid)) for pid in worker_pids(heartbeats)]
+        cpus = ", ".join(str(cpu) for cpu in affinities)
+        if not args.unpinned and any(len(cpu) > 1 for cpu in affinities):
+            print("warning: a worker is not pinned (another stormlet worker on this machine "
+                  "holds its CPU?): this run does not measure the default placement",
+                  flush=True)
         print(f"cluster word count: 2 workers on one supervisor (their CPUs: {cpus}), security "
               f"{'on' if args.secure else 'off'}{crossing}; {args.rounds} windows of "
               f"{args.seconds:g}s, each between runs of one process"
@@ -244,7 +261,7 @@ def main() -> None:
         for daemon in daemons:
             os.killpg(daemon.pid, signal.SIGTERM)
         time.sleep(1)
-        subprocess.run(["pkill", "-f", f"stormlet worker --zk {zk}"])
+        stop_workers(f"stormlet worker --zk {zk}")
         subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "stop", "--data-dir",
                         str(base / "zk")], stdout=subprocess.DEVNULL)
         if finished:   # else keep the logs the error points to

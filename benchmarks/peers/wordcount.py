@@ -8,7 +8,8 @@ that one run's garbage does not slow the next, and reports its own time from the
 processing until every sentence is fully processed (for stormlet's tracked runs: acked). Each
 run's final counts must equal collections.Counter's exactly, or this exits non-zero. Prints
 words/s (best of --repeat) and its ratio to Bytewax's. With --repeat R the runs take turns, R
-rounds of each run once, so that a slow spell of the machine does not fall on one run alone.
+rounds of each run once, so that a slow spell of the machine does not fall on one run alone, and
+each run's ratio to Bytewax within each round is printed too, as the median over the rounds.
 
 Bytewax runs with its own virtualenv's python (``bash benchmarks/peers/setup_bytewax.sh``; another
 one through --bytewax-python or BYTEWAX_PYTHON), and is skipped, saying so, where that is absent.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -103,23 +105,34 @@ def main() -> None:
 
     # Rounds, each run once a round: a slow spell of the machine (they outlast a run) then
     # falls on every run alike instead of on whichever run's tries it lasted through.
-    best: dict[str, dict] = {}
+    rounds: list[dict[str, dict]] = []
     for _ in range(args.repeat):
+        rounds.append({})
         for run in runs:
             python = args.bytewax_python if run.name == "bytewax" else sys.executable
-            result = measure(run, python, args.sentences, expected)
-            if run.name not in best or result["seconds"] < best[run.name]["seconds"]:
-                best[run.name] = result
+            rounds[-1][run.name] = measure(run, python, args.sentences, expected)
+    best = {run.name: min((r[run.name] for r in rounds), key=lambda result: result["seconds"])
+            for run in runs}
 
     baseline = best.get("bytewax")
     width = max(len(r.label) for r in runs)
-    print(f"\n{'run':<{width}}  {'words/s':>11}  {'vs Bytewax':>10}  {'seconds':>7}  {'cpu s':>6}")
+    # Each round's ratio is taken within the round, minutes apart at most: their median is
+    # steadier than the ratio of bests when the machine's speed drifts between rounds.
+    paired = baseline is not None and args.repeat > 1
+    paired_head = f"  {'median of rounds':>16}" if paired else ""
+    print(f"\n{'run':<{width}}  {'words/s':>11}  {'vs Bytewax':>10}{paired_head}  {'seconds':>7}  "
+          f"{'cpu s':>6}")
     for run in runs:
         result = best[run.name]
         rate = total / result["seconds"]
         ratio = f"{baseline['seconds'] / result['seconds']:.2f}x" if baseline else "n/a"
-        print(f"{run.label:<{width}}  {rate:>11,.0f}  {ratio:>10}  {result['seconds']:>7.2f}  "
-              f"{result['cpu_seconds']:>6.2f}")
+        median = ""
+        if paired:
+            median = statistics.median(r["bytewax"]["seconds"] / r[run.name]["seconds"]
+                                       for r in rounds)
+            median = f"  {median:>15.2f}x"
+        print(f"{run.label:<{width}}  {rate:>11,.0f}  {ratio:>10}{median}  "
+              f"{result['seconds']:>7.2f}  {result['cpu_seconds']:>6.2f}")
     if baseline:
         print(f"Bytewax {baseline['version']} on python {baseline['python']} "
               f"({args.bytewax_python}), one worker (run_main)")
