@@ -262,6 +262,7 @@ class TopologyRuntime:
         return [e for e in self.all_executors() if isinstance(e, SpoutExecutor)]
 
     def start(self, active: bool = True) -> None:
+        self._restart_windows()
         # Watching before open/prepare: one that never returns is reported, not just waited on.
         self._watchdog = Watchdog(self.name, self.all_executors(), self.metrics, self.stopping)
         self._watchdog.start()
@@ -280,6 +281,15 @@ class TopologyRuntime:
         self._ticker.start()
         if active:
             self.activate()
+
+    def _restart_windows(self) -> None:
+        """Start every task's metrics windows now, together: the tasks were built one after
+        another, and a window begun at its task's construction would cover the building of
+        the tasks after it, a tenth of a short run's time in one window and not in the next."""
+        now = time.monotonic()
+        with self._windows_lock:
+            for metrics in self.metrics:
+                self._windows[metrics.task] = RollingWindows(now, metrics.sample())
 
     def _runners(self) -> list[OwnThread | SharedThread]:
         """The threads that will run the executors: one shared by those that share (in the order

@@ -384,7 +384,8 @@ class SpoutExecutor(Executor):
                 if message is not None:
                     running = self.handle(message)
             elif not emitted:
-                message = yield time.monotonic() + (self.wait_secs if self.active else INACTIVE_WAIT_SECS)
+                wait = self.wait_secs if self.active else INACTIVE_WAIT_SECS
+                message = yield time.monotonic() + wait
                 if message is not None:
                     running = self.handle(message)
             elif self.shared:
