@@ -128,9 +128,8 @@ def main() -> None:
         ratio = f"{baseline['seconds'] / result['seconds']:.2f}x" if baseline else "n/a"
         median = ""
         if paired:
-            median = statistics.median(r["bytewax"]["seconds"] / r[run.name]["seconds"]
-                                       for r in rounds)
-            median = f"  {median:>15.2f}x"
+            ratios = [r["bytewax"]["seconds"] / r[run.name]["seconds"] for r in rounds]
+            median = f"  {statistics.median(ratios):>15.2f}x"
         print(f"{run.label:<{width}}  {rate:>11,.0f}  {ratio:>10}{median}  "
               f"{result['seconds']:>7.2f}  {result['cpu_seconds']:>6.2f}")
     if baseline:

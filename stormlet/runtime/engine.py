@@ -140,6 +140,7 @@ class TopologyRuntime:
         self._watchdog: Watchdog | None = None
         self._build(plan if plan is not None else executor_plan(topology, self.layout),
                     remote_routes or {})
+        self._start_windows()
 
     # ----- assembly
 
@@ -201,6 +202,14 @@ class TopologyRuntime:
         executor.shared = bool(conf[cfg.STORMLET_EXECUTOR_SHARED_THREAD])
         return executor
 
+    def _start_windows(self) -> None:
+        """Start every task's metrics windows at one instant, once every task is built: a
+        window begun at its own task's construction would also cover the building of the tasks
+        after it, so a short run's rates would disagree between tasks."""
+        now = time.monotonic()
+        for metrics in self.metrics:
+            self._windows[metrics.task] = RollingWindows(now, metrics.sample())
+
     def _task_metrics(self, component_id: str, task: int, conf: dict[str, Any],
                       streams: list[str]) -> TaskMetrics:
         errors = TaskErrors(component_id, task,
@@ -208,7 +217,6 @@ class TopologyRuntime:
                             per_window=int(conf[cfg.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL]))
         metrics = TaskMetrics(component_id, task, errors, streams)
         self.metrics.append(metrics)
-        self._windows[task] = RollingWindows(time.monotonic(), metrics.sample())
         return metrics
 
     def _acker_task(self, task: int) -> TaskBase:
@@ -262,7 +270,6 @@ class TopologyRuntime:
         return [e for e in self.all_executors() if isinstance(e, SpoutExecutor)]
 
     def start(self, active: bool = True) -> None:
-        self._restart_windows()
         # Watching before open/prepare: one that never returns is reported, not just waited on.
         self._watchdog = Watchdog(self.name, self.all_executors(), self.metrics, self.stopping)
         self._watchdog.start()
@@ -281,15 +288,6 @@ class TopologyRuntime:
         self._ticker.start()
         if active:
             self.activate()
-
-    def _restart_windows(self) -> None:
-        """Start every task's metrics windows now, together: the tasks were built one after
-        another, and a window begun at its task's construction would cover the building of
-        the tasks after it, a tenth of a short run's time in one window and not in the next."""
-        now = time.monotonic()
-        with self._windows_lock:
-            for metrics in self.metrics:
-                self._windows[metrics.task] = RollingWindows(now, metrics.sample())
 
     def _runners(self) -> list[OwnThread | SharedThread]:
         """The threads that will run the executors: one shared by those that share (in the order
