@@ -1,5 +1,6 @@
 # Types stormlet/groupings.py when it is compiled (see stormlet/build_mode.py): a fields
-# grouping hashes an ASCII str's characters where they are, with C arithmetic.
+# grouping hashes an ASCII str's characters where they are, and a shuffle grouping draws its
+# random numbers, with C arithmetic.
 
 cimport cython
 
@@ -20,4 +21,27 @@ cdef class OneFieldChooser:
     cdef Py_ssize_t index
     cdef list singles
     cdef unsigned long long n
+    cpdef list choose(self, list values)
+
+cdef unsigned long long MASK64
+cdef unsigned long long XORSHIFT_MULTIPLIER
+
+@cython.final
+cdef class ShuffleChooser:
+    cdef list order
+    cdef Py_ssize_t n
+    cdef Py_ssize_t position
+    cdef unsigned long long state
+    cpdef list choose(self, list values)
+    @cython.locals(i=Py_ssize_t, j=Py_ssize_t)
+    cdef void _reshuffle(self)
+    @cython.locals(x=cython.ulonglong)
+    cdef unsigned long long _next_random(self)
+
+@cython.final
+cdef class FieldsChooser:
+    cdef list indexes
+    cdef list singles
+    cdef unsigned long long n
+    cdef object packer
     cpdef list choose(self, list values)

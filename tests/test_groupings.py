@@ -460,6 +460,51 @@ def test_make_chooser_shuffle_is_a_permutation_in_every_window():
     assert len(windows) > 1
 
 
+def test_make_chooser_shuffle_passes_are_uniform_over_orders():
+    # Every order of three tasks is about equally likely on each pass: the chooser's own
+    # generator (not random.Random's) must not favour some, or fall into a cycle.
+    choose = chooser(g.SHUFFLE, tasks=[1, 2, 3], rng=random.Random(11))
+    passes = Counter(tuple(choose([i, "x"])[0] for i in range(3)) for _ in range(6000))
+    assert len(passes) == 6
+    assert all(850 <= seen <= 1150 for seen in passes.values()), passes
+
+
+def _xorshift64star(state):
+    """The ShuffleChooser's generator, written out here in Python ints."""
+    mask = (1 << 64) - 1
+    while True:
+        state ^= state >> 12
+        state ^= (state << 25) & mask
+        state ^= state >> 27
+        yield ((state * 0x2545F4914F6CDD1D) & mask) >> 32
+
+
+def test_make_chooser_shuffle_draws_what_its_generator_says():
+    # Compiled, the generator runs in C integers: it must pick exactly what the same steps in
+    # Python ints pick (so a seeded topology shuffles alike in both modes).
+    tasks = [7, 3, 5, 9, 11]
+    choose = chooser(g.SHUFFLE, tasks=tasks, rng=random.Random(4))
+    draws = _xorshift64star(random.Random(4).getrandbits(64))
+    order = [[t] for t in sorted(tasks)]
+    for _ in range(50):
+        for i in range(len(order) - 1, 0, -1):
+            j = next(draws) % (i + 1)
+            order[i], order[j] = order[j], order[i]
+        assert [choose([0, "x"]) for _ in order] == order
+
+
+def test_make_chooser_fields_on_several_fields_matches_stable_hash():
+    # Several fields hash as stable_hash does (what backfill and every worker agree on), with
+    # the chooser's own packer: a value it cannot pack is refused, and the next pick is right.
+    choose = chooser(g.FIELDS, ("key", "n"))
+    ordered = sorted(TASKS)
+    for n, key in [(0, "a"), (1, "a"), (2**40, "bb"), (-3, "ünïcödé"), (5, b"raw"), (7, None)]:
+        assert choose([n, key]) == [ordered[stable_hash([key, n]) % 4]], (n, key)
+        with pytest.raises(TypeError):
+            choose([object(), key])
+        assert choose([n, key]) == [ordered[stable_hash([key, n]) % 4]], (n, key)
+
+
 def test_make_chooser_single_target_shuffle_and_fields():
     for kind, fields in ((g.SHUFFLE, ()), (g.NONE, ()), (g.FIELDS, ("key",)),
                          (g.LOCAL_OR_SHUFFLE, ()), (g.PARTIAL_KEY, ("key",))):

@@ -1,6 +1,6 @@
 # Types stormlet/runtime/routing.py when it is compiled (see stormlet/build_mode.py).
 
-from stormlet.groupings cimport OneFieldChooser
+from stormlet.groupings cimport OneFieldChooser, ShuffleChooser
 from stormlet.tuples cimport StreamInfo
 
 cdef class StreamRoute:
@@ -12,4 +12,5 @@ cdef class StreamRoute:
     cdef public long long emitted
     cdef list _fixed
     cdef OneFieldChooser _by_field
+    cdef ShuffleChooser _shuffled
     cpdef object tasks_for(self, object values)

@@ -1,0 +1,68 @@
+"""What routing one emit costs for each stream grouping: the per-tuple call an emitting executor
+makes (``StreamRoute.tasks_for``), on one thread.
+
+    python benchmarks/groupings.py [--tuples 200000] [--runs 7]
+
+For each grouping onto 2 and 8 tasks, prints the median of ``--runs`` runs in ns a tuple,
+the Python loop that calls it included (the first row, a route that names one task without a
+call, is about that loop's cost). A word count routes every word once, so a grouping's cost
+here is paid by every tuple that takes that edge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+from stormlet import build_mode
+from stormlet import groupings as g
+from stormlet.runtime.routing import StreamRoute
+from stormlet.tuples import StreamInfo
+
+FIELDS = ["word", "n"]
+ROWS = [(g.GLOBAL, ()), (g.SHUFFLE, ()), (g.LOCAL_OR_SHUFFLE, ()), (g.FIELDS, ("word",)),
+        (g.FIELDS, ("word", "n")), (g.PARTIAL_KEY, ("word",)), (g.ALL, ())]
+
+
+def route_for(kind: str, fields: tuple[str, ...], tasks: int) -> StreamRoute:
+    route = StreamRoute(StreamInfo("split", "default", FIELDS), direct=False)
+    # Local-or-shuffle with every target task in this worker: a shuffle among them.
+    route.choosers.append(g.make_chooser(g.Grouping(kind, fields), FIELDS, list(range(tasks)),
+                                         source_task=100, local_tasks=set(range(tasks)),
+                                         rng=random.Random(1)))
+    route.seal()
+    return route
+
+
+def ns_a_tuple(route: StreamRoute, values: list[list], runs: int) -> float:
+    tasks_for = route.tasks_for
+    timings = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        for v in values:
+            tasks_for(v)
+        timings.append((time.perf_counter() - started) / len(values) * 1e9)
+    return statistics.median(timings)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tuples", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    rng = random.Random(7)
+    words = [f"word{rng.randrange(5000)}" for _ in range(1000)]
+    values = [[words[i % 1000], i] for i in range(args.tuples)]
+    print(f"routing one emit, ns a tuple (median of {args.runs} runs of {args.tuples:,} tuples, "
+          f"the calling loop included); {build_mode.describe()}")
+    print(f"{'grouping':<24}{'2 tasks':>10}{'8 tasks':>10}")
+    for kind, fields in ROWS:
+        name = kind + (f"({', '.join(fields)})" if fields else "")
+        figures = [ns_a_tuple(route_for(kind, fields, n), values, args.runs) for n in (2, 8)]
+        print(f"{name:<24}" + "".join(f"{f:>10.0f}" for f in figures))
+
+
+if __name__ == "__main__":
+    main()
