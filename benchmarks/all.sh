@@ -13,6 +13,7 @@ python benchmarks/cluster_wordcount.py --secure
 python benchmarks/cluster_wordcount.py --no-crossing
 python benchmarks/crossing.py
 python benchmarks/control_records.py
+python benchmarks/groupings.py
 echo
 python benchmarks/state_and_windows.py
 echo

@@ -5,7 +5,7 @@ valgrind's callgrind: a figure that does not move with the machine's speed or lo
                                             [--only floor,basic,anchored,unacked] [--caches]
 
 Each run is the peer benchmark's (runs.py) under ``valgrind --tool=callgrind``,
-counting only the executors' loops (the spout's, the bolts' and the acker's: none of the main
+counting only the executors' steps (the spout's, the bolts' and the acker's: none of the main
 thread's set-up and polling, nor the runtime's other threads), or for the floor only its loop.
 Prints the instructions a word of each run and how many more than the floor's, then, for each
 stormlet run, the stormlet functions that execute the most instructions a word themselves.
@@ -45,9 +45,12 @@ from sentences import WORDS_PER_SENTENCE
 from runs import RUNS, Run
 
 # What callgrind counts in (toggled on entering a matching function, off on leaving it): the
-# executors' loops, as compiled (their Python-callable wrappers), or the floor's loop.
-COUNTED = {"run_stormlet.py": "__pyx_pw_8stormlet_7runtime_*Executor_*loop",
-           "run_floor.py": "__pyx_pw_15floor_collector_*run"}
+# executors' steps, as compiled (each resumption of an executor's ``steps`` generator, whose
+# body Cython names ``<class>_<n>generator``; nested generators end in a digit and are not
+# matched, since a second toggle inside would turn counting off), or the floor's loop.
+COUNTED = {"run_stormlet.py": ("__pyx_gb_8stormlet_7runtime_*Executor_?generator",
+                               "__pyx_gb_8stormlet_7runtime_*Executor_??generator"),
+           "run_floor.py": ("__pyx_pw_15floor_collector_*run",)}
 # The floor first, so that each run after it can say how far beyond it it is.
 MEASURED = sorted((run for run in RUNS if run.script in COUNTED),
                   key=lambda run: run.name != "floor")
@@ -109,7 +112,8 @@ def count(run: Run, sentences: int, workdir: Path,
     out = workdir / f"callgrind.{run.name}"
     simulate = ["--cache-sim=yes", *caches] if caches else []
     cmd = ["valgrind", "--tool=callgrind", *simulate, "--collect-atstart=no",
-           f"--toggle-collect={COUNTED[run.script]}", f"--callgrind-out-file={out}",
+           *(f"--toggle-collect={pattern}" for pattern in COUNTED[run.script]),
+           f"--callgrind-out-file={out}",
            *run.command(sys.executable, sentences)]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = proc.stdout.strip().splitlines()
@@ -130,7 +134,7 @@ def count(run: Run, sentences: int, workdir: Path,
     events = event_totals(out)
     total = events.get("Ir", 0)
     if total == 0:
-        sys.exit(f"FAILED: {run.name}: callgrind counted nothing in {COUNTED[run.script]} "
+        sys.exit(f"FAILED: {run.name}: callgrind counted nothing in {' or '.join(COUNTED[run.script])} "
                  f"(renamed, or this python's symbols are stripped?)")
     return total, own, events
 
