@@ -43,5 +43,5 @@ cdef class FieldsChooser:
     cdef list indexes
     cdef list singles
     cdef unsigned long long n
-    cdef object packer
+    cdef object pack
     cpdef list choose(self, list values)

@@ -108,11 +108,13 @@ def ascii_crc32(text: str) -> int:
     return crc ^ cython.cast(cython.uint, 0xFFFFFFFF)
 
 
-def stable_hash(values: list[Any]) -> int:
-    """A hash of field values that is the same in every process."""
+def stable_hash(values: list[Any], pack: Callable[[Any], bytes] | None = None) -> int:
+    """A hash of field values that is the same in every process. ``pack``: a msgpack packer's
+    ``pack`` (``use_bin_type=True``) to use for several values instead of a new one's."""
     if len(values) == 1:
         return _hash_one(values[0])
-    return zlib.crc32(msgpack.packb(values, use_bin_type=True))
+    return zlib.crc32(pack(values) if pack is not None
+                      else msgpack.packb(values, use_bin_type=True))
 
 
 def _hash_one(v: Any) -> int:
@@ -270,11 +272,10 @@ class FieldsChooser:
         self.indexes = indexes
         self.singles = singles
         self.n = len(singles)
-        self.packer = msgpack.Packer(use_bin_type=True)
+        self.pack = msgpack.Packer(use_bin_type=True).pack
 
     def choose(self, values: list[Any]) -> list[int]:
-        key = [values[i] for i in self.indexes]
-        return self.singles[zlib.crc32(self.packer.pack(key)) % self.n]
+        return self.singles[stable_hash([values[i] for i in self.indexes], self.pack) % self.n]
 
     def __call__(self, values: list[Any]) -> list[int]:
         return self.choose(values)
