@@ -16,8 +16,10 @@ cpdef unsigned int ascii_crc32(str text)
 
 cdef unsigned long long _hash_one(object v) except? 0
 
-@cython.final
-cdef class OneFieldChooser:
+cdef class PerTupleChooser:
+    cpdef list choose(self, list values)
+
+cdef class OneFieldChooser(PerTupleChooser):
     cdef Py_ssize_t index
     cdef list singles
     cdef unsigned long long n
@@ -26,8 +28,7 @@ cdef class OneFieldChooser:
 cdef unsigned long long MASK64
 cdef unsigned long long XORSHIFT_MULTIPLIER
 
-@cython.final
-cdef class ShuffleChooser:
+cdef class ShuffleChooser(PerTupleChooser):
     cdef list order
     cdef Py_ssize_t n
     cdef Py_ssize_t position
@@ -38,8 +39,7 @@ cdef class ShuffleChooser:
     @cython.locals(x=cython.ulonglong)
     cdef unsigned long long _next_random(self)
 
-@cython.final
-cdef class FieldsChooser:
+cdef class FieldsChooser(PerTupleChooser):
     cdef list indexes
     cdef list singles
     cdef unsigned long long n

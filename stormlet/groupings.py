@@ -69,13 +69,25 @@ class Always:
         return self.tasks
 
 
+class PerTupleChooser:
+    """A chooser whose answer it works out per tuple (a fields or shuffle grouping). A class
+    rather than a closure so that, compiled, its state is C fields and a route calls ``choose``
+    as a C method (``StreamRoute.tasks_for``), whichever kind it is."""
+
+    def choose(self, values: list[Any]) -> list[int]:
+        raise NotImplementedError
+
+    def __call__(self, values: list[Any]) -> list[int]:
+        return self.choose(values)
+
+
 def as_function(chooser: Chooser) -> Chooser:
-    """``chooser`` in the form Python calls fastest: a one-field fields grouping as its bound
+    """``chooser`` in the form Python calls fastest: a fields or shuffle grouping as its bound
     ``choose`` (vectorcall into the C method, not ``__call__`` through ``tp_call``), a constant
     answer as a closure. For callers that call choosers per tuple from Python (a route over
     several subscribers, backfill); a single route reads both forms directly
     (``StreamRoute.tasks_for``)."""
-    if type(chooser) in (OneFieldChooser, FieldsChooser, ShuffleChooser):
+    if isinstance(chooser, PerTupleChooser):
         return chooser.choose
     if type(chooser) is Always:
         tasks = chooser.tasks
@@ -184,7 +196,7 @@ MASK64 = 0xFFFFFFFFFFFFFFFF
 XORSHIFT_MULTIPLIER = 0x2545F4914F6CDD1D
 
 
-class ShuffleChooser:
+class ShuffleChooser(PerTupleChooser):
     """Storm's ShuffleGrouping: walk a shuffled order of the tasks round-robin, and reshuffle it
     after each pass, so that every pass of n tuples gives each of the n tasks one (even over
     any window, unlike independent random picks).
@@ -207,9 +219,6 @@ class ShuffleChooser:
         chosen = self.order[self.position]
         self.position += 1
         return chosen
-
-    def __call__(self, values: list[Any]) -> list[int]:
-        return self.choose(values)
 
     def _reshuffle(self) -> None:
         # Fisher-Yates.
@@ -244,11 +253,10 @@ def _fields_chooser(fields: tuple[str, ...], source_fields: list[str],
     return FieldsChooser(indexes, singles)
 
 
-class OneFieldChooser:
-    """A fields grouping on one field (the usual case). A class rather than a closure so that,
-    compiled, the field's index and the task count are C integers (with a closure's Python
-    ints, a call cost ~24 ns instead of ~17, hash included, two tasks), and a route calls
-    ``choose`` as a C function (``StreamRoute.tasks_for``)."""
+class OneFieldChooser(PerTupleChooser):
+    """A fields grouping on one field (the usual case). Compiled, the field's index and the
+    task count are C integers (with a closure's Python ints, a call cost ~24 ns instead of ~17,
+    hash included, two tasks)."""
 
     def __init__(self, index: int, singles: list[list[int]]):
         self.index = index
@@ -258,11 +266,8 @@ class OneFieldChooser:
     def choose(self, values: list[Any]) -> list[int]:
         return self.singles[_hash_one(values[self.index]) % self.n]
 
-    def __call__(self, values: list[Any]) -> list[int]:
-        return self.choose(values)
 
-
-class FieldsChooser:
+class FieldsChooser(PerTupleChooser):
     """A fields grouping on several fields: ``stable_hash`` of those fields' values, with a
     msgpack packer of its own (``msgpack.packb`` makes a new packer per call: ~1 us of the
     ~2.5 us a tuple this took through it, measured 2026-11-28). Each source task gets its own
@@ -276,9 +281,6 @@ class FieldsChooser:
 
     def choose(self, values: list[Any]) -> list[int]:
         return self.singles[stable_hash([values[i] for i in self.indexes], self.pack) % self.n]
-
-    def __call__(self, values: list[Any]) -> list[int]:
-        return self.choose(values)
 
 
 def _partial_key_chooser(fields: tuple[str, ...], source_fields: list[str],

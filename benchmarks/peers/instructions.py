@@ -134,7 +134,8 @@ def count(run: Run, sentences: int, workdir: Path,
     events = event_totals(out)
     total = events.get("Ir", 0)
     if total == 0:
-        sys.exit(f"FAILED: {run.name}: callgrind counted nothing in {' or '.join(COUNTED[run.script])} "
+        patterns = " or ".join(COUNTED[run.script])
+        sys.exit(f"FAILED: {run.name}: callgrind counted nothing in {patterns} "
                  f"(renamed, or this python's symbols are stripped?)")
     return total, own, events
 

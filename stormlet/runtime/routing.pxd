@@ -1,6 +1,6 @@
 # Types stormlet/runtime/routing.py when it is compiled (see stormlet/build_mode.py).
 
-from stormlet.groupings cimport OneFieldChooser, ShuffleChooser
+from stormlet.groupings cimport PerTupleChooser
 from stormlet.tuples cimport StreamInfo
 
 cdef class StreamRoute:
@@ -11,6 +11,5 @@ cdef class StreamRoute:
     cdef public set direct_tasks
     cdef public long long emitted
     cdef list _fixed
-    cdef OneFieldChooser _by_field
-    cdef ShuffleChooser _shuffled
+    cdef PerTupleChooser _per_tuple
     cpdef object tasks_for(self, object values)

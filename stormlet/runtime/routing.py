@@ -16,7 +16,7 @@ class StreamRoute:
     the task's metrics read)."""
 
     __slots__ = ("info", "choosers", "choose", "direct", "direct_tasks", "emitted",
-                 "_fixed", "_by_field", "_shuffled")
+                 "_fixed", "_per_tuple")
 
     def __init__(self, info: StreamInfo, direct: bool):
         self.info = info
@@ -26,8 +26,7 @@ class StreamRoute:
         self.choose: g.Chooser = _nobody
         self.emitted = 0
         self._fixed: list[int] | None = []
-        self._by_field: g.OneFieldChooser | None = None
-        self._shuffled: g.ShuffleChooser | None = None
+        self._per_tuple: g.PerTupleChooser | None = None
 
     def seal(self) -> None:
         """Fix ``choose``: one function over every subscriber's chooser. Called once the
@@ -40,8 +39,7 @@ class StreamRoute:
             calls = [g.as_function(chooser) for chooser in choosers]
             self.choose = lambda values: [t for choose in calls for t in choose(values)]
         only = self.choose
-        self._by_field = only if type(only) is g.OneFieldChooser else None
-        self._shuffled = only if type(only) is g.ShuffleChooser else None
+        self._per_tuple = only if isinstance(only, g.PerTupleChooser) else None
         if not choosers:
             self._fixed = []
         elif type(only) is g.Always:
@@ -52,16 +50,13 @@ class StreamRoute:
     def tasks_for(self, values: Any) -> list[int]:
         """The tasks an emit of ``values`` goes to. The usual routes take no call: one that
         always names the same tasks (one subscriber of one task, say) answers from a field, and
-        a fields grouping on one field or a shuffle grouping is a C call when compiled."""
+        a fields or shuffle grouping is a C call when compiled."""
         fixed = self._fixed
         if fixed is not None:
             return fixed
-        by_field = self._by_field
-        if by_field is not None:
-            return by_field.choose(values)
-        shuffled = self._shuffled
-        if shuffled is not None:
-            return shuffled.choose(values)
+        per_tuple = self._per_tuple
+        if per_tuple is not None:
+            return per_tuple.choose(values)
         return self.choose(values)
 
 
