@@ -1,6 +1,6 @@
 # Types stormlet/groupings.py when it is compiled (see stormlet/build_mode.py): a fields
-# grouping hashes an ASCII str's characters where they are, and a shuffle grouping draws its
-# random numbers, with C arithmetic.
+# grouping hashes an ASCII str's characters where they are, a shuffle grouping draws its random
+# numbers and a partial-key grouping hashes its keys, with C arithmetic.
 
 cimport cython
 
@@ -45,3 +45,28 @@ cdef class FieldsChooser(PerTupleChooser):
     cdef unsigned long long n
     cdef object pack
     cpdef list choose(self, list values)
+
+cdef unsigned long long FNV_PRIME
+cdef unsigned long long FIRST_OFFSET
+cdef unsigned long long SECOND_OFFSET
+cdef unsigned long long MIX_FIRST
+cdef unsigned long long MIX_SECOND
+
+@cython.locals(h=cython.ulonglong, byte=cython.uchar)
+cpdef unsigned long long key_hash(bytes key, unsigned long long offset)
+
+@cython.locals(data=cython.p_uchar, i=Py_ssize_t, h=cython.ulonglong)
+cpdef unsigned long long ascii_key_hash(str text, unsigned long long offset)
+
+cdef inline unsigned long long _mixed(unsigned long long h)
+
+cdef class PartialKeyChooser(PerTupleChooser):
+    cdef list indexes
+    cdef Py_ssize_t one_field
+    cdef list singles
+    cdef unsigned long long n
+    cdef unsigned long long[::1] sent
+    cdef object pack
+    @cython.locals(key=bytes)
+    cpdef list choose(self, list values)
+    cdef list _pick(self, unsigned long long first, unsigned long long second)

@@ -648,6 +648,51 @@ def test_make_chooser_partial_key_choices_are_independent_of_key_length():
     assert two_choices >= len(letters) // 2, two_choices
 
 
+def _partial_key_hash(key: bytes, offset: int) -> int:
+    """Partial-key grouping's hash, written out here in Python ints: 64-bit FNV-1a from
+    ``offset``, then splitmix64's finaliser."""
+    mask = (1 << 64) - 1
+    h = offset
+    for byte in key:
+        h = ((h ^ byte) * 0x100000001B3) & mask
+    h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & mask
+    return h ^ (h >> 31)
+
+
+PARTIAL_KEY_OFFSETS = (0xCBF29CE484222325, 0x6A09E667F3BCC908)
+
+
+def test_partial_key_hash_is_what_its_steps_say():
+    # Compiled, the hash runs in C integers over the key's bytes (or an ASCII str's characters
+    # where they are): it must give exactly what the same steps in Python ints give.
+    import msgpack
+    keys = [b"", b"a", b"\xff" * 3, bytes(range(256)), msgpack.packb(["hot", 7])]
+    for offset in PARTIAL_KEY_OFFSETS:
+        for key in keys:
+            assert g.key_hash(key, offset) == _partial_key_hash(key, offset)
+        for text in ("", "w", "hotkey", string.printable):
+            assert g.ascii_key_hash(text, offset) == _partial_key_hash(text.encode(), offset)
+
+
+def test_partial_key_candidates_are_the_two_hashes_of_the_key():
+    # The two candidates of a one-str key are its characters' two hashes; of any other key,
+    # its msgpack bytes'. The first candidate wins a tie, then the one sent less to.
+    import msgpack
+    tasks = [10, 11, 12, 13, 14, 15, 16]
+    for key, packed in (("hotkey", b"hotkey"), ("\u00e9t\u00e9", msgpack.packb(["\u00e9t\u00e9"])),
+                        (1234, msgpack.packb([1234]))):
+        first, second = (tasks[_partial_key_hash(packed, offset) % len(tasks)]
+                         for offset in PARTIAL_KEY_OFFSETS)
+        choose = chooser(g.PARTIAL_KEY, ("key",), tasks=tasks)
+        picks = [choose([0, key])[0] for _ in range(4)]
+        assert picks == ([first, second, first, second] if first != second else [first] * 4)
+    choose = chooser(g.PARTIAL_KEY, ("key", "n"), tasks=tasks)
+    packed = msgpack.packb(["k", 3])
+    first = tasks[_partial_key_hash(packed, PARTIAL_KEY_OFFSETS[0]) % len(tasks)]
+    assert choose([3, "k"]) == [first]
+
+
 def test_make_chooser_custom_is_prepared_with_sorted_targets():
     calls = []  # shared even if make_chooser works on a copy of the grouping
 
