@@ -5,10 +5,11 @@ function an emitting executor calls for every tuple: ``choose(values) -> list of
 Choosers return shared, pre-built lists for single targets so the hot path allocates nothing;
 callers must not mutate what they get.
 
-Fields and partial-key groupings hash with CRC-32 rather than ``hash()``, because Python
-randomises string hashes per process and two workers must send the same key to the same task.
-Compiled, the CRC-32 of an ASCII str is computed over the str's own characters (``ascii_crc32``):
-zlib's, through Python, would first copy them into a new bytes object for every tuple.
+Fields and partial-key groupings hash with hashes of their own (CRC-32; for partial key, two
+FNV-1a hashes) rather than ``hash()``, because Python randomises string hashes per process and
+two workers must send the same key to the same tasks. Compiled, an ASCII str is hashed over its
+own characters (``ascii_crc32``, ``ascii_key_hash``): through Python, its characters would
+first be copied into a new bytes object for every tuple.
 """
 
 from __future__ import annotations
