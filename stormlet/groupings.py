@@ -71,9 +71,9 @@ class Always:
 
 
 class PerTupleChooser:
-    """A chooser whose answer it works out per tuple (a fields or shuffle grouping). A class
-    rather than a closure so that, compiled, its state is C fields and a route calls ``choose``
-    as a C method (``StreamRoute.tasks_for``), whichever kind it is."""
+    """A chooser whose answer it works out per tuple (a fields, shuffle or partial-key
+    grouping). A class rather than a closure so that, compiled, its state is C fields and a
+    route calls ``choose`` as a C method (``StreamRoute.tasks_for``), whichever kind it is."""
 
     def choose(self, values: list[Any]) -> list[int]:
         raise NotImplementedError
@@ -83,7 +83,7 @@ class PerTupleChooser:
 
 
 def as_function(chooser: Chooser) -> Chooser:
-    """``chooser`` in the form Python calls fastest: a fields or shuffle grouping as its bound
+    """``chooser`` in the form Python calls fastest: a per-tuple chooser as its bound
     ``choose`` (vectorcall into the C method, not ``__call__`` through ``tp_call``), a constant
     answer as a closure. For callers that call choosers per tuple from Python (a route over
     several subscribers, backfill); a single route reads both forms directly
@@ -291,9 +291,10 @@ def _partial_key_chooser(fields: tuple[str, ...], source_fields: list[str],
     return PartialKeyChooser(_field_indexes(fields, source_fields), singles)
 
 
-# Partial-key grouping's two hashes of a key: 64-bit FNV-1a over the key's msgpack bytes from
-# two offset bases, each finished by splitmix64's mixer (FNV's low bits, which a modulo by a
-# few tasks reads, depend on few of the key's bits; the mixer spreads every bit into each).
+# Partial-key grouping's two hashes of a key: 64-bit FNV-1a over the key's bytes (see
+# PartialKeyChooser) from two offset bases, each finished by splitmix64's mixer (FNV's low
+# bits, which a modulo by a few tasks reads, depend on few of the key's bits; the mixer spreads
+# every bit into each).
 FNV_PRIME = 0x100000001B3
 FIRST_OFFSET = 0xCBF29CE484222325    # FNV-1a's own offset basis
 SECOND_OFFSET = 0x6A09E667F3BCC908   # the first 64 bits of sqrt(2)'s fraction (SHA-512's H0)

@@ -50,7 +50,7 @@ class StreamRoute:
     def tasks_for(self, values: Any) -> list[int]:
         """The tasks an emit of ``values`` goes to. The usual routes take no call: one that
         always names the same tasks (one subscriber of one task, say) answers from a field, and
-        a fields or shuffle grouping is a C call when compiled."""
+        a fields, shuffle or partial-key grouping is a C call when compiled."""
         fixed = self._fixed
         if fixed is not None:
             return fixed
