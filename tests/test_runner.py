@@ -6,6 +6,7 @@ input until it went in."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -101,13 +102,29 @@ def test_a_wake_up_for_an_executor_that_waits_for_input_is_ignored():
         thread.join(5)
 
 
-def test_an_executor_holding_the_shared_thread_keeps_it_and_the_others_go_on_on_a_new_one():
-    blocker, other = Recorder("blocker"), Recorder("other")
-    thread = SharedThread("shared", [blocker, other], None)
+@contextlib.contextmanager
+def guarded(held: Recorder, other: Recorder, release: threading.Event):
+    """``held`` and ``other`` sharing a thread watched by a ``Guard``; yields the thread. On
+    leaving, sets ``release`` (what ``held`` waits on), stops both and checks they finished."""
+    thread = SharedThread("shared", [held, other], None)
     guard = Guard("test", [thread])
     thread.start()
     guard.start()
     try:
+        yield thread
+    finally:
+        release.set()
+        for executor in (held, other):
+            stop(executor)
+        guard.done.set()
+        guard.join(5)
+        thread.join(5)
+    assert held.finished.wait(5) and other.finished.wait(5)
+
+
+def test_an_executor_holding_the_shared_thread_keeps_it_and_the_others_go_on_on_a_new_one():
+    blocker, other = Recorder("blocker"), Recorder("other")
+    with guarded(blocker, other, blocker.release) as thread:
         send(blocker, "block")
         assert blocker.blocking.wait(5)
         send(other, "while blocked")
@@ -122,14 +139,36 @@ def test_an_executor_holding_the_shared_thread_keeps_it_and_the_others_go_on_on_
         wait_until(lambda: blocker.seen == ["block", "after"], 5, "the released message",
                    interval=0.005)
         assert blocker.threads == {thread.ident}   # it never left its thread
-    finally:
-        blocker.release.set()
-        for executor in (blocker, other):
-            stop(executor)
-        guard.done.set()
-        guard.join(5)
-        thread.join(5)
-    assert blocker.finished.wait(5) and other.finished.wait(5)
+
+
+class SlowStarter(Recorder):
+    """A Recorder whose start (its component's ``open`` or ``prepare``) waits on ``started``."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.starting = threading.Event()
+        self.started = threading.Event()
+
+    def steps(self):
+        self.starting.set()
+        self.started.wait(10)
+        yield from super().steps()
+
+
+def test_an_executor_slow_to_start_keeps_the_shared_thread_and_the_others_go_on_on_a_new_one():
+    slow, other = SlowStarter("slow"), Recorder("other")
+    with guarded(slow, other, slow.started) as thread:
+        assert slow.starting.wait(5)
+        send(other, "while the first starts")
+        wait_until(lambda: other.seen == ["while the first starts"], 10 * BLOCKED_SECS + 2,
+                   "the other executor's message", interval=0.005)
+        assert other.threads and thread.ident not in other.threads
+        assert not slow.ready.is_set()
+        slow.started.set()
+        send(slow, "once started")
+        wait_until(lambda: slow.seen == ["once started"], 5, "the slow one's message",
+                   interval=0.005)
+        assert slow.threads == {thread.ident}
 
 
 def test_an_executor_that_breaks_ends_alone_and_says_why(caplog):

@@ -10,11 +10,12 @@ pairs, the peer word count ran ~20% faster this way with acking off and ~40% fas
 
 The price is that a call that blocks holds up the executors sharing its thread. A turn longer
 than ``BLOCKED_SECS`` hands them to a new shared thread (``Guard``), and the blocked executor
-keeps the old one: a bolt waiting on a database holds the rest up once, for about that long. So
-an executor's calls never overlap and run on one thread at a time, but may move to a new
-thread when one that shared it blocks (each blocked one keeps its thread, so moves are few). A
-component that must stay on the thread it started on keeps a thread of its own (its own config
-sets ``stormlet.executor.shared.thread`` false).
+keeps the old one: a bolt waiting on a database holds the rest up once, for about that long.
+Starting an executor (its spout's ``open``, its bolts' ``prepare``) is its first turn, so a
+slow start is handed off the same way. So an executor's calls never overlap and run on one
+thread at a time, but may move to a new thread when one that shared it blocks (each blocked one
+keeps its thread, so moves are few). A component that must stay on the thread it started on
+keeps a thread of its own (its own config sets ``stormlet.executor.shared.thread`` false).
 
 An executor's work is its ``steps()`` generator (executor.py). A thread of its own blocks on the
 inbox between its steps; a shared thread gives each executor in turn the messages waiting for
@@ -108,8 +109,8 @@ class SharedThread(threading.Thread):
         self.cpu = cpu
         self.idle = False
         self._doorbell: queue.SimpleQueue[None] = queue.SimpleQueue()
-        # [executor, its steps, its deadline] for each executor still running here: None until
-        # this thread starts them, unless handed over already started.
+        # [executor, its steps (None until its first turn starts it), its deadline] for each
+        # executor still running here: None until this thread runs, unless handed over.
         self._turns = turns
         self._lock = threading.Lock()   # the turns, the current one and its start
         self._current: list | None = None
@@ -129,7 +130,7 @@ class SharedThread(threading.Thread):
     def run(self) -> None:
         pin_executor_thread(self.cpu, self.name)
         if self._turns is None:
-            self._turns = self._start_steps()
+            self._turns = [[executor, None, NOW] for executor in self.executors]
         while self._turns:
             progressed = False
             for turn in list(self._turns):
@@ -170,19 +171,6 @@ class SharedThread(threading.Thread):
         successor.start()
         return successor
 
-    def _start_steps(self) -> list[list]:
-        turns: list[list] = []
-        for executor in self.executors:
-            try:
-                steps = executor.steps()
-                turns.append([executor, steps, next(steps)])
-            except StopIteration:
-                executor.ended()
-            except BaseException as exc:
-                executor.died(exc)
-                executor.ended()
-        return turns
-
     def _end(self, turn: list) -> None:
         with self._lock:
             self._turns.remove(turn)
@@ -192,8 +180,13 @@ class SharedThread(threading.Thread):
     def _take_turn(turn: list) -> bool:
         """Resume one executor with what is waiting for it: at most the messages its inbox held
         when its turn came, so that a busy inbox does not keep the others waiting. Whether it
-        ran."""
+        ran. An executor's first turn starts it (its spout's ``open`` or its bolts' ``prepare``),
+        so that a slow start is a long turn like any other, and the others go on elsewhere."""
         executor, steps, deadline = turn
+        if steps is None:
+            steps = turn[1] = executor.steps()
+            turn[2] = next(steps)
+            return True
         inbox = executor.inbox
         budget = min(inbox.qsize() + 1, MAX_TURN_MESSAGES)
         ran = False
