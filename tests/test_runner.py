@@ -142,33 +142,69 @@ def test_an_executor_holding_the_shared_thread_keeps_it_and_the_others_go_on_on_
 
 
 class SlowStarter(Recorder):
-    """A Recorder whose start (its component's ``open`` or ``prepare``) waits on ``started``."""
+    """A Recorder whose start (its component's ``open`` or ``prepare``) waits on ``started``
+    (at most ``start_secs``), or raises or returns there as ``how`` says."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, start_secs: float = 10, how: str = "wait"):
         super().__init__(name)
         self.starting = threading.Event()
         self.started = threading.Event()
+        self.start_secs = start_secs
+        self.how = how
 
     def steps(self):
         self.starting.set()
-        self.started.wait(10)
+        self.started.wait(self.start_secs)
+        if self.how == "raise":
+            raise RuntimeError("could not open")
+        if self.how == "return":
+            return
         yield from super().steps()
 
 
-def test_an_executor_slow_to_start_keeps_the_shared_thread_and_the_others_go_on_on_a_new_one():
-    slow, other = SlowStarter("slow"), Recorder("other")
+def test_an_executor_slow_to_start_keeps_the_shared_thread_and_the_others_go_on_on_a_new_one(
+        monkeypatch):
+    monkeypatch.setattr("stormlet.runtime.runner.STARTING_BLOCKED_SECS", 0.3)
+    other, slow = Recorder("other"), SlowStarter("slow")   # the slow one starts second
     with guarded(slow, other, slow.started) as thread:
         assert slow.starting.wait(5)
-        send(other, "while the first starts")
-        wait_until(lambda: other.seen == ["while the first starts"], 10 * BLOCKED_SECS + 2,
+        send(other, "while the second starts")
+        wait_until(lambda: other.seen == ["while the second starts"], 10 * BLOCKED_SECS + 2,
                    "the other executor's message", interval=0.005)
-        assert other.threads and thread.ident not in other.threads
-        assert not slow.ready.is_set()
+        (moved_to,) = other.threads
+        assert moved_to != thread.ident and other.ident == moved_to
         slow.started.set()
         send(slow, "once started")
         wait_until(lambda: slow.seen == ["once started"], 5, "the slow one's message",
                    interval=0.005)
         assert slow.threads == {thread.ident}
+
+
+def test_a_start_shorter_than_the_starting_limit_holds_the_others_once_and_keeps_one_thread():
+    """A start that connects somewhere takes tenths of a second: that is no reason to give it a
+    thread of its own for good, which is the slower way to run."""
+    slow, other = SlowStarter("slow", start_secs=3 * BLOCKED_SECS), Recorder("other")
+    with guarded(slow, other, slow.started) as thread:
+        send(other, "first")
+        send(slow, "first")
+        wait_until(lambda: other.seen == slow.seen == ["first"], 5, "both messages",
+                   interval=0.005)
+        assert other.threads == slow.threads == {thread.ident}
+
+
+@pytest.mark.parametrize("how", ["raise", "return"])
+def test_an_executor_whose_start_raises_or_returns_ends_alone(how):
+    ending, other = SlowStarter("ending", start_secs=0, how=how), Recorder("other")
+    with guarded(ending, other, ending.started) as thread:
+        assert ending.finished.wait(5)
+        send(other, "still here")
+        wait_until(lambda: other.seen == ["still here"], 5, "the other's message",
+                   interval=0.005)
+        assert other.threads == {thread.ident} and not other.finished.is_set()
+        if how == "raise":
+            assert "RuntimeError: could not open" in ending.death
+        else:
+            assert ending.death is None
 
 
 def test_an_executor_that_breaks_ends_alone_and_says_why(caplog):

@@ -11,11 +11,12 @@ pairs, the peer word count ran ~20% faster this way with acking off and ~40% fas
 The price is that a call that blocks holds up the executors sharing its thread. A turn longer
 than ``BLOCKED_SECS`` hands them to a new shared thread (``Guard``), and the blocked executor
 keeps the old one: a bolt waiting on a database holds the rest up once, for about that long.
-Starting an executor (its spout's ``open``, its bolts' ``prepare``) is its first turn, so a
-slow start is handed off the same way. So an executor's calls never overlap and run on one
-thread at a time, but may move to a new thread when one that shared it blocks (each blocked one
-keeps its thread, so moves are few). A component that must stay on the thread it started on
-keeps a thread of its own (its own config sets ``stormlet.executor.shared.thread`` false).
+Starting an executor (its spout's ``open``, its bolts' ``prepare``) is its first turn, handed
+off the same way once it lasts ``STARTING_BLOCKED_SECS``. So an executor's calls never overlap
+and run on one thread at a time, but may move to a new thread when one that shared it blocks
+(each blocked one keeps its thread, so moves are few). A component that must stay on the thread
+it started on keeps a thread of its own (its own config sets ``stormlet.executor.shared.thread``
+false).
 
 An executor's work is its ``steps()`` generator (executor.py). A thread of its own blocks on the
 inbox between its steps; a shared thread gives each executor in turn the messages waiting for
@@ -38,6 +39,12 @@ log = logging.getLogger(__name__)
 
 # A turn on a shared thread longer than this hands the thread's other executors to a new one.
 BLOCKED_SECS = 0.1
+# The same for an executor's start (its first turn: ``open`` or ``prepare``). A hand-off leaves
+# the slow executor on a thread of its own for good, the slower way to run (above), and a start
+# that connects to something (ZooKeeper, a broker, a database) commonly takes tenths of a second:
+# those hold the rest up once, briefly, as before. One that waits longer (for a broker that is
+# down, say) holds them up no longer than this.
+STARTING_BLOCKED_SECS = 5.0
 # Messages an executor is given in one turn at most: a turn stays short (BLOCKED_SECS is for
 # executors that block, not for an inbox that grew), and the others get theirs.
 MAX_TURN_MESSAGES = 16
@@ -109,12 +116,14 @@ class SharedThread(threading.Thread):
         self.cpu = cpu
         self.idle = False
         self._doorbell: queue.SimpleQueue[None] = queue.SimpleQueue()
-        # [executor, its steps (None until its first turn starts it), its deadline] for each
-        # executor still running here: None until this thread runs, unless handed over.
+        # A turn per executor still running here: [executor, its steps, its deadline], where
+        # steps is None and deadline NOW until the executor's first turn starts it. The list is
+        # None until this thread runs, unless it was handed these turns by another.
         self._turns = turns
         self._lock = threading.Lock()   # the turns, the current one and its start
         self._current: list | None = None
         self._current_since = 0.0
+        self._current_limit = BLOCKED_SECS   # how long the current turn may last before a hand-off
         self._handed_off = False
         for executor in self.executors:
             if executor.runner is None:
@@ -136,6 +145,8 @@ class SharedThread(threading.Thread):
             for turn in list(self._turns):
                 with self._lock:
                     self._current, self._current_since = turn, time.monotonic()
+                    self._current_limit = (STARTING_BLOCKED_SECS if turn[1] is None
+                                           else BLOCKED_SECS)
                 try:
                     if self._take_turn(turn):
                         progressed = True
@@ -154,11 +165,12 @@ class SharedThread(threading.Thread):
                     self._sleep(self._turns)
 
     def hand_off_if_blocked(self, now: float) -> SharedThread | None:
-        """If the turn under way began more than ``BLOCKED_SECS`` before ``now``, start a new
-        shared thread running every other executor of this one, and return it; None if not."""
+        """If the turn under way began more than ``BLOCKED_SECS`` before ``now`` (an executor's
+        start, ``STARTING_BLOCKED_SECS``), start a new shared thread running every other executor
+        of this one, and return it; None if not."""
         with self._lock:
             turn = self._current
-            if (turn is None or now - self._current_since < BLOCKED_SECS
+            if (turn is None or now - self._current_since < self._current_limit
                     or turn not in self._turns or len(self._turns) < 2):   # not in: it ended
                 return None
             others = [t for t in self._turns if t is not turn]
