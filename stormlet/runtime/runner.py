@@ -120,10 +120,13 @@ class SharedThread(threading.Thread):
         # steps is None and deadline NOW until the executor's first turn starts it. The list is
         # None until this thread runs, unless it was handed these turns by another.
         self._turns = turns
-        self._lock = threading.Lock()   # the turns, the current one and its start
+        self._lock = threading.Lock()   # the turns, the current one, its start and its limit
         self._current: list | None = None
         self._current_since = 0.0
-        self._current_limit = BLOCKED_SECS   # how long the current turn may last before a hand-off
+        # How long the current turn may last before a hand-off, fixed as it begins: read from
+        # the turn when the guard looks, a start that ended an instant before would be judged
+        # by a turn's limit.
+        self._current_limit = BLOCKED_SECS
         self._handed_off = False
         for executor in self.executors:
             if executor.runner is None:
