@@ -1,4 +1,5 @@
-"""The UI's web server: the REST API, the pages and ``/metrics``, served by waitress.
+"""The UI's web server: the REST API, the pages and ``/metrics``, served by waitress (with the
+limits of connections.py, so that connections held open cannot stop it).
 
     server = serve(LocalSource(cluster), "127.0.0.1", 0)   # port 0: any free port
     print(f"http://127.0.0.1:{server.port}/")
@@ -21,10 +22,9 @@ from flask import Flask, Response, redirect, send_from_directory
 from flask.json.provider import DefaultJSONProvider
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
-from waitress import create_server
-
 from .access import UiAccess
 from .api import api_blueprint
+from .connections import ConnectionLimits, create_server
 from .prometheus import SourceCollector
 from .source import UiSource
 
@@ -88,12 +88,13 @@ class UiServer:
     """A running server; ``port`` is the one it bound (useful after asking for port 0)."""
 
     def __init__(self, source: UiSource, host: str, port: int, threads: int = 8,
-                 access: UiAccess | None = None):
+                 access: UiAccess | None = None, limits: ConnectionLimits | None = None):
         """``access``: who may use it (default: no token, and only Host names ``host`` is
-        reached by; see access.py)."""
+        reached by; see access.py). ``limits``: on connections (see connections.py)."""
         access = access or UiAccess.for_host(host)
-        self._server = create_server(create_app(source, access), host=host, port=port,
-                                     threads=threads, ident="stormlet-ui")
+        self._server = create_server(create_app(source, access), host, port,
+                                     limits or ConnectionLimits(), threads=threads,
+                                     ident="stormlet-ui")
         self.host = host
         self.port: int = self._server.effective_port
         self._stopping = threading.Event()
@@ -124,6 +125,6 @@ class UiServer:
 
 
 def serve(source: UiSource, host: str = "127.0.0.1", port: int = 8080,
-          access: UiAccess | None = None) -> UiServer:
+          access: UiAccess | None = None, limits: ConnectionLimits | None = None) -> UiServer:
     """Start serving ``source`` on a background thread; returns at once."""
-    return UiServer(source, host, port, access=access).start()
+    return UiServer(source, host, port, access=access, limits=limits).start()
