@@ -163,7 +163,8 @@ def test_reader_skips_lines_that_are_not_records_in_a_json_lines_file(tmp_path, 
     path.parent.mkdir()
     path.write_bytes(lines_of(record(0)) + b"[1, 2]\nnot json\n")   # the first format
     assert message_ids(read_failed(tmp_path)) == [0]
-    assert f"{path} line 2 is not a record" in caplog.text and "line 3" in caplog.text
+    assert f"{path} line 2: not a record: a JSON array; skipped" in caplog.text
+    assert f"{path} line 3: not JSON" in caplog.text
 
 
 def test_reader_skips_a_damaged_parquet_file(tmp_path, caplog):
@@ -174,7 +175,7 @@ def test_reader_skips_a_damaged_parquet_file(tmp_path, caplog):
     first, second = final_files(tmp_path)
     first.write_bytes(first.read_bytes()[:-20])
     assert message_ids(read_failed(tmp_path)) == [1]
-    assert f"{first} is not a readable Parquet file" in caplog.text
+    assert f"{first}: not a readable Parquet file" in caplog.text
 
 
 # ----- files: complete or absent
@@ -513,3 +514,210 @@ def test_cli_convert_turns_the_first_format_into_parquet_record_for_record(tmp_p
     result = failed_cli("convert", "--failed-dir", str(tmp_path))
     assert result.exit_code == 0 and not legacy.exists()
     assert len(list(read_failed(tmp_path))) == 3
+
+
+# ----- damaged files and lines: named, counted, skipped; every intact record still read
+
+
+def legacy_file(tmp_path: Path, content: bytes, name="s-2-20240101T000000.000Z-abcdef-000001"):
+    path = tmp_path / "wc" / f"{name}.jsonl"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(content)
+    return path
+
+
+def test_cli_ls_and_show_name_a_line_of_deep_nesting_and_read_every_other_file(failed_dir):
+    # Issue 50, item 5: one .jsonl line of 100,000 "[" raised RecursionError out of ls and show.
+    bad = legacy_file(failed_dir, lines_of(record(7), task=2) + b"[" * 100_000 + b"\n")
+    result = failed_cli("ls", "--failed-dir", str(failed_dir))
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == (
+        f"{failed_dir}: 7 failed messages in 3 files, 2 topologies")
+    assert f"skipped {bad} line 2: nested deeper than 100 levels" in result.output
+    assert "skipped 1 bad record: the other records are read" in result.output
+    result = failed_cli("show", "--failed-dir", str(failed_dir), "--limit", "50")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("  reason    ") == 7
+    assert f"{bad} line 2: nested deeper than" in result.output
+    result = failed_cli("show", "--failed-dir", str(failed_dir), "--limit", "50", "--json")
+    assert result.exit_code == 0, result.output
+    assert sum(line.startswith("{") for line in result.output.splitlines()) == 7
+
+
+DAMAGED_LINES = [
+    # (the line, what the warning says about it)
+    (b"[" * 100_000, "nested deeper than"),
+    (b'{"a":' * 50_000 + b"1" + b"}" * 50_000, "nested deeper than"),
+    (b'{"format":1,"record_id":"r","topology":"wc"', "not JSON"),            # truncated
+    (b"\xff\xfe not utf-8", "not JSON"),
+    (b"not json", "not JSON"),
+    (b"[1, 2]", "not a record: a JSON array"),
+    (b"", "not JSON"),
+]
+
+
+@pytest.mark.parametrize("line, problem", DAMAGED_LINES, ids=range(len(DAMAGED_LINES)))
+def test_reader_names_each_damaged_line_and_keeps_the_rest(tmp_path, line, problem):
+    path = legacy_file(tmp_path, lines_of(record(0), task=2) + line + b"\n"
+                       + lines_of(record(1), task=2))
+    bad = []
+    assert message_ids(read_failed(tmp_path, on_bad=bad.append)) == [0, 1]
+    assert [(b.path, b.where) for b in bad] == [(path, "line 2")]
+    assert problem in bad[0].problem
+
+
+def wrong(field: str, value) -> bytes:
+    """A record line whose ``field`` (dotted for a nested one) holds ``value``."""
+    data = record_to_dict(record(5), "wc", "s", 2, 1.0)
+    *parents, last = field.split(".")
+    target = data
+    for name in parents:
+        target = target[name]
+    target[last] = value
+    return json.dumps(data).encode()
+
+
+WRONG_FIELDS = [
+    ("task", "3", "task is a str, not a whole number"),
+    ("task", 2**40, "task is out of range"),
+    ("attempts", True, "attempts is a bool, not a whole number"),
+    ("topology", 5, "topology is a int, not text"),
+    ("record_id", None, "record_id is a NoneType, not text"),
+    ("last_failed_at", "yesterday", "last_failed_at is a str, not a number"),
+    ("reason", "error", "reason is a str, not an object"),
+    ("reason.kind", ["error"], "reason.kind is a list, not text"),
+    ("source", [1], "source is a list, not an object or null"),
+    ("source.offset", 2**70, "source.offset is out of range"),
+    ("payload", 3, "payload is a int, not an object"),
+    ("payload.value", {"base64": "!!!"}, "payload.value cannot be decoded"),
+    ("payload.key", {"pairs": [[{"a": 1}, 2]]}, "payload.key cannot be decoded"),
+    ("message_id", {"float": "x"}, "message_id cannot be decoded"),
+]
+
+
+@pytest.mark.parametrize("field, value, problem", WRONG_FIELDS,
+                         ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(WRONG_FIELDS)])
+def test_reader_names_a_field_of_the_wrong_type_and_keeps_the_rest(tmp_path, field, value,
+                                                                     problem):
+    path = legacy_file(tmp_path, lines_of(record(0), task=2) + wrong(field, value) + b"\n")
+    bad = []
+    assert message_ids(read_failed(tmp_path, on_bad=bad.append)) == [0]
+    assert [(b.path, b.where) for b in bad] == [(path, "line 2")]
+    assert problem in bad[0].problem
+    # ls counts what show shows (its columns' checks), and neither raises
+    assert summarize(tmp_path).records <= 2
+
+
+def test_huge_numbers_are_named_not_raised(tmp_path):
+    path = legacy_file(tmp_path, lines_of(record(0), task=2)
+                       + wrong("last_failed_at", 1e300) + b"\n"
+                       + b'{"task": 1' + b"0" * 5000 + b"}\n"
+                       + wrong("first_failed_at", 10**400) + b"\n")
+    path.write_bytes(path.read_bytes().replace(b"1e+300", b"1e999"))   # parsed as infinity
+    bad = []
+    assert message_ids(read_failed(tmp_path, on_bad=bad.append)) == [0]
+    assert [b.where for b in bad] == ["line 2", "line 3", "line 4"]
+    assert "last_failed_at is not finite" in bad[0].problem
+    assert "not JSON" in bad[1].problem and "first_failed_at is out of range" in bad[2].problem
+
+
+def test_cli_show_prints_a_time_outside_the_calendar_as_a_number(tmp_path):
+    legacy_file(tmp_path, wrong("last_failed_at", 1e300) + b"\n")
+    result = failed_cli("show", "--failed-dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "last 1e+300 (out of range)" in result.output
+
+
+def parquet_with(tmp_path: Path, name: str, **columns) -> Path:
+    """A Parquet file of the log's schema holding records 0 and 1, with ``columns`` replaced
+    (each a list of two values, as the table holds them)."""
+    import pyarrow as pa
+    from stormlet.failed.columnar import ColumnBuilder, schema
+    builder = ColumnBuilder()
+    for i in range(2):
+        builder.add(record_to_dict(record(i), "wc", "s", 2, 1.0))
+    table = pq.read_table(pa.BufferReader(builder.to_parquet()))
+    for column, values in columns.items():
+        index = table.schema.get_field_index(column)
+        kind = schema().field(column).type if column in schema().names else None
+        table = table.set_column(index, column, pa.array(values, type=kind))
+    path = tmp_path / "wc" / f"{name}.parquet"
+    path.parent.mkdir(exist_ok=True)
+    pq.write_table(table, path)
+    return path
+
+
+def test_a_parquet_row_whose_json_is_damaged_is_named_by_row_and_the_others_kept(tmp_path):
+    path = parquet_with(tmp_path, "s-2-a", message_id=["[0,0]", "[" * 100_000])
+    other = parquet_with(tmp_path, "s-2-b", message_id=["[0,0]", "{not json"])
+    bad = []
+    assert message_ids(read_failed(tmp_path, on_bad=bad.append)) == [0, 0]
+    assert [(b.path, b.where) for b in bad] == [(path, "row 2"), (other, "row 2")]
+    assert "message_id: nested deeper than" in bad[0].problem
+    assert "message_id: not JSON" in bad[1].problem
+
+
+def test_a_parquet_row_of_invalid_utf8_is_named_and_the_others_kept(tmp_path):
+    import pyarrow as pa
+    raw = pa.array([b"wc", b"w\xffc"], type=pa.binary())
+    path = parquet_with(tmp_path, "s-2-a",
+                        topology=pa.Array.from_buffers(pa.string(), 2, raw.buffers()))
+    bad = []
+    assert message_ids(read_failed(tmp_path, on_bad=bad.append)) == [0]
+    assert [(b.path, b.where) for b in bad] == [(path, "row 2")]
+    assert "not UTF-8" in bad[0].problem
+
+
+def test_a_parquet_file_with_other_columns_is_named_as_a_whole(tmp_path):
+    import pyarrow as pa
+    path = tmp_path / "wc" / "s-2-a.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.table({"topology": [1, 2], "component": ["a", "b"]}), path)
+    good = parquet_with(tmp_path, "s-2-b")
+    bad = []
+    assert message_ids(read_failed(tmp_path, on_bad=bad.append)) == [0, 1]
+    assert [(b.path, b.where) for b in bad] == [(path, None)]
+    assert "not a failed-message file" in bad[0].problem and good.exists()
+    bad = []
+    assert summarize(tmp_path, on_bad=bad.append).records == 2
+    assert [b.path for b in bad] == [path]
+
+
+def test_odd_entries_in_the_log_are_named_and_skipped(tmp_path):
+    good = parquet_with(tmp_path, "s-2-b")
+    (tmp_path / "wc" / "a-directory.parquet").mkdir()
+    (tmp_path / "wc" / "a-directory.jsonl").mkdir()
+    (tmp_path / "wc" / "dangling.parquet").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "wc" / "loop.jsonl").symlink_to(tmp_path / "wc" / "loop.jsonl")
+    odd = os.fsdecode(b"s-\xff\n\x01.jsonl")
+    (tmp_path / "wc" / odd).write_bytes(lines_of(record(3), task=2))
+    bad = []
+    assert sorted(message_ids(read_failed(tmp_path, on_bad=bad.append))) == [0, 1, 3]
+    assert sorted(b.path.name for b in bad) == ["a-directory.jsonl", "a-directory.parquet",
+                                                "dangling.parquet", "loop.jsonl"]
+    assert {b.problem for b in bad} == {"not a regular file"}
+    assert good.exists()
+    result = failed_cli("ls", "--failed-dir", str(tmp_path))
+    assert result.exit_code == 0 and "3 failed messages" in result.output
+
+
+def test_recovery_names_and_drops_a_journal_line_of_deep_nesting(tmp_path):
+    # A journal is parsed by the same function: a writer of the task still starts.
+    leftover(tmp_path, "s", 1, 1, lines_of(record(0)) + b"[" * 100_000 + b"\n" + wrong("task", "x") + b"\n"
+            + lines_of(record(1)))
+    writer = FailedMessageWriter(tmp_path, "wc", "s", 1)
+    writer.close()
+    assert len(writer.recovered) == 1
+    assert message_ids(read_failed(tmp_path)) == [0, 1]
+
+
+def test_a_value_nested_deeper_than_readers_accept_is_refused_at_write(tmp_path):
+    from stormlet.failed.record import MAX_DEPTH
+    deep = "leaf"
+    for _ in range(MAX_DEPTH):
+        deep = [deep]
+    with FailedMessageWriter(tmp_path, "wc", "s", 1) as writer:
+        writer.write(record(0, value=deep))     # as deep as readers read: written
+        with pytest.raises(TypeError, match="payload value: nested deeper than"):
+            writer.write(record(1, value=[deep]))
+    assert message_ids(read_failed(tmp_path)) == [0]

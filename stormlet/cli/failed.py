@@ -16,11 +16,13 @@ from typing import Any
 import click
 
 from ..fail_reason import ERROR, FAIL, TIMEOUT, FailReason
-from ..failed import read_failed, summarize, topologies
+from ..failed import BadInput, read_failed, summarize, topologies
 from .options import COMPONENT_OPTION, FAILED_DIR_OPTION, REASON_OPTION, TOPOLOGY_OPTION
 
 # The reason kinds stormlet itself gives, in the order their columns are shown.
 STANDARD_REASONS = (TIMEOUT, FAIL, ERROR)
+# Damaged files and records named one a line; beyond this many they are only counted.
+MAX_LISTED = 20
 
 
 @click.group()
@@ -33,8 +35,9 @@ def failed() -> None:
 @TOPOLOGY_OPTION
 def ls_command(failed_dir: Path, topology: str | None) -> None:
     """Count failed messages by topology, component and reason."""
+    skipped = Skipped()
     try:
-        summary = summarize(failed_dir, topology=topology)
+        summary = summarize(failed_dir, topology=topology, on_bad=skipped)
     except OSError as exc:
         raise _directory_error(exc) from None
     if not summary.records:
@@ -47,6 +50,36 @@ def ls_command(failed_dir: Path, topology: str | None) -> None:
     if summary.in_progress:
         click.echo(f"not counted: {_count(summary.in_progress, 'in-progress file')} (being "
                    f"written, or left by a crashed writer until its task restarts)")
+    skipped.summarize()
+
+
+class Skipped:
+    """What a command's reading skipped (``BadInput``): counted, and the first ``MAX_LISTED``
+    named on stderr by ``summarize``, after the command's own output."""
+
+    def __init__(self) -> None:
+        self.files = self.records = 0
+        self.listed: list[BadInput] = []
+
+    def __call__(self, bad: BadInput) -> None:
+        if bad.where is None:
+            self.files += 1
+        else:
+            self.records += 1
+        if len(self.listed) < MAX_LISTED:
+            self.listed.append(bad)
+
+    def summarize(self) -> None:
+        for bad in self.listed:
+            click.echo(f"skipped {bad}", err=True)
+        if not self.files + self.records:
+            return
+        what = " and ".join(_count(n, f"bad {kind}") for n, kind in
+                            ((self.records, "record"), (self.files, "file")) if n)
+        unlisted = self.files + self.records - len(self.listed)
+        click.echo(f"skipped {what}" + (f" ({unlisted} not listed)" if unlisted else "")
+                   + ": the other records are read; move damaged files out of the log to "
+                     "silence this", err=True)
 
 
 def _count(n: int, singular: str, plural: str | None = None) -> str:
@@ -88,19 +121,21 @@ def table(counts: dict[tuple[str, str, str], int]) -> str:
 def show(failed_dir: Path, topology: str | None, component: str | None, reason: str | None,
          limit: int, as_json: bool) -> None:
     """Show failed messages, oldest files first."""
+    skipped = Skipped()
     try:
         records = list(itertools.islice(
-            read_failed(failed_dir, topology, component, reason, decode=not as_json), limit))
+            read_failed(failed_dir, topology, component, reason, decode=not as_json,
+                        on_bad=skipped), limit))
     except OSError as exc:
         raise _directory_error(exc) from None
     if not records:
         click.echo(_nothing_found(failed_dir, topology, component, reason))
-        return
     for i, record in enumerate(records):
         if as_json:
             click.echo(json.dumps(record, separators=(",", ":")))
         else:
             click.echo(("\n" if i else "") + _block(record))
+    skipped.summarize()
 
 
 @failed.command()
@@ -151,7 +186,11 @@ def _block(record: dict[str, Any]) -> str:
 def _when(t: float | None) -> str:
     if t is None:
         return "?"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d} UTC"
+    try:
+        return (time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t))
+                + f".{int(t * 1000) % 1000:03d} UTC")
+    except (OverflowError, OSError, ValueError):   # a year the calendar functions do not reach
+        return f"{t!r} (out of range)"
 
 
 def _short(value: Any, width: int = 200) -> str:

@@ -47,14 +47,19 @@ Usage::
     for record in read_failed("failed", topology="wc", reason="error"):
         ...
 
+Readers never stop at a damaged file or line: ``parse`` names what is wrong with it (deep
+nesting, truncation, bytes that are not UTF-8, a field of the wrong type), and the reader skips
+it, passes it to its ``on_bad`` (or logs it) and reads every other record.
+
 A writer is not thread-safe: each spout task owns one and calls it from its own thread.
 """
 
 from .dead_letters import DeadLetterBox
+from .parse import BadInput, RecordError
 from .reader import FailedSummary, final_files, inprogress_files, read_failed, summarize, topologies
 from .record import FailedRecord, SourceRef, decode_record, decode_value, encode_value
 from .writer import FailedMessageWriter, convert_legacy, recover_leftovers
 
-__all__ = ["DeadLetterBox", "FailedMessageWriter", "FailedRecord", "FailedSummary", "SourceRef",
-           "convert_legacy", "decode_record", "decode_value", "encode_value", "final_files",
+__all__ = ["BadInput", "DeadLetterBox", "FailedMessageWriter", "FailedRecord", "FailedSummary",
+           "RecordError", "SourceRef", "convert_legacy", "decode_record", "decode_value", "encode_value", "final_files",
            "inprogress_files", "read_failed", "recover_leftovers", "summarize", "topologies"]

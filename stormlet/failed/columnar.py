@@ -18,15 +18,17 @@ The columns (``schema()``)::
 The file's key-value metadata holds ``stormlet.failed.format``. Records arrive as the dicts
 ``record_to_dict`` makes (what the in-progress journal holds, one JSON line each), are gathered
 column by column (``ColumnBuilder``), and go back to that dict shape when read (``table_records``),
-so a reader sees the same records from either format.
+so a reader sees the same records from either format; the JSON columns are parsed by ``parse``,
+like a JSON Lines file.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..fail_reason import is_utf8, utf8_text
+from .parse import RecordError, parse_json
 from .record import decode_value, encode_value
 
 FORMAT_VERSION = 2
@@ -103,15 +105,17 @@ def _typed(encoded: Any) -> dict[str, Any] | None:
     return {"json": canonical_json(encoded)}
 
 
-def _encoded(typed: dict[str, Any] | None) -> Any:
-    """The inverse of ``_typed``: back to ``encode_value``'s form."""
+def _encoded(name: str, typed: dict[str, Any] | None) -> Any:
+    """The inverse of ``_typed``: back to ``encode_value``'s form (``name``: the column, for
+    the error a damaged one raises)."""
     if typed is None:
         return None
     if typed.get("str") is not None:
         return typed["str"]
     if typed.get("bytes") is not None:
         return encode_value(typed["bytes"])
-    return json.loads(typed["json"]) if typed.get("json") is not None else None
+    json_text = typed.get("json")
+    return None if json_text is None else _json_column(f"payload.{name}", json_text)
 
 
 class ColumnBuilder:
@@ -160,20 +164,71 @@ class ColumnBuilder:
 
 
 def read_table(path: Any, columns: list[str] | None = None) -> Any:
-    """A failed-message file as an Arrow table (``columns``: only those)."""
+    """A failed-message file as an Arrow table (``columns``: only those). Raises
+    ``RecordError`` for a Parquet file whose columns are not the log's, and pyarrow's errors
+    (``OSError``, ``ValueError``, ``ArrowException``) for one that is not readable."""
     import pyarrow.parquet as pq
-    return pq.read_table(path, columns=columns)
+    with pq.ParquetFile(path) as file:
+        _check_columns(file.schema_arrow, columns)
+        return file.read(columns=columns)
 
 
-def table_records(table: Any) -> Iterator[dict[str, Any]]:
-    """The rows of a failed-message table as the dicts ``record_to_dict`` makes (values still
-    encoded), fields the table lacks left out."""
+def _check_columns(found: Any, columns: list[str] | None) -> None:
+    expected = schema()
+    for name in columns or expected.names:
+        if name not in found.names:
+            raise RecordError(f"not a failed-message file: no column {name!r}")
+        have, want = found.field(name).type, expected.field(name).type
+        if not have.equals(want):
+            raise RecordError(f"not a failed-message file: column {name!r} is {have}, not {want}")
+
+
+def table_records(table: Any, on_bad: Callable[[int, str], None]
+                  ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The rows of a failed-message table, each as its number (from 1) and the dict
+    ``record_to_dict`` makes (values still encoded), fields the table lacks left out. A row that cannot be one (a string column that
+    is not UTF-8, a JSON column that does not parse) is passed to ``on_bad`` as its number
+    (from 1) and what is wrong, and skipped."""
     names = set(table.column_names)
-    for row in table.to_pylist():
-        record: dict[str, Any] = {"format": FORMAT_VERSION, **row}
-        if "message_id" in names:
-            record["message_id"] = json.loads(row["message_id"])
-        if "key" in names or "value" in names:
-            record["payload"] = {"key": _encoded(record.pop("key", None)),
-                                 "value": _encoded(record.pop("value", None))}
-        yield record
+    for number, row in enumerate(_rows(table), 1):
+        try:
+            if isinstance(row, RecordError):
+                raise row
+            yield number, _record(row, names)
+        except RecordError as exc:
+            on_bad(number, str(exc))
+
+
+def _rows(table: Any) -> list[dict[str, Any] | RecordError]:
+    try:
+        return table.to_pylist()
+    except UnicodeDecodeError:
+        pass
+    # Arrow does not check a string column's UTF-8 when it reads a file, Python's str does:
+    # converted one row at a time, only the rows holding such bytes are lost.
+    rows: list[dict[str, Any] | RecordError] = []
+    for i in range(table.num_rows):
+        try:
+            rows.extend(table.slice(i, 1).to_pylist())
+        except UnicodeDecodeError as exc:
+            rows.append(RecordError(f"text that is not UTF-8 ({exc.reason} at byte {exc.start})"))
+    return rows
+
+
+def _record(row: dict[str, Any], names: set[str]) -> dict[str, Any]:
+    record: dict[str, Any] = {"format": FORMAT_VERSION, **row}
+    if "message_id" in names:
+        record["message_id"] = _json_column("message_id", row["message_id"])
+    if "key" in names or "value" in names:
+        record["payload"] = {name: _encoded(name, record.pop(name, None))
+                             for name in ("key", "value")}
+    return record
+
+
+def _json_column(name: str, text: Any) -> Any:
+    if not isinstance(text, str):
+        raise RecordError(f"{name} is null")
+    try:
+        return parse_json(text)
+    except RecordError as exc:
+        raise RecordError(f"{name}: {exc}") from None

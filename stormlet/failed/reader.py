@@ -3,19 +3,18 @@ and time, and counts of them (what ``stormlet failed ls|show`` print)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import unquote
 
 from .columnar import read_table, table_records
 from .layout import file_safe, is_final, is_inprogress, is_legacy, topology_dir
-from .record import decode_record
+from .parse import FIELDS, BadInput, OnBad, RecordError, check_record, parse_line
 
 log = logging.getLogger(__name__)
 
@@ -70,58 +69,94 @@ def inprogress_files(directory: str | os.PathLike, topology: str | None = None) 
 def read_failed(directory: str | os.PathLike, topology: str | None = None,
                 component: str | None = None, reason: str | None = None,
                 since: float | None = None, until: float | None = None,
-                decode: bool = True) -> Iterator[dict[str, Any]]:
+                decode: bool = True, on_bad: OnBad | None = None) -> Iterator[dict[str, Any]]:
     """The records of the complete files, as dicts, filtered by topology, component, reason kind
     and ``since <= last_failed_at < until``. With ``decode`` (the default) the message id, key and
     value are decoded (bytes come back as bytes); without, they are as stored.
 
-    Raises ``FileNotFoundError`` if ``directory`` does not exist. A line that is not a record (a
-    file edited by hand) is logged and skipped.
+    Raises ``FileNotFoundError`` if ``directory`` does not exist. What is not a record (a file
+    that is not Parquet or JSON Lines, a damaged line or row: see ``parse``) is skipped and
+    passed to ``on_bad`` as a ``BadInput``, or logged as a warning without one; every other
+    record is still read.
     """
     yield from _read(final_files(directory, topology, component), topology, component, reason,
-                     since, until, decode)
+                     since, until, decode, on_bad or _warn)
+
+
+def _warn(bad: BadInput) -> None:
+    log.warning("failed-message log: %s; skipped", bad)
 
 
 def _read(files: list[Path], topology: str | None, component: str | None, reason: str | None,
-          since: float | None, until: float | None, decode: bool,
+          since: float | None, until: float | None, decode: bool, on_bad: OnBad,
           columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
     """``read_failed`` over the complete files ``files`` (of Parquet files, only ``columns``)."""
+    fields = columns or FIELDS
     for path in files:
-        records = _legacy_records(path) if is_legacy(path.name) else _records(path, columns)
+        if is_legacy(path.name):
+            records = _legacy_records(path, decode, on_bad)
+        else:
+            records = _records(path, columns, fields, decode, on_bad)
         for record in records:
             if _matches(record, topology, component, reason, since, until):
-                yield decode_record(record) if decode else record
+                yield record
 
 
-def _records(path: Path, columns: list[str] | None) -> Iterator[dict[str, Any]]:
+def _records(path: Path, columns: list[str] | None, fields: Iterable[str], decode: bool,
+             on_bad: OnBad) -> Iterator[dict[str, Any]]:
+    from pyarrow.lib import ArrowException   # here: a spout's dead letters never read
+
     try:
-        table = read_table(path, columns)
+        table = _whole_file(path, lambda: read_table(path, columns))
     except FileNotFoundError:
         return  # archived or removed (by a replay job, say) since the listing
-    except (OSError, ValueError) as exc:  # pyarrow's errors for a damaged file derive from these
-        log.warning("failed-message log: %s is not a readable Parquet file (%s); skipped", path,
-                    exc)
+    except (OSError, ValueError, ArrowException) as exc:
+        # pyarrow's errors for a damaged file derive from these; RecordError for other columns
+        problem = str(exc) if isinstance(exc, RecordError) else (
+            f"not a readable Parquet file ({exc})")
+        on_bad(BadInput(path, None, problem))
         return
-    yield from table_records(table)
+
+    def bad_row(number: int, problem: str) -> None:
+        on_bad(BadInput(path, f"row {number}", problem))
+
+    for number, record in table_records(table, bad_row):
+        try:
+            yield check_record(record, fields, decode)
+        except RecordError as exc:
+            bad_row(number, str(exc))
 
 
-def _legacy_records(path: Path) -> Iterator[dict[str, Any]]:
+def _whole_file(path: Path, read: Callable[[], Any]) -> Any:
+    # Not a regular file (a directory named like one, a dangling link): say so rather than let
+    # pyarrow read a directory as a dataset.
+    if not path.is_file():
+        if not os.path.lexists(path):
+            raise FileNotFoundError(path)
+        raise RecordError("not a regular file")
+    return read()
+
+
+def _legacy_records(path: Path, decode: bool, on_bad: OnBad) -> Iterator[dict[str, Any]]:
     """The records of a JSON Lines file of the first format."""
     try:
-        f = open(path, "rb")
+        f = _whole_file(path, lambda: open(path, "rb"))
     except FileNotFoundError:
         return
+    except (OSError, RecordError) as exc:
+        on_bad(BadInput(path, None, f"cannot be read ({exc})" if isinstance(exc, OSError)
+                        else str(exc)))
+        return
+    lineno = 0
     with f:
-        for lineno, line in enumerate(f, 1):
-            try:
-                record = json.loads(line)
-            except ValueError:
-                record = None
-            if not isinstance(record, dict):
-                log.warning("failed-message log: %s line %d is not a record; skipped", path,
-                            lineno)
-                continue
-            yield record
+        try:
+            for lineno, line in enumerate(f, 1):
+                try:
+                    yield parse_line(line, decode)
+                except RecordError as exc:
+                    on_bad(BadInput(path, f"line {lineno}", str(exc)))
+        except OSError as exc:   # a read error part of the way through
+            on_bad(BadInput(path, f"line {lineno + 1}", f"cannot be read ({exc})"))
 
 
 def _matches(record: dict[str, Any], topology: str | None, component: str | None,
@@ -167,16 +202,32 @@ class FailedSummary(ByKeys):
     in_progress: int = 0
     #: Records per (topology, component, reason kind).
     counts: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+    #: What was skipped: files that could not be read at all, and lines or rows of others.
+    bad_files: int = 0
+    bad_records: int = 0
 
 
 def summarize(directory: str | os.PathLike, topology: str | None = None,
               component: str | None = None, reason: str | None = None,
-              since: float | None = None, until: float | None = None) -> FailedSummary:
-    """Counts of the records ``read_failed`` would return, by topology, component and reason."""
+              since: float | None = None, until: float | None = None,
+              on_bad: OnBad | None = None) -> FailedSummary:
+    """Counts of the records ``read_failed`` would return, by topology, component and reason,
+    and of what was skipped (each also passed to ``on_bad``, or logged). Only the columns
+    counted are read and checked: a record damaged elsewhere is counted here, and named by
+    ``read_failed``."""
     listing = _listing(directory, topology)
     files = _final(listing, component)
     summary = FailedSummary(files=len(files), in_progress=len(_inprogress(listing)))
-    for record in _read(files, topology, component, reason, since, until, decode=False,
+    report = on_bad or _warn
+
+    def count_bad(bad: BadInput) -> None:
+        if bad.where is None:
+            summary.bad_files += 1
+        else:
+            summary.bad_records += 1
+        report(bad)
+
+    for record in _read(files, topology, component, reason, since, until, False, count_bad,
                         columns=["topology", "component", "reason", "last_failed_at"]):
         kind = (record.get("reason") or {}).get("kind") or "?"
         summary.counts[record.get("topology") or "?", record.get("component") or "?", kind] += 1

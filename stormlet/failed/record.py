@@ -57,23 +57,48 @@ class FailedRecord:
 # ----- values: JSON with reversible encodings for what JSON lacks
 
 _TAGS = frozenset(("base64", "float", "pairs", "dict"))
+#: How deep lists and dicts may nest in a value as stored (encoded): a writer refuses a deeper
+#: one, a reader names it as damage. Well within the recursion that encoding, decoding and
+#: JSON's parser do per level.
+MAX_DEPTH = 100
 
 
-def encode_value(value: Any) -> Any:
+def depth_exceeds(data: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether lists and dicts nest in ``data`` more than ``limit`` deep (walked without
+    recursion, so any depth is safe to ask about)."""
+    stack: list[tuple[Any, int]] = []
+    if isinstance(data, (list, dict)):
+        stack.append((data, 1))
+    while stack:
+        items, depth = stack.pop()
+        if depth > limit:
+            return True
+        for item in items.values() if isinstance(items, dict) else items:
+            if isinstance(item, (list, dict)):
+                stack.append((item, depth + 1))
+    return False
+
+
+def encode_value(value: Any, _depth: int = 0) -> Any:
     """``value`` as JSON-able data; ``decode_value`` gives it back (tuples come back as lists).
-    Raises ``TypeError`` for a value of another type (a set, an object)."""
+    Raises ``TypeError`` for a value of another type (a set, an object), or nested deeper than
+    ``MAX_DEPTH``."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"base64": binascii.b2a_base64(value, newline=False).decode("ascii")}
     if isinstance(value, float):
         return value if math.isfinite(value) else {"float": repr(value)}
+    if isinstance(value, (list, tuple, dict)) and _depth >= MAX_DEPTH:
+        # Checked as it recurses, so a value deep enough to exhaust the stack is refused first.
+        raise TypeError(f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, (list, tuple)):
-        return [encode_value(v) for v in value]
+        return [encode_value(v, _depth + 1) for v in value]
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
-            return {"pairs": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
-        items = {k: encode_value(v) for k, v in value.items()}
+            return {"pairs": [[encode_value(k, _depth + 1), encode_value(v, _depth + 1)]
+                              for k, v in value.items()]}
+        items = {k: encode_value(v, _depth + 1) for k, v in value.items()}
         if len(items) == 1 and next(iter(items)) in _TAGS:
             return {"dict": items}
         return items
@@ -82,22 +107,30 @@ def encode_value(value: Any) -> Any:
 
 
 def decode_value(value: Any) -> Any:
-    """The inverse of ``encode_value``."""
+    """The inverse of ``encode_value``. Raises ``ValueError`` (or ``TypeError``) for what
+    ``encode_value`` never makes: a value nested deeper than ``MAX_DEPTH``, a tag whose content
+    does not decode (bad base64, a ``pairs`` entry that is not a pair or has a dict for key)."""
+    if depth_exceeds(value):
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    return _decode(value)
+
+
+def _decode(value: Any) -> Any:
     if isinstance(value, list):
-        return [decode_value(v) for v in value]
+        return [_decode(v) for v in value]
     if not isinstance(value, dict):
         return value
     if len(value) == 1:
         ((tag, inner),) = value.items()
         if tag == "base64" and isinstance(inner, str):
-            return base64.b64decode(inner)
+            return base64.b64decode(inner, validate=True)
         if tag == "float" and isinstance(inner, str):
             return float(inner)
         if tag == "pairs" and isinstance(inner, list):
-            return {_hashable(decode_value(k)): decode_value(v) for k, v in inner}
+            return {_hashable(_decode(k)): _decode(v) for k, v in inner}
         if tag == "dict" and isinstance(inner, dict):
-            return {k: decode_value(v) for k, v in inner.items()}
-    return {k: decode_value(v) for k, v in value.items()}
+            return {k: _decode(v) for k, v in inner.items()}
+    return {k: _decode(v) for k, v in value.items()}
 
 
 def _hashable(key: Any) -> Any:
@@ -136,6 +169,12 @@ def record_to_dict(record: FailedRecord, topology: str, component: str, task: in
             raise TypeError(f"failed message {record.message_id!r} of {component!r}, "
                             f"{label}: {exc}") from None
     message_id, key, value = encoded
+    for label, data in (("message id", message_id), ("payload key", key),
+                        ("payload value", value)):
+        # Encoding can add levels (a dict with other keys than str becomes pairs).
+        if depth_exceeds(data):
+            raise TypeError(f"failed message {record.message_id!r} of {component!r}, {label}: "
+                            f"nested deeper than {MAX_DEPTH} levels once encoded")
     return {
         "format": FORMAT_VERSION,
         "record_id": record.record_id,

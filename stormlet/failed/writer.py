@@ -24,6 +24,7 @@ from ..durable import fsync_dir, replace_atomically
 from .columnar import ColumnBuilder
 from .layout import (FINAL_SUFFIX, JOURNAL_SUFFIX, LEGACY_SUFFIX, file_safe, final_name,
                      is_legacy, make_dirs, own_inprogress, same_file, topology_dir, utc_stamp)
+from .parse import parse_line
 from .reader import final_files
 from .record import FailedRecord, record_to_dict
 
@@ -247,8 +248,8 @@ def convert_legacy(directory: str | os.PathLike, topology: str | None = None) ->
     file goes; running it again after a crash finishes the job without duplicating a record."""
     done = []
     for legacy in final_files(directory, topology):
-        if not is_legacy(legacy.name):
-            continue
+        if not is_legacy(legacy.name) or not legacy.is_file():
+            continue   # a directory or a dangling link named like a file: readers name it
         parquet = legacy.with_name(legacy.name[:-len(LEGACY_SUFFIX)] + FINAL_SUFFIX)
         records, dropped = _complete_records(legacy.read_bytes())
         if not parquet.exists():  # else made by a conversion that died before the unlink
@@ -268,8 +269,7 @@ def _complete_records(data: bytes) -> tuple[ColumnBuilder, int]:
     kept, dropped = ColumnBuilder(), int(bool(torn))
     for line in lines:
         try:
-            record = json.loads(line)
-            kept.add(record)
-        except ValueError:
+            kept.add(parse_line(line))
+        except ValueError:   # RecordError, or a value Parquet cannot hold (a NaN literal)
             dropped += 1
     return kept, dropped
