@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
+from ..redaction import redact_text
 from .options import (
     SECRET_OPTION,
     ZK_OPTION,
@@ -183,18 +184,24 @@ def list_command(target: NimbusTarget) -> None:
 
     errors counts every error the topology's workers counted since they started (and those of
     the last worker that exited on each slot); `stormlet errors NAME` shows them."""
-    rows = _call(target, "list")
+    for line in list_lines(_call(target, "list"), time.time()):
+        click.echo(line)
+
+
+def list_lines(rows: list[dict[str, Any]], now: float) -> list[str]:
+    """What ``stormlet list`` prints of nimbus's ``list`` rows. A row holds counts and times,
+    never a topology's config or an error's text, so there is nothing in it to redact."""
     if not rows:
-        click.echo("no topologies running")
-        return
-    click.echo(f"{'name':<24}{'status':<10}{'workers':>8}{'executors':>10}  {'uptime':<10}"
-               f"{'errors':>8}  last error")
-    now = time.time()
+        return ["no topologies running"]
+    lines = [f"{'name':<24}{'status':<10}{'workers':>8}{'executors':>10}  {'uptime':<10}"
+             f"{'errors':>8}  last error"]
     for row in rows:
         last = row.get("last_error")
         last_text = f"{_duration(max(0.0, now - last))} ago" if last else "-"
-        click.echo(f"{row['name']:<24}{row['status']:<10}{row['workers']:>8}{row['executors']:>10}"
-                   f"  {_duration(row['uptime']):<10}{row.get('errors', 0):>8}  {last_text}")
+        lines.append(f"{row['name']:<24}{row['status']:<10}{row['workers']:>8}"
+                     f"{row['executors']:>10}  {_duration(row['uptime']):<10}"
+                     f"{row.get('errors', 0):>8}  {last_text}")
+    return lines
 
 
 @click.command()
@@ -207,18 +214,36 @@ def list_command(target: NimbusTarget) -> None:
 def errors(name: str, limit: int, stack: bool, target: NimbusTarget) -> None:
     """Show a running topology's most recent errors, oldest first: time, component, task,
     worker host:port and the error. Errors of one kind beyond the first few show as one summary
-    line per interval ("... and N more like it")."""
+    line per interval ("... and N more like it"). Credentials quoted in an error (a connection
+    URL's password) are shown only to a holder of the cluster secret."""
     rows = _call(target, "errors", name=name, limit=limit)
+    for line in error_lines(name, rows, stack, shows_secrets(target)):
+        click.echo(line)
+
+
+def shows_secrets(target: NimbusTarget) -> bool:
+    """Whether this command may print a topology's credentials: only with the cluster secret,
+    which makes it the cluster's admin. Read-only credentials, or none (a cluster without a
+    secret, where anyone on the machine can call nimbus), prove nothing."""
+    return target.security.holds_secret
+
+
+def error_lines(name: str, rows: list[dict[str, Any]], stack: bool,
+                secrets: bool) -> list[str]:
+    """What ``stormlet errors`` prints of nimbus's ``errors`` rows (newest first), oldest first;
+    each error's text and stack redacted (redaction.py) unless ``secrets``."""
     if not rows:
-        click.echo(f"no errors reported for {name}")
-        return
-    click.echo(f"{'time':<20}{'component':<16}{'task':>5}  {'worker':<22}error")
+        return [f"no errors reported for {name}"]
+    shown = (lambda text: text) if secrets else redact_text
+    lines = [f"{'time':<20}{'component':<16}{'task':>5}  {'worker':<22}error"]
     for row in reversed(rows):
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["time"]))
         worker = f"{row['host']}:{row['port']}"
-        click.echo(f"{when:<20}{row['component']:<16}{row['task']:>5}  {worker:<22}{row['error']}")
+        lines.append(f"{when:<20}{row['component']:<16}{row['task']:>5}  {worker:<22}"
+                     f"{shown(str(row['error']))}")
         if stack and row.get("detail"):
-            click.echo("    " + row["detail"].replace("\n", "\n    "))
+            lines.append("    " + shown(str(row["detail"])).replace("\n", "\n    "))
+    return lines
 
 
 def _duration(seconds: float) -> str:

@@ -7,6 +7,9 @@
   ``Authorization: Bearer TOKEN``; a browser signs in once on ``/login.html`` (the token goes in
   a form body, never in a URL) and then carries an HttpOnly, SameSite=Strict cookie. Actions
   also need the ``X-Requested-By`` header (api.py), which another site's page cannot send.
+- **Secrets**: a topology's credentials (redaction.py) are shown only to a request that presents
+  the token (``holds_admin_token``). A UI without a token has no way to tell its admin from
+  anyone else who reaches it, so it shows them to nobody.
 - **Headers**: ``frame-ancestors 'none'`` (no framing, so no clickjacking) and ``nosniff``.
 """
 
@@ -17,9 +20,11 @@ import hmac
 import socket
 from dataclasses import dataclass, field
 
-from flask import Flask, Response, jsonify, redirect, request
+from flask import Flask, Response, g, jsonify, redirect, request
 
 SESSION_COOKIE = "stormlet_ui_session"
+# Where a request's check leaves whether it presented the token (see holds_admin_token).
+_ADMIN_FLAG = "stormlet_ui_admin"
 LOGIN_PAGE = "/login.html"
 # Reachable without the token even when reads are protected: the sign-in itself.
 OPEN_PATHS = frozenset({LOGIN_PAGE, "/login", "/static/style.css", "/static/favicon.svg"})
@@ -74,6 +79,8 @@ class UiAccess:
     def _check(self) -> Response | tuple[Response, int] | None:
         if self.allowed_hosts and _host_name(request.host) not in self.allowed_hosts:
             return Response("unknown Host\n", status=400, mimetype="text/plain")
+        # _signed_in() is true of everyone when there is no token: that proves nothing.
+        setattr(g, _ADMIN_FLAG, self.token is not None and self._signed_in())
         if self.token is None or request.path in OPEN_PATHS:
             return None
         is_action = request.method == "POST"
@@ -93,6 +100,12 @@ class UiAccess:
         response.set_cookie(SESSION_COOKIE, self._session(), httponly=True, samesite="Strict",
                             secure=request.is_secure)
         return response
+
+
+def holds_admin_token() -> bool:
+    """Whether the request being served presented the UI's access token (a bearer header or
+    the session cookie), so may see a topology's credentials. False without a token."""
+    return bool(g.get(_ADMIN_FLAG, False))
 
 
 def _with_security_headers(response: Response) -> Response:

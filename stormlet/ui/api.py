@@ -14,6 +14,10 @@ Every POST must carry the header ``X-Requested-By: stormlet-ui`` (403 without it
 sends no custom header cross-origin without a CORS preflight, which this server never grants,
 so another site's form or script cannot act on a topology through a visitor's browser.
 
+A topology's ``configuration`` and its errors' text have their credentials redacted
+(redaction.py) unless the request presented the UI's access token (access.py): a page or script
+that may only read, or any reader of a UI without a token, sees ``<redacted>`` in their place.
+
 ``<id>`` is a topology's id or name. ``W`` is 600, 10800, 86400 or ``:all-time`` (the default)
 as in Storm. Errors are ``{"error": message}`` with 400 (bad request), 403 (POST without the
 header), 404 (unknown topology or component), 409 (action refused) or 503 (nimbus unavailable).
@@ -27,6 +31,8 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from ..metrics.views import component_stats, edge_rates, topology_stats, worker_stats
+from ..redaction import redact_config, redact_text
+from .access import holds_admin_token
 from .source import ActionRefused, SourceUnavailable, UiSource, UnknownTopology
 
 # Storm's ?window= values, and the snapshot's window keys they map to.
@@ -112,9 +118,9 @@ def api_blueprint(source: UiSource) -> Blueprint:
                                 "edges": edge_rates(structure, snapshots, window)},
                       "workers": _with_restarts(worker_stats(snapshots),
                                                 data.get("worker_slots", [])),
-                      "errors": data["recent_errors"],
+                      "errors": _shown_errors(data["recent_errors"]),
                       "assignment": data.get("assignment"),
-                      "configuration": _plain(data["conf"])})
+                      "configuration": _plain(_shown_config(source, data))})
 
     @api.get("/topology/<key>/component/<component>")
     def component(key: str, component: str) -> Response:
@@ -133,7 +139,8 @@ def api_blueprint(source: UiSource) -> Blueprint:
                       "tasks": stats["task_rows"], "partitions": stats.get("partitions", []),
                       "inputs": [e for e in edges if e["to"] == component],
                       "outputs": [e for e in edges if e["from"] == component],
-                      "errors": [e for e in data["recent_errors"] if e["component"] == component]})
+                      "errors": _shown_errors([e for e in data["recent_errors"]
+                                               if e["component"] == component])})
 
     @api.post("/topology/<key>/activate")
     def activate(key: str) -> Response:
@@ -211,6 +218,26 @@ def _with_restarts(workers: list[dict], slots: list[dict]) -> list[dict]:
 
 def _done(key: str, action: str) -> Response:
     return jsonify(topologyOperation=action, topologyId=key, status="success")
+
+
+def _shown_config(source: UiSource, data: dict[str, Any]) -> dict[str, Any]:
+    """The topology's config as this request may see it: with its credentials to a holder of
+    the access token, redacted to anyone else."""
+    if holds_admin_token():
+        try:
+            return source.config(data["id"])
+        except ActionRefused:
+            pass   # a nimbus without topology_conf, or a UI holding read-only credentials
+    return redact_config(data["conf"])
+
+
+def _shown_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Errors as this request may see them: an error's text can quote a credential (a
+    connection URL with its password), so it is redacted unless the request holds the token."""
+    if holds_admin_token():
+        return errors
+    return [{**e, "error": redact_text(e["error"])} if isinstance(e.get("error"), str) else e
+            for e in errors]
 
 
 def _plain(conf: dict[str, Any]) -> dict[str, Any]:

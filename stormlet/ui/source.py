@@ -13,10 +13,13 @@ which one they show:
                          "error"}], newest first; on a cluster also "worker_slots" (each
                          slot's worker as its supervisor reports it, with "restarts")
     snapshots(row)    -> just the "snapshots" of the topology of a ``topologies()`` row
+    config(key)       -> the topology's config with its credentials, as its workers run with it
+                         (``topology``'s "conf" may have them redacted: nimbus redacts them)
     activate(key), deactivate(key), rebalance(key, wait, workers, executors), kill(key, wait)
 
 ``key`` is a topology's id or its name. Failures are the exceptions below, each of which the API
-turns into one status code.
+turns into one status code. Neither redacts what it returns for whoever reads the API: the API
+does, in one place (api.py, by redaction.py's rules).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class UiSource(Protocol):
     def topologies(self) -> list[dict[str, Any]]: ...
     def topology(self, key: str) -> dict[str, Any]: ...
     def snapshots(self, row: dict[str, Any]) -> list[dict[str, Any]]: ...
+    def config(self, key: str) -> dict[str, Any]: ...
     def activate(self, key: str) -> None: ...
     def deactivate(self, key: str) -> None: ...
     def rebalance(self, key: str, wait: float, workers: int | None,
@@ -128,6 +132,9 @@ class LocalSource:
     def snapshots(self, row: dict[str, Any]) -> list[dict[str, Any]]:
         _name, runtime = self._find(row["id"])
         return [runtime.metrics_snapshot()]
+
+    def config(self, key: str) -> dict[str, Any]:
+        return self._find(key)[1].conf
 
     def activate(self, key: str) -> None:
         self._live(key).activate()
@@ -242,6 +249,11 @@ class ClusterSource:
 
     def snapshots(self, row: dict[str, Any]) -> list[dict[str, Any]]:
         return self._call("metrics", name=row["id"])
+
+    def config(self, key: str) -> dict[str, Any]:
+        # topology_info's "conf" has the credentials redacted for every caller; this one asks
+        # for them as the admin (refused to read-only credentials).
+        return self._call("topology_conf", name=key)
 
     def activate(self, key: str) -> None:
         self._call("activate", name=self._name(key))
