@@ -135,6 +135,21 @@ def test_a_worker_gets_its_topologys_credentials_and_not_the_cluster_secret(clus
     assert cluster.secret_file.read_text().strip() not in credentials.read_text()
 
 
+def test_code_logs_heartbeats_and_state_are_not_world_readable(cluster, running):
+    """Issue 50: code packages, unpacked code, worker logs, heartbeats and state files were
+    created 644 on a cluster whose topologies' code and data only its users should see."""
+    made = [path for daemon in ("nimbus0", "s1")
+            for path in (cluster.base / daemon).rglob("*")]
+    kinds = {"code package": [p for p in made if p.suffix == ".zip"],
+             "unpacked code": [p for p in made if p.name == "ledger.py"],
+             "worker log": [p for p in made if p.name.startswith("worker-")],
+             "heartbeat": [p for p in made if p.parent.name == "heartbeats"]}
+    for kind, paths in kinds.items():
+        assert paths, f"no {kind} found under {cluster.base}"
+    world = [str(p) for p in made if p.stat().st_mode & 0o007]
+    assert not world, f"readable by anyone: {world}"
+
+
 def test_clients_without_the_secret_get_no_service(cluster, running, leader, tmp_path):
     plain = stormlet("list", "--zk", cluster.zk.hosts)
     assert plain.returncode != 0 and "--secret-file" in plain.stderr, plain.stderr
@@ -195,12 +210,17 @@ def test_a_secret_file_must_be_private_well_formed_and_never_overwritten(tmp_pat
     assert not Security.load(None).enabled
 
 
-def test_zookeeper_refuses_anonymous_clients_and_workers_write_only_their_offsets(
+def worker_security(cluster_security: Security, directory: Path, topology_id: str,
+                    name: str) -> Security:
+    """What a worker of topology ``name`` holds (its supervisor writes the same file)."""
+    path = directory / f"{name}.json"
+    path.write_text(json.dumps(cluster_security.worker_credentials(topology_id, name)))
+    return Security.for_worker(path)
+
+
+def test_zookeeper_refuses_anonymous_clients_and_workers_read_only_their_topology(
         cluster, running, secret_file, tmp_path):
     from kazoo.exceptions import NoAuthError
-
-    from stormlet.cluster.zk_state import offset_path, offsets_path
-    from stormlet.sources.offset_store import ZooKeeperOffsetStore
 
     anonymous = connect(cluster.zk.hosts)
     try:
@@ -216,40 +236,118 @@ def test_zookeeper_refuses_anonymous_clients_and_workers_write_only_their_offset
         anonymous.close()
 
     cluster_security = Security.load(secret_file)
-
-    def worker_of(topology_id: str, name: str) -> Security:
-        path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps(cluster_security.worker_credentials(topology_id, name)))
-        return Security.for_worker(path)
-
-    ours = connect(cluster.zk.hosts, security=worker_of(running, "secured"))
-    theirs = connect(cluster.zk.hosts, security=worker_of("other-1-abcdef", "other"))
+    ours = connect(cluster.zk.hosts, security=worker_security(
+        cluster_security, tmp_path, running, "secured"))
+    theirs = connect(cluster.zk.hosts, security=worker_security(
+        cluster_security, tmp_path, "other-1-abcdef", "other"))
     try:
-        assert ours.get_children("/stormlet/assignments")   # workers read cluster state
-        with pytest.raises(NoAuthError):
-            ours.set(f"/stormlet/assignments/{running}", b"{}")
-        with pytest.raises(NoAuthError):
-            ours.create("/stormlet/supervisors/fake", b"{}")
-        path = offset_path(offsets_path("/stormlet"), "secured-spout", 0)
-        ours.create(path, b'{"offset": 1}', makepath=True)
-        ours.set(path, b'{"offset": 2}')
-        with pytest.raises(NoAuthError):
-            theirs.set(path, b'{"offset": 0}')
-        with pytest.raises(NoAuthError):
-            theirs.delete(path)
-        assert ours.get(path)[0] == b'{"offset": 2}'
-        theirs.create(offset_path(offsets_path("/stormlet"), "other-spout", 0),
-                      b'{"offset": 5}', makepath=True)
+        for client in (ours, theirs):   # where to report metrics
+            assert json.loads(client.get("/stormlet/nimbus/leader")[0])["port"]
+        record = json.loads(ours.get(f"/stormlet/topologies/{running}")[0])
+        assert record["name"] == "secured" and ours.get(f"/stormlet/assignments/{running}")
+        for attempt in (lambda: theirs.get(f"/stormlet/topologies/{running}"),
+                        lambda: theirs.get(f"/stormlet/assignments/{running}"),
+                        lambda: theirs.get_children("/stormlet/topologies"),
+                        lambda: theirs.get_children("/stormlet/heartbeats"),
+                        lambda: ours.set(f"/stormlet/assignments/{running}", b"{}"),
+                        lambda: ours.create("/stormlet/supervisors/fake", b"{}")):
+            with pytest.raises(NoAuthError):
+                attempt()
     finally:
         for client in (ours, theirs):
             client.stop()
             client.close()
-    # A holder of the secret reads every commit.
-    store = ZooKeeperOffsetStore(cluster.zk.hosts, offsets_path("/stormlet"), cluster_security)
+
+
+def test_a_topologys_offsets_are_its_own_whatever_other_workers_do(
+        cluster, running, secret_file, tmp_path):
+    """Issue 50's attack: another topology's workers pre-create the victim's offsets node with
+    their own ACL (its spouts failed in open) or write an offset into it (it skipped 1,800 of
+    2,000 messages)."""
+    from kazoo.exceptions import NoAuthError
+    from kazoo.security import OPEN_ACL_UNSAFE
+
+    from stormlet.cluster.zk_state import offset_path, offsets_path, spout_offsets_path
+
+    cluster_security = Security.load(secret_file)
+    spout_node = spout_offsets_path(offsets_path("/stormlet"), "log-word-count")
+    victim_commit = offset_path(offsets_path("/stormlet"), "log-word-count", 0)
+    theirs = connect(cluster.zk.hosts, security=worker_security(
+        cluster_security, tmp_path, "other-1-abcdef", "other"))
+    admin = connect(cluster.zk.hosts, security=cluster_security)
+    submit = ("submit", str(REPO / "topologies" / "log_word_count.py"), "--name", "victim",
+              "-c", f"sentences.log={tmp_path / 'sentences'}")
     try:
-        assert set(store.all()) >= {"secured-spout", "other-spout"}
+        # Before the victim is submitted: another topology's workers may create nothing there.
+        with pytest.raises(NoAuthError):
+            theirs.create(victim_commit, b'{"offset": 450}', makepath=True)
+        # A node planted as the code before this fix allowed (with another topology's ACL) is
+        # refused at submit, naming it, and never read.
+        admin.create(spout_node, acl=cluster_security.zk_topology_acl("other", write=True))
+        admin.create(victim_commit, b'{"offset": 450}',
+                     acl=cluster_security.zk_topology_acl("other", write=True))
+        refused = cluster.cli(*submit)
+        assert refused.returncode != 0
+        assert spout_node in refused.stderr and "'other'" in refused.stderr, refused.stderr
+        assert "victim" not in cluster.cli("list").stdout
+        admin.delete(spout_node, recursive=True)
+
+        accepted = cluster.cli(*submit)
+        assert accepted.returncode == 0, accepted.stderr
+        ours = connect(cluster.zk.hosts, security=worker_security(
+            cluster_security, tmp_path, "victim-1-abcdef", "victim"))
+        try:
+            ours.create(victim_commit, b'{"offset": 3}')
+            for attempt in (lambda: theirs.create(f"{spout_node}/1", b'{"offset": 450}'),
+                            lambda: theirs.set(victim_commit, b'{"offset": 450}'),
+                            lambda: theirs.get(victim_commit),
+                            lambda: theirs.delete(victim_commit),
+                            lambda: theirs.set_acls(spout_node, OPEN_ACL_UNSAFE)):
+                with pytest.raises(NoAuthError):
+                    attempt()
+            assert ours.get(victim_commit)[0] == b'{"offset": 3}'
+        finally:
+            ours.stop()
+            ours.close()
     finally:
-        store.close()
+        cluster.cli("kill", "victim", "--wait", "0")
+        for client in (theirs, admin):
+            client.stop()
+            client.close()
+
+
+@pytest.mark.zookeeper
+def test_a_worker_refuses_a_commit_that_is_not_its_topologys(tmp_path):
+    """A node planted where a spout with a root of its own commits (or left by the code before
+    this fix) is never read as the topology's position."""
+    from kazoo.security import OPEN_ACL_UNSAFE
+    from zookeeper_server import ZooKeeperServer
+
+    from stormlet.sources.offset_store import ForeignOffsetError, ZooKeeperOffsetStore
+
+    secret = tmp_path / "secret"
+    Security.generate(secret)
+    cluster_security = Security.load(secret)
+    worker = worker_security(cluster_security, tmp_path, "victim-1-abcdef", "victim")
+    with ZooKeeperServer(tmp_path / "zk") as zk:
+        admin = connect(zk.hosts, security=cluster_security)
+        store = ZooKeeperOffsetStore(zk.hosts, "/custom", worker)
+        try:
+            admin.create("/custom/open/0", b'{"offset": 450}', acl=OPEN_ACL_UNSAFE,
+                         makepath=True)
+            admin.create("/custom/theirs/0", b'{"offset": 450}', makepath=True,
+                         acl=cluster_security.zk_topology_acl("other", write=True))
+            for spout_id, why in (("open", "world:anyone"), ("theirs", "may not read")):
+                with pytest.raises(ForeignOffsetError, match=f"/custom/{spout_id}") as raised:
+                    store.load(spout_id, 0)
+                assert why in str(raised.value)
+            store.save("mine", 0, {"offset": 7})
+            assert store.load("mine", 0) == {"offset": 7}
+            assert store.load("mine", 1) is None
+        finally:
+            store.close()
+            admin.stop()
+            admin.close()
 
 
 def test_read_only_credentials_may_list_but_not_act(cluster, running, secret_file, tmp_path):
@@ -261,19 +359,18 @@ def test_read_only_credentials_may_list_but_not_act(cluster, running, secret_fil
     listing = stormlet("list", "--zk", cluster.zk.hosts, "--secret-file", str(read_only))
     assert listing.returncode == 0 and "secured" in listing.stdout, listing.stderr
     kill = stormlet("kill", "secured", "--zk", cluster.zk.hosts, "--secret-file", str(read_only))
-    # It reads a worker's offsets too, as `stormlet log describe` does.
+    # It reads a topology's offsets too, as `stormlet log describe` does.
     from stormlet.cluster.zk_state import connect, offset_path, offsets_path
     from stormlet.sources.offset_store import ZooKeeperOffsetStore
-    credentials = tmp_path / "worker.json"
-    credentials.write_text(json.dumps(
-        Security.load(secret_file).worker_credentials(running, "secured")))
-    worker = connect(cluster.zk.hosts, security=Security.for_worker(credentials))
+    cluster_security = Security.load(secret_file)
+    admin = connect(cluster.zk.hosts, security=cluster_security)
     try:
-        worker.create(offset_path(offsets_path("/stormlet"), "monitored-spout", 0),
-                      b'{"offset": 7}', makepath=True)
+        admin.create(offset_path(offsets_path("/stormlet"), "monitored-spout", 0),
+                     b'{"offset": 7}', makepath=True,
+                     acl=cluster_security.zk_topology_acl("secured", write=True))
     finally:
-        worker.stop()
-        worker.close()
+        admin.stop()
+        admin.close()
     store = ZooKeeperOffsetStore(cluster.zk.hosts, offsets_path("/stormlet"),
                                  Security.load(read_only))
     try:
@@ -285,36 +382,61 @@ def test_read_only_credentials_may_list_but_not_act(cluster, running, secret_fil
 
 
 @pytest.mark.zookeeper
-def test_nodes_made_before_the_secret_get_acls_when_a_secured_nimbus_starts(tmp_path):
+def test_nimbus_refuses_a_root_it_did_not_make_until_an_operator_adopts_it(tmp_path):
+    """Issue 50: an anonymous client squats the root before the first nimbus starts. A root
+    with a foreign ACL made nimbus exit on an uncaught NoAuthError; open records planted there
+    (a fake leader, a topology) were adopted and shown by `stormlet list`."""
     from kazoo.exceptions import NoAuthError
+    from kazoo.security import make_digest_acl
     from zookeeper_server import ZooKeeperServer, free_port
 
     from stormlet.cluster.nimbus import Nimbus
-    from stormlet.cluster.zk_state import connect
+    from stormlet.cluster.zk_state import ForeignNodeError
 
+    secret = tmp_path / "secret"
+    Security.generate(secret)
+    security = Security.load(secret)
     with ZooKeeperServer(tmp_path / "zk") as zk:
-        anonymous = connect(zk.hosts)
+        anonymous = connect(zk.hosts, security=None)
         try:
-            anonymous.create("/stormlet/topologies/old-1-abcdef", b"{}", makepath=True)
+            # A root no daemon of the cluster may use: one line naming it, no traceback.
+            anonymous.create("/squatted", acl=[make_digest_acl("evil", "pw", all=True)])
+            nimbus = stormlet("nimbus", "--zk", zk.hosts, "--zk-root", "/squatted",
+                              "--port", str(free_port()), "--data-dir", str(tmp_path / "n0"),
+                              env={**_environment(), SECRET_FILE_ENV: str(secret)})
+            assert nimbus.returncode != 0
+            assert "/squatted" in nimbus.stderr and "Traceback" not in nimbus.stderr, \
+                nimbus.stderr
+
+            # Open records planted under the default root: refused, not adopted.
+            anonymous.create("/stormlet/nimbus/leader", b'{"host": "10.9.9.9", "port": 1}',
+                             makepath=True)
+            anonymous.create("/stormlet/topologies/fake-1-abcdef", b'{"name": "fake"}',
+                             makepath=True)
             anonymous.create("/stormlet/offsets/old-spout/0", b'{"offset": 3}', makepath=True)
-            secret = tmp_path / "secret"
-            Security.generate(secret)
-            security = Security.load(secret)
             nimbus = Nimbus(zk.hosts, port=free_port(), data_dir=tmp_path / "nimbus",
                             security=security)
+            with pytest.raises(ForeignNodeError, match="adopt-zookeeper"):
+                nimbus.start()
+
+            # An operator who trusts them adopts them once; nimbus then starts, and nobody
+            # but the daemons may use the adopted nodes, the offsets included, until a topology
+            # with that spout id is submitted.
+            adopted = stormlet("secret", "adopt-zookeeper", "--zk", zk.hosts,
+                               "--secret-file", str(secret))
+            assert adopted.returncode == 0, adopted.stderr
+            assert "gave 8 open nodes" in adopted.stdout, adopted.stdout
             nimbus.start()
             try:
-                for path in ("/stormlet/topologies/old-1-abcdef", "/stormlet/offsets/old-spout/0",
+                for path in ("/stormlet/topologies/fake-1-abcdef", "/stormlet/offsets/old-spout/0",
                              "/stormlet/topologies", "/stormlet"):
                     with pytest.raises(NoAuthError):
                         anonymous.get(path)
-                credentials = tmp_path / "worker.json"
-                credentials.write_text(json.dumps(security.worker_credentials("t-1-abcdef", "t")))
-                worker = connect(zk.hosts, security=Security.for_worker(credentials))
-                try:   # any topology may go on committing offsets of unknown owner
-                    worker.set("/stormlet/offsets/old-spout/0", b'{"offset": 4}')
+                worker = connect(zk.hosts, security=worker_security(
+                    security, tmp_path, "t-1-abcdef", "t"))
+                try:
                     with pytest.raises(NoAuthError):
-                        worker.set("/stormlet/topologies/old-1-abcdef", b"{}")
+                        worker.set("/stormlet/offsets/old-spout/0", b'{"offset": 4}')
                 finally:
                     worker.stop()
                     worker.close()
@@ -323,6 +445,12 @@ def test_nodes_made_before_the_secret_get_acls_when_a_secured_nimbus_starts(tmp_
         finally:
             anonymous.stop()
             anonymous.close()
+
+
+def _environment() -> dict:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != SECRET_FILE_ENV}
 
 
 def test_a_ui_with_read_only_credentials_stays_on_loopback(secret_file, tmp_path):

@@ -9,7 +9,8 @@ import threading
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from zookeeper_server import SCRIPT, SKIP_REASON, ZooKeeperServer, ZooKeeperServerError, zookeeper_available
+from zookeeper_server import (SCRIPT, SKIP_REASON, ZooKeeperServer, ZooKeeperServerError,
+                              four_letter_word, zookeeper_available)
 
 pytestmark = [pytest.mark.zookeeper,
               pytest.mark.skipif(not zookeeper_available(), reason=SKIP_REASON)]
@@ -97,6 +98,17 @@ def test_znodes_survive_a_crash_and_restart(tmp_path):
     assert not zk.is_serving()
 
 
+def test_only_the_health_check_four_letter_words_answer(tmp_path):
+    """An anonymous client must not learn node paths, sessions or client addresses."""
+    with ZooKeeperServer(tmp_path / "zk", tick_time=500) as zk:
+        for word in ("wchp", "wchc", "wchs", "dump", "cons", "stat", "envi", "conf", "crst"):
+            answer = four_letter_word(zk.address, zk.port, word)
+            assert "not in the whitelist" in answer, (word, answer)
+        assert "Mode: standalone" in four_letter_word(zk.address, zk.port, "srvr")
+        assert four_letter_word(zk.address, zk.port, "ruok") == "imok"
+        assert "zk_version" in four_letter_word(zk.address, zk.port, "mntr")
+
+
 def test_script_status_start_and_stop(tmp_path):
     data_dir = tmp_path / "zk"
     zk = ZooKeeperServer(data_dir, tick_time=500)
@@ -104,8 +116,7 @@ def test_script_status_start_and_stop(tmp_path):
         zk.start()
         cfg = (data_dir / "zoo.cfg").read_text().splitlines()
         for line in ("tickTime=500", f"dataDir={data_dir.resolve()}", f"clientPort={zk.port}",
-                     "clientPortAddress=127.0.0.1", "admin.enableServer=false",
-                     "4lw.commands.whitelist=*"):
+                     "clientPortAddress=127.0.0.1", "admin.enableServer=false"):
             assert line in cfg
         assert (data_dir / "zookeeper.log").stat().st_size > 0
 

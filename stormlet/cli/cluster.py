@@ -50,14 +50,36 @@ def nimbus(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str 
 
 
 def _daemon(make: Callable[[Security], Any], secret_file: str | None) -> Any:
-    """``make(security)``, a setting security forbids being the command's error."""
-    from ..cluster.security import SecurityError
+    """``make(security)``, made to refuse with the command's error what security forbids (at
+    construction or at start: a ZooKeeper root the cluster did not make, say). The files it
+    makes are private to its user and group (``restrict_new_files``)."""
+    from ..cluster.security import SecurityError, restrict_new_files
 
+    restrict_new_files()
     security = load_security(secret_file)
     try:
-        return make(security)
+        return _RefusingStart(make(security))
     except SecurityError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+class _RefusingStart:
+    """A daemon whose ``start`` turns a ``SecurityError`` into the command's error: one line
+    that says what to do, no traceback."""
+
+    def __init__(self, daemon: Any):
+        self.daemon = daemon
+
+    def start(self) -> None:
+        from ..cluster.security import SecurityError
+
+        try:
+            self.daemon.start()
+        except SecurityError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    def stop(self) -> None:
+        self.daemon.stop()
 
 
 @click.command()

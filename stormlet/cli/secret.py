@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .options import SECRET_OPTION, load_security
+from .options import SECRET_OPTION, ZK_OPTION, ZK_ROOT_OPTION, load_security
 
 
 @click.group()
@@ -60,3 +60,31 @@ def ui_token(secret_file: str | None) -> None:
         raise click.ClickException("no cluster secret given (--secret-file or "
                                    "STORMLET_SECRET_FILE): without one the UI needs no token")
     click.echo(token)
+
+
+@secret.command(name="adopt-zookeeper")
+@ZK_OPTION
+@ZK_ROOT_OPTION
+@SECRET_OPTION
+def adopt_zookeeper(zk: str, zk_root: str, secret_file: str | None) -> None:
+    """Give the nodes of a cluster that ran without a secret the daemons' ACLs, so that the
+    daemons holding the secret accept its root. Nimbus refuses a root it did not make and
+    adopts nothing itself: run this once, having checked that nothing under the root was
+    planted. The offsets there then belong to the first topology submitted with their spout
+    id."""
+    from ..cluster.security import SecurityError
+    from ..cluster.zk_state import ClusterState, connect
+
+    security = load_security(secret_file)
+    if not security.holds_secret:
+        raise click.ClickException("adopting needs the cluster secret: pass it with "
+                                   "--secret-file or STORMLET_SECRET_FILE")
+    client = connect(zk, timeout=10, security=security)
+    try:
+        state = ClusterState(client, zk_root, security, adopt_open=True)
+    except SecurityError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        client.stop()
+        client.close()
+    click.echo(f"gave {state.adopted} open nodes under {state.root} the cluster's ACL")

@@ -42,9 +42,11 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
            bind: str | None, code: Path, heartbeat_file: Path, state_dir: Path | None,
            cpu: int | None) -> None:
     """Run one worker of a topology (supervisors start these)."""
-    from ..cluster.security import Security, SecurityError
+    from ..cluster.security import Security, SecurityError, restrict_new_files
     from ..cluster.worker import NotAssigned, Worker
     from ..runtime.tuning import tune_for_streaming
+
+    restrict_new_files()   # its supervisor's already; a worker started by hand too
 
     # Every line says which worker: one supervisor's log directory holds several workers' logs.
     logging.basicConfig(level=logging.getLogger().level, force=True,

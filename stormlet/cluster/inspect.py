@@ -9,6 +9,8 @@ import json
 
 from ..loader import TopologyFileError, load_topology_file
 from ..metrics.structure import topology_structure
+from ..sources.offset_spout import OffsetSpout
+from ..topology import Topology
 
 
 def summary(path: str, overrides: dict | None = None) -> dict:
@@ -33,4 +35,17 @@ def summary(path: str, overrides: dict | None = None) -> dict:
                            "inputs": sorted({sub.source for sub in spec.inputs})}
     return {"ok": True, "config": config, "components": components,
             "structure": topology_structure(topology),
-            "warnings": topology.config_warnings(conf)}
+            "warnings": topology.config_warnings(conf),
+            "offset_spouts": offset_spouts(topology)}
+
+
+def offset_spouts(topology: Topology) -> list[dict]:
+    """Each offset spout that commits to ZooKeeper: ``{"component", "spout_id", "zk_root"}``
+    (nimbus makes their offsets nodes the topology's own: ``ClusterState.claim_offsets``)."""
+    found = []
+    for cid, spec in topology.components.items():
+        if isinstance(spec.obj, OffsetSpout):
+            commits = spec.obj.zookeeper_commits()
+            if commits is not None:
+                found.append({"component": cid, **commits})
+    return found

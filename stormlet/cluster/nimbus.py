@@ -27,6 +27,7 @@ from typing import Any
 from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
+from ..redaction import redact_config
 from . import rpc
 from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack
 from .errors import topology_error_summary, topology_errors
@@ -45,9 +46,11 @@ from .zk_state import (
     DEFAULT_ROOT,
     ClusterState,
     Executor,
+    ForeignNodeError,
     Slot,
     assigned_executors,
     connect,
+    offsets_path,
     rpc_address,
 )
 
@@ -104,15 +107,20 @@ class Nimbus:
 
     def start(self) -> None:
         self.client = connect(self.zk_hosts, security=self.security)
-        self.state = ClusterState(self.client, self.zk_root)
-        self._topology_ids = frozenset(self.state.topologies())
-        if self.security.enabled:
-            self.state.ensure_offsets_root(self.security.zk_acl(workers="create"))
-            secured = self.state.secure_open_nodes(self.security.zk_acl(),
-                                                   self.security.zk_acl(workers="all"))
-            if secured:
-                log.info("gave %d ZooKeeper nodes made before the cluster had a secret its "
-                         "ACLs", secured)
+        try:
+            # Refuses a root this cluster did not make (a ForeignNodeError, the command's error).
+            self.state = ClusterState(self.client, self.zk_root, self.security)
+            self._topology_ids = frozenset(self.state.topologies())
+            if self.security.enabled:
+                self.state.ensure_offsets_root()
+                secured = self.state.secure_topology_nodes()
+                if secured:
+                    log.info("made %d topology records and assignments readable by their own "
+                             "topology's workers only", secured)
+        except BaseException:
+            self.client.stop()
+            self.client.close()
+            raise
         self._announce()
         self.client.add_listener(self._on_connection)
         server = rpc.RpcServer(f"tcp://{self.bind}:{self.port}", self._operations(),
@@ -207,6 +215,7 @@ class Nimbus:
             "list": Op(self.list_topologies, read), "cluster": Op(self.cluster_info, read),
             "errors": Op(self.errors, read), "metrics": Op(self.metrics, read),
             "topology_info": Op(self.topology_info, read),
+            "topology_conf": Op(self.topology_conf, admin),
         }
 
     def _require_leader(self) -> None:
@@ -256,6 +265,7 @@ class Nimbus:
                       "launched": time.time(), "workers": workers, "executors": {},
                       "summary": summary["components"], "structure": summary.get("structure"),
                       "code_sha256": digest(code), "kill_at": None}
+            self._claim_offsets(name, summary.get("offset_spouts", []))
             self._store_code(topology_id, code)
             self.state.set_topology(topology_id, record)
             self._topology_ids = self._topology_ids | {topology_id}
@@ -265,6 +275,24 @@ class Nimbus:
         for line in warnings:
             log.warning("topology %s: %s", name, line)
         return {"id": topology_id, "warnings": warnings}
+
+    def _claim_offsets(self, name: str, spouts: list) -> None:
+        """Make the offsets nodes of the topology's offset spouts that commit under the
+        cluster's offsets root its own (``ClusterState.claim_offsets``), or refuse the
+        submission naming the node another topology owns or someone else planted."""
+        if not self.security.enabled:
+            return
+        running = {str(r.get("name")) for r in self.state.topologies().values()}
+        root = offsets_path(self.state.root)
+        for spout in spouts:
+            if not isinstance(spout, dict) or not isinstance(spout.get("spout_id"), str):
+                continue
+            if spout.get("zk_root") not in (None, root):
+                continue   # commits elsewhere: its workers make (and check) those nodes
+            try:
+                self.state.claim_offsets(spout["spout_id"], name, running)
+            except ForeignNodeError as exc:
+                raise rpc.RpcError(f"spout {spout.get('component')!r}: {exc}") from None
 
     def _refuse_running_name(self, name: str) -> None:
         if any(r.get("name") == name for r in self.state.topologies().values()):
@@ -353,19 +381,26 @@ class Nimbus:
 
     def topology_info(self, name: str) -> dict:
         """What a topology page shows apart from the numbers: its ``list`` row (status, uptime,
-        workers, executors, last_error; its error count as "error_count"), conf, structure,
-        placement (each executor as [component, tasks, supervisor, host, port]), each worker
-        slot's process as its supervisor last reported it (pid, uptime, restarts), and recent
-        errors as "errors". ``name`` may be the topology's id."""
+        workers, executors, last_error; its error count as "error_count"), conf (credentials
+        redacted: the read role may call this; see ``topology_conf``), structure, placement
+        (each executor as [component, tasks, supervisor, host, port]), each worker slot's
+        process as its supervisor last reported it (pid, uptime, restarts), and recent errors
+        as "errors". ``name`` may be the topology's id."""
         tid, record = self._find_any(name)
         # A corrupt assignment (logged) shows as none: the leader soon puts a good one back.
         executors = assigned_executors(self.state.checked_assignment(tid))
         reports = self.state.heartbeats()
         row = _row(tid, record, executors, reports)
-        return {**row, "error_count": row["errors"], "conf": record.get("conf", {}),
+        return {**row, "error_count": row["errors"],
+                "conf": redact_config(record.get("conf", {})),
                 "structure": record.get("structure"), "assignment": executors,
                 "worker_slots": worker_slots(reports, tid, executors),
                 "errors": topology_errors(reports, tid, INFO_ERRORS)}
+
+    def topology_conf(self, name: str) -> dict:
+        """A topology's config with its credentials, as its workers run with it: the admin's
+        (the UI shows it to a holder of its token). ``name`` may be the topology's id."""
+        return self._find_any(name)[1].get("conf", {})
 
     def _set_status(self, name: str, status: str, **extra: Any) -> dict:
         self._require_leader()

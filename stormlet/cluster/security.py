@@ -20,9 +20,12 @@ secret is distributed:
   another topology that still holds a reused port refuses the connection instead of taking its
   frames; see ``transport_server``);
 - ZooKeeper nodes carry digest ACLs (``zk_auth``, ``zk_acl``): the daemons' identity may do
-  anything; every worker's shared identity may read cluster state and create a spout's offsets
-  node; a topology's own identity (by name, so a resubmission resumes) may write the offsets
-  nodes its workers created. Anonymous clients may do nothing (``NoAuth``).
+  anything; read-only clients read; a topology's own identity (by name, so a resubmission
+  resumes) reads its record and assignment and may do anything with its offsets, in the spout
+  id nodes nimbus made for it at submit (``zk_topology_acl``); every worker's shared identity
+  reads only where the leading nimbus is (``zk_shared_acl``) and creates nothing. Anonymous
+  clients may do nothing (``NoAuth``), and a node whose ACL names anyone else was not made by
+  the cluster (``zk_acl_problem``): it is refused, never read.
 
 Daemons hold the secret file; workers run the topology's code and get only their topology's
 credentials.
@@ -58,6 +61,8 @@ SECRET_BYTES = 32
 # ZooKeeper digest identities: "<user>:<password>", the password derived from the secret.
 ZK_DAEMON_USER, ZK_WORKER_USER, ZK_READER_USER, ZK_TOPOLOGY_USER_PREFIX = (
     "stormlet-daemon", "stormlet-worker", "stormlet-reader", "stormlet-topology-")
+# ZooKeeper's permission bits (kazoo.security.Permissions): every one, and write.
+_ZK_ALL, _ZK_WRITE = 31, 2
 # What a read-only credentials file says it is (``stormlet secret read-only``).
 READ_ONLY_KIND = "stormlet-read-only"
 
@@ -121,6 +126,19 @@ class _ReadOnly(NamedTuple):
 def _hmac(key: bytes, label: str) -> bytes:
     """The key derivation everything here uses: HMAC-SHA256 of ``label`` under ``key``."""
     return hmac.new(key, label.encode(), hashlib.sha256).digest()
+
+
+#: What a daemon's files (topology code, logs, heartbeats, state) let others do: their owner
+#: reads and writes, the owner's group reads (a log shipper, say), nobody else anything. They
+#: hold the topologies' code and data, which only the cluster's users should see.
+DAEMON_UMASK = 0o027
+
+
+def restrict_new_files() -> None:
+    """Give every file and directory this process makes from now on ``DAEMON_UMASK``'s modes
+    (640 and 750); the worker processes a supervisor starts inherit it. For the daemons'
+    commands, before they make anything."""
+    os.umask(DAEMON_UMASK)
 
 
 def write_private_file(path: str | Path, text: str, replace: bool = False) -> None:
@@ -297,7 +315,7 @@ class Security:
         """What a supervisor hands a worker of ``topology_id`` (see ``for_worker``): its
         topology's secret, nimbus's public key, and its ZooKeeper identities (the workers' and
         its topology's) with the ACL ids its offsets nodes grant (the daemons', its own)."""
-        topology_user = ZK_TOPOLOGY_USER_PREFIX + topology_name
+        topology_user = _topology_user(topology_name)
         return {"topology_id": topology_id,
                 "topology_secret": self.topology_secret(topology_id).hex(),
                 "nimbus_key": self._nimbus_keys()[0].decode("ascii"),
@@ -325,14 +343,13 @@ class Security:
             return []
         return [("digest", self._zk_login(ZK_DAEMON_USER))]
 
-    def zk_acl(self, workers: str = "read") -> list | None:
-        """The ACL of the nodes this process creates (None: ZooKeeper's open default, with
-        security off). A daemon's nodes: the daemons may do anything, read-only clients read,
-        and workers read (``workers="read"``), also create children (``"create"``: the offsets
-        root) or do anything (``"all"``: offsets nodes of unknown owner, made before the
-        cluster had a secret). A worker's nodes (offsets): the daemons and its own topology may
-        do anything, read-only clients read. A read-only client's (a path it ensures before
-        nimbus made it): the daemons' alone."""
+    def zk_acl(self) -> list | None:
+        """The ACL of the nodes this process creates by default (None: ZooKeeper's open
+        default, with security off). A daemon's: the daemons may do anything, read-only clients
+        read, workers nothing (what they read is granted node by node: ``zk_shared_acl``,
+        ``zk_topology_acl``). A worker's (its offsets): ``zk_topology_acl`` of its topology with
+        write access. A read-only client's (a path it ensures before nimbus made it): the
+        daemons' alone."""
         from kazoo.security import make_acl
 
         if self._worker_zk is not None:
@@ -344,9 +361,78 @@ class Security:
         if self._cluster_secret is None:
             return None
         return [make_acl("digest", self._zk_id(ZK_DAEMON_USER), all=True),
-                make_acl("digest", self._zk_id(ZK_WORKER_USER), read=True,
-                         create=workers == "create", all=workers == "all"),
                 make_acl("digest", self._zk_id(ZK_READER_USER), read=True)]
+
+    def zk_shared_acl(self) -> list | None:
+        """The ACL of a daemon's node that every worker reads (where the leading nimbus is):
+        ``zk_acl`` and read access for the workers' shared identity."""
+        from kazoo.security import make_acl
+
+        acl = self.zk_acl()
+        if acl is None or not self.holds_secret:
+            return acl
+        return [*acl, make_acl("digest", self._zk_id(ZK_WORKER_USER), read=True)]
+
+    def zk_topology_acl(self, topology_name: str, write: bool = False) -> list | None:
+        """The ACL of a node that belongs to one topology: the daemons may do anything,
+        read-only clients read, and the topology's own identity (by name, so a resubmission
+        resumes) reads it (its record and assignment) or, with ``write``, may do anything (its
+        offsets, the same ACL its workers give the nodes they create). No other topology's
+        workers may touch it."""
+        from kazoo.security import make_acl
+
+        if self._cluster_secret is None:
+            return None
+        topology_id = self._zk_id(_topology_user(topology_name))
+        return [make_acl("digest", self._zk_id(ZK_DAEMON_USER), all=True),
+                make_acl("digest", topology_id, all=write, read=True),
+                make_acl("digest", self._zk_id(ZK_READER_USER), read=True)]
+
+    def zk_acl_problem(self, acl: list) -> str | None:
+        """Why ``acl`` (a node's, as ZooKeeper gives it) is not one this cluster's daemons or
+        workers would have given a node, or None if it is: every entry a digest identity
+        derived from the cluster secret (a topology's checked against its name), and the
+        daemons' with every permission. A node without such an ACL was made by someone else
+        (anonymously before the cluster existed, say) and must not be trusted."""
+        daemon = self._zk_id(ZK_DAEMON_USER)
+        known = {daemon, self._zk_id(ZK_WORKER_USER), self._zk_id(ZK_READER_USER)}
+        daemon_has_all = False
+        for entry in acl:
+            scheme, acl_id = entry.id.scheme, entry.id.id
+            user = acl_id.partition(":")[0]
+            if scheme != "digest" or not (
+                    acl_id in known or (user.startswith(ZK_TOPOLOGY_USER_PREFIX)
+                                        and acl_id == self._zk_id(user))):
+                return f"it grants {scheme}:{acl_id}, an identity this cluster did not make"
+            daemon_has_all |= acl_id == daemon and entry.perms == _ZK_ALL
+        if not daemon_has_all:
+            return "the cluster's daemons may not do everything with it"
+        return None
+
+    def zk_node_problem(self, acl: list) -> str | None:
+        """Why a node this process is about to trust as its own (a committed offset) is not, or
+        None: for a worker, any ACL but the one its topology's nodes get (another topology's,
+        or one someone planted); for a daemon, ``zk_acl_problem``. None with security off, and
+        for a read-only client, which trusts nothing to write."""
+        if self._worker_zk is not None:
+            mine = {(e.perms, e.id.scheme, e.id.id) for e in self.zk_acl() or []}
+            if {(e.perms, e.id.scheme, e.id.id) for e in acl} == mine:
+                return None
+            granted = ", ".join(sorted(f"{e.id.scheme}:{e.id.id.partition(':')[0]}"
+                                       for e in acl))
+            return f"its ACL ({granted}) is not this topology's"
+        if self._cluster_secret is not None:
+            return self.zk_acl_problem(acl)
+        return None
+
+    def zk_topology_owner(self, acl: list) -> str | None:
+        """The name of the topology whose identity ``acl`` grants write access, if one does."""
+        for entry in acl:
+            user = entry.id.id.partition(":")[0]
+            if (user.startswith(ZK_TOPOLOGY_USER_PREFIX) and entry.perms & _ZK_WRITE
+                    and entry.id.id == self._zk_id(user)):
+                return user[len(ZK_TOPOLOGY_USER_PREFIX):]
+        return None
 
     def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], set[str]]) -> None:
         """Make ``sock`` (not yet bound) nimbus's CURVE server: it admits the role keys and the
@@ -400,6 +486,11 @@ class Security:
             CurveKeys(public, public, secret).apply(sock)
         else:
             sock.plain_username, sock.plain_password = _topology_login(topology_id)
+
+
+def _topology_user(topology_name: str) -> str:
+    """The ZooKeeper identity of a topology's workers: by name, so a resubmission resumes."""
+    return ZK_TOPOLOGY_USER_PREFIX + topology_name
 
 
 def _topology_login(topology_id: str) -> tuple[bytes, bytes]:

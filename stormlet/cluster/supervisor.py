@@ -105,7 +105,13 @@ class Supervisor:
     def start(self) -> None:
         self._kill_orphans()
         self.client = connect(self.zk_hosts, security=self.security)
-        self.state = ClusterState(self.client, self.zk_root)
+        try:
+            # Refuses a root this cluster did not make, as nimbus does.
+            self.state = ClusterState(self.client, self.zk_root, self.security)
+        except BaseException:
+            self.client.stop()
+            self.client.close()
+            raise
         self._register()
         self.client.add_listener(self._on_connection)
         self._thread = threading.Thread(target=self._loop, name="supervisor", daemon=True)

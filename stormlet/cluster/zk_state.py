@@ -14,17 +14,25 @@
 
 Only small state lives here. Topology code stays with nimbus (it can exceed ZooKeeper's 1 MB node
 limit). A node that does not parse is logged with its path and skipped, never fatal.
+
+With a cluster secret every node carries a digest ACL (``Security``): the daemons' nodes are
+theirs (read-only clients read them, workers read only where the leader is); a topology's record
+and assignment are readable by its own identity and no other topology's; the offsets root is the
+daemons', and nimbus makes each spout id's node there for the topology that commits under it
+(``claim_offsets``), so no topology's workers can create, read or write another's offsets.
+Nimbus refuses a root it did not make (``check_root``): a node planted before it started, with
+an ACL of someone else's, is never adopted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from kazoo.exceptions import NoAuthError, NoNodeError, NodeExistsError
 
-from .security import Security
+from .security import Security, SecurityError
 
 if TYPE_CHECKING:
     # kazoo.client is slow to import: the command line and the sources import this module for
@@ -80,6 +88,11 @@ def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 6.0,
 def rpc_address(info: dict) -> str:
     """The ZeroMQ address of a nimbus from its leader or hosts record."""
     return f"tcp://{info['host']}:{info['port']}"
+
+
+def _same_acl(a: list, b: list) -> bool:
+    return ({(e.perms, e.id.scheme, e.id.id) for e in a}
+            == {(e.perms, e.id.scheme, e.id.id) for e in b})
 
 
 def decode_node(path: str, data: bytes) -> dict | None:
@@ -154,42 +167,159 @@ def executor_key(executors: list[Executor]) -> list:
     return sorted([e.component, list(e.tasks)] for e in executors)
 
 
+class ForeignNodeError(SecurityError):
+    """A node under the cluster's root that this cluster did not make: refused, never adopted."""
+
+
+#: The nodes under the root that nimbus makes at start, each a parent of records.
+STATE_DIRS = ("nimbus/hosts", "supervisors", "heartbeats", "topologies", "assignments")
+
+
 class ClusterState:
-    def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT):
+    """The cluster's nodes under ``root``. ``security``: the process's credentials, whose ACLs
+    the nodes it writes get (the daemons pass theirs; readers need not). Holding the cluster
+    secret, it first refuses a root the cluster did not make (``check_root``); with
+    ``adopt_open``, after giving the nodes anyone may use the daemons' ACL (``adopt_open_nodes``;
+    how many is ``adopted``)."""
+
+    def __init__(self, client: KazooClient, root: str = DEFAULT_ROOT,
+                 security: Security | None = None, adopt_open: bool = False):
         self.client = client
         self.root = cluster_root(root)
-        for sub in ("nimbus/hosts", "supervisors", "heartbeats", "topologies", "assignments"):
+        self.security = security or Security()
+        self.adopted = 0
+        if self.security.holds_secret:
+            if adopt_open:
+                self.adopted = self.adopt_open_nodes()
+            self.check_root()
+        for sub in STATE_DIRS:
             client.ensure_path(self._path(sub))
 
     def _path(self, *parts: str) -> str:
         return "/".join([self.root, *parts])
 
-    def ensure_offsets_root(self, acl: list) -> None:
-        """Create the node offset spouts commit under, with ``acl`` (workers may create their
-        spouts' nodes in it: see ``Security.zk_acl``)."""
+    # ----- who may touch what (with a cluster secret)
+
+    def ensure_offsets_root(self) -> None:
+        """Create the node offset spouts commit under, the daemons' alone (workers commit in
+        the spout id nodes ``claim_offsets`` makes for their topology)."""
         path = offsets_path(self.root)
+        acl = self.security.zk_acl()
         self.client.ensure_path(path, acl=acl)
         self.client.set_acls(path, acl)
 
-    def secure_open_nodes(self, state_acl: list, offsets_acl: list) -> int:
-        """Give every node under the root that anyone may still use (made before the cluster
-        had a secret) ``state_acl``, or under the offsets root ``offsets_acl``; returns how
-        many were changed."""
-        offsets = offsets_path(self.root) + "/"
+    def secure_topology_nodes(self) -> int:
+        """Give each topology's record and assignment the ACL that only its own topology's
+        workers read (nodes written by a release that let every worker read them); returns
+        how many changed."""
         changed = 0
-        pending = [self.root]
+        for tid, record in self.topologies().items():
+            acl = self.security.zk_topology_acl(str(record.get("name")))
+            for path in (self.topology_path(tid), self.assignment_path(tid)):
+                try:
+                    if not _same_acl(self.client.get_acls(path)[0], acl):
+                        self.client.set_acls(path, acl)
+                        changed += 1
+                except NoNodeError:
+                    continue
+        return changed
+
+    def claim_offsets(self, spout_id: str, topology_name: str,
+                      running: set[str]) -> None:
+        """Make ``spout_id``'s node under the offsets root the topology ``topology_name``'s, so
+        its workers may commit there and no other topology's may: create it, keep it when it is
+        the topology's already (a resubmission resumes), or take it over when nobody owns it
+        (secured by ``adopt_open_nodes``). Raises ``ForeignNodeError`` naming the node when
+        another topology owns it (running or not: its commits are that topology's to resume),
+        or when it, or a commit in it, was not made by this cluster."""
+        path = spout_offsets_path(offsets_path(self.root), spout_id)
+        acl = self.security.zk_topology_acl(topology_name, write=True)
+        try:
+            self.client.create(path, acl=acl)
+            return
+        except NodeExistsError:
+            pass
+        current = self._acl_of(path)
+        owner = self.security.zk_topology_owner(current)
+        if owner is not None and owner != topology_name:
+            state = "a running topology" if owner in running else "a topology"
+            raise ForeignNodeError(
+                f"spout id {spout_id!r} commits its offsets at {path}, which belong to {state} "
+                f"named {owner!r}: give the spout another spout_id, or submit this topology as "
+                f"{owner!r} to resume from those commits")
+        commits = [f"{path}/{child}" for child in self.client.get_children(path)]
+        for node in (path, *commits):
+            node_acl = current if node == path else self._acl_of(node)
+            problem = self.security.zk_acl_problem(node_acl)
+            if problem is not None:
+                raise ForeignNodeError(f"refusing the offsets node {node}: {problem}; delete it "
+                                       f"(with ZooKeeper's super user) if it is not yours")
+        if owner is None:   # secured from open nodes: the first topology to claim takes them
+            for node in (path, *commits):
+                self.client.set_acls(node, acl)
+            log.info("topology %s takes over the offsets at %s, which no topology owned",
+                     topology_name, path)
+
+    def check_root(self) -> None:
+        """Make the root with the daemons' ACL if it is not there; refuse
+        (``ForeignNodeError``) a root, or any node under it, that this cluster did not make:
+        something planted there before nimbus started would otherwise be taken for cluster
+        state. The constructor calls it for a holder of the secret."""
+        try:
+            self.client.create(self.root, acl=self.security.zk_acl(), makepath=True)
+            return
+        except NodeExistsError:
+            pass
+        for path in self._walk():
+            try:
+                problem = self.security.zk_acl_problem(self._acl_of(path))
+            except NoNodeError:   # removed meanwhile
+                continue
+            if problem is not None:
+                raise ForeignNodeError(
+                    f"refusing the ZooKeeper root {self.root}: its node {path} was not made by "
+                    f"this cluster ({problem}). If this cluster ran without a secret before and "
+                    f"you trust what is there, run `stormlet secret adopt-zookeeper` once; "
+                    f"else remove {self.root} or choose another --zk-root")
+
+    def adopt_open_nodes(self) -> int:
+        """Give every node under the root that anyone may use (made before the cluster had a
+        secret) the daemons' ACL; the offsets in it then belong to no topology until one
+        claims them (``claim_offsets``). Returns how many changed. For an operator who trusts
+        what is there (``stormlet secret adopt-zookeeper``): nimbus adopts nothing itself."""
+        acl = self.security.zk_acl()
+        changed = 0
+        for path in self._walk():
+            try:
+                if any(entry.id.scheme == "world" for entry in self._acl_of(path)):
+                    self.client.set_acls(path, acl)
+                    changed += 1
+            except NoNodeError:   # removed meanwhile
+                continue
+        return changed
+
+    def _walk(self) -> list[str]:
+        """The root and every node under it, parents before children."""
+        found, pending = [], [self.root]
         while pending:
             path = pending.pop()
             try:
-                acl, _stat = self.client.get_acls(path)
-                pending.extend(f"{path}/{child}" for child in self.client.get_children(path))
-                if any(entry.id.scheme == "world" for entry in acl):
-                    self.client.set_acls(path, offsets_acl if path.startswith(offsets)
-                                         else state_acl)
-                    changed += 1
-            except (NoNodeError, NoAuthError):   # gone meanwhile, or a node we cannot read
+                children = self.client.get_children(path)
+            except NoNodeError:
                 continue
-        return changed
+            except NoAuthError:
+                children = []   # _acl_of names the node
+            found.append(path)
+            pending.extend(f"{path}/{child}" for child in children)
+        return found
+
+    def _acl_of(self, path: str) -> list:
+        """The ACL of ``path``; a node the daemons may not even read is refused."""
+        try:
+            return self.client.get_acls(path)[0]
+        except NoAuthError:
+            raise ForeignNodeError(f"the ZooKeeper node {path} is not readable by this "
+                                   f"cluster's daemons: it was made by someone else") from None
 
     # ----- JSON nodes
 
@@ -200,20 +330,22 @@ class ClusterState:
             return None
         return decode_node(path, data)
 
-    def _write(self, path: str, value: dict, ephemeral: bool = False) -> None:
+    def _write(self, path: str, value: dict, ephemeral: bool = False,
+               acl: Callable[[], list | None] = lambda: None) -> None:
+        """``acl()``: the node's ACL if this creates it (None: the client's default)."""
         data = json.dumps(value, sort_keys=True).encode("utf-8")
         if ephemeral:
             try:
-                self.client.create(path, data, ephemeral=True, makepath=True)
+                self.client.create(path, data, acl=acl(), ephemeral=True, makepath=True)
                 return
             except NodeExistsError:
                 self.client.delete(path)
-                self.client.create(path, data, ephemeral=True, makepath=True)
+                self.client.create(path, data, acl=acl(), ephemeral=True, makepath=True)
                 return
         try:
             self.client.set(path, data)
         except NoNodeError:
-            self.client.create(path, data, makepath=True)
+            self.client.create(path, data, acl=acl(), makepath=True)
 
     def _children(self, *parts: str) -> dict[str, dict]:
         path = self._path(*parts)
@@ -255,7 +387,9 @@ class ClusterState:
         return addresses
 
     def set_leader(self, info: dict) -> None:
-        self._write(self._path("nimbus", "leader"), info, ephemeral=True)
+        # Every worker reads it: where to report its metrics.
+        self._write(self._path("nimbus", "leader"), info, ephemeral=True,
+                    acl=self.security.zk_shared_acl)
 
     def leader(self) -> dict | None:
         return self._read(self._path("nimbus", "leader"))
@@ -278,7 +412,8 @@ class ClusterState:
     # ----- topologies
 
     def set_topology(self, topology_id: str, record: dict) -> None:
-        self._write(self._path("topologies", topology_id), record)
+        self._write(self._path("topologies", topology_id), record,
+                    acl=lambda: self.security.zk_topology_acl(str(record.get("name"))))
 
     def topology(self, topology_id: str) -> dict | None:
         return self._read(self._path("topologies", topology_id))
@@ -296,7 +431,13 @@ class ClusterState:
     # ----- assignments
 
     def set_assignment(self, topology_id: str, assignment: dict) -> None:
-        self._write(self._path("assignments", topology_id), assignment)
+        """Written after the topology's record, whose name gives a new node its ACL."""
+        def acl() -> list | None:
+            record = self.topology(topology_id) if self.security.holds_secret else None
+            return (None if record is None
+                    else self.security.zk_topology_acl(str(record.get("name"))))
+
+        self._write(self._path("assignments", topology_id), assignment, acl=acl)
 
     def assignment(self, topology_id: str) -> dict | None:
         """The topology's assignment node as it is, checked for JSON only: see

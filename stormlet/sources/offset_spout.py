@@ -114,6 +114,14 @@ class OffsetSpout(Spout):
         self.zk_root = zk_root
         self.failed_dir = failed_dir
 
+    def zookeeper_commits(self) -> dict | None:
+        """Where its commits go on a cluster, for nimbus to make that node its topology's at
+        submit: ``{"spout_id", "zk_root"}`` (``zk_root`` None: the cluster's offsets root);
+        None when it was given a store of its own."""
+        if self.offsets is not None:
+            return None
+        return {"spout_id": self.spout_id, "zk_root": self.zk_root}
+
     # ----- what a source-specific subclass may choose
 
     def local_offset_store(self) -> OffsetStore:

@@ -51,6 +51,10 @@ def _decode(where: str, data: bytes | str) -> dict | None:
     return record
 
 
+class ForeignOffsetError(RuntimeError):
+    """A committed offset this topology must not trust: another topology's, or planted."""
+
+
 class OffsetStoreUnavailable(ConnectionError):
     """The store cannot be reached now (ZooKeeper down or not answering): try again later."""
 
@@ -80,13 +84,18 @@ class ZooKeeperOffsetStore:
     def client(self) -> Any:
         # Connected on first use: a spout's store is deep-copied per task before it runs.
         if self._client is None:
-            from ..cluster.security import Security
             from ..cluster.zk_state import connect
 
-            security = self.security or Security.from_environment()
             self._client = connect(self.hosts, timeout=15, session_timeout=10.0,
-                                   security=security)
+                                   security=self._security())
         return self._client
+
+    def _security(self) -> Any:
+        from ..cluster.security import Security
+
+        if self.security is None:
+            self.security = Security.from_environment()
+        return self.security
 
     def _path(self, spout_id: str, partition: int) -> str:
         # Imported here: only on a cluster, whose layout zk_state keeps.
@@ -111,7 +120,32 @@ class ZooKeeperOffsetStore:
         return client
 
     def load(self, spout_id: str, partition: int) -> dict | None:
-        return self._read(self._path(spout_id, partition), bounded=False)
+        """The commit, once its node and its spout id's are known to be this topology's own
+        (else ``ForeignOffsetError``, naming the node): a node another topology's workers or
+        an anonymous client made must never set where this topology starts."""
+        from ..cluster.zk_state import spout_offsets_path
+
+        path = self._path(spout_id, partition)
+        for node in (spout_offsets_path(self.root, spout_id), path):
+            self._check_owner(node)
+        return self._read(path, bounded=False)
+
+    def _check_owner(self, path: str) -> None:
+        from kazoo.exceptions import NoAuthError, NoNodeError
+
+        if not self._security().enabled:
+            return   # without a secret every node is anyone's: there is no owner to check
+        try:
+            acl, _stat = self.client.get_acls(path)
+        except NoNodeError:
+            return
+        except NoAuthError:
+            raise ForeignOffsetError(f"refusing the offsets node {path}: this topology may not "
+                                     f"read it; another topology or someone else made it") from None
+        problem = self._security().zk_node_problem(acl)
+        if problem is not None:
+            raise ForeignOffsetError(f"refusing the offsets node {path}: {problem}; delete it "
+                                     f"or give the spout another spout_id")
 
     def _read(self, path: str, bounded: bool) -> dict | None:
         """The record at ``path``; ``bounded``: refused while disconnected, and waited for at
