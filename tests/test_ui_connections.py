@@ -5,6 +5,7 @@ and from many. Real sockets on loopback; every loop is bounded in count and in t
 from __future__ import annotations
 
 import http.client
+import logging
 import socket
 import threading
 import time
@@ -136,9 +137,10 @@ def test_many_clients_under_the_per_client_cap_still_leave_room():
         assert closed_by_server(sockets[0], within=2)
 
 
-def test_an_unfinished_request_is_closed_after_its_time_however_slowly_it_is_sent():
+def test_an_unfinished_request_is_closed_after_its_time_however_slowly_it_is_sent(caplog):
     limits = ConnectionLimits(request_secs=0.5)
-    with ui(limits) as server, ExitStack() as stack:
+    with caplog.at_level(logging.WARNING, "stormlet.ui.connections"), ui(limits) as server, \
+            ExitStack() as stack:
         silent = stack.enter_context(socket.create_connection(("127.0.0.1", server.port)))
         partial = half_open(stack, server.port, 1)[0]
         with Tricklers(server.port, 1, every=0.05) as trickler:
@@ -148,6 +150,9 @@ def test_an_unfinished_request_is_closed_after_its_time_however_slowly_it_is_sen
             while trickler.reconnects == 0 and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert trickler.reconnects >= 1, "a trickled request outlived request_secs"
+    # The operator hears of it, once for all of them.
+    warnings = [r.getMessage() for r in caplog.records if r.name == "stormlet.ui.connections"]
+    assert len(warnings) == 1 and "held it without sending a whole request" in warnings[0]
 
 
 def test_a_kept_alive_connection_between_requests_is_not_cut_at_the_request_time():

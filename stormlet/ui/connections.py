@@ -33,6 +33,9 @@ log = logging.getLogger(__name__)
 
 # Waitress counts its listening socket and its trigger among its connections.
 _OWN_SOCKETS = 2
+# At most one warning this often about the connections closed meanwhile: under an attack,
+# one line per connection would flood the log.
+REPORT_SECS = 60.0
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ class GuardedServer(TcpWSGIServer):
 
     def __init__(self, application: Any, limits: ConnectionLimits, **kw: Any):
         self.limits = limits
+        self._closed = 0          # connections closed by the limits since the last warning
+        self._next_report = 0.0
         super().__init__(application, **kw)
 
     def admit(self, new: GuardedChannel) -> None:
@@ -126,6 +131,7 @@ class GuardedServer(TcpWSGIServer):
         log.debug("UI: %s; closed the connection from %s that had kept it waiting longest",
                   why, victim.client)
         victim.handle_close()
+        self._closed += 1
 
     def maintenance(self, now: float) -> None:
         """Waitress's (idle connections past ``channel_timeout``), and every connection whose
@@ -139,6 +145,15 @@ class GuardedServer(TcpWSGIServer):
             log.debug("UI: closed the connection from %s: no complete request within %gs",
                       channel.client, self.limits.request_secs)
             channel.handle_close()
+        self._closed += len(late)
+        if self._closed and now >= self._next_report:
+            limits = self.limits
+            log.warning("UI: closed %d connections that held it without sending a whole request "
+                        "(limits: %d per client address, %d in all, %gs to send a request); a "
+                        "client may be holding connections open on purpose (connections.py)",
+                        self._closed, limits.per_client, limits.max_connections,
+                        limits.request_secs)
+            self._closed, self._next_report = 0, now + REPORT_SECS
 
 
 def create_server(application: Any, host: str, port: int, limits: ConnectionLimits,
