@@ -1,11 +1,13 @@
 """Credentials in a topology's config are shown only to a reader with admin access, on every read
-path: the rules (redaction.py), the UI's REST API (a LocalCluster, and a cluster's nimbus through
-ClusterSource with the read and admin roles), nimbus's ``topology_info``, and ``stormlet errors``.
-What the topology's components get is never redacted."""
+path: the rules (redaction.py), the UI's REST API (over a LocalCluster, and over nimbus's own
+operations served with CURVE and called with the read and admin roles' keys), nimbus's
+``topology_info``, and ``stormlet errors``. What the topology's components get is never
+redacted."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any, ClassVar
 
@@ -19,7 +21,8 @@ from stormlet.cli import cluster as cluster_cli
 from stormlet.cli.options import NimbusTarget
 from stormlet.cluster import rpc
 from stormlet.cluster.nimbus import Nimbus
-from stormlet.cluster.security import ADMIN_USER, READ_USER, Security, permits
+from stormlet.cluster.nimbus_client import NimbusClient
+from stormlet.cluster.security import ADMIN_USER, READ_USER, Security
 from stormlet.redaction import REDACTED, is_secret_key, redact_config, redact_text
 from stormlet.ui.access import UiAccess
 from stormlet.ui.app import serve
@@ -218,7 +221,7 @@ def test_the_components_get_the_real_values(local_uis):
                                      for c in Connects.prepared)
 
 
-# ----- a cluster: nimbus's handlers behind ClusterSource, with the roles rpc enforces
+# ----- a cluster: nimbus's operations on a CURVE-secured RpcServer, asked with each role's keys
 
 RECORD = {"name": "creds", "id": "creds-1", "status": "active", "launched": 1.0,
           "conf": {**SECRETS, **PLAIN}, "structure": None}
@@ -238,46 +241,45 @@ class RecordOnly:
         return {}
 
 
-class RoleClient:
-    """A NimbusClient calling ``nimbus``'s handlers in this process as ``user``, refused as
-    RpcServer refuses (rpc.permits)."""
-
-    def __init__(self, nimbus: Nimbus, user: str):
-        self.nimbus, self.user = nimbus, user
-
-    def call(self, op: str, **args: Any) -> Any:
-        operation = self.nimbus._operations()[op]
-        if not permits(self.user, operation.role, args):
-            raise rpc.RpcError(f"permission denied: {self.user} may not call {op}")
-        return operation.handler(**args)
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.fixture
-def nimbus(tmp_path):
-    nimbus = Nimbus("unused:2181", data_dir=tmp_path)
+def nimbus_rpc(tmp_path):
+    """A leading nimbus's operations served over CURVE (no ZooKeeper: RecordOnly); yields its
+    address and the cluster's Security, whose role keys the clients present."""
+    security = Security(cluster_secret=bytes(range(32)))
+    nimbus = Nimbus("unused:2181", data_dir=tmp_path, security=security)
     nimbus.state = RecordOnly()
     nimbus.is_leader.set()
-    return nimbus
+    stopping = threading.Event()
+    server = rpc.RpcServer("tcp://127.0.0.1:*", nimbus._operations(), stopping,
+                           security=security, topology_ids=set)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield server.endpoint, security
+    finally:
+        stopping.set()
+        thread.join(5)
 
 
-def test_nimbus_topology_info_redacts_for_every_caller_and_topology_conf_is_the_admin_s(nimbus):
-    info = RoleClient(nimbus, READ_USER).call("topology_info", name="creds")
-    assert PASSWORD not in json.dumps(info)
-    assert info["conf"]["db.host"] == "db1"
+def test_nimbus_topology_info_redacts_for_every_caller_and_topology_conf_is_the_admin_s(
+        nimbus_rpc):
+    address, security = nimbus_rpc
+    read, admin = security.rpc_client_keys(READ_USER), security.rpc_client_keys(ADMIN_USER)
+    for keys in (read, admin):
+        info = rpc.call(address, "topology_info", timeout=5, credentials=keys, name="creds")
+        assert PASSWORD not in json.dumps(info) and info["conf"]["db.host"] == "db1"
     with pytest.raises(rpc.RpcError, match="permission denied"):
-        RoleClient(nimbus, READ_USER).call("topology_conf", name="creds")
-    conf = RoleClient(nimbus, ADMIN_USER).call("topology_conf", name="creds-1")
+        rpc.call(address, "topology_conf", timeout=5, credentials=read, name="creds")
+    conf = rpc.call(address, "topology_conf", timeout=5, credentials=admin, name="creds-1")
     assert conf == RECORD["conf"]   # the record workers read, untouched
 
 
 @pytest.mark.parametrize("user", [READ_USER, ADMIN_USER])
-def test_a_cluster_ui_shows_credentials_only_to_the_token_s_holder(nimbus, user):
-    # The UI's nimbus role does not matter to a reader without the token; with read-only
-    # credentials the UI has no token to give, and nimbus refuses topology_conf.
-    source = ClusterSource(RoleClient(nimbus, user))   # type: ignore[arg-type]
+def test_a_cluster_ui_shows_credentials_only_to_the_token_s_holder(nimbus_rpc, user):
+    # Whatever the UI's own role, a reader without the token sees them redacted; with the
+    # read role (read-only credentials) nimbus refuses the UI the real values.
+    address, security = nimbus_rpc
+    source = ClusterSource(NimbusClient(address=address, security=security, user=user))
     server = serve(source, "127.0.0.1", 0, access=UiAccess.for_host("127.0.0.1", token=TOKEN))
     try:
         anonymous = page(server, "/api/v1/topology/creds")
@@ -288,6 +290,7 @@ def test_a_cluster_ui_shows_credentials_only_to_the_token_s_holder(nimbus, user)
         assert admin["configuration"]["db.password"] == expected
     finally:
         server.stop()
+        source.close()
 
 
 # ----- stormlet errors
