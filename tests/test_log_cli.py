@@ -171,8 +171,8 @@ def test_describe_shows_offsets_counts_and_each_spouts_lag(tmp_path):
     result = stormlet("describe", path)
     assert result.exit_code == 0, result.output
     rows = [line.split() for line in result.output.splitlines()]
-    assert ["0", "10", "30", "20"] in rows and ["1", "0", "5", "5"] in rows
-    assert ["total", "25"] in rows
+    assert ["0", "10", "30", "20", "0"] in rows and ["1", "0", "5", "5", "0"] in rows
+    assert ["total", "25", "0"] in rows
     assert "no committed offsets" in result.output
 
     topic = str(path.resolve())
@@ -209,8 +209,38 @@ def test_the_stormlet_command_has_the_log_group(tmp_path):
     assert "appended 10 messages" in appended.stdout
     described = run("describe", str(path))
     assert described.returncode == 0
-    assert ["total", "10"] in [line.split() for line in described.stdout.splitlines()]
+    assert ["total", "10", "0"] in [line.split() for line in described.stdout.splitlines()]
     failed = run("create", str(path), "--partitions", "2")
     assert failed.returncode == 1
     assert failed.stderr.strip().splitlines() == [
         f"Error: cannot create a log at {path}: there is one already"]
+
+
+def test_append_after_damage_keeps_intact_records_and_describe_and_check_count_the_loss(tmp_path):
+    path = tmp_path / "log"
+    log = PartitionedLog.create(path, 1)
+    for i in range(0, 100, 10):
+        log.append_many([f"r{j}" for j in range(i, i + 10)], partition=0)
+    log.close()
+    segment = path / "partition-0" / f"{0:020d}.seg"
+    data = bytearray(segment.read_bytes())
+    frame = len(data) // 10
+    data[2 * frame + 40] ^= 0xFF                   # a middle frame (offsets 20-29)
+    data[-20] ^= 0xFF                              # and the last (90-99)
+    segment.write_bytes(bytes(data))
+    (path / "partition-0" / "99999999999999999999999.seg").write_bytes(b"")
+    result = stormlet("append", path, "--partition", 0, input="after\n")
+    assert result.exit_code == 0, result.output
+    assert "partition 0: 1 (offsets 100-100)" in result.output
+    assert [v for _, v in values(path)[0]] == [f"r{i}" for i in [*range(20), *range(30, 90)]] + [
+        "after"]
+    result = stormlet("describe", path)
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.output.splitlines()]
+    assert ["0", "0", "101", "81", "20"] in rows and ["total", "81", "20"] in rows
+    assert "partition 0: offsets 20-29 lost to damage in 00000000000000000000.seg" in result.output
+    assert "partition 0: offsets 90-99 lost to damage" in result.output
+    assert "partition 0: ignored 99999999999999999999999.seg: not a segment name" in result.output
+    checked = stormlet("check", path)
+    assert checked.exit_code == 1 and ["total", "81", "20"] in [
+        line.split() for line in checked.output.splitlines()]

@@ -510,3 +510,122 @@ def test_two_processes_appending_at_once_lose_and_interleave_nothing(tmp_path):
     # They did write at the same time (else this test shows nothing about the lock).
     writers = [r.value[0] for r in records]
     assert sum(a != b for a, b in zip(writers, writers[1:])) > 2
+
+
+# ----- damage: corrupt bytes never cost an intact record, and no offset is handed out twice
+
+
+def ten_frames(tmp_path, partitions: int = 1, **config) -> tuple[Path, Path, list[int]]:
+    """A log whose partition 0 holds offsets 0-99 in ten frames of ten records; returns its
+    path, its first segment and where each frame starts."""
+    log = PartitionedLog.create(tmp_path / "log", partitions, **config)
+    for i in range(0, 100, 10):
+        log.append_many([f"r{j}" for j in range(i, i + 10)], partition=0)
+    log.close()
+    segment = log.path / "partition-0" / f"{0:020d}.seg"
+    data = segment.read_bytes()
+    starts, pos = [], 0
+    while pos < len(data):
+        starts.append(pos)
+        pos += int.from_bytes(data[pos:pos + 4], "little") + 12
+    assert len(starts) == 10
+    return log.path, segment, starts
+
+
+def flip(path: Path, *positions: int) -> None:
+    data = bytearray(path.read_bytes())
+    for pos in positions:
+        data[pos] ^= 0x5A
+    path.write_bytes(bytes(data))
+
+
+def test_damage_in_a_middle_frame_and_the_last_costs_only_their_records(tmp_path, caplog):
+    path, segment, starts = ten_frames(tmp_path)
+    flip(segment, starts[2] + 40, starts[9] + 40)      # inside frames 20-29 and 90-99
+    size = segment.stat().st_size
+    log = PartitionedLog(path)
+    assert log.append("after", partition=0) == (0, 100)     # 90-99 are never handed out again
+    assert segment.stat().st_size > size                    # nothing truncated
+    records = read_all(log, 0, 0)
+    assert [r.offset for r in records] == [*range(20), *range(30, 90), 100]
+    assert [r.value for r in records[:-1]] == [f"r{i}" for i in [*range(20), *range(30, 90)]]
+    spans = log.quarantined(0)
+    assert [(q.first, q.stop, q.start, q.end) for q in spans] == [
+        (20, 30, starts[2], starts[3]), (90, 100, starts[9], size)]
+    assert all(q.reason == "CRC mismatch" for q in spans)
+    # The quarantine file holds a line saying what it is, then the bytes as they were.
+    head, _, body = spans[0].path.read_bytes().partition(b"\n")
+    assert b'"first": 20' in head and body == segment.read_bytes()[starts[2]:starts[3]]
+    warned = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert any(f"{segment}: bytes {starts[2]}-{starts[3] - 1} are damaged (CRC mismatch): "
+               f"offsets 20-29 lost" in m and str(spans[0].path) in m for m in warned)
+    assert not any("dropping" in r.getMessage() for r in caplog.records)
+    log.close()
+
+
+def test_a_reader_steps_over_damage_it_finds_and_seeks_past_lost_offsets(tmp_path):
+    path, segment, starts = ten_frames(tmp_path)
+    flip(segment, starts[4] + 1)        # the length of frame 40-49: found again by resyncing
+    log = PartitionedLog(path)
+    for batch in (1, 7, 1000):
+        assert [r.offset for r in read_all(log, 0, 0, batch)] == [*range(40), *range(50, 100)]
+    for offset in (40, 45, 49):         # a lost offset reads on from the next one there is
+        assert [r.offset for r in PartitionedLog(path).read(0, offset, 3)] == [50, 51, 52]
+    assert [(q.first, q.stop) for q in log.quarantined(0)] == [(40, 50)]
+    assert "runs past the end of the file" in log.quarantined(0)[0].reason
+    assert log.append("next", partition=0) == (0, 100)
+
+
+def test_a_whole_frame_failing_its_crc_at_the_tail_is_not_taken_for_a_torn_one(tmp_path):
+    path, segment, starts = ten_frames(tmp_path)
+    flip(segment, segment.stat().st_size - 20)
+    before = segment.read_bytes()
+    log = PartitionedLog(path)
+    assert log.end_offset(0) == 100
+    assert log.append_many(["a", "b"], partition=0) == {0: range(100, 102)}
+    assert segment.read_bytes().startswith(before)
+    assert [r.offset for r in read_all(log, 0, 0)] == [*range(90), 100, 101]
+    assert [(q.first, q.stop) for q in log.quarantined(0)] == [(90, 100)]
+
+
+def test_a_torn_tail_after_damage_is_truncated_and_the_damage_kept(tmp_path):
+    path, segment, starts = ten_frames(tmp_path)
+    flip(segment, starts[5] + 30)
+    data = segment.read_bytes()
+    segment.write_bytes(data[:starts[9] + 25])          # a writer died inside frame 90-99
+    log = PartitionedLog(path)
+    assert log.append("x", partition=0) == (0, 90)      # 90-99 were never whole: reused
+    assert segment.stat().st_size > starts[9]
+    assert [r.offset for r in read_all(log, 0, 0)] == [*range(50), *range(60, 91)]
+    assert [(q.first, q.stop) for q in log.quarantined(0)] == [(50, 60)]
+
+
+def test_damage_at_the_end_of_a_finished_segment_does_not_stop_reading(tmp_path):
+    log = PartitionedLog.create(tmp_path / "log", 1, segment_records=20)
+    log.append_many([f"v{i}" for i in range(60)], partition=0)     # segments 0, 20, 40
+    log.close()
+    middle = log.path / "partition-0" / f"{20:020d}.seg"
+    middle.write_bytes(middle.read_bytes()[:-7])        # truncated: not a torn tail here
+    log = PartitionedLog(log.path)
+    assert [r.offset for r in read_all(log, 0, 0)] == [*range(20), *range(40, 60)]
+    assert [r.offset for r in log.read(0, 25, 3)] == [40, 41, 42]
+    assert [(q.first, q.stop) for q in log.check(0)] == [(20, 40)]
+    assert log.append("next", partition=0) == (0, 60)
+
+
+@pytest.mark.parametrize("name", ["99999999999999999999999.seg", "9223372036854775808.seg",
+                                  "99999999999999999999.seg", "abc.seg", "5.seg", "-0001.seg",
+                                  "00000000000000000\u0661\u0662\u0663.seg"])
+def test_a_name_that_is_not_a_segments_is_ignored_with_a_warning(tmp_path, name, caplog):
+    log = PartitionedLog.create(tmp_path / "log", 1)
+    log.append_many(["a", "b"], partition=0)
+    stray = log.path / "partition-0" / name
+    stray.write_bytes(b"\x00" * 64)
+    other = PartitionedLog(log.path)
+    assert other.describe() == {0: (0, 2)}
+    assert other.append("c", partition=0) == (0, 2)
+    assert [r.value for r in read_all(other, 0)] == ["a", "b", "c"]
+    assert other.ignored_files(0) == [name]
+    assert any(f"{stray}: ignored: not a segment name" in r.getMessage() for r in caplog.records)
+    other.close()
+    log.close()

@@ -4,9 +4,12 @@
     seq 1000 | stormlet log append data/events                   # one message per line
     stormlet log append data/events --file users.jsonl --key-field user
     stormlet log describe data/events                            # offsets, and each spout's lag
+    stormlet log check data/events                               # read it all, find any damage
 
 ``append`` checks its whole input before writing any of it (see ``sources/log_lines.py``), so a
-bad line leaves the log as it was. ``describe`` shows what ``sources/log_lag.py`` works out.
+bad line leaves the log as it was. ``describe`` shows what ``sources/log_lag.py`` works out, and
+the damaged spans set aside so far (``partitioned_log/quarantine.py``); ``check`` reads every
+segment to set aside any damage not found yet.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import click
 from ..cluster.zk_state import DEFAULT_ROOT
 from ..sources.log_lag import CommitsUnavailable, spout_lags
 from ..sources.log_lines import Appended, AppendFailed, BadLine, append_lines
-from ..sources.partitioned_log import LogError, PartitionedLog, offsets_dir
+from ..sources.partitioned_log import LogError, PartitionedLog, Quarantined, offsets_dir
+from ..sources.partitioned_log.quarantine import offsets_text
 from .options import SECRET_OPTION, load_security
 
 
@@ -112,6 +116,60 @@ def append(path: Path, file: Path | None, key_field: str | None, partition: int 
         click.echo("  " + _summary(written))
 
 
+def _lost(spans: list[Quarantined], start: int, end: int) -> int:
+    """Offsets from ``start`` to ``end`` that damaged spans held (retention may have passed some)."""
+    return sum(max(0, min(q.stop, end) - max(q.first, start)) for q in spans)
+
+
+def _damage_table(ranges: dict[int, tuple[int, int]], damage: dict[int, list[Quarantined]]) -> None:
+    click.echo(f"{'partition':>9}  {'start':>12}  {'end':>12}  {'messages':>12}  {'lost':>8}")
+    total = total_lost = 0
+    for p, (start, end) in ranges.items():
+        lost = _lost(damage[p], start, end)
+        total += end - start - lost
+        total_lost += lost
+        click.echo(f"{p:>9}  {start:>12}  {end:>12}  {end - start - lost:>12}  {lost:>8}")
+    click.echo(f"{'total':>9}  {'':>12}  {'':>12}  {total:>12}  {total_lost:>8}")
+
+
+def _damage_lines(path: Path, damage: dict[int, list[Quarantined]],
+                  ignored: dict[int, list[str]]) -> None:
+    """One line per damaged span set aside and per file ignored, saying what to do."""
+    for p, spans in damage.items():
+        for q in spans:
+            click.echo(f"partition {p}: {offsets_text(q.first, q.stop)} lost to damage in "
+                       f"{q.segment} at byte {q.start} ({q.reason}); set aside in {q.path}")
+    for p, names in ignored.items():
+        for name in names:
+            click.echo(f"partition {p}: ignored {name}: not a segment name; move it out of "
+                       f"{path / f'partition-{p}'}")
+    if any(damage.values()):
+        click.echo("lost messages are skipped by readers; re-append them from their source "
+                   "if they matter")
+
+
+@log_group.command()
+@click.argument("path", type=click.Path(path_type=Path))
+def check(path: Path) -> None:
+    """Read every record of the log at PATH, setting aside any damaged span found.
+
+    Exits with status 1 if any damage is set aside (found now or before)."""
+    target = _open(path)
+    try:
+        damage = {p: target.check(p) for p in range(target.partitions)}
+        ranges = target.describe()
+        ignored = {p: target.ignored_files(p) for p in ranges}
+    except LogError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        target.close()
+    _damage_table(ranges, damage)
+    _damage_lines(path, damage, ignored)
+    if any(damage.values()):
+        raise SystemExit(1)
+    click.echo(f"log {path}: every segment read, no damage")
+
+
 def _when(value: object) -> str:
     if isinstance(value, (int, float)):
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(value))
@@ -130,16 +188,15 @@ def describe(path: Path, zk: str | None, zk_root: str, secret_file: str | None) 
     target = _open(path)
     try:
         ranges = target.describe()
+        damage = {p: target.quarantined(p) for p in ranges}
+        ignored = {p: target.ignored_files(p) for p in ranges}
     except LogError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         target.close()
     click.echo(f"log {path.resolve()}: {target.partitions} partitions")
-    click.echo(f"{'partition':>9}  {'start':>12}  {'end':>12}  {'messages':>12}")
-    for p, (start, end) in ranges.items():
-        click.echo(f"{p:>9}  {start:>12}  {end:>12}  {end - start:>12}")
-    total = sum(end - start for start, end in ranges.values())
-    click.echo(f"{'total':>9}  {'':>12}  {'':>12}  {total:>12}")
+    _damage_table(ranges, damage)
+    _damage_lines(path, damage, ignored)
 
     try:
         spouts = spout_lags(path, ranges, zk, zk_root,

@@ -18,10 +18,17 @@ The pieces, each stating its own invariants:
 
     layout.py   the directory: log.json, partition directories, segment files; creating a log
     frames.py   a segment's frames (batches of records, CRC-checked, whole or not there)
+    recovery.py walking a segment past damage; a torn tail told from corruption
+    quarantine.py  setting damaged spans aside, and listing them
     writer.py   appending to a partition: its lock, torn-tail recovery, segment rolls, fsync
     index.py    a reader's sparse index of a segment
     reader.py   reading a partition sequentially while others append and delete
     errors.py   LogError and PartialAppend
+
+Damage never costs an intact record: a reader steps over a damaged span to the next valid frame,
+its offsets are missing from what reads return, its bytes are set aside beside the segment and
+counted by ``quarantined`` (and ``stormlet log describe``), and the next append goes after every
+offset it may have held. Only a torn tail (a writer killed mid-append) is truncated.
 
 This module is the log as callers see it: routing messages to partitions, and the
 ``PartitionedLog`` that owns a writer and a reader per partition.
@@ -45,7 +52,8 @@ from .frames import MAX_BODY, READ_CHUNK
 from .index import INDEX_EVERY
 from .layout import (FAILED_DIR, FORMAT, LOCK_FILE, METADATA, OFFSETS_DIR, SEGMENT_SUFFIX,
                      VERSION, create_log, failed_dir, offsets_dir, partition_dir, read_config,
-                     segment_bases, segment_path)
+                     segment_bases, segment_path, stray_segments)
+from .quarantine import Quarantined, quarantined
 from .reader import PartitionReader
 from .writer import FRAME_BYTES, FRAME_RECORDS, PartitionWriter, WriteFailed
 
@@ -53,8 +61,8 @@ from .writer import FRAME_BYTES, FRAME_RECORDS, PartitionWriter, WriteFailed
 # re-exported for reading only: the modules that use them read their own, so patch them there.
 __all__ = ["DEFAULT_SEGMENT_BYTES", "FAILED_DIR", "FORMAT", "FRAME_BYTES", "FRAME_RECORDS",
            "INDEX_EVERY", "LOCK_FILE", "LogError", "MAX_BODY", "METADATA", "OFFSETS_DIR",
-           "PartialAppend", "PartitionedLog", "READ_CHUNK", "SEGMENT_SUFFIX", "VERSION",
-           "failed_dir", "offsets_dir", "partition_for_key"]
+           "PartialAppend", "PartitionedLog", "Quarantined", "READ_CHUNK", "SEGMENT_SUFFIX",
+           "VERSION", "failed_dir", "offsets_dir", "partition_for_key"]
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +275,30 @@ class PartitionedLog:
     def describe(self) -> dict[int, tuple[int, int]]:
         """Per partition, (start offset, end offset)."""
         return {p: self._reader(p).bounds() for p in range(self.partitions)}
+
+    def quarantined(self, partition: int) -> list[Quarantined]:
+        """The damaged spans of ``partition`` set aside so far, by any process, in order: each
+        names its quarantine file, its bytes and the offsets it held. Damage is found as it is
+        read (or recovered by a writer); ``check`` reads everything to find all of it."""
+        self.check_partition(partition)
+        return quarantined(partition_dir(self.path, partition))
+
+    def check(self, partition: int) -> list[Quarantined]:
+        """Read the whole partition through, setting aside every damaged span not set aside
+        yet (a torn tail is left for the next writer); returns ``quarantined(partition)``."""
+        reader = self._reader(partition)
+        try:
+            reader.check()
+        except OSError as exc:
+            reader.close()
+            raise LogError(f"cannot read partition {partition} of {self.path}: {exc}") from None
+        return self.quarantined(partition)
+
+    def ignored_files(self, partition: int) -> list[str]:
+        """Names in the partition's directory that end in ``.seg`` but are no segment's (not 20
+        digits, or past the 64-bit offsets): ignored by the log, which warns once about each."""
+        self.check_partition(partition)
+        return stray_segments(partition_dir(self.path, partition))
 
     def close(self) -> None:
         """Flush, then close every file (the object can be used again: it reopens them)."""

@@ -6,12 +6,12 @@ A segment is a sequence of frames, each a batch of consecutive records:
     body = i64 base offset | u32 record count | f64 append time | msgpack [k0, v0, k1, v1, ...]
 
 A frame is whole or it is not there: a reader returns no record of a frame that is incomplete or
-fails its CRC (a writer killed mid-append leaves one at the tail), and the next writer truncates
-it under the partition lock before appending. The trailer lets a writer or reader find the last
-frame's end offset from the end of the file, without scanning the segment.
+fails its CRC. What happens to such bytes (a torn tail truncated, a damaged span stepped over and
+set aside) is recovery.py's. The trailer lets a writer or reader find the last frame's end offset
+from the end of the file, without scanning the segment, and marks where a frame ends.
 
-This module encodes frames and finds and validates them in a segment; the reader repeats
-``frame_at``'s checks inline on its fast path, and decodes the payload itself.
+This module encodes frames and validates one at a position; the reader repeats ``frame_at``'s
+checks inline on its fast path, and decodes the payload itself.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from typing import Callable
 
 import msgpack
 
 from .errors import LogError
+from .layout import MAX_OFFSET
 
 MAX_BODY = 1 << 30
 READ_CHUNK = 1 << 20          # bytes a reader asks the kernel for at once
@@ -41,6 +41,9 @@ class CorruptFrame(Exception):
 
 def encode_frame(base: int, count: int, timestamp: float, flat: list) -> bytes:
     """The frame of ``count`` records from offset ``base``; ``flat`` is [k0, v0, k1, v1, ...]."""
+    if base + count > MAX_OFFSET:
+        raise LogError(f"cannot append {count} messages at offset {base}: offsets end at "
+                       f"{MAX_OFFSET}")
     head = BODY_HEAD.pack(base, count, timestamp)
     payload = msgpack.packb(flat, use_bin_type=True)
     body_len = len(head) + len(payload)
@@ -88,30 +91,3 @@ def tail_frame(fd: int, size: int) -> tuple[int, int, int] | None:
     if frame_size != length:
         return None
     return size - length, base, count
-
-
-def scan(fd: int, pos: int, offset: int, until: int | None = None,
-         on_frame: Callable[[int, int], None] | None = None) -> tuple[int, int]:
-    """Walk the whole, valid frames of a segment from byte ``pos`` (where a frame holding record
-    ``offset`` starts) to the first torn or corrupt frame or the end of the file, or until the
-    frame holding record ``until`` has been walked. Returns the (position, offset) reached;
-    calls ``on_frame(position, base offset)`` for each frame."""
-    buf, start = b"", pos
-    while until is None or offset <= until:
-        try:
-            size, base, count, _ = frame_at(buf, pos - start)
-        except CorruptFrame:
-            break
-        if size < 0:
-            data = os.pread(fd, max(-size, READ_CHUNK), pos)
-            if len(data) < -size:
-                break
-            buf, start = data, pos
-            continue
-        if base != offset:
-            break
-        if on_frame is not None:
-            on_frame(pos, base)
-        pos += size
-        offset += count
-    return pos, offset

@@ -5,9 +5,13 @@
     partition-<p>/writer.lock  flock'ed by whoever appends to partition p
     partition-<p>/<base>.seg   segments; <base> (20 digits) is the offset of the segment's first
                                record, so a segment's records end where the next segment begins
+    partition-<p>/<base>-<pos>.quarantine
+                               a damaged span of segment <base> from byte <pos>, set aside (see
+                               quarantine.py); the segment itself keeps its bytes
 
 Anything else in the directory (a spout's ``_offsets/``, ``_failed/``) is not the log's and is
-ignored. A log is created whole or not at all (built aside, then renamed into place), and a
+ignored; so is a ``.seg`` file whose name is not a segment's (not 20 digits, or an offset past
+the 64-bit offsets), with a warning naming it. A log is created whole or not at all (built aside, then renamed into place), and a
 partition always has a segment: its last one, empty or not, marks where the partition ends.
 No other module of the log spells a path in it.
 """
@@ -18,6 +22,7 @@ import errno
 import json
 import logging
 import os
+import re
 import shutil
 import time
 import uuid
@@ -34,6 +39,10 @@ VERSION = 1
 METADATA = "log.json"
 LOCK_FILE = "writer.lock"
 SEGMENT_SUFFIX = ".seg"
+QUARANTINE_SUFFIX = ".quarantine"
+MAX_OFFSET = (1 << 63) - 1    # offsets are signed 64-bit in a frame, as in Kafka
+_SEGMENT_NAME = re.compile(r"([0-9]{20})" + re.escape(SEGMENT_SUFFIX))
+_QUARANTINE_NAME = re.compile(r"([0-9]{20})-([0-9]{20})" + re.escape(QUARANTINE_SUFFIX))
 # Kept beside the partitions for the log's readers: a LogSpout's commits in local mode, and its
 # dead letters (the failed-message log).
 OFFSETS_DIR = "_offsets"
@@ -72,16 +81,63 @@ def segment_path(directory: Path, base: int) -> Path:
     return directory / f"{base:020d}{SEGMENT_SUFFIX}"
 
 
+def quarantine_path(directory: Path, base: int, pos: int) -> Path:
+    """Where the damaged span from byte ``pos`` of segment ``base`` is set aside."""
+    return directory / f"{base:020d}-{pos:020d}{QUARANTINE_SUFFIX}"
+
+
+def quarantine_files(directory: Path) -> list[Path]:
+    """The partition's quarantine files, in segment and byte order."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return [directory / n for n in sorted(names) if _QUARANTINE_NAME.fullmatch(n)]
+
+
+def _segment_base(name: str) -> int | None:
+    match = _SEGMENT_NAME.fullmatch(name)
+    if match is None:
+        return None
+    base = int(match.group(1))
+    return base if base <= MAX_OFFSET else None
+
+
+def stray_segments(directory: Path) -> list[str]:
+    """Names in the partition directory that end in ``.seg`` but are no segment's: ignored."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in names if n.endswith(SEGMENT_SUFFIX) and _segment_base(n) is None)
+
+
+_warned_strays: set[Path] = set()   # warn once per process, not at every listing
+
+
 def segment_bases(directory: Path) -> list[int]:
-    """The base offsets of the partition's segments, in order; LogError if there are none."""
+    """The base offsets of the partition's segments, in order; LogError if there are none. A
+    ``.seg`` name that is not a segment's is ignored, with a warning (once) naming it: taking it
+    for one would make its number the partition's end."""
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
         raise LogError(f"partition directory {directory} is missing: the log is damaged") from None
-    bases = sorted(int(n[:-len(SEGMENT_SUFFIX)]) for n in names
-                   if n.endswith(SEGMENT_SUFFIX) and n[:-len(SEGMENT_SUFFIX)].isdigit())
+    bases = []
+    for name in names:
+        if not name.endswith(SEGMENT_SUFFIX):
+            continue
+        base = _segment_base(name)
+        if base is not None:
+            bases.append(base)
+        elif directory / name not in _warned_strays:
+            _warned_strays.add(directory / name)
+            log.warning("%s: ignored: not a segment name (a segment is named by its first "
+                        "offset, 20 digits, at most %d); move it out of %s", directory / name,
+                        MAX_OFFSET, directory)
     if not bases:
         raise LogError(f"partition directory {directory} holds no segment: the log is damaged")
+    bases.sort()
     return bases
 
 

@@ -1,9 +1,11 @@
 """Reading one partition, while other processes append to it and delete its old segments.
 
 A reader returns only records of whole, valid frames: a torn frame at a segment's tail (a writer
-died mid-append) stays invisible until the next writer truncates it, while a corrupt frame
-followed by whole ones is an error. A reader moves on to the next segment only once it exists,
-which is once a writer has finished the current one. Not thread-safe: read a given partition
+died mid-append) stays invisible until the next writer truncates it, and a damaged span is
+stepped over to the next valid frame (recovery.py), set aside and reported once (quarantine.py),
+so its offsets are missing from what a read returns and the records after it are read. A reader
+moves on to the next segment only once it exists, which is once a writer has finished the
+current one. Not thread-safe: read a given partition
 from one thread at a time.
 """
 
@@ -20,9 +22,11 @@ import msgpack
 from ..source import OffsetOutOfRange, Record
 from .errors import LogError
 from .frames import (BODY_HEAD, OVERHEAD, PAYLOAD_START, PREFIX, READ_CHUNK, TRAILER, CorruptFrame,
-                     frame_at, tail_frame)
+                     frame_at)
 from .index import SegmentIndex
 from .layout import segment_bases, segment_path
+from .quarantine import set_aside
+from .recovery import Damage, SegmentBytes, past_damage
 
 
 class PartitionReader:
@@ -48,6 +52,7 @@ class PartitionReader:
         self.batch_count = 0
         self.batch_index = 0        # the next record of it to return
         self.batch_time = 0.0
+        self.torn_seen: tuple[int, int, int] | None = None   # (segment, pos, size) of a torn tail
 
     # -- positioning
 
@@ -83,9 +88,36 @@ class PartitionReader:
         last = bases[-1]
         fd = self._open_segment(last)
         try:
-            return self._index(last).end(fd)
+            index = self._index(last)
+            end = index.end(fd)
+            self._report(last, index.damage, fd)
+            return end
         finally:
             os.close(fd)
+
+    def _report(self, base: int, damage: list[Damage], fd: int) -> None:
+        for span in damage:
+            set_aside(self.directory, base, span, fd)
+
+    def _following(self, base: int) -> int | None:
+        """The base of the segment after ``base``, from a fresh listing; None if it is last."""
+        later = [b for b in self.refresh() if b > base]
+        return later[0] if later else None
+
+    def check(self) -> None:
+        """Scan every segment to its end, setting aside each damaged span found."""
+        bases = self.refresh()
+        for base, later in zip(bases, bases[1:] + [None]):
+            try:
+                fd = self._open_segment(base)
+            except FileNotFoundError:
+                continue    # deleted by retention meanwhile
+            try:
+                index = self._index(base)
+                index.extend(fd, next_base=later)
+                self._report(base, index.damage, fd)
+            finally:
+                os.close(fd)
 
     def seek(self, offset: int) -> None:
         for _attempt in range(5):
@@ -100,7 +132,10 @@ class PartitionReader:
             self._switch_to(fd, base, 0, base)     # ours to close from here on
             index = self._index(base)
             if offset >= index.scanned_end:
-                index.extend(fd, until=offset)
+                later = bases.index(base) + 1
+                index.extend(fd, until=offset,
+                             next_base=bases[later] if later < len(bases) else None)
+                self._report(base, index.damage, fd)
             if offset >= index.scanned_end:
                 if base != bases[-1]:
                     raise LogError(f"{segment_path(self.directory, base)} ends at offset "
@@ -117,7 +152,8 @@ class PartitionReader:
                     if not self._next_frame(skip_below=offset):
                         raise LogError(f"{segment_path(self.directory, base)}: offset {offset}"
                                        f" vanished while seeking to it: the log is damaged")
-                self.batch_index = offset - self.batch_base
+                # The offset may have been in a damaged span: the batch then starts after it.
+                self.batch_index = max(0, offset - self.batch_base) if self.batch_count else 0
             self.next_offset = offset
             return
         raise LogError(f"cannot position partition {self.partition} of {self.directory.parent} "
@@ -173,31 +209,52 @@ class PartitionReader:
                 self.buf_start = self.pos
             try:
                 size = frame_at(self.buf, self.pos - self.buf_start)[0]
-            except CorruptFrame as exc:
+            except CorruptFrame:
                 if attempt == 0:
-                    continue
-                if self._ends_torn():
-                    # A writer died mid-append: invisible until the next append truncates it.
-                    return self._next_segment()
-                if attempt == 1:
-                    continue    # whole frames follow; unless a writer replaced the bytes just now
-                raise LogError(f"{segment_path(self.directory, self.segment)}: corrupt frame "
-                               f"at byte {self.pos} ({exc}): the records from offset "
-                               f"{self.frame_offset} on cannot be read") from None
+                    continue    # the buffer may predate a truncation: read the bytes again
+                return self._past_damage(skip_below)
             if size > 0:
                 return self._take(self.pos - self.buf_start, size, skip_below)
             if attempt:
-                return self._next_segment()
+                if len(self.buf) == 0:
+                    return self._next_segment()     # the end of the segment
+                return self._past_damage(skip_below)    # it ends inside a frame
             needed = -size
         raise AssertionError("unreachable")
+
+    def _past_damage(self, skip_below: int) -> bool:
+        """Step over what lies at ``pos``, where no valid frame holding ``frame_offset``
+        starts: a torn tail (wait for it: False), or a damaged span (set it aside, read on)."""
+        st = os.fstat(self.fd)
+        if self.torn_seen == (self.segment, self.pos, st.st_size):
+            return False    # the same torn tail as at the last look: spare the listing and scan
+        data = SegmentBytes(self.fd, st.st_size)
+        found = data.frame(self.pos)
+        if not isinstance(found, str) and found[1] > self.frame_offset:
+            step_damage = Damage(self.pos, self.pos, self.frame_offset, found[1],
+                                 "offsets missing between frames")
+            pos, offset, torn = self.pos, found[1], False
+        else:
+            step = past_damage(data, self.pos, self.frame_offset, self._following(self.segment))
+            step_damage, pos, offset, torn = step
+        if step_damage is not None:
+            self._report(self.segment, [step_damage], self.fd)
+        self.pos, self.frame_offset = pos, offset
+        self.buf, self.view, self.buf_start = b"", memoryview(b""), pos
+        if torn:
+            # A writer died mid-append (or is appending): invisible until the next append
+            # truncates it or completes it.
+            self.torn_seen = (self.segment, pos, st.st_size)
+            return False
+        if pos >= data.size:
+            return self._next_segment()
+        return True
 
     def _take(self, i: int, size: int, skip_below: int) -> bool:
         """Make the whole, valid frame at ``buf[i:i + size]`` the current batch."""
         base, count, timestamp = BODY_HEAD.unpack_from(self.buf, i + PREFIX.size)
         if base != self.frame_offset:
-            raise LogError(f"{segment_path(self.directory, self.segment)}: the frame at byte "
-                           f"{self.pos} starts at offset {base}, expected {self.frame_offset}: "
-                           f"the log is damaged")
+            return self._past_damage(skip_below)    # out of sequence: a gap, or a stray frame
         if base + count > skip_below:
             items = msgpack.unpackb(self.view[i + PAYLOAD_START:i + size - TRAILER.size])
             if len(items) != 2 * count:
@@ -209,11 +266,6 @@ class PartitionReader:
         self.frame_offset = base + count
         return True
 
-    def _ends_torn(self) -> bool:
-        """Whether the bytes from ``pos`` on are a torn tail, not followed by a whole frame."""
-        tail = tail_frame(self.fd, os.fstat(self.fd).st_size)
-        return tail is None or tail[0] <= self.pos
-
     def _next_segment(self) -> bool:
         # A segment named after the offset we reached exists only once a writer finished ours
         # (and only a segment with records in it is ever finished).
@@ -222,8 +274,27 @@ class PartitionReader:
         try:
             fd = self._open_segment(self.frame_offset)
         except FileNotFoundError:
-            return False
+            return self._past_gap()
         self._switch_to(fd, self.frame_offset, 0, self.frame_offset)
+        return True
+
+    def _past_gap(self) -> bool:
+        """At the end of a segment, no segment starts at the offset reached: if a later one
+        exists, ours is finished and the offsets up to it are missing (damage), else wait."""
+        later = self._following(self.segment)
+        # Listed first, then sized: a later segment means ours was finished before the listing.
+        if later is None or os.fstat(self.fd).st_size != self.pos:
+            return False
+        if later < self.frame_offset:
+            raise LogError(f"{segment_path(self.directory, later)} starts at offset {later}, "
+                           f"inside {segment_path(self.directory, self.segment)} (which reaches "
+                           f"offset {self.frame_offset}): the log is damaged; move the segment "
+                           f"that should not be there out of {self.directory}")
+        self._report(self.segment, [Damage(self.pos, self.pos, self.frame_offset, later,
+                                           "the segment ends before the next one begins")],
+                     self.fd)
+        fd = self._open_segment(later)
+        self._switch_to(fd, later, 0, later)
         return True
 
     def close(self) -> None:

@@ -4,7 +4,9 @@ Processes append to a partition one at a time, under the flock of its ``writer.l
 one process also take the writer's mutex, since flock does not exclude threads sharing a
 descriptor. On taking the lock a writer brings its view of the last segment up to date with what
 other writers appended, and truncates a torn frame that a writer killed mid-append left at the
-tail, so every append follows a whole frame. A segment is rolled (a new one started, named after
+tail, so every append follows a whole frame. Damaged bytes are never truncated: they are set
+aside (quarantine.py) and the append goes after them, at an offset after every one they may have
+held (recovery.py), so no offset is handed out twice. A segment is rolled (a new one started, named after
 the next offset) once it holds ``segment_bytes`` bytes or ``segment_records`` records, and a
 frame never crosses a segment's record limit. ``flush`` fsyncs what was written since the last
 flush: the segments rolled away from, the current one, then the partition directory.
@@ -23,8 +25,10 @@ from pathlib import Path
 from typing import Iterator
 
 from ...durable import fsync_dir
-from .frames import encode_frame, scan, tail_frame
+from .frames import encode_frame, tail_frame
 from .layout import lock_path, segment_bases, segment_path
+from .quarantine import set_aside
+from .recovery import scan
 
 log = logging.getLogger(__name__)
 
@@ -107,11 +111,14 @@ class PartitionWriter:
             if tail is not None and tail[0] >= known_pos and tail[1] >= known_offset:
                 end_pos, end_offset = size, tail[1] + tail[2]
             else:
-                end_pos, end_offset = scan(self.fd, known_pos, known_offset)
-                if end_pos < size:
+                scanned = scan(self.fd, known_pos, known_offset)
+                for damage in scanned.damage:
+                    set_aside(self.directory, base, damage, self.fd)
+                end_pos, end_offset = scanned.pos, scanned.offset
+                if scanned.torn:
                     log.warning("%s: dropping %d bytes after offset %d: an incomplete record "
-                                "batch left by a writer that died mid-append", path,
-                                size - end_pos, end_offset)
+                                "batch left by a writer that died mid-append (never "
+                                "acknowledged; nothing to do)", path, size - end_pos, end_offset)
                     os.ftruncate(self.fd, end_pos)
                     self.dirty = True
         self.size, self.next_offset = end_pos, end_offset
