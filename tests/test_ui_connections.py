@@ -152,7 +152,7 @@ def test_an_unfinished_request_is_closed_after_its_time_however_slowly_it_is_sen
             assert trickler.reconnects >= 1, "a trickled request outlived request_secs"
     # The operator hears of it, once for all of them.
     warnings = [r.getMessage() for r in caplog.records if r.name == "stormlet.ui.connections"]
-    assert len(warnings) == 1 and "held it without sending a whole request" in warnings[0]
+    assert len(warnings) == 1 and "kept it waiting for a request" in warnings[0]
 
 
 def test_a_kept_alive_connection_between_requests_is_not_cut_at_the_request_time():
@@ -178,3 +178,42 @@ def test_one_client_over_its_cap_loses_its_longest_waiting_connection():
         sockets = half_open(stack, server.port, limits.per_client + 1)
         assert closed_by_server(sockets[0], within=2)
         assert not closed_by_server(sockets[-1], within=0.3)
+
+
+class Blocking:
+    """A source whose cluster summary waits for ``release``: requests stay in service."""
+
+    mode = "local"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def cluster_summary(self) -> dict:
+        self.release.wait(10)
+        return {"mode": self.mode, "nimbuses": [], "supervisors": []}
+
+    def topologies(self) -> list:
+        return []
+
+
+def test_connections_being_served_are_never_closed_for_a_newcomer():
+    source = Blocking()
+    limits = ConnectionLimits(per_client=2)
+    server = serve(source, "127.0.0.1", 0, limits=limits)  # type: ignore[arg-type]
+    try:
+        with ExitStack() as stack:
+            served = []
+            for _ in range(2):
+                sock = stack.enter_context(socket.create_connection(("127.0.0.1", server.port)))
+                sock.sendall(b"GET /api/v1/cluster/summary HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                served.append(sock)
+            time.sleep(0.3)   # both requests taken by the server's threads
+            newcomer = stack.enter_context(socket.create_connection(("127.0.0.1", server.port)))
+            assert closed_by_server(newcomer, within=2)
+            source.release.set()
+            for sock in served:
+                sock.settimeout(5)
+                assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        source.release.set()
+        server.stop()

@@ -7,10 +7,9 @@ help, since the limit is reached within it. So ``GuardedServer``:
 
 - never stops accepting: when a new connection puts its client address over ``per_client``, or
   the server over ``max_connections``, it closes the connection (of that client, or of anyone)
-  that has kept it waiting longest for a request, the new one included if it is that one. A
-  connection whose request is being served is never closed; if every candidate is, the new
-  connection is closed instead. A legitimate client sends its request as soon as it connects,
-  so it is the newest, not the one closed;
+  that has kept it waiting longest for a request. A connection whose request is being served is
+  never closed; if every other one is, the new connection is closed instead. A legitimate
+  client sends its request as soon as it connects, so it is the newest, not the one closed;
 - closes a connection whose request is not complete (headers and body) ``request_secs`` after
   it connected or sent the request's first byte, however slowly it keeps sending;
 - leaves a kept-alive connection between requests (a browser's) for ``idle_secs``.
@@ -127,9 +126,13 @@ class GuardedServer(TcpWSGIServer):
 
     def _shed(self, channels: list[GuardedChannel], new: GuardedChannel, why: str) -> None:
         idle = [c for c in channels if not c.in_service and c.connected]
-        victim = min(idle, key=lambda c: c.waiting_since) if idle else new
-        log.debug("UI: %s; closed the connection from %s that had kept it waiting longest",
-                  why, victim.client)
+        if idle:
+            victim = min(idle, key=lambda c: c.waiting_since)
+            log.debug("UI: %s; closed the connection from %s that had kept it waiting longest",
+                      why, victim.client)
+        else:
+            victim = new
+            log.debug("UI: %s, each being served; closed the new one from %s", why, new.client)
         victim.handle_close()
         self._closed += 1
 
@@ -148,9 +151,9 @@ class GuardedServer(TcpWSGIServer):
         self._closed += len(late)
         if self._closed and now >= self._next_report:
             limits = self.limits
-            log.warning("UI: closed %d connections that held it without sending a whole request "
-                        "(limits: %d per client address, %d in all, %gs to send a request); a "
-                        "client may be holding connections open on purpose (connections.py)",
+            log.warning("UI: closed %d connections that kept it waiting for a request (limits: "
+                        "%d per client address, %d in all, %gs to send a request); a client may "
+                        "be holding connections open on purpose (connections.py)",
                         self._closed, limits.per_client, limits.max_connections,
                         limits.request_secs)
             self._closed, self._next_report = 0, now + REPORT_SECS
