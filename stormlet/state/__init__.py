@@ -8,6 +8,6 @@ checkpoint protocol and ``providers`` for the backends (embedded SQLite, Redis, 
 
 from .bolt import StatefulBolt
 from .key_value import KeyValueState
-from .store import StateError
+from .store import StateError, UndecodableValue
 
-__all__ = ["KeyValueState", "StateError", "StatefulBolt"]
+__all__ = ["KeyValueState", "StateError", "StatefulBolt", "UndecodableValue"]

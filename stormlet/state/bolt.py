@@ -15,9 +15,9 @@ are checkpointed every ``topology.state.checkpoint.interval.ms``; a tuple's ack 
 the checkpoint holding its changes is committed, and a tuple whose changes are rolled back is
 failed and replayed by its spout. That is at least once, as in Storm: after a failure, a tuple
 can be applied to the state twice. A tuple whose ``execute`` raises is failed and replayed,
-but what it changed before raising stays: read everything first (a read can fail while a
-backend is unreachable), then change. Emits must be anchored: an unanchored emit raises
-``StateError``.
+and what it changed is undone. A stored value that cannot be decoded raises
+``UndecodableValue`` from its ``get``: the tuple fails with it as the reason (see ``poison``).
+Emits must be anchored: an unanchored emit raises ``StateError``.
 """
 
 from __future__ import annotations

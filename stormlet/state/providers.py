@@ -104,7 +104,7 @@ def open_store(conf: dict[str, Any], topology: str, name: str) -> Store:
             log.warning("state %s is in memory (%s=memory): it does not survive a worker "
                         "restart; use embedded or redis on a cluster", name,
                         cfg.TOPOLOGY_STATE_PROVIDER)
-        return MemoryStore()
+        return MemoryStore(name)
     if provider == REDIS:
         from .redis_store import RedisStore, connect
         return RedisStore(connect(provider_config(conf)), name)

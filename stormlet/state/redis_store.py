@@ -71,6 +71,7 @@ class RedisStore:
 
     def __init__(self, client: Any, namespace: str):
         self._client = client
+        self.namespace = namespace
         self.committed_key = f"{KEY_PREFIX}{namespace}"
         self.prepared_key = f"{self.committed_key}$prepare"
         self.txid_key = f"{self.committed_key}$txid"

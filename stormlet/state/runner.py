@@ -20,8 +20,9 @@ from .bolt import StatefulBolt
 from .checkpoint import (CHECKPOINT_FIELDS, CHECKPOINT_STREAM, COMMIT, INITSTATE, PREPARE,
                          ROLLBACK)
 from .key_value import KeyValueState
+from .poison import PoisonKeys
 from .providers import namespace, open_state
-from .store import StateError
+from .store import StateError, UndecodableValue
 
 if TYPE_CHECKING:
     from ..collectors import OutputCollector
@@ -157,15 +158,41 @@ class StatefulBoltRunner(_CheckpointingBolt):
         self.waiting: list[Tuple] = []    # arrived before init_state
         self.acked: list[Tuple] = []      # acked since the last PREPARE
         self.prepared: list[Tuple] = []   # acked before the last PREPARE, held for its COMMIT
+        self.poison = PoisonKeys()
         self.inner.prepare(conf, context, _StatefulCollector(self, collector))
 
     def execute(self, tup: Tuple) -> None:
         if tup.stream == CHECKPOINT_STREAM:
             self._on_checkpoint(tup)
         elif self.initialized:
-            self.inner.execute(tup)
+            self._execute_data(tup)
         else:
             self.waiting.append(tup)
+
+    def _execute_data(self, tup: Tuple) -> None:
+        # A tuple's changes are all or nothing: one that raises leaves the state as it found
+        # it, so its replay does not count again what it changed before raising.
+        poison, state = self.poison, self.state
+        if poison.failed_roots and poison.tree_failed(tup):
+            self.collector.fail(tup, "its tree already failed here on a state value that "
+                                     "cannot be decoded")
+            return
+        state.savepoint()
+        try:
+            self.inner.execute(tup)
+        except UndecodableValue as exc:
+            state.undo()
+            self._unhold(tup)
+            poison.failed(tup, exc, self.collector)
+        except BaseException:
+            state.undo()
+            self._unhold(tup)
+            raise
+
+    def _unhold(self, tup: Tuple) -> None:
+        # An ack held for a tuple that then failed would be sent at the commit: drop it.
+        if self.acked and self.acked[-1] is tup:
+            self.acked.pop()
 
     def act(self, action: str, txid: int) -> None:
         bolt, state = self.inner, self.state
@@ -201,7 +228,7 @@ class StatefulBoltRunner(_CheckpointingBolt):
     def _execute_waiting(self, tup: Tuple) -> None:
         # As the executor does for any tuple: one that raises fails alone, with the reason.
         try:
-            self.inner.execute(tup)
+            self._execute_data(tup)
         except Exception as exc:
             self.collector.fail(tup, f"stateful bolt raised {type(exc).__name__}: {exc}")
             self.collector.report_error(exc)

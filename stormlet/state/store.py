@@ -31,7 +31,28 @@ class StateError(RuntimeError):
     unreachable or inconsistent."""
 
 
+class UndecodableValue(StateError):
+    """A stored key or value that does not decode (a bit flip, a truncated write, a writer that
+    is not stormlet): a poison key. Names the namespace, the key (as far as it is known) and
+    the stored key's bytes, which a repair needs (README: "Repairing a state value").
+    Every read of it raises this until the key is deleted or overwritten."""
+
+    def __init__(self, namespace: str, key: Any, raw_key: bytes, problem: BaseException):
+        self.namespace, self.key, self.raw_key = namespace, key, raw_key
+        what = "a stored key" if key is _UNKNOWN else f"the value of key {key!r}"
+        why = type(problem).__name__ + (f": {problem}" if str(problem) else "")
+        super().__init__(f"state {namespace}: {what} (stored key {bytes(raw_key).hex()}) cannot "
+                         f"be decoded ({why}); every tuple that reads it fails until the key is "
+                         f"repaired")
+
+
+_UNKNOWN = object()   # the key of an UndecodableValue whose key itself does not decode
+
+
 class Store(Protocol):
+    #: What the store's keys belong to (``providers.namespace``): named in errors.
+    namespace: str
+
     def get(self, key: bytes) -> bytes | None:
         """The committed value of ``key``, or None."""
         ...
@@ -83,11 +104,31 @@ def decode_value(raw: bytes) -> Any:
     return msgpack.unpackb(raw, raw=False, strict_map_key=False)
 
 
+def decoded_key(namespace: str, raw: bytes) -> Any:
+    """``decode_key``, or ``UndecodableValue`` for stored bytes that are not a key (a key must
+    also hash: a msgpack map would decode, as a dict)."""
+    try:
+        key = decode_key(raw)
+        hash(key)
+    except Exception as exc:   # whatever msgpack makes of damaged bytes: ValueError, TypeError
+        raise UndecodableValue(namespace, _UNKNOWN, raw, exc) from None
+    return key
+
+
+def decoded_value(namespace: str, key: Any, raw_key: bytes, raw: bytes) -> Any:
+    """``decode_value``, or ``UndecodableValue`` naming ``key``."""
+    try:
+        return decode_value(raw)
+    except Exception as exc:   # msgpack's errors, or a TypeError for a row that is not bytes
+        raise UndecodableValue(namespace, key, raw_key, exc) from None
+
+
 class MemoryStore:
     """A ``Store`` in this process's memory: lost when the process ends (Storm's default
     provider; for tests)."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str = "memory") -> None:
+        self.namespace = namespace
         self._committed: dict[bytes, bytes] = {}
         self._prepared: Changes | None = None
         self._prepared_txid: int | None = None
