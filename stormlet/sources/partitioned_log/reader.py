@@ -12,6 +12,7 @@ from one thread at a time.
 from __future__ import annotations
 
 import os
+import time
 import zlib
 from bisect import bisect_right
 from itertools import repeat
@@ -27,6 +28,9 @@ from .index import SegmentIndex
 from .layout import segment_bases, segment_path
 from .quarantine import set_aside
 from .recovery import Damage, SegmentBytes, past_damage
+
+
+GAP_RELIST = 1.0    # seconds between listings by a reader waiting at the end of a segment
 
 
 class PartitionReader:
@@ -53,6 +57,7 @@ class PartitionReader:
         self.batch_index = 0        # the next record of it to return
         self.batch_time = 0.0
         self.torn_seen: tuple[int, int, int] | None = None   # (segment, pos, size) of a torn tail
+        self.listed = 0.0           # when _past_gap last listed the directory
 
     # -- positioning
 
@@ -281,6 +286,12 @@ class PartitionReader:
     def _past_gap(self) -> bool:
         """At the end of a segment, no segment starts at the offset reached: if a later one
         exists, ours is finished and the offsets up to it are missing (damage), else wait."""
+        # A reader at the end of the log lands here at every poll: list the directory only when
+        # the last listing shows a later segment, or is a second old (a gap is rare).
+        now = time.monotonic()
+        if not any(b > self.segment for b in self.bases) and now - self.listed < GAP_RELIST:
+            return False
+        self.listed = now
         later = self._following(self.segment)
         # Listed first, then sized: a later segment means ours was finished before the listing.
         if later is None or os.fstat(self.fd).st_size != self.pos:
