@@ -121,6 +121,18 @@ def redact_text(text: str) -> str:
     return _ASSIGNMENT.sub(_hide_assignment, _URL_USERINFO.sub(_hide_userinfo, text))
 
 
+#: The text fields of an error record (cluster/errors.py) that may quote a credential.
+ERROR_TEXT_FIELDS = ("error", "detail")
+
+
+def redact_errors(errors: list[Any]) -> list[Any]:
+    """Error records (``{"component", "error", "detail", ...}``) with their text redacted: an
+    error can quote a credential (a connection URL with its password)."""
+    return [{**e, **{f: redact_text(e[f]) for f in ERROR_TEXT_FIELDS
+                     if isinstance(e.get(f), str)}} if isinstance(e, Mapping) else e
+            for e in errors]
+
+
 def _hide_userinfo(match: re.Match[str]) -> str:
     if match["password"] is None:       # the whole userinfo is the token
         return f"{match['scheme']}{REDACTED}@"

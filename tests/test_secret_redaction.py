@@ -228,8 +228,8 @@ RECORD = {"name": "creds", "id": "creds-1", "status": "active", "launched": 1.0,
 
 
 class RecordOnly:
-    """The ZooKeeper reads topology_info, topology_conf and metrics make: one topology record,
-    no assignment, no supervisor reports."""
+    """The ZooKeeper reads topology_info, topology_conf, errors and metrics make: one topology
+    record, no assignment, one supervisor's report of a worker whose error quotes a password."""
 
     def topologies(self) -> dict[str, dict]:
         return {RECORD["id"]: json.loads(json.dumps(RECORD))}   # a fresh copy, as from a read
@@ -238,7 +238,10 @@ class RecordOnly:
         return None
 
     def heartbeats(self) -> dict:
-        return {}
+        error = {"component": "store", "task": 3, "time": 1_700_000_000.0, "error": ERROR,
+                 "detail": f"Traceback (most recent call last):\n  ...\n{ERROR}"}
+        return {"s1": {"host": "h1", "workers": {"6700": {"topology_id": RECORD["id"],
+                                                          "errors": [error]}}}}
 
 
 @pytest.fixture
@@ -272,6 +275,20 @@ def test_nimbus_topology_info_redacts_for_every_caller_and_topology_conf_is_the_
         rpc.call(address, "topology_conf", timeout=5, credentials=read, name="creds")
     conf = rpc.call(address, "topology_conf", timeout=5, credentials=admin, name="creds-1")
     assert conf == RECORD["conf"]   # the record workers read, untouched
+
+
+def test_nimbus_gives_an_errors_text_as_it_is_to_the_admin_alone(nimbus_rpc):
+    """A read-only key holder calling nimbus directly, not through the UI or the CLI, which
+    redact what they show, must not get the text either."""
+    address, security = nimbus_rpc
+    read, admin = security.rpc_client_keys(READ_USER), security.rpc_client_keys(ADMIN_USER)
+    for operation in ("errors", "topology_info"):
+        seen = rpc.call(address, operation, timeout=5, credentials=read, name="creds")
+        assert PASSWORD not in json.dumps(seen) and REDACTED in json.dumps(seen), operation
+    for row in rpc.call(address, "errors", timeout=5, credentials=admin, name="creds"):
+        assert row["error"] == ERROR and ERROR in row["detail"]
+    info = rpc.call(address, "topology_info", timeout=5, credentials=admin, name="creds")
+    assert info["errors"][0]["error"] == ERROR
 
 
 @pytest.mark.parametrize("user", [READ_USER, ADMIN_USER])

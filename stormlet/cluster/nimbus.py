@@ -27,7 +27,7 @@ from typing import Any
 from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
-from ..redaction import redact_config
+from ..redaction import redact_config, redact_errors
 from . import rpc
 from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack
 from .errors import topology_error_summary, topology_errors
@@ -213,8 +213,12 @@ class Nimbus:
             "report_metrics": Op(self.report_metrics, worker, max_bytes=METRICS_REPORT_BYTES,
                                  max_containers=METRICS_REPORT_CONTAINERS),
             "list": Op(self.list_topologies, read), "cluster": Op(self.cluster_info, read),
-            "errors": Op(self.errors, read), "metrics": Op(self.metrics, read),
-            "topology_info": Op(self.topology_info, read),
+            # An error's text may quote a credential: only an admin gets it as it is.
+            "errors": Op(self.errors, read, shown_to_others=redact_errors),
+            "metrics": Op(self.metrics, read),
+            "topology_info": Op(self.topology_info, read,
+                                shown_to_others=lambda info: {
+                                    **info, "errors": redact_errors(info["errors"])}),
             "topology_conf": Op(self.topology_conf, admin),
         }
 

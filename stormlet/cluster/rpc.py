@@ -22,7 +22,7 @@ import itertools
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import msgpack
@@ -30,6 +30,7 @@ import zmq
 
 from .security import (
     ADMIN,
+    ADMIN_USER,
     HANDSHAKE_FAILED_EVENTS,
     READ,
     WORKER,
@@ -78,6 +79,16 @@ class Operation:
     max_containers: int = DEFAULT_MAX_CONTAINERS
     max_payload_bytes: int = 0    # 0: the operation takes no payload
     slow: bool = False
+    # What a caller other than an admin gets of the result (credentials redacted, say); None:
+    # the result as it is.
+    shown_to_others: Callable[[Any], Any] | None = None
+
+
+def _shown_to_others(operation: Operation) -> Operation:
+    """``operation`` answering with what its ``shown_to_others`` makes of its result."""
+    handler, shown = operation.handler, operation.shown_to_others
+    assert shown is not None
+    return replace(operation, handler=lambda **arguments: shown(handler(**arguments)))
 
 
 def call(address: str, op: str, timeout: float = 30.0, payload: bytes | None = None,
@@ -236,6 +247,8 @@ class RpcServer:
             self._socket.send_multipart(
                 [*envelope, _error(f"permission denied: {caller} may not call {name}")])
             return
+        if operation.shown_to_others is not None and caller != ADMIN_USER:
+            operation = _shown_to_others(operation)
         if not operation.slow:
             self._socket.send_multipart([*envelope, self._run(name, operation, arguments)])
             return

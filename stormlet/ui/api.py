@@ -31,7 +31,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from ..metrics.views import component_stats, edge_rates, topology_stats, worker_stats
-from ..redaction import redact_config, redact_text
+from ..redaction import redact_config, redact_errors
 from .access import holds_admin_token
 from .source import ActionRefused, SourceUnavailable, UiSource, UnknownTopology
 
@@ -236,8 +236,7 @@ def _shown_errors(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     connection URL with its password), so it is redacted unless the request holds the token."""
     if holds_admin_token():
         return errors
-    return [{**e, "error": redact_text(e["error"])} if isinstance(e.get("error"), str) else e
-            for e in errors]
+    return redact_errors(errors)
 
 
 def _plain(conf: dict[str, Any]) -> dict[str, Any]:
