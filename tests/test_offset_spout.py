@@ -485,3 +485,28 @@ def test_a_partition_paused_at_the_cap_resumes_after_a_reassignment_keeps_it(tmp
     assert sorted(o for p, o in emitted if p == 0) == list(range(20)), \
         "partition 0 is read to its end once under the cap again"
     spout.close()
+
+
+def test_a_damaged_frame_costs_only_its_records_and_shows_in_the_metrics(tmp_path):
+    """Issue 50: damage inside a log is set aside, counted as lost in the spout's partition
+    metrics, and neither stalls the partition's commits nor hides the records after it."""
+    log = PartitionedLog.create(tmp_path / "log", 1)
+    for i in range(0, 100, 10):
+        log.append_many([f"m{j}" for j in range(i, i + 10)], partition=0)
+    log.close()
+    segment = tmp_path / "log" / "partition-0" / f"{0:020d}.seg"
+    data = bytearray(segment.read_bytes())
+    frame_starts, pos = [], 0
+    while pos < len(data):
+        frame_starts.append(pos)
+        pos += int.from_bytes(data[pos:pos + 4], "little") + 12
+    data[frame_starts[3] + 40] ^= 0x5A          # inside the frame of offsets 30-39
+    segment.write_bytes(bytes(data))
+
+    spout = LogSpout(str(tmp_path / "log"), spout_id=SPOUT_ID, commit_interval=0.2)
+    intact = [f"m{i}" for i in [*range(30), *range(40, 100)]]
+    with support.running(topology_over(spout, spout_tasks=1), FAST) as cluster:
+        wait_committed(cluster, tmp_path / "log", {0: 100})
+        assert seen(cluster) == Counter(intact)
+        (metrics,) = [s.partition_metrics()[0] for s in cluster.instances("test", "source")]
+        assert metrics["lost"] == 10 and metrics["lag"] == 0 and metrics["acked"] == 90

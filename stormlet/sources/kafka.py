@@ -155,6 +155,9 @@ class KafkaSource:
         self._watermarks[partition] = (low, high, now)
         return low, high
 
+    def lost(self, partition: int) -> int:
+        return 0   # a broker's losses are its own to report; what it serves is whole
+
     def lag_end(self, partition: int) -> int:
         """The partition's end for lag metrics. While the partition is read, the high watermark
         its last fetch response carried (librdkafka keeps it): asking the broker instead waits

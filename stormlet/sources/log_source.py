@@ -83,6 +83,10 @@ class LogSource:
     def lag_end(self, partition: int) -> int:
         return self.latest(partition)   # the log's end is known here, at no cost
 
+    def lost(self, partition: int) -> int:
+        self._check(partition)
+        return sum(span.lost for span in self.log.quarantined(partition))
+
     def assign(self, positions: dict[int, int]) -> None:
         for partition, offset in positions.items():
             self._check(partition)

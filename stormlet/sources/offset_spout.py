@@ -456,7 +456,8 @@ class OffsetSpout(Spout):
 
     def partition_metrics(self) -> dict[int, dict[str, int]]:
         """Per partition: lag (messages after the commit point), in flight, retrying,
-        committed offset, dead-lettered, acked."""
+        committed offset, dead-lettered, acked, and lost (offsets a damaged file lost: -1 when
+        the source cannot say now)."""
         found = {}
         for p, state in sorted(self.partitions.items()):
             committed = state.committable()
@@ -464,9 +465,14 @@ class OffsetSpout(Spout):
                 lag = max(0, self.source.lag_end(p) - committed)
             except SourceError:
                 lag = -1
+            try:
+                lost = self.source.lost(p)
+            except (SourceError, OSError):
+                lost = -1
             found[p] = {"lag": lag, "in_flight": len(state.in_flight),
                         "retrying": len(state.retrying), "committed": committed,
-                        "dead_lettered": state.dead_lettered, "acked": state.acked_count}
+                        "dead_lettered": state.dead_lettered, "acked": state.acked_count,
+                        "lost": lost}
         return found
 
 

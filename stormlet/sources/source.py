@@ -66,6 +66,12 @@ class Source(Protocol):
         while the partition is read."""
         ...
 
+    def lost(self, partition: int) -> int:
+        """How many offsets of the partition can never be read because a damaged file lost
+        them (the local log's quarantined spans): shown with the spout's partition metrics. 0
+        for a source that loses nothing it acknowledged."""
+        ...
+
     def assign(self, positions: dict[int, int]) -> None:
         """Read exactly these partitions from now on, each from the given offset. Partitions left
         out are dropped, with whatever was buffered for them."""

@@ -68,6 +68,7 @@ async function load() {
     {title: "Committed offset", field: "committed"},
     {title: "Acked", field: "acked"},
     {title: "Dead-lettered", field: "dead_lettered", cls: v => (v ? "bad" : null)},
+    {title: "Lost (damaged file)", field: "lost", cls: v => (v ? "bad" : null)},
   ], c.partitions, p => ({"data-partition": p.partition}));
 
   const edge = key => ({title: key === "from" ? "From" : "To", field: key, format: String,
