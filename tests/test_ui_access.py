@@ -8,10 +8,8 @@ import urllib.parse
 
 import pytest
 
-from stormlet.local import LocalCluster
 from stormlet.ui.access import SESSION_COOKIE, UiAccess
-from stormlet.ui.app import serve
-from stormlet.ui.source import LocalSource
+from ui_support import ui_cluster
 
 TOKEN = "0123456789abcdef" * 4
 
@@ -20,12 +18,8 @@ TOKEN = "0123456789abcdef" * 4
 def ui(request):
     """A UI over an empty local cluster with the access the test's parameter names."""
     access = request.param("127.0.0.1") if request.param else None
-    with LocalCluster() as cluster:
-        server = serve(LocalSource(cluster), "127.0.0.1", 0, access=access)
-        try:
-            yield server
-        finally:
-            server.stop()
+    with ui_cluster(access=access) as (_cluster, server):
+        yield server
 
 
 def call(server, path: str, method: str = "GET", headers: dict | None = None,

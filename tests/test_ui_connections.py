@@ -12,10 +12,9 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
-from stormlet.local import LocalCluster
 from stormlet.ui.app import UiServer, serve
 from stormlet.ui.connections import ConnectionLimits
-from stormlet.ui.source import LocalSource
+from ui_support import ui_cluster
 
 # A request line and the start of a header, and then nothing: the request never completes.
 PARTIAL = b"GET /api/v1/cluster/summary HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Wait: "
@@ -25,12 +24,8 @@ PROMPT_SECS = 2.0
 
 @contextmanager
 def ui(limits: ConnectionLimits | None = None) -> Iterator[UiServer]:
-    with LocalCluster() as cluster:
-        server = serve(LocalSource(cluster), "127.0.0.1", 0, limits=limits)
-        try:
-            yield server
-        finally:
-            server.stop()
+    with ui_cluster(limits=limits) as (_cluster, server):
+        yield server
 
 
 def half_open(stack: ExitStack, port: int, count: int, sources: int = 1) -> list[socket.socket]:

@@ -104,14 +104,14 @@ ACTION_HEADERS = {"X-Requested-By": "stormlet-ui"}
 
 
 @contextmanager
-def ui_cluster(*names: str) -> Iterator[tuple[LocalCluster, Any]]:
+def ui_cluster(*names: str, **serve_options: Any) -> Iterator[tuple[LocalCluster, Any]]:
     """A LocalCluster running the named topologies ("finite", "steady") and the UI serving it on
-    a free port; everything stopped at the end."""
+    a free port, ``serve_options`` given to ``serve``; everything stopped at the end."""
     confs = {"finite": FINITE, "steady": STEADY}
     with LocalCluster() as cluster:
         for name in names:
             cluster.submit(name, confs[name], topology())
-        server = serve(LocalSource(cluster), "127.0.0.1", 0)
+        server = serve(LocalSource(cluster), "127.0.0.1", 0, **serve_options)
         try:
             yield cluster, server
         finally:
