@@ -25,18 +25,25 @@ LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
 
 
 class Daemon:
+    """One ``stormlet`` daemon process, in a process group of its own, logging to ``log_path``.
+
+    ``prefix`` is a command that runs the rest in a context of its own and execs it, keeping the
+    pid (``ip netns exec HOST`` for a host of tests/multi_host.py), so ``kill`` still reaches
+    the daemon's process group."""
+
     def __init__(self, name: str, args: list[str], log_path: Path,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()):
         self.name = name
         self.args = args
         self.log_path = log_path
         self.env = env
+        self.prefix = prefix
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "Daemon":
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "stormlet.cli", *self.args], stdout=log,
+                [*self.prefix, sys.executable, "-m", "stormlet.cli", *self.args], stdout=log,
                 stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
                 env=None if self.env is None else {**os.environ, **self.env})
         return self
@@ -50,51 +57,22 @@ class Daemon:
         return bool(self.process) and self.process.poll() is None
 
 
-class LoopbackCluster:
-    """``with LoopbackCluster(tmp) as c: c.add_nimbus(); c.add_supervisor("s1", 2); c.cli(...)``
+class Cluster:
+    """What every test cluster shares, wherever its daemons run: waiting for a leader, the
+    workers' heartbeats (files in each supervisor's data directory, ``base / id``), submitting
+    and killing topologies through ``cli``, and the daemons' logs. A subclass sets ``base`` and
+    ``supervisors`` (id -> Daemon) and defines ``cli``."""
 
-    With ``secret_file``, the daemons get it in their environment (STORMLET_SECRET_FILE) and
-    ``cli`` passes it with --secret-file."""
+    base: Path
+    supervisors: dict[str, Daemon]
 
-    def __init__(self, base: Path, worker_timeout: float = 8.0, secret_file: Path | None = None):
-        self.base = base
-        self.secret_file = secret_file
-        self.daemon_env = {"STORMLET_SECRET_FILE": str(secret_file)} if secret_file else None
-        self.zk = ZooKeeperServer(base / "zk", tick_time=500)
-        self.nimbuses: list[Daemon] = []
-        self.supervisors: dict[str, Daemon] = {}
-        self.worker_timeout = worker_timeout
-
-    def __enter__(self) -> "LoopbackCluster":
-        self.zk.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.shutdown()
-
-    def add_nimbus(self) -> Daemon:
-        n = len(self.nimbuses)
-        port = free_port()
-        daemon = Daemon(f"nimbus{n}", ["--log-level", "INFO", "nimbus", "--zk", self.zk.hosts,
-                                       "--port", str(port), "--data-dir",
-                                       str(self.base / f"nimbus{n}")],
-                        self.base / f"nimbus{n}.log", self.daemon_env).start()
-        self.nimbuses.append(daemon)
-        return daemon
-
-    def add_supervisor(self, sid: str, slots: int = 2) -> Daemon:
-        ports = ",".join(str(free_port()) for _ in range(slots))
-        daemon = Daemon(sid, ["--log-level", "INFO", "supervisor", "--zk", self.zk.hosts, "--id",
-                              sid, "--slots", ports, "--data-dir", str(self.base / sid),
-                              "--worker-timeout", str(self.worker_timeout)],
-                        self.base / f"{sid}.log", self.daemon_env).start()
-        self.supervisors[sid] = daemon
-        return daemon
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        raise NotImplementedError
 
     def wait_for_leader(self) -> None:
         wait_until(lambda: self.cli("list").returncode == 0, 30, "nimbus to lead")
 
-    def serving(self) -> Iterator["LoopbackCluster"]:
+    def serving(self) -> Iterator["Cluster"]:
         """For a module fixture: yields this cluster once a nimbus leads, and prints every
         daemon's log if what ran with it failed."""
         try:
@@ -103,13 +81,6 @@ class LoopbackCluster:
         except BaseException:
             print(self.logs())
             raise
-
-    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        """A call on nimbus through the CLI, with this cluster's secret if it has one."""
-        secret = ["--secret-file", str(self.secret_file)] if self.secret_file else []
-        return subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING",
-                               *args, "--zk", self.zk.hosts, *secret], capture_output=True,
-                              text=True, timeout=timeout, cwd=REPO)
 
     def heartbeats(self) -> dict[tuple[str, int], dict]:
         """The latest heartbeat of every live worker process, by (supervisor, port)."""
@@ -151,6 +122,63 @@ class LoopbackCluster:
         wait_until(lambda: not self.topology_workers(name), 40, f"{name}'s workers to exit")
         wait_until(lambda: name not in self.cli("list").stdout, 20, f"{name} to leave the list")
 
+    def logs(self) -> str:
+        parts = []
+        for path in sorted(self.base.rglob("*.log")):
+            if path.name.startswith(("acked-", "seen-")):
+                continue
+            parts.append(f"==== {path.relative_to(self.base)}\n" + path.read_text()[-3000:])
+        return "\n".join(parts)
+
+
+class LoopbackCluster(Cluster):
+    """``with LoopbackCluster(tmp) as c: c.add_nimbus(); c.add_supervisor("s1", 2); c.cli(...)``
+
+    With ``secret_file``, the daemons get it in their environment (STORMLET_SECRET_FILE) and
+    ``cli`` passes it with --secret-file."""
+
+    def __init__(self, base: Path, worker_timeout: float = 8.0, secret_file: Path | None = None):
+        self.base = base
+        self.secret_file = secret_file
+        self.daemon_env = {"STORMLET_SECRET_FILE": str(secret_file)} if secret_file else None
+        self.zk = ZooKeeperServer(base / "zk", tick_time=500)
+        self.nimbuses: list[Daemon] = []
+        self.supervisors: dict[str, Daemon] = {}
+        self.worker_timeout = worker_timeout
+
+    def __enter__(self) -> "LoopbackCluster":
+        self.zk.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def add_nimbus(self) -> Daemon:
+        n = len(self.nimbuses)
+        port = free_port()
+        daemon = Daemon(f"nimbus{n}", ["--log-level", "INFO", "nimbus", "--zk", self.zk.hosts,
+                                       "--port", str(port), "--data-dir",
+                                       str(self.base / f"nimbus{n}")],
+                        self.base / f"nimbus{n}.log", self.daemon_env).start()
+        self.nimbuses.append(daemon)
+        return daemon
+
+    def add_supervisor(self, sid: str, slots: int = 2) -> Daemon:
+        ports = ",".join(str(free_port()) for _ in range(slots))
+        daemon = Daemon(sid, ["--log-level", "INFO", "supervisor", "--zk", self.zk.hosts, "--id",
+                              sid, "--slots", ports, "--data-dir", str(self.base / sid),
+                              "--worker-timeout", str(self.worker_timeout)],
+                        self.base / f"{sid}.log", self.daemon_env).start()
+        self.supervisors[sid] = daemon
+        return daemon
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """A call on nimbus through the CLI, with this cluster's secret if it has one."""
+        secret = ["--secret-file", str(self.secret_file)] if self.secret_file else []
+        return subprocess.run([sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING",
+                               *args, "--zk", self.zk.hosts, *secret], capture_output=True,
+                              text=True, timeout=timeout, cwd=REPO)
+
     def worker_pids(self) -> set[int]:
         out = subprocess.run(["pgrep", "-f", "stormlet worker --zk " + self.zk.hosts],
                              capture_output=True, text=True)
@@ -165,14 +193,6 @@ class LoopbackCluster:
             except ProcessLookupError:
                 pass
         self.zk.stop(hard=True)
-
-    def logs(self) -> str:
-        parts = []
-        for path in sorted(self.base.rglob("*.log")):
-            if path.name.startswith(("acked-", "seen-")):
-                continue
-            parts.append(f"==== {path.relative_to(self.base)}\n" + path.read_text()[-3000:])
-        return "\n".join(parts)
 
 
 def serve_cluster(base: Path, nimbuses: int = 1, supervisors: dict[str, int] | None = None,

@@ -6,9 +6,9 @@ The markers are derived here, so they cannot go stale:
 - from the fixtures a test uses, directly or through other fixtures (``SERVICE_FIXTURES``);
 - from the directory: everything under ``tests/chaos/`` is ``chaos``;
 - from explicit marks, for the few tests that start a service themselves, without a fixture;
-- ``cluster`` implies ``zookeeper``, ``chaos`` implies ``cluster``, and every service marker
-  implies ``slow``, so ``pytest -m "not slow"`` is the inner loop. (A few tests that start no
-  service but wait out seconds by design carry ``@pytest.mark.slow`` themselves.)
+- ``cluster`` implies ``zookeeper``, ``chaos`` and ``multi_host`` imply ``cluster``, and every
+  service marker implies ``slow``, so ``pytest -m "not slow"`` is the inner loop. (A few tests
+  that start no service but wait out seconds by design carry ``@pytest.mark.slow`` themselves.)
 
 A guard keeps them honest: a test that starts ZooKeeper, a cluster daemon, the mock Kafka broker,
 a Spark session or standalone cluster, or a browser without carrying the matching marker fails,
@@ -34,10 +34,19 @@ SERVICE_FIXTURES = {
     "spark_cluster": ("spark",),   # spark_cluster.py: a Spark standalone master and worker
     "browser": ("browser",),       # test_ui_browser.py: chromium through Playwright
     "cluster": ("cluster",),       # test_cluster.py, test_cluster_metrics.py: a LoopbackCluster
+    "multi_host": ("multi_host",),  # multi_host.py: a cluster over network namespaces
 }
-IMPLIED = {"chaos": ("cluster",), "cluster": ("zookeeper",)}
-SERVICE_MARKERS = ("zookeeper", "cluster", "spark", "kafka", "browser", "chaos")
+# A multi-host cluster runs the same daemons and ZooKeeper, on hosts of its own.
+IMPLIED = {"chaos": ("cluster",), "cluster": ("zookeeper",), "multi_host": ("cluster",)}
+SERVICE_MARKERS = ("zookeeper", "cluster", "spark", "kafka", "browser", "chaos", "multi_host")
 CHAOS_DIR = Path(__file__).resolve().parent / "chaos"
+
+
+def pytest_configure(config):
+    # Registered here rather than in pyproject.toml's list, beside the fixture that applies it.
+    config.addinivalue_line(
+        "markers", "multi_host: starts a cluster across hosts made of network namespaces "
+                   "(root, ip and nft; deploy/netns.sh install; implies cluster)")
 
 
 def pytest_collection_modifyitems(config, items):

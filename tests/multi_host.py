@@ -1,0 +1,430 @@
+"""Hosts made of Linux network namespaces, and a stormlet cluster across them, for tests.
+
+    with MultiHostCluster(base) as cluster:      # ZooKeeper, nimbus and a client, each a host
+        cluster.add_supervisor("s1")             # a supervisor on a host of its own
+        cluster.wait_for_leader()
+        cluster.cli("list")                      # the CLI, run from the client's host
+        cluster.host("s1").cut_off()             # eth0 down: the host is off the network
+        cluster.host("s1").heal()                # every fault of that host undone
+
+Every host is a namespace with one interface, ``eth0``, at 10.77.0.N/24, its veth's other end on
+a bridge of the run's own; nothing routes off that bridge, so the hosts reach each other and
+nothing else. The hosts share the filesystem: each daemon gets its own data directory under
+``base``, and the test process reads the workers' heartbeat files and the topology's output
+directly, as an operator with a shared disk would. ZooKeeper is out of the test process's reach
+(it listens on its host's address), so reads of it go through the client host.
+
+Names carry a prefix unique to the run (``smh<pid><letter>``): parallel runs never collide, and a
+run killed too hard for its teardown leaves names whose pid is dead, which the next run removes
+(or ``deploy/netns.sh cleanup PREFIX``). Teardown kills every process of every host, then
+deletes the namespaces and the bridge; an atexit hook does it for a network still up when the
+interpreter exits.
+
+Faults (``Host``): ``cut_off``/``reconnect``, ``drop_to`` (one link, one direction; call it on
+both ends for both), ``loss`` (random, nftables' numgen), ``slow`` (tbf: this kernel has no
+netem), ``crash`` (kill -9 of every process on the host); ``heal`` undoes all but a crash.
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import json
+import os
+import re
+import signal
+import string
+import subprocess
+import sys
+import time
+import weakref
+from functools import cache
+from pathlib import Path
+
+from cluster_support import REPO, Cluster, Daemon
+from zookeeper_server import SCRIPT as ZOOKEEPER_SCRIPT
+from zookeeper_server import ZooKeeperServer, ZooKeeperServerError
+
+# The chaos suite's run and checker serve here too (tests/chaos is not a package).
+sys.path.insert(0, str(Path(__file__).resolve().parent / "chaos"))
+from harness import NAME, ChaosRun  # noqa: E402
+
+SUBNET = "10.77.0"         # every host's address is SUBNET.N/24, on the run's own bridge
+NETNS_SCRIPT = REPO / "deploy" / "netns.sh"
+PREFIX = "smh"             # + the test process's pid + a letter: see the module docstring
+ZOOKEEPER_PORT = 2181
+NIMBUS_PORT = 6627
+FAULT_TABLE = "stormlet_faults"
+
+
+# ----- can namespaces be made here?
+
+@cache
+def unavailable_reason() -> str | None:
+    """Why hosts cannot be made here (not root, no ``ip`` or ``nft``, not permitted), or None."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    try:
+        check = subprocess.run(["bash", str(NETNS_SCRIPT), "check"], capture_output=True,
+                               text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"deploy/netns.sh check failed: {e}"
+    if check.returncode != 0:
+        return (check.stderr or check.stdout).strip() + " (see deploy/netns.sh install)"
+    return None
+
+
+def multi_host_available() -> bool:
+    """Whether hosts can be made here. With ``STORMLET_REQUIRE_MULTI_HOST`` set to a non-empty
+    value other than ``0``, raises ``RuntimeError`` instead of returning False (CI, where a skip
+    would hide breakage), as ``zookeeper_available`` does for STORMLET_REQUIRE_ZOOKEEPER."""
+    reason = unavailable_reason()
+    if reason and os.environ.get("STORMLET_REQUIRE_MULTI_HOST", "") not in ("", "0"):
+        raise RuntimeError(f"multi-host tests cannot run: {reason} "
+                           f"(STORMLET_REQUIRE_MULTI_HOST is set)")
+    return reason is None
+
+
+# ----- hosts
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30, check=check)
+
+
+class Host:
+    """One host: a network namespace whose ``eth0`` has ``address``."""
+
+    def __init__(self, name: str, namespace: str, address: str):
+        self.name = name
+        self.namespace = namespace
+        self.address = address
+
+    def __repr__(self) -> str:
+        return f"Host({self.name!r}, {self.namespace!r}, {self.address!r})"
+
+    @property
+    def prefix(self) -> tuple[str, ...]:
+        """The command that runs the rest on this host (it execs it: the pid is kept)."""
+        return ("ip", "netns", "exec", self.namespace)
+
+    def run(self, args: list[str], timeout: float = 60, check: bool = True,
+            **kwargs) -> subprocess.CompletedProcess:
+        result = subprocess.run([*self.prefix, *args], capture_output=True, text=True,
+                                timeout=timeout, **kwargs)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"on {self.name}: {' '.join(args)} failed "
+                               f"(exit {result.returncode}): {result.stderr.strip()}")
+        return result
+
+    def pids(self) -> set[int]:
+        """Every process on this host (in its network namespace)."""
+        out = _ip("netns", "pids", self.namespace, check=False).stdout
+        return {int(p) for p in out.split()}
+
+    # ----- faults
+
+    def cut_off(self) -> None:
+        """The host's cable pulled: nothing in or out until ``reconnect``."""
+        self.run(["ip", "link", "set", "eth0", "down"])
+
+    def reconnect(self) -> None:
+        self.run(["ip", "link", "set", "eth0", "up"])
+
+    def drop_to(self, address: str, outgoing: bool = True) -> None:
+        """Drop this host's packets to ``address`` (``outgoing``), or those from it: one
+        direction of one link. Both directions: call it for both, or on both hosts."""
+        if outgoing:
+            self._nft(f"add rule inet {FAULT_TABLE} output ip daddr {address} drop")
+        else:
+            self._nft(f"add rule inet {FAULT_TABLE} input ip saddr {address} drop")
+
+    def loss(self, percent: int) -> None:
+        """Drop ``percent``% of the packets leaving and entering eth0, at random."""
+        # numgen's value is 0..99, and nft refuses a comparison with 100 (out of its range).
+        sample = "" if percent >= 100 else f"numgen random mod 100 < {percent} "
+        for chain, iface in (("output", "oifname"), ("input", "iifname")):
+            self._nft(f'add rule inet {FAULT_TABLE} {chain} {iface} "eth0" {sample}drop')
+
+    def slow(self, rate: str = "64kbit") -> None:
+        """A slow link out of this host: eth0 sends at ``rate``, queueing up to 2 s."""
+        self.run(["tc", "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate,
+                  "burst", "8kb", "latency", "2000ms"])
+
+    def heal(self) -> None:
+        """Undo every network fault of this host (a crash stays: restart its daemons)."""
+        self.run(["nft", "delete", "table", "inet", FAULT_TABLE], check=False)
+        self.run(["tc", "qdisc", "del", "dev", "eth0", "root"], check=False)
+        self.reconnect()
+
+    def crash(self, timeout: float = 10) -> list[int]:
+        """kill -9 every process on the host, as a power cut would; returns their pids."""
+        killed: list[int] = []
+        deadline = time.monotonic() + timeout
+        # Again until none is left: a supervisor may start a worker between listing and killing.
+        while pids := self.pids():
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except ProcessLookupError:
+                    pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"processes on {self.name} survive SIGKILL: {sorted(pids)}")
+            time.sleep(0.05)
+        return killed
+
+    def _nft(self, rule: str) -> None:
+        # add table and add chain do nothing when they exist: every rule can bring them along.
+        script = (f"add table inet {FAULT_TABLE}\n"
+                  f"add chain inet {FAULT_TABLE} output {{ type filter hook output priority 0; }}\n"
+                  f"add chain inet {FAULT_TABLE} input {{ type filter hook input priority 0; }}\n"
+                  f"{rule}\n")
+        self.run(["nft", "-f", "-"], input=script)
+
+
+_counter = itertools.count()
+# Networks still up at interpreter exit are torn down, so an interrupted run leaves no hosts.
+_live_networks: "weakref.WeakSet[Network]" = weakref.WeakSet()
+
+
+@atexit.register
+def _destroy_leftovers() -> None:
+    for network in list(_live_networks):
+        try:
+            network.destroy()
+        except Exception:
+            pass
+
+
+class Network:
+    """A bridge and the hosts on it. ``with Network() as net: h = net.add_host("zk")``."""
+
+    def __init__(self) -> None:
+        # A letter, not a number, after the pid: remove_stale() must tell where the pid ends.
+        self.prefix = f"{PREFIX}{os.getpid()}{string.ascii_lowercase[next(_counter) % 26]}"
+        self.bridge = f"{self.prefix}b"
+        self.hosts: dict[str, Host] = {}
+
+    def __enter__(self) -> "Network":
+        return self.create()
+
+    def __exit__(self, *exc) -> None:
+        self.destroy()
+
+    def create(self) -> "Network":
+        remove_stale()
+        _live_networks.add(self)
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("link", "set", self.bridge, "up")
+        return self
+
+    def add_host(self, name: str) -> Host:
+        n = len(self.hosts) + 1
+        host = Host(name, f"{self.prefix}-{name}", f"{SUBNET}.{10 + n}")
+        outside, inside = f"{self.prefix}v{n}", f"{self.prefix}p{n}"
+        self.hosts[name] = host   # before anything exists, so destroy() finds a half-made host
+        _ip("netns", "add", host.namespace)
+        _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+        _ip("link", "set", outside, "master", self.bridge, "up")
+        _ip("link", "set", inside, "netns", host.namespace)
+        for command in (["ip", "link", "set", inside, "name", "eth0"],
+                        ["ip", "addr", "add", f"{host.address}/24", "dev", "eth0"],
+                        ["ip", "link", "set", "eth0", "up"],
+                        ["ip", "link", "set", "lo", "up"]):
+            host.run(command)
+        return host
+
+    def destroy(self) -> None:
+        """Kill every process on every host, delete the namespaces (their veths go with them)
+        and the bridge. Safe to call twice, and on a network half made."""
+        _live_networks.discard(self)
+        _remove(self.prefix)
+
+
+def _remove(prefix: str) -> None:
+    """Remove every namespace and link whose name starts with ``prefix``, processes first (a
+    namespace with a process in it outlives ``ip netns delete``)."""
+    for namespace in _ip("netns", "list", check=False).stdout.split():
+        if namespace.startswith(prefix + "-"):
+            try:
+                Host(namespace, namespace, "").crash()
+            finally:
+                _ip("netns", "delete", namespace, check=False)
+    for link in re.findall(r"^\d+: ([^:@]+)", _ip("-o", "link", "show").stdout, re.M):
+        if link.startswith(prefix) and link[len(prefix):][:1] in ("b", "v"):
+            _ip("link", "delete", link, check=False)
+
+
+def remove_stale() -> None:
+    """Remove what runs whose process is gone left behind (a run killed with SIGKILL)."""
+    names = _ip("netns", "list", check=False).stdout.split()
+    names += re.findall(r"^\d+: ([^:@]+)", _ip("-o", "link", "show").stdout, re.M)
+    for name in names:
+        match = re.match(rf"^({PREFIX}(\d+)[a-z])[-bvp]", name)
+        if match and not _pid_alive(int(match.group(2))):
+            _remove(match.group(1))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+# ----- a cluster on the hosts
+
+class HostZooKeeper(ZooKeeperServer):
+    """A ZooKeeper server on ``host``: deploy/zookeeper.sh run there, bound to its address."""
+
+    def __init__(self, host: Host, data_dir: Path, tick_time: int = 500):
+        super().__init__(data_dir, port=ZOOKEEPER_PORT, tick_time=tick_time,
+                         address=host.address)
+        self.host = host
+
+    def _script(self, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ, ZK_START_TIMEOUT=str(max(1, round(self.start_timeout))))
+        proc = self.host.run(["bash", str(ZOOKEEPER_SCRIPT), *args], timeout=timeout,
+                             check=False, env=env, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise ZooKeeperServerError(f"deploy/zookeeper.sh {' '.join(args)} on "
+                                       f"{self.host.name} failed (exit {proc.returncode}):\n"
+                                       f"{proc.stdout}{proc.stderr}")
+        return proc
+
+
+# Read a spout's committed offsets from ZooKeeper, from a host that reaches it.
+_READ_COMMITTED = """
+import json, sys
+from stormlet.cluster.security import Security
+from stormlet.sources.offset_store import ZooKeeperOffsetStore
+store = ZooKeeperOffsetStore(sys.argv[1], "/stormlet/offsets", Security.load(sys.argv[2]))
+try:
+    print(json.dumps({p: r["offset"] for p, r in store.all().get(sys.argv[3], {}).items()}))
+finally:
+    store.close()
+"""
+
+
+class MultiHostCluster(Cluster):
+    """ZooKeeper, a nimbus and a client, each on a host of its own, with a cluster secret;
+    ``add_supervisor`` puts each supervisor on a new host. Every daemon listens on its host's
+    address (``--host``/``--bind``) and has its own data directory under ``base``."""
+
+    def __init__(self, base: Path, worker_timeout: float = 8.0):
+        self.base = base
+        self.worker_timeout = worker_timeout
+        self.network = Network()
+        self.secret_file = base / "cluster.secret"
+        self.supervisors: dict[str, Daemon] = {}
+        self.nimbuses: list[Daemon] = []
+        self.zk: HostZooKeeper | None = None
+
+    def __enter__(self) -> "MultiHostCluster":
+        try:
+            self.start()
+        except BaseException:
+            self.shutdown()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def host(self, name: str) -> Host:
+        return self.network.hosts[name]
+
+    def start(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "stormlet.cli", "secret", "generate",
+                        str(self.secret_file)], check=True, capture_output=True, cwd=REPO)
+        self.network.create()
+        self.zk = HostZooKeeper(self.network.add_host("zk"), self.base / "zk")
+        self.network.add_host("client")
+        self.zk.start()
+        self.add_nimbus()
+
+    def _daemon(self, name: str, host: Host, command: str, *args: str) -> Daemon:
+        return Daemon(name, ["--log-level", "INFO", command, "--zk", self.zk.hosts,
+                             "--secret-file", str(self.secret_file), "--host", host.address,
+                             "--bind", host.address, "--data-dir", str(self.base / name), *args],
+                      self.base / f"{name}.log", prefix=host.prefix).start()
+
+    def add_nimbus(self) -> Daemon:
+        name = f"nimbus{len(self.nimbuses)}"
+        daemon = self._daemon(name, self.network.add_host(name), "nimbus",
+                              "--port", str(NIMBUS_PORT))
+        self.nimbuses.append(daemon)
+        return daemon
+
+    def add_supervisor(self, sid: str, slots: int = 2) -> Daemon:
+        """A supervisor on a new host named ``sid``. Its ports are the same on every host:
+        each host has its own."""
+        ports = ",".join(str(6700 + i) for i in range(slots))
+        daemon = self._daemon(sid, self.network.add_host(sid), "supervisor", "--id", sid,
+                              "--slots", ports, "--worker-timeout", str(self.worker_timeout))
+        self.supervisors[sid] = daemon
+        return daemon
+
+    def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """The CLI run from the client host, with the cluster's secret."""
+        return self.host("client").run(
+            [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", *args,
+             "--zk", self.zk.hosts, "--secret-file", str(self.secret_file)],
+            timeout=timeout, check=False, cwd=REPO)
+
+    def committed(self, spout_id: str) -> dict[int, int]:
+        """The spout's committed offsets by partition, read from ZooKeeper by the client host;
+        {} when ZooKeeper cannot be read just now."""
+        result = self.host("client").run(
+            [sys.executable, "-c", _READ_COMMITTED, self.zk.hosts, str(self.secret_file),
+             spout_id], timeout=60, check=False, cwd=REPO)
+        if result.returncode != 0:
+            return {}
+        return {int(p): offset for p, offset in json.loads(result.stdout).items()}
+
+    def shutdown(self) -> None:
+        for daemon in [*self.supervisors.values(), *self.nimbuses]:
+            daemon.kill()
+        if self.zk is not None:
+            self.zk.stop(hard=True)
+        self.network.destroy()    # and with it every worker left on a host
+
+
+# ----- the chaos run's stream, topology and checker across hosts
+
+class MultiHostChaosRun(ChaosRun):
+    """tests/chaos/harness.py's run (a live 4-partition log, the offset spout's topology, the
+    sinks' ``seen`` files, the checker and the recovery measure) on a ``MultiHostCluster``,
+    with the hosts' faults as well: ``run.inject("cut_off", host="s1", down_secs=15)``.
+
+    The checker's proof holds as on loopback: ``finish`` waits until the spout's committed
+    offsets reach the end of every partition, and then every message below them must be in a
+    sink's file (lost), once or more (duplicates counted)."""
+
+    cluster: MultiHostCluster
+
+    def committed(self) -> dict[int, int]:
+        # ZooKeeper listens on its host's address, which this process cannot reach.
+        return self.cluster.committed(NAME)
+
+    def _victim(self) -> str:
+        return self.random.choice(sorted({sid for sid, _port in self.topology_workers()}))
+
+    # ChaosRun.inject(kind) calls _kill_<kind>: these are the faults of a host.
+
+    def _kill_cut_off(self, host: str | None = None, down_secs: float = 15.0) -> str:
+        host = host or self._victim()
+        self.cluster.host(host).cut_off()
+        self._later(down_secs, self.cluster.host(host).reconnect)
+        return f"host {host} cut off (eth0 down), back after {down_secs:.0f}s"
+
+    def _kill_host_crash(self, host: str | None = None, down_secs: float = 15.0) -> str:
+        host = host or self._victim()
+        killed = self.cluster.host(host).crash()
+        self._later(down_secs, self.cluster.supervisors[host].start)
+        return (f"host {host} crashed ({len(killed)} processes SIGKILLed), its supervisor "
+                f"back after {down_secs:.0f}s")
