@@ -127,8 +127,8 @@ def test_opening_a_missing_or_damaged_log_names_the_path(tmp_path, log):
     meta.write_text(good[:20])
     with pytest.raises(LogError, match=f"{meta} is corrupt: not JSON"):
         PartitionedLog(log.path)
-    meta.write_text(good.replace('"version": 1', '"version": 9'))
-    with pytest.raises(LogError, match="format version 9; this stormlet reads version 1"):
+    meta.write_text(good.replace('"version": 2', '"version": 9'))
+    with pytest.raises(LogError, match="format version 9; this stormlet reads versions 1, 2"):
         PartitionedLog(log.path)
     meta.write_text(good)
     (log.path / "partition-2").rename(tmp_path / "moved")
@@ -560,6 +560,53 @@ def test_damage_in_a_middle_frame_and_the_last_costs_only_their_records(tmp_path
     assert any(f"{segment}: bytes {starts[2]}-{starts[3] - 1} are damaged (CRC mismatch): "
                f"offsets 20-29 lost" in m and str(spans[0].path) in m for m in warned)
     assert not any("dropping" in r.getMessage() for r in caplog.records)
+    log.close()
+
+
+def test_a_damaged_span_inside_a_large_frame_costs_only_the_groups_it_touches(tmp_path):
+    """Issue 50: one corrupt 16-byte span inside a 500-record frame cost the whole partition;
+    then the frame. Its records are checked in groups of GROUP_RECORDS: only the groups the span
+    touches are lost, and the records read back are the ones appended."""
+    from stormlet.sources.partitioned_log.frames import GROUP_RECORDS
+
+    log = PartitionedLog.create(tmp_path / "log", 1)
+    for i in range(0, 1500, 500):
+        log.append_many([f"r{j:05d}" for j in range(i, i + 500)], partition=0)
+    log.close()
+    segment = log.path / "partition-0" / f"{0:020d}.seg"
+    data = bytearray(segment.read_bytes())
+    second = int.from_bytes(data[:4], "little") + 12       # where the frame of 500-999 starts
+    middle = second + (int.from_bytes(data[second:second + 4], "little") + 12) // 2
+    data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
+    segment.write_bytes(bytes(data))
+
+    log = PartitionedLog(log.path)
+    records = read_all(log, 0, 0)
+    assert all(r.value == f"r{r.offset:05d}" for r in records)
+    lost = sorted(set(range(1500)) - {r.offset for r in records})
+    assert 0 < len(lost) <= 2 * GROUP_RECORDS and 500 < lost[0] and lost[-1] < 1000, lost
+    assert sum(q.lost for q in log.quarantined(0)) == len(lost)
+    fresh = PartitionedLog(log.path)
+    assert [r.offset for r in fresh.read(0, lost[0], 1)] == [lost[-1] + 1]
+    fresh.close()
+    assert log.append("next", partition=0) == (0, 1500)
+    log.close()
+
+
+def test_a_log_of_format_version_1_is_read_and_written_as_version_1(tmp_path):
+    """A log created before groups keeps frames a version-1 stormlet reads."""
+    from stormlet.sources.partitioned_log.frames import BODY_HEAD, GROUPED, PREFIX
+
+    path = PartitionedLog.create(tmp_path / "log", 1).path
+    meta = path / "log.json"
+    meta.write_text(meta.read_text().replace('"version": 2', '"version": 1'))
+    log = PartitionedLog(path)
+    log.append_many([f"r{j}" for j in range(100)], partition=0)
+    log.close()
+    data = (path / "partition-0" / f"{0:020d}.seg").read_bytes()
+    assert not BODY_HEAD.unpack_from(data, PREFIX.size)[1] & GROUPED
+    log = PartitionedLog(path)
+    assert [r.value for r in read_all(log, 0)] == [f"r{j}" for j in range(100)]
     log.close()
 
 

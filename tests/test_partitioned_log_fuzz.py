@@ -2,7 +2,10 @@
 flipped, files truncated, garbage appended and stray files added, thousands of times (seeded).
 
 After each, the log must: raise nothing but its own LogError (naming the file); read back every
-record of every frame the damage did not touch, with its offset; hand out, on the next append,
+record of every frame the damage did not touch, with its offset, and of a frame with groups (more
+than GROUP_RECORDS records) every group the damage did not touch, when its length, trailer and
+checked head are whole; never return a record other than the one appended at its offset; hand
+out, on the next append,
 an offset above every one that may have been handed out before (all of them, unless a truncation
 tore the last frame); and read in strictly increasing offsets before and after that append.
 """
@@ -16,16 +19,54 @@ from pathlib import Path
 import pytest
 
 from stormlet.sources.partitioned_log import LogError, PartitionedLog
-from stormlet.sources.partitioned_log.frames import encode_frame
+from stormlet.sources.partitioned_log.frames import (BODY_HEAD, COUNT_MASK, GROUP_ENTRY,
+                                                     GROUP_HEAD, GROUP_RECORDS, GROUPED, PREFIX,
+                                                     array_header_size, encode_frame)
 
 CASES = 1500
 SEED = 20261130
 
 
 class Frame:
-    def __init__(self, segment: int, start: int, end: int, base: int, records: list):
+    def __init__(self, segment: int, start: int, end: int, base: int, records: list,
+                 data: bytes):
         self.segment, self.start, self.end = segment, start, end    # which file, which bytes
         self.base, self.records = base, records                     # [(key, value), ...]
+        self.groups = groups(data)
+
+    def readable(self, touched: set[tuple[int, int]]) -> list[int]:
+        """The indexes of its records a reader must return after damage at ``touched``."""
+        def clean(a: int, b: int) -> bool:
+            return not any((self.segment, self.start + p) in touched for p in range(a, b))
+
+        size = self.end - self.start
+        if clean(0, size):
+            return list(range(len(self.records)))
+        if self.groups is None:
+            return []
+        head_end, spans = self.groups
+        if not (clean(0, 4) and clean(size - 4, size) and clean(PREFIX.size, head_end)):
+            return []
+        return [i for a, b, first, n in spans if clean(a, b) for i in range(first, first + n)]
+
+
+def groups(data: bytes) -> tuple[int, list[tuple[int, int, int, int]]] | None:
+    """For a frame with groups: where its checked head ends, and each group's bytes and records
+    (first byte, end byte, first record, records), relative to the frame; None without."""
+    _base, raw, _time = BODY_HEAD.unpack_from(data, PREFIX.size)
+    if not raw & GROUPED:
+        return None
+    count = raw & COUNT_MASK
+    at = PREFIX.size + BODY_HEAD.size
+    n_groups, _check = GROUP_HEAD.unpack_from(data, at)
+    payload = at + GROUP_HEAD.size + GROUP_ENTRY.size * n_groups
+    start, found = payload + array_header_size(2 * count), []
+    for k in range(n_groups):
+        end, _crc = GROUP_ENTRY.unpack_from(data, at + GROUP_HEAD.size + k * GROUP_ENTRY.size)
+        first = k * GROUP_RECORDS
+        found.append((start, payload + end, first, min(GROUP_RECORDS, count - first)))
+        start = payload + end
+    return payload, found
 
 
 def build(directory: Path, rng: random.Random) -> tuple[list[Frame], dict[int, bytearray]]:
@@ -37,14 +78,16 @@ def build(directory: Path, rng: random.Random) -> tuple[list[Frame], dict[int, b
     for _segment in range(rng.choice((1, 1, 2))):
         base, data = offset, bytearray()
         for _frame in range(rng.randint(0 if base else 1, 6)):
-            count = rng.randint(1, 6)
+            count = rng.choice((rng.randint(1, 6), rng.randint(1, 6),
+                                rng.randint(GROUP_RECORDS + 1, 3 * GROUP_RECORDS)))
             records = [(rng.choice((None, f"k{rng.randrange(9)}", b"\x00k")),
                         "x" * rng.randrange(30) if rng.random() < .5
                         else rng.randbytes(rng.randrange(30)))
                        for _ in range(count)]
             flat = [item for record in records for item in record]
             frame = encode_frame(offset, count, 1.5, flat)
-            frames.append(Frame(base, len(data), len(data) + len(frame), offset, records))
+            frames.append(Frame(base, len(data), len(data) + len(frame), offset, records,
+                                frame))
             data += frame
             offset += count
         files[base] = data
@@ -107,6 +150,8 @@ def check_one(root: Path, rng: random.Random) -> None:
     touched, cut = damage(rng, files, directory, frames)
     intact = [f for f in frames
               if not any((f.segment, p) in touched for p in range(f.start, f.end))]
+    readable = {f.base + i: f.records[i] for f in frames for i in f.readable(touched)}
+    appended = {f.base + i: record for f in frames for i, record in enumerate(f.records)}
     last = frames[-1] if frames else None
     # The one damage that cannot be told from a torn frame: the last frame's length and trailer
     # both changed (then its offsets may be handed out again; no reader ever saw them whole).
@@ -120,9 +165,10 @@ def check_one(root: Path, rng: random.Random) -> None:
         offsets = [r.offset for r in got]
         assert offsets == sorted(set(offsets)), offsets
         by_offset = {r.offset: (r.key, r.value) for r in got}
-        for frame in intact:
-            for i, record in enumerate(frame.records):
-                assert by_offset.get(frame.base + i) == record, (frame.base + i, offsets)
+        for offset, record in readable.items():
+            assert by_offset.get(offset) == record, (offset, offsets)
+        for offset, record in by_offset.items():
+            assert appended.get(offset) == record, ("a record not appended", offset)
         if intact:      # and from a fresh reader, seeking straight to a frame
             frame = rng.choice(intact)
             fresh = PartitionedLog(root)
@@ -136,7 +182,11 @@ def check_one(root: Path, rng: random.Random) -> None:
         if not cut and not hidden:
             assert new >= end, (new, end)
         assert new not in by_offset
-        after = read_everything(PartitionedLog(root), 1000)
+        again = PartitionedLog(root)
+        try:
+            after = read_everything(again, 1000)
+        finally:
+            again.close()
         offsets = [r.offset for r in after]
         assert offsets == sorted(set(offsets))
         assert after[-1].offset == new and after[-1].value == "new"

@@ -86,6 +86,7 @@ class PartitionedLog:
         self.partitions: int = config.partitions
         self.segment_bytes: int = config.segment_bytes
         self.segment_records: int | None = config.segment_records
+        self.version: int = config.version
         self._writers: dict[int, PartitionWriter] = {}
         self._readers: dict[int, PartitionReader] = {}
         self._setup = threading.Lock()
@@ -131,7 +132,8 @@ class PartitionedLog:
                 writer = self._writers.get(partition)
                 if writer is None:
                     writer = PartitionWriter(partition_dir(self.path, partition), partition,
-                                             self.segment_bytes, self.segment_records)
+                                             self.segment_bytes, self.segment_records,
+                                             grouped=self.version >= 2)
                     self._writers[partition] = writer
         return writer
 

@@ -35,7 +35,10 @@ from .errors import LogError
 log = logging.getLogger(__name__)
 
 FORMAT = "stormlet-partitioned-log"
-VERSION = 1
+# The format new logs get: 2 checks a frame's records in groups too (frames.py). A log keeps
+# the version it was created with, so a stormlet that reads only version 1 still reads it.
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
 METADATA = "log.json"
 LOCK_FILE = "writer.lock"
 SEGMENT_SUFFIX = ".seg"
@@ -55,6 +58,7 @@ class LogConfig(NamedTuple):
     partitions: int
     segment_bytes: int
     segment_records: int | None
+    version: int = VERSION
 
 
 def offsets_dir(root: str | os.PathLike) -> Path:
@@ -166,9 +170,10 @@ def read_config(path: Path) -> LogConfig:
         raise LogError(f"{meta} is corrupt: not JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise LogError(f"{meta} is not the metadata of a stormlet partitioned log")
-    if data.get("version") != VERSION:
-        raise LogError(f"{path} is in log format version {data.get('version')!r}; this "
-                       f"stormlet reads version {VERSION}")
+    version = data.get("version")
+    if version not in READABLE_VERSIONS:
+        raise LogError(f"{path} is in log format version {version!r}; this stormlet reads "
+                       f"versions {', '.join(map(str, READABLE_VERSIONS))}")
     partitions = data.get("partitions")
     segment_bytes = data.get("segment_bytes")
     segment_records = data.get("segment_records")
@@ -180,7 +185,7 @@ def read_config(path: Path) -> LogConfig:
         if not partition_dir(path, p).is_dir():
             raise LogError(f"log {path} is damaged: partition directory "
                            f"{partition_dir(path, p)} is missing")
-    return LogConfig(partitions, segment_bytes, segment_records)
+    return LogConfig(partitions, segment_bytes, segment_records, version)
 
 
 def create_log(path: Path, partitions: int, segment_bytes: int,

@@ -15,6 +15,7 @@ import os
 import time
 import zlib
 from bisect import bisect_right
+from collections import deque
 from itertools import repeat
 from pathlib import Path
 
@@ -22,12 +23,12 @@ import msgpack
 
 from ..source import OffsetOutOfRange, Record
 from .errors import LogError
-from .frames import (BODY_HEAD, OVERHEAD, PAYLOAD_START, PREFIX, READ_CHUNK, TRAILER, CorruptFrame,
-                     frame_at)
+from .frames import (BODY_HEAD, COUNT_MASK, GROUPED, OVERHEAD, PAYLOAD_START, PREFIX, READ_CHUNK,
+                     TRAILER, CorruptFrame, frame_at, payload_start)
 from .index import SegmentIndex
 from .layout import segment_bases, segment_path
 from .quarantine import set_aside
-from .recovery import Damage, SegmentBytes, past_damage
+from .recovery import Damage, SegmentBytes, Step, past_damage
 
 
 GAP_RELIST = 1.0    # seconds between listings by a reader waiting at the end of a segment
@@ -57,6 +58,9 @@ class PartitionReader:
         self.batch_index = 0        # the next record of it to return
         self.batch_time = 0.0
         self.torn_seen: tuple[int, int, int] | None = None   # (segment, pos, size) of a torn tail
+        # The runs of a damaged frame's records that check out, not yet made the batch.
+        self.salvaged: deque[tuple[int, int, list]] = deque()
+        self.salvaged_time = 0.0
         self.listed = 0.0           # when _past_gap last listed the directory
 
     # -- positioning
@@ -192,6 +196,8 @@ class PartitionReader:
     def _next_frame(self, skip_below: int = -1) -> bool:
         """Decode the next frame into ``batch`` (or step over it if all its records are below
         ``skip_below``); False if there is none yet."""
+        if self.salvaged and self._next_salvaged():
+            return True
         # The common case inline (it is most of the cost of reading one-record frames): a whole,
         # valid frame in the buffer. frame_at, in the slow path, says what is wrong otherwise.
         buf, i = self.buf, self.pos - self.buf_start
@@ -241,7 +247,9 @@ class PartitionReader:
             pos, offset, torn = self.pos, found[1], False
         else:
             step = past_damage(data, self.pos, self.frame_offset, self._following(self.segment))
-            step_damage, pos, offset, torn = step
+            if step.salvaged is not None:
+                return self._take_salvaged(step, skip_below)
+            step_damage, pos, offset, torn = step.damage, step.pos, step.offset, step.torn
         if step_damage is not None:
             self._report(self.segment, [step_damage], self.fd)
         self.pos, self.frame_offset = pos, offset
@@ -255,13 +263,38 @@ class PartitionReader:
             return self._next_segment()
         return True
 
+    def _take_salvaged(self, step: Step, skip_below: int) -> bool:
+        """Step over a damaged frame with groups, reading what it still holds: its runs of
+        records that check out become batches in turn (``salvaged``), its lost groups are
+        set aside."""
+        assert step.salvaged is not None
+        self._report(self.segment, step.salvaged.damage, self.fd)
+        self.pos, self.frame_offset = step.pos, step.offset
+        self.buf, self.view, self.buf_start = b"", memoryview(b""), step.pos
+        self.salvaged = deque(run for run in step.salvaged.runs if run[0] + run[1] > skip_below)
+        self.salvaged_time = step.salvaged.timestamp
+        return self._next_salvaged() or self._next_frame(skip_below)
+
+    def _next_salvaged(self) -> bool:
+        """Make the next run of a salvaged frame the current batch, if one is left."""
+        if not self.salvaged:
+            return False
+        base, count, items = self.salvaged.popleft()
+        self.batch, self.batch_base, self.batch_count = items, base, count
+        self.batch_index, self.batch_time = 0, self.salvaged_time
+        return True
+
     def _take(self, i: int, size: int, skip_below: int) -> bool:
         """Make the whole, valid frame at ``buf[i:i + size]`` the current batch."""
         base, count, timestamp = BODY_HEAD.unpack_from(self.buf, i + PREFIX.size)
         if base != self.frame_offset:
             return self._past_damage(skip_below)    # out of sequence: a gap, or a stray frame
+        start = i + PAYLOAD_START
+        if count & GROUPED:
+            start = payload_start(self.buf, i + PREFIX.size, count)
+            count &= COUNT_MASK
         if base + count > skip_below:
-            items = msgpack.unpackb(self.view[i + PAYLOAD_START:i + size - TRAILER.size])
+            items = msgpack.unpackb(self.view[start:i + size - TRAILER.size])
             if len(items) != 2 * count:
                 raise LogError(f"{segment_path(self.directory, self.segment)}: the frame at "
                                f"byte {self.pos} does not hold the {count} records it claims")
@@ -314,3 +347,4 @@ class PartitionReader:
         self.fd, self.segment, self.next_offset = -1, -1, -1
         self.buf, self.view, self.batch, self.batch_count, self.batch_index = (
             b"", memoryview(b""), [], 0, 0)
+        self.salvaged.clear()

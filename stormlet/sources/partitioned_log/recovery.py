@@ -13,7 +13,10 @@ From a frame position on, a segment's bytes are one of:
   valid frame's base or the next segment's); at the end of the last segment, where nothing
   bounds it, they are read from its frames' heads if those are in sequence, else bounded by how
   many records its bytes could hold, so an offset that may have been handed out is never
-  handed out again. A damaged span is kept in place and set aside (see quarantine.py).
+  handed out again. A damaged span is kept in place and set aside (see quarantine.py);
+- a **damaged frame with groups** (frames.py) whose length, trailer and checked head hold: only
+  its groups that fail their CRC are lost (each a damaged span of its own); the records of the
+  others are read (``salvage``), and it is looked for, as a valid frame is, past other damage.
 
 Only bytes that hold no valid frame are ever truncated, and only at the end of the last segment,
 when they look like the start of the frame the writer would have written next: a frame whose
@@ -25,10 +28,14 @@ from __future__ import annotations
 import os
 import re
 import struct
+import zlib
 from typing import Callable, Iterator, NamedTuple
 
-from .frames import (BODY_HEAD, MAX_BODY, OVERHEAD, PREFIX, READ_CHUNK, TRAILER, CorruptFrame,
-                     frame_at)
+import msgpack
+
+from .frames import (BODY_HEAD, COUNT_MASK, GROUP_ENTRY, GROUP_HEAD, GROUP_RECORDS, GROUPED,
+                     MAX_BODY, OVERHEAD, PREFIX, READ_CHUNK, TRAILER, CorruptFrame,
+                     array_header_size, frame_at, groups_of)
 from .layout import MAX_OFFSET
 
 U32 = struct.Struct("<I")
@@ -50,6 +57,16 @@ class Damage(NamedTuple):
     reason: str
 
 
+class Salvaged(NamedTuple):
+    """What a damaged frame with groups still holds: its groups that check out, as runs of
+    consecutive records ``(first offset, count, [k0, v0, ...])``, and its groups that do not, as
+    damaged spans of their bytes."""
+
+    runs: list[tuple[int, int, list]]
+    damage: list[Damage]
+    timestamp: float
+
+
 class Step(NamedTuple):
     """Where a walk goes on after a position holding no valid frame in sequence."""
 
@@ -57,6 +74,14 @@ class Step(NamedTuple):
     pos: int                # the next valid frame, the end of the file, or a torn tail ...
     offset: int             # ... and the offset expected there
     torn: bool              # the bytes from ``pos`` to the end are a torn tail
+    salvaged: Salvaged | None = None   # or: the damaged frame stepped over, and what it held
+
+    @property
+    def spans(self) -> list[Damage]:
+        """Every damaged span stepped over."""
+        if self.salvaged is not None:
+            return self.salvaged.damage
+        return [self.damage] if self.damage is not None else []
 
 
 class Scanned(NamedTuple):
@@ -120,14 +145,18 @@ class SegmentBytes:
             pos = window + last + 1
 
     def valid_from(self, pos: int, offset: int) -> tuple[int, int, int] | None:
-        """The first whole, valid frame at or after ``pos`` whose records are not below
-        ``offset``: (position, base offset, count), or None."""
+        """The first frame at or after ``pos`` whose records are not below ``offset`` and that
+        is whole and valid, or whose groups can be salvaged (its length, trailer and checked
+        head hold: see ``salvage``): (position, base offset, count), or None."""
         for at, body_len in self.small_u32s(pos, min(MAX_BODY, self.size - pos)):
             if not BODY_HEAD.size <= body_len <= self.size - at - OVERHEAD:
                 continue
             if self.u32(at + body_len + PREFIX.size) != body_len + OVERHEAD:
                 continue
             found = self.frame(at)
+            if isinstance(found, str):
+                head = _checked_head(self, at, body_len + OVERHEAD)
+                found = (body_len + OVERHEAD, head[0], head[1]) if head is not None else found
             if not isinstance(found, str) and found[1] >= offset:
                 return at, found[1], found[2]
         return None
@@ -163,16 +192,93 @@ def _most_records(frame_bytes: int) -> int:
 
 def _records_end(data: SegmentBytes, pos: int, size: int, offset: int) -> int:
     """The offset after a damaged but whole-length frame at ``pos`` that should start at
-    ``offset``. Its head is not checked by anything of its own, so its count is believed only
-    if the head is in sequence and the payload's msgpack array header says the same (one flipped
-    bit cannot make both agree); else the most records the frame could hold."""
+    ``offset``. A head with groups is checked by its own CRC; one without is believed only if it
+    is in sequence and the payload's msgpack array header says the same (one flipped bit cannot
+    make both agree); else the most records the frame could hold."""
     most = _most_records(size)
+    checked = _checked_head(data, pos, size)
+    if checked is not None and checked[0] == offset:
+        return offset + checked[1]
     buf, i = data.at(pos + PREFIX.size, BODY_HEAD.size + 5)
     if len(buf) - i >= BODY_HEAD.size + 1:
         base, count, _ = BODY_HEAD.unpack_from(buf, i)
-        if base == offset and 0 < count <= most and _array_length(buf, i + BODY_HEAD.size) == 2 * count:
+        if (base == offset and 0 < count <= most
+                and _array_length(buf, i + BODY_HEAD.size) == 2 * count):
             return offset + count
     return offset + most
+
+
+def _checked_head(data: SegmentBytes, pos: int,
+                  size: int) -> tuple[int, int, float, list[tuple[int, int]], int] | None:
+    """The head of the whole-length frame of ``size`` bytes at ``pos``, if it has groups and
+    its head and group table check out: (base offset, count, time, [(end, CRC-32) per group],
+    the payload's position in the segment); else None."""
+    body = pos + PREFIX.size
+    end = pos + size - TRAILER.size
+    buf, i = data.at(body, BODY_HEAD.size + GROUP_HEAD.size)
+    if len(buf) - i < BODY_HEAD.size + GROUP_HEAD.size:
+        return None
+    base, raw, timestamp = BODY_HEAD.unpack_from(buf, i)
+    groups, check = GROUP_HEAD.unpack_from(buf, i + BODY_HEAD.size)
+    count = raw & COUNT_MASK
+    payload = body + BODY_HEAD.size + GROUP_HEAD.size + GROUP_ENTRY.size * groups
+    if not raw & GROUPED or groups != groups_of(count) or payload > end:
+        return None
+    buf, i = data.at(body, payload - body)
+    head = buf[i:i + BODY_HEAD.size]
+    table = buf[i + BODY_HEAD.size + GROUP_HEAD.size:i + payload - body]
+    groups_field = buf[i + BODY_HEAD.size:i + BODY_HEAD.size + 4]
+    if zlib.crc32(table, zlib.crc32(groups_field, zlib.crc32(head))) != check:
+        return None
+    entries = [GROUP_ENTRY.unpack_from(table, k * GROUP_ENTRY.size) for k in range(groups)]
+    return base, count, timestamp, entries, payload
+
+
+def salvage(data: SegmentBytes, pos: int, size: int, offset: int,
+            reason: str) -> Salvaged | None:
+    """What the damaged, whole-length frame of ``size`` bytes at ``pos``, which should hold the
+    records from ``offset`` on, still holds: every group whose CRC holds is read; every other
+    is a damaged span (its bytes, its offsets, ``reason``). None when the frame has no groups,
+    or its head or group table does not check out (it is lost whole)."""
+    head = _checked_head(data, pos, size)
+    if head is None or head[0] != offset:
+        return None
+    base, count, timestamp, entries, payload = head
+    end = pos + size - TRAILER.size
+    runs: list[tuple[int, int, list]] = []
+    damage: list[Damage] = []
+    start = payload + array_header_size(2 * count)
+    for k, (group_end, crc) in enumerate(entries):
+        first = base + k * GROUP_RECORDS
+        n = min(GROUP_RECORDS, count - k * GROUP_RECORDS)
+        stop = payload + group_end
+        items = _group_items(data, start, stop, end, crc, n)
+        if items is None:
+            span = (min(start, end), min(max(start, stop), end))
+            damage.append(Damage(span[0], span[1], first, first + n, reason))
+        elif runs and runs[-1][0] + runs[-1][1] == first:
+            runs[-1] = (runs[-1][0], runs[-1][1] + n, runs[-1][2] + items)
+        else:
+            runs.append((first, n, items))
+        start = stop
+    return Salvaged(runs, damage, timestamp)
+
+
+def _group_items(data: SegmentBytes, start: int, stop: int, end: int, crc: int,
+                 n: int) -> list | None:
+    """The flat [k0, v0, ...] of a group's ``n`` records at bytes ``start`` to ``stop``, if
+    they lie in the payload (which ends at ``end``) and check out against ``crc``; else None."""
+    if not start <= stop <= end:
+        return None
+    buf, i = data.at(start, stop - start)
+    raw = buf[i:i + stop - start]
+    if len(raw) != stop - start or zlib.crc32(raw) != crc:
+        return None
+    try:
+        items = msgpack.unpackb(msgpack.Packer().pack_array_header(2 * n) + raw)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError):
+        return None
+    return items if isinstance(items, list) and len(items) == 2 * n else None
 
 
 def _array_length(buf: bytes, i: int) -> int | None:
@@ -210,6 +316,12 @@ def past_damage(data: SegmentBytes, pos: int, offset: int, next_base: int | None
     found = data.frame(pos)
     if isinstance(found, str):
         reason = found
+        size = data.whole_length(pos)
+        saved = None if size is None else salvage(data, pos, size, offset, reason)
+        if saved is not None:
+            end = offset + sum(n for _first, n, _items in saved.runs) + sum(
+                d.stop - d.first for d in saved.damage)
+            return Step(None, pos + size, end, False, saved)
     else:
         reason = f"a valid frame out of sequence (offset {found[1]}, expected {offset})"
     after = data.valid_from(pos + 1, offset)
@@ -264,8 +376,7 @@ def scan(fd: int, pos: int, offset: int, until: int | None = None,
                 offset = base
                 continue
         step = past_damage(data, pos, offset, next_base)
-        if step.damage is not None:
-            damage.append(step.damage)
+        damage += step.spans
         pos, offset = step.pos, step.offset
         if step.torn:
             return Scanned(pos, offset, True, damage)

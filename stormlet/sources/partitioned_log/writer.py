@@ -56,11 +56,14 @@ class PartitionWriter:
     disk (brought up to date with other writers, a torn tail truncated)."""
 
     def __init__(self, directory: Path, partition: int, segment_bytes: int,
-                 segment_records: int | None):
+                 segment_records: int | None, grouped: bool = True):
+        """``grouped``: write frames that check their records in groups too (a log of format
+        version 2: see frames.py)."""
         self.directory = directory
         self.partition = partition
         self.segment_bytes = segment_bytes
         self.segment_records = segment_records
+        self.grouped = grouped
         self.mutex = threading.Lock()   # flock does not exclude threads sharing our descriptor
         self.lock_fd = os.open(lock_path(directory), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.fd = -1
@@ -178,7 +181,7 @@ class PartitionWriter:
                 flat[1::2] = values[i:j]
                 if keys is not None:
                     flat[0::2] = keys[i:j]
-                frame = encode_frame(self.next_offset, j - i, timestamp, flat)
+                frame = encode_frame(self.next_offset, j - i, timestamp, flat, self.grouped)
                 self.dirty = True
                 try:
                     _write_all(self.fd, frame)
