@@ -422,6 +422,19 @@ class MultiHostChaosRun(ChaosRun):
         self._later(down_secs, self.cluster.host(host).reconnect)
         return f"host {host} cut off (eth0 down), back after {down_secs:.0f}s"
 
+    def _kill_link_cut(self, a: str = "s1", b: str = "s2", down_secs: float = 12.0) -> str:
+        """The link between hosts ``a`` and ``b`` cut both ways; each still reaches the rest."""
+        first, second = self.cluster.host(a), self.cluster.host(b)
+        first.drop_to(second.address)
+        second.drop_to(first.address)
+
+        def heal() -> None:
+            first.heal()
+            second.heal()
+
+        self._later(down_secs, heal)
+        return f"link {a} <-> {b} cut both ways, back after {down_secs:.0f}s"
+
     def _kill_host_crash(self, host: str | None = None, down_secs: float = 15.0) -> str:
         host = host or self._victim()
         killed = self.cluster.host(host).crash()

@@ -21,6 +21,14 @@ refused are dropped with the refused socket, and their tuples replayed; with CUR
 wait). A data payload inside a good frame is checked when its bolt unpacks it; one that does
 not decode is dropped and reported as that bolt task's error.
 
+A broken link is noticed in seconds, not at TCP's pace: both ends send ZeroMQ heartbeats every
+HEARTBEAT_SECS and drop a connection that stays silent for LINK_TIMEOUT_SECS, and the sender's
+connection attempts give up after CONNECT_TIMEOUT_SECS to start again (a SYN to a host that
+cannot be reached would otherwise wait out TCP's own backoff, tens of seconds after the link came
+back). The sender says once when it loses a peer it had reached, drops what it would send there
+at once instead of stalling its other peers' traffic (it was tracked, times out at its spout and
+is replayed), and says when the link is back (``on_link``, ``unreachable``).
+
 A worker starts its spouts only once it reaches every peer (as Storm's workers wait for all their
 connections): until a peer has bound its port, ZeroMQ would queue whole frames for it, thousands
 of tuples each, which then arrive at once and swamp it before its backpressure can act. The
@@ -64,19 +72,36 @@ _CONNECT = "connect"
 # Handshake outcomes the sender watches. A refusal by the peer (its ZAP handler said no, or it
 # speaks another mechanism) ends libzmq's connection without a retry; others it retries itself.
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-_WATCHED_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | _REFUSED
+_WATCHED_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | _REFUSED | zmq.EVENT_DISCONNECTED
+# A link's liveness: a heartbeat this often each way, the link dropped after this long without
+# one (or any traffic), and a connection attempt abandoned (then retried) after this long.
+HEARTBEAT_SECS = 1.0
+LINK_TIMEOUT_SECS = 4.0
+CONNECT_TIMEOUT_SECS = 2.0
 # How often, at most, the sender reads its sockets' handshake outcomes while busy.
 HANDSHAKE_CHECK_SECS = 0.05
 # The pause before a refused socket is replaced: the first, and the longest it grows to.
 RETRY_FIRST_SECS, RETRY_MAX_SECS = 0.1, 2.0
 
 
+def watch_liveness(sock: zmq.Socket) -> None:
+    """Make ``sock`` send heartbeats and drop a connection that goes silent (both ends of a link
+    do, so each notices a dead peer in LINK_TIMEOUT_SECS)."""
+    sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_SECS * 1000))
+    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(LINK_TIMEOUT_SECS * 1000))
+    sock.setsockopt(zmq.HEARTBEAT_TTL, int(LINK_TIMEOUT_SECS * 1000))
+
+
 class Sender(threading.Thread):
     def __init__(self, context: zmq.Context, stopping: threading.Event, topology: str = "",
-                 security: Security | None = None):
+                 security: Security | None = None,
+                 on_link: Callable[[str, float | None], object] | None = None):
+        """``on_link(address, down_secs)`` is called on this thread when the link to a peer
+        reached before is lost (``down_secs`` None) and when it is back (how long it was down)."""
         super().__init__(name="transfer-sender", daemon=True)
         self.topology = topology
         self.security = security or Security()
+        self.on_link = on_link
         self.context = context
         self.stopping = stopping
         self.queue: queue.SimpleQueue[tuple[str, tuple]] = queue.SimpleQueue()
@@ -87,6 +112,7 @@ class Sender(threading.Thread):
         self._retry_at: dict[str, float] = {}
         self._retry_pause: dict[str, float] = {}
         self._next_handshake_check = 0.0
+        self._lost: dict[str, float] = {}   # peers reached once whose link is down, and since
         self.paused = PausedTasks()   # remote tasks whose workers asked us to hold their data
         self.frames_sent = 0
         self.messages_dropped = 0
@@ -103,6 +129,10 @@ class Sender(threading.Thread):
         """The workers whose handshake has succeeded at least once."""
         return set(self._reached)
 
+    def unreachable(self) -> dict[str, float]:
+        """The peers reached before whose link is down now, and since when (time.time())."""
+        return dict(self._lost)
+
     def _socket(self, address: str) -> zmq.Socket:
         sock = self._sockets.get(address)
         if sock is None:
@@ -111,6 +141,8 @@ class Sender(threading.Thread):
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            sock.setsockopt(zmq.CONNECT_TIMEOUT, int(CONNECT_TIMEOUT_SECS * 1000))
+            watch_liveness(sock)
             self.security.transport_client(sock, self.topology)
             self._monitors[address] = sock.get_monitor_socket(_WATCHED_EVENTS)
             sock.connect(address)
@@ -133,6 +165,9 @@ class Sender(threading.Thread):
                 if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                     self._reached.add(address)
                     self._retry_pause.pop(address, None)
+                    self._link_back(address)
+                elif event == zmq.EVENT_DISCONNECTED:
+                    self._link_lost(address)
                 elif event & _REFUSED and address not in self._retry_at:
                     self._refused(address, now)
         for address in [a for a, at in self._retry_at.items() if at <= now]:
@@ -144,6 +179,17 @@ class Sender(threading.Thread):
                 log.warning("could not open a new socket to worker %s: %s", address, exc)
                 self._refused(address, now)
 
+    def _link_lost(self, address: str) -> None:
+        if address in self._reached and address not in self._lost:
+            self._lost[address] = time.time()
+            if self.on_link is not None:
+                self.on_link(address, None)
+
+    def _link_back(self, address: str) -> None:
+        since = self._lost.pop(address, None)
+        if since is not None and self.on_link is not None:
+            self.on_link(address, time.time() - since)
+
     def _refused(self, address: str, now: float) -> None:
         pause = self._retry_pause.get(address, RETRY_FIRST_SECS)
         self._retry_at[address] = now + pause
@@ -154,8 +200,9 @@ class Sender(threading.Thread):
                         address)
 
     def _settling(self) -> bool:
-        """Whether a socket awaits its first handshake or its replacement."""
-        return bool(self._retry_at) or len(self._reached) < len(self._sockets)
+        """Whether a socket awaits its first handshake, its replacement, or its link's return."""
+        return (bool(self._retry_at) or bool(self._lost)
+                or len(self._reached) < len(self._sockets))
 
     def _close_monitor(self, address: str) -> None:
         monitor = self._monitors.pop(address, None)
@@ -221,11 +268,12 @@ class Sender(threading.Thread):
             log.exception("dropped %d messages for %s that could not be packed", len(messages),
                           address)
             return
-        if address in self._retry_at:
-            # Its socket was refused and awaits replacement: what it queued now would be lost
-            # with it, and once its queue were full each frame would stall every other peer's
-            # traffic for SEND_TIMEOUT_SECS. Dropped here instead, and counted (the refusal was
-            # logged; what was tracked times out at its spout and is replayed).
+        if address in self._retry_at or address in self._lost:
+            # Its socket was refused and awaits replacement, or its link is down: what it queued
+            # now would be lost with it or arrive long after its tuples timed out, and once its
+            # queue were full each frame would stall every other peer's traffic for
+            # SEND_TIMEOUT_SECS. Dropped here instead, and counted (the refusal or the lost link
+            # was logged; what was tracked times out at its spout and is replayed).
             self.messages_dropped += len(messages)
             return
         sock = self._socket(address)
@@ -262,6 +310,7 @@ class Sender(threading.Thread):
             self._reached.discard(address)
             self._retry_at.pop(address, None)
             self._retry_pause.pop(address, None)
+            self._lost.pop(address, None)
 
 
 class RemoteRoute:
@@ -306,6 +355,7 @@ class Receiver(threading.Thread):
         self.socket = context.socket(zmq.PULL)
         self.socket.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
         self.socket.setsockopt(zmq.LINGER, 0)
+        watch_liveness(self.socket)
         # Refused handshakes arrive here (a refused peer's frames never do).
         self._refusals = (security or Security()).transport_server(self.socket, topology)
         self.socket.bind(bind)

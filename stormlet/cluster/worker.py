@@ -39,12 +39,13 @@ from .. import build_mode
 from .. import config as cfg
 from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
+from ..runtime.errors import TaskErrors
 from .backpressure import OverloadWatch
 from .errors import heartbeat_errors
 from .heartbeat import HEARTBEAT_SECS, write_heartbeat
 from .metrics_reporter import MetricsReporter
 from .security import Security, release
-from .transport import Receiver, RemoteRoute, Sender, make_deliver
+from .transport import LINK_TIMEOUT_SECS, Receiver, RemoteRoute, Sender, make_deliver
 from .wire import FrameDecoder
 from .zk_state import (
     ClusterState,
@@ -64,6 +65,8 @@ EXECUTOR_CHECK_SECS = 0.5
 # says which peers it is waiting for.
 PEER_CHECK_SECS = 0.05
 PEER_WAIT_NOTE_SECS = 10.0
+# The component a worker's link events are reported under, beside its tasks' errors.
+LINKS_COMPONENT = "__links"
 
 
 class NotAssigned(Exception):
@@ -91,6 +94,8 @@ class Worker:
         self.code_entry = code_entry
         self.heartbeat_file = heartbeat_file
         self.done = threading.Event()
+        # Its links to the other workers, lost and back: shown with its tasks' errors.
+        self.link_events = TaskErrors(LINKS_COMPONENT, -1)
         self.exit_reason = ""
         self.failed = False   # ended because an executor died: its process should say so
         self._beat_lock = threading.Lock()   # the heartbeat thread and a last beat at exit
@@ -160,7 +165,8 @@ class Worker:
         topology, _conf = load_topology_file(self.code_entry)
         self.context = zmq.Context()
         self.stopping = threading.Event()
-        self.sender = Sender(self.context, self.stopping, self.topology_id, self.security)
+        self.sender = Sender(self.context, self.stopping, self.topology_id, self.security,
+                             on_link=self._on_link)
         plan = [(e.component, list(e.tasks)) for e in self.executors]
         # What components may need of the cluster: offset spouts commit to its ZooKeeper, and
         # know a restarted worker of this topology instance from a new submission.
@@ -218,10 +224,26 @@ class Worker:
         self.client.stop()
 
     def metrics_snapshot(self) -> dict:
-        """The runtime's snapshot, with this worker's transport counts in its "worker" part."""
+        """The runtime's snapshot, with this worker's transport counts in its "worker" part,
+        and the peers it cannot reach now (host:port, sorted)."""
         snapshot = self.runtime.metrics_snapshot(self.host, self.port)
         snapshot["worker"]["frames_rejected"] = self.receiver.frames_rejected
+        snapshot["worker"]["peers_unreachable"] = sorted(
+            address.removeprefix("tcp://") for address in self.sender.unreachable())
         return snapshot
+
+    def _on_link(self, address: str, down_secs: float | None) -> None:
+        """One line, and a record for ``stormlet errors`` naming both ends, when the link to a
+        peer is lost and when it is back (the sender's thread calls it, once each)."""
+        me, peer = f"{self.host}:{self.port}", address.removeprefix("tcp://")
+        if down_secs is None:
+            self.link_events.note(
+                f"worker {me} lost its link to worker {peer} (nothing heard for "
+                f"{LINK_TIMEOUT_SECS:g} s, or that worker stopped): what it sends there is "
+                f"dropped and replayed after its timeout; reconnecting", level=logging.WARNING)
+        else:
+            self.link_events.note(f"worker {me}: the link to worker {peer} is back after "
+                                  f"{down_secs:.1f} s", level=logging.INFO, counted=False)
 
     # ----- placement and status
 
@@ -347,4 +369,9 @@ class Worker:
         with self._beat_lock:
             write_heartbeat(self.heartbeat_file, topology_id=self.topology_id, port=self.port,
                             started=self.started, metrics=self.runtime.summary(),
-                            errors=heartbeat_errors(self.runtime.errors()), stopping=stopping)
+                            errors=heartbeat_errors(self._errors()), stopping=stopping)
+
+    def _errors(self) -> list:
+        """The recent errors of every task here and of the worker's links, oldest first."""
+        return sorted([*self.runtime.errors(), *self.link_events.recent_records()],
+                      key=lambda e: e.time)

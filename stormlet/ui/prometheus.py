@@ -85,6 +85,9 @@ def _families(topologies: list[dict[str, Any]]) -> Iterator[Metric]:
     cpu = GaugeMetricFamily("stormlet_worker_cpu_percent", "worker process CPU", labels=WORKER)
     rss = GaugeMetricFamily("stormlet_worker_rss_bytes", "worker resident memory", labels=WORKER)
     uptime = GaugeMetricFamily("stormlet_worker_uptime_seconds", "worker uptime", labels=WORKER)
+    unreachable = GaugeMetricFamily("stormlet_worker_peers_unreachable",
+                                    "other workers this worker's links to are down",
+                                    labels=WORKER)
 
     for topology in topologies:
         for snapshot in topology["snapshots"]:
@@ -94,6 +97,7 @@ def _families(topologies: list[dict[str, Any]]) -> Iterator[Metric]:
             cpu.add_metric(where, worker["cpu_percent"])
             rss.add_metric(where, worker["rss_bytes"])
             uptime.add_metric(where, worker["uptime"])
+            unreachable.add_metric(where, len(worker.get("peers_unreachable") or ()))
             for task in snapshot["tasks"]:
                 labels = [topology["name"], task["component"], str(task["task"])]
                 total, recent = task["windows"]["all"], task["windows"][RECENT]
@@ -122,4 +126,4 @@ def _families(topologies: list[dict[str, Any]]) -> Iterator[Metric]:
                     elif isinstance(value, (int, float)):
                         user.add_metric([*labels, name, "value"], value)
     yield from (emitted, *counts.values(), failures, busy, throttled, capacity,
-                *latency.values(), depth, queue_capacity, user, cpu, rss, uptime)
+                *latency.values(), depth, queue_capacity, user, cpu, rss, uptime, unreachable)

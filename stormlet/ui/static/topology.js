@@ -108,6 +108,8 @@ async function load() {
     {title: "CPU %", field: "cpu_percent", format: v => (v === undefined ? "-" : v.toFixed(1))},
     {title: "Memory (MB)", field: "rss_bytes", format: v => (v === undefined ? "-" : (v / 1048576).toFixed(1))},
     {title: "Restarts", field: "restarts"},
+    {title: "Peers unreachable", field: "peers_unreachable",
+     format: v => (v && v.length ? v.join(", ") : "-"), cls: v => (v && v.length ? "bad" : null)},
   ], t.workers, null, "no worker reported yet");
 
   UI.table("errors", [
