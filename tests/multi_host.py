@@ -314,9 +314,15 @@ class MultiHostCluster(Cluster):
     ``add_supervisor`` puts each supervisor on a new host. Every daemon listens on its host's
     address (``--host``/``--bind``) and has its own data directory under ``base``."""
 
-    def __init__(self, base: Path, worker_timeout: float = 8.0):
+    def __init__(self, base: Path, worker_timeout: float = 8.0,
+                 zk_session_timeout: float | None = Cluster.zk_session_timeout,
+                 zk_tick_ms: int = 500):
+        """``zk_session_timeout``: the daemons' (None: their default); ZooKeeper grants at
+        most 20 of its ticks (``zk_tick_ms``)."""
         self.base = base
+        self.zk_tick_ms = zk_tick_ms
         self.worker_timeout = worker_timeout
+        self.zk_session_timeout = zk_session_timeout
         self.network = Network()
         self.secret_file = base / "cluster.secret"
         self.supervisors: dict[str, Daemon] = {}
@@ -342,7 +348,8 @@ class MultiHostCluster(Cluster):
         subprocess.run([sys.executable, "-m", "stormlet.cli", "secret", "generate",
                         str(self.secret_file)], check=True, capture_output=True, cwd=REPO)
         self.network.create()
-        self.zk = HostZooKeeper(self.network.add_host("zk"), self.base / "zk")
+        self.zk = HostZooKeeper(self.network.add_host("zk"), self.base / "zk",
+                                tick_time=self.zk_tick_ms)
         self.network.add_host("client")
         self.zk.start()
         self.add_nimbus()
@@ -350,7 +357,8 @@ class MultiHostCluster(Cluster):
     def _daemon(self, name: str, host: Host, command: str, *args: str) -> Daemon:
         return Daemon(name, ["--log-level", "INFO", command, "--zk", self.zk.hosts,
                              "--secret-file", str(self.secret_file), "--host", host.address,
-                             "--bind", host.address, "--data-dir", str(self.base / name), *args],
+                             "--bind", host.address, "--data-dir", str(self.base / name),
+                             *self.session_args(), *args],
                       self.base / f"{name}.log", prefix=host.prefix).start()
 
     def add_nimbus(self) -> Daemon:
@@ -434,6 +442,13 @@ class MultiHostChaosRun(ChaosRun):
 
         self._later(down_secs, heal)
         return f"link {a} <-> {b} cut both ways, back after {down_secs:.0f}s"
+
+    def _kill_slow_link(self, host: str = "s1", down_secs: float = 25.0,
+                        rate: str = "64kbit") -> str:
+        """Everything ``host`` sends goes out at ``rate``, queueing up to 2 s."""
+        self.cluster.host(host).slow(rate)
+        self._later(down_secs, self.cluster.host(host).heal)
+        return f"host {host}'s link slowed to {rate} (2 s queue) for {down_secs:.0f}s"
 
     def _kill_host_crash(self, host: str | None = None, down_secs: float = 15.0) -> str:
         host = host or self._victim()

@@ -16,6 +16,7 @@ from .options import (
     SECRET_OPTION,
     ZK_OPTION,
     ZK_ROOT_OPTION,
+    ZK_SESSION_OPTION,
     NimbusTarget,
     conf_option,
     conf_overrides,
@@ -39,14 +40,15 @@ if TYPE_CHECKING:
 @click.option("--bind", default=None, help="address to listen on (default: --host)")
 @click.option("--port", default=6627, show_default=True, type=int)
 @click.option("--data-dir", default="nimbus-data", show_default=True, type=click.Path())
+@ZK_SESSION_OPTION
 def nimbus(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
-           port: int, data_dir: str) -> None:
+           port: int, data_dir: str, zk_session_timeout: float) -> None:
     """Run a nimbus (the leader, or a standby if one leads already)."""
     from ..cluster.nimbus import Nimbus
 
     run_until_signal(_daemon(lambda security: Nimbus(
         zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root, security=security,
-        bind=bind), secret_file))
+        bind=bind, zk_session_timeout=zk_session_timeout), secret_file))
 
 
 def _daemon(make: Callable[[Security], Any], secret_file: str | None) -> Any:
@@ -99,10 +101,11 @@ class _RefusingStart:
               help="pin every worker to a CPU, sharing them in turn if need be; or none "
                    "[default: with a CPU for each slot, pin workers to CPUs no worker has, the "
                    "rest unpinned]")
+@ZK_SESSION_OPTION
 def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
                slots: str, data_dir: str,
                supervisor_id: str | None, worker_timeout: float,
-               pin_workers: bool | None) -> None:
+               pin_workers: bool | None, zk_session_timeout: float) -> None:
     """Run a supervisor: start, watch and restart this node's workers."""
     from ..cluster.supervisor import Supervisor
 
@@ -113,8 +116,8 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: 
                                  param_hint="--slots") from None
     run_until_signal(_daemon(lambda security: Supervisor(
         zk, ports, data_dir=data_dir, host=host, zk_root=zk_root, supervisor_id=supervisor_id,
-        worker_timeout=worker_timeout, security=security, bind=bind, pin_workers=pin_workers),
-        secret_file))
+        worker_timeout=worker_timeout, security=security, bind=bind, pin_workers=pin_workers,
+        zk_session_timeout=zk_session_timeout), secret_file))
 
 
 @click.command()

@@ -15,7 +15,7 @@ import click
 
 from .. import config as cfg
 from ..cluster.security import SECRET_FILE_ENV
-from ..cluster.zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
+from ..cluster.zk_state import DEFAULT_HOSTS, DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT
 
 if TYPE_CHECKING:
     from ..cluster.nimbus_client import NimbusClient
@@ -25,6 +25,10 @@ ZK_OPTION = click.option("--zk", envvar="STORMLET_ZK", default=DEFAULT_HOSTS, sh
                          help="ZooKeeper hosts, host:port[,host:port...]")
 ZK_ROOT_OPTION = click.option("--zk-root", default=DEFAULT_ROOT, show_default=True,
                               help="the cluster's root path in ZooKeeper")
+ZK_SESSION_OPTION = click.option(
+    "--zk-session-timeout", type=float, default=DEFAULT_SESSION_TIMEOUT, show_default=True,
+    metavar="SECS", help="how long ZooKeeper keeps this daemon's session through a silent link: "
+    "a dead daemon is noticed after it, a link congested for less is not taken for a dead one")
 NIMBUS_OPTION = click.option("--nimbus", "nimbus_address", default=None, metavar="HOST:PORT",
                              help="talk to this nimbus instead of finding the leader in ZooKeeper")
 

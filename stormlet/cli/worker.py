@@ -20,6 +20,7 @@ import click
 
 from ..cluster.cpu_pinning import CPU_OPTION, pin_this_process
 from ..cluster.worker_command import PORT_OPTION
+from .options import ZK_SESSION_OPTION
 from .signals import run_until_signal
 
 
@@ -34,13 +35,14 @@ from .signals import run_until_signal
 @click.option("--code", type=click.Path(path_type=Path), required=True,
               help="the topology's entry file")
 @click.option("--heartbeat-file", type=click.Path(path_type=Path), required=True)
+@ZK_SESSION_OPTION
 @click.option("--state-dir", type=click.Path(path_type=Path), default=None,
               help="the embedded state store's directory, unless the topology names one")
 @click.option(CPU_OPTION, "cpu", type=int, default=None,
               help="the one CPU to run on (its supervisor's choice: see cpu_pinning.py)")
 def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: int, host: str,
-           bind: str | None, code: Path, heartbeat_file: Path, state_dir: Path | None,
-           cpu: int | None) -> None:
+           bind: str | None, code: Path, heartbeat_file: Path, zk_session_timeout: float,
+           state_dir: Path | None, cpu: int | None) -> None:
     """Run one worker of a topology (supervisors start these)."""
     from ..cluster.security import Security, SecurityError, restrict_new_files
     from ..cluster.worker import NotAssigned, Worker
@@ -59,7 +61,7 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     except SecurityError as exc:
         raise SystemExit(str(exc)) from None
     daemon = Worker(zk, zk_root, topology_id, supervisor_id, port, host, code, heartbeat_file,
-                    security, bind, state_dir)
+                    security, bind, state_dir, zk_session_timeout)
     try:
         run_until_signal(daemon, end=daemon.end, ended=daemon.wait)
     except NotAssigned as exc:   # from start: nothing was started

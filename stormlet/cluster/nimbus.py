@@ -44,6 +44,7 @@ from .nimbus_client import fetch_code
 from .security import Security, check_bind_address
 from .zk_state import (
     DEFAULT_ROOT,
+    DEFAULT_SESSION_TIMEOUT,
     ClusterState,
     Executor,
     ForeignNodeError,
@@ -76,9 +77,12 @@ class Nimbus:
     def __init__(self, zk_hosts: str, port: int = 6627, data_dir: str | Path = "nimbus-data",
                  host: str = "127.0.0.1", zk_root: str = DEFAULT_ROOT,
                  nimbus_id: str | None = None, security: Security | None = None,
-                 bind: str | None = None):
+                 bind: str | None = None,
+                 zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT):
         """``host`` is the address peers reach this nimbus at; it listens on ``bind`` (default:
-        ``host``), which without a cluster secret (``security``) must be loopback."""
+        ``host``), which without a cluster secret (``security``) must be loopback.
+        ``zk_session_timeout``: see ``zk_state.DEFAULT_SESSION_TIMEOUT``."""
+        self.zk_session_timeout = zk_session_timeout
         self.security = security or Security()
         self.bind = bind or host
         check_bind_address(self.bind, self.security, "nimbus")
@@ -106,7 +110,8 @@ class Nimbus:
     # ----- lifecycle
 
     def start(self) -> None:
-        self.client = connect(self.zk_hosts, security=self.security)
+        self.client = connect(self.zk_hosts, session_timeout=self.zk_session_timeout,
+                              security=self.security)
         try:
             # Refuses a root this cluster did not make (a ForeignNodeError, the command's error).
             self.state = ClusterState(self.client, self.zk_root, self.security)

@@ -45,7 +45,8 @@ from .security import (
 )
 from .worker_command import (PORT_OPTION, PROC, WORKER_MODULE_ARGS, command_line, is_worker,
                              option_value)
-from .zk_state import DEFAULT_ROOT, ClusterState, assigned_executors, connect, executor_key
+from .zk_state import (DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT, ClusterState, assigned_executors,
+                       connect, executor_key)
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +69,14 @@ class Supervisor:
                  host: str = "127.0.0.1", zk_root: str = DEFAULT_ROOT,
                  supervisor_id: str | None = None, worker_timeout: float = 30.0,
                  worker_start_timeout: float = 120.0, security: Security | None = None,
-                 bind: str | None = None, pin_workers: bool | None = None):
+                 bind: str | None = None, pin_workers: bool | None = None,
+                 zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT):
         """Peers reach this node's workers at ``host``; they listen on ``bind`` (default:
         ``host``), which without a cluster secret (``security``) must be loopback.
         ``pin_workers``: pin each worker to a CPU always (True), never (False), or by default
-        (None): see cpu_pinning.py."""
+        (None): see cpu_pinning.py. ``zk_session_timeout``, its workers' too: see
+        ``zk_state.DEFAULT_SESSION_TIMEOUT``."""
+        self.zk_session_timeout = zk_session_timeout
         self.security = security or Security()
         self.bind = bind or host
         check_bind_address(self.bind, self.security, "this supervisor's workers")
@@ -104,7 +108,8 @@ class Supervisor:
 
     def start(self) -> None:
         self._kill_orphans()
-        self.client = connect(self.zk_hosts, security=self.security)
+        self.client = connect(self.zk_hosts, session_timeout=self.zk_session_timeout,
+                              security=self.security)
         try:
             # Refuses a root this cluster did not make, as nimbus does.
             self.state = ClusterState(self.client, self.zk_root, self.security)
@@ -306,6 +311,7 @@ class Supervisor:
         name = str((self.state.topology(tid) or {}).get("name", ""))
         command = [sys.executable, *WORKER_MODULE_ARGS, "--zk", self.zk_hosts,
                    "--zk-root", self.zk_root, "--topology-id", tid,
+                   "--zk-session-timeout", str(self.zk_session_timeout),
                    "--supervisor-id", self.supervisor_id, PORT_OPTION, str(port),
                    "--host", self.host, "--bind", self.bind, "--code", str(entry),
                    "--heartbeat-file", str(heartbeat),

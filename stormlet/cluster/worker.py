@@ -48,6 +48,7 @@ from .security import Security, release
 from .transport import LINK_TIMEOUT_SECS, Receiver, RemoteRoute, Sender, make_deliver
 from .wire import FrameDecoder
 from .zk_state import (
+    DEFAULT_SESSION_TIMEOUT,
     ClusterState,
     assigned_executors,
     connect,
@@ -78,11 +79,13 @@ class Worker:
     def __init__(self, zk_hosts: str, zk_root: str, topology_id: str, supervisor_id: str,
                  port: int, host: str, code_entry: Path, heartbeat_file: Path,
                  security: Security | None = None, bind: str | None = None,
-                 state_dir: Path | None = None):
+                 state_dir: Path | None = None,
+                 zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT):
         """``security``: the topology's credentials its supervisor handed over, if any. The
         worker listens on ``bind`` (default: ``host``, the address peers reach it at).
         ``state_dir``: where the embedded state store is, unless the topology says."""
         self.state_dir = state_dir
+        self.zk_session_timeout = zk_session_timeout
         self.security = security or Security()
         self.bind = bind or host
         self.zk_hosts = zk_hosts
@@ -112,7 +115,8 @@ class Worker:
         """Connect to ZooKeeper, load the topology code, bind the slot's port, and start the
         executors and the worker's threads; returns. Raises ``NotAssigned`` when the slot has
         nothing to run. See the module doc for ``end`` during start, and a start that raises."""
-        self.client = connect(self.zk_hosts, security=self.security)
+        self.client = connect(self.zk_hosts, session_timeout=self.zk_session_timeout,
+                              security=self.security)
         try:
             self.state = ClusterState(self.client, self.zk_root)
             self._build()

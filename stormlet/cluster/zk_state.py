@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HOSTS = "127.0.0.1:2181"
 DEFAULT_ROOT = "/stormlet"
+# How long ZooKeeper keeps a daemon's session through silence: how soon a dead supervisor's
+# workers move, and how long a congested link may stall before it is taken for a dead host.
+# Storm's storm.zookeeper.session.timeout; the server caps it at 20 of its ticks (tickTime).
+DEFAULT_SESSION_TIMEOUT = 20.0
 
 
 def cluster_root(root: str | None) -> str:
@@ -70,7 +74,7 @@ def offset_path(offsets_root: str, spout_id: str, partition: int) -> str:
     return f"{spout_offsets_path(offsets_root, spout_id)}/{partition}"
 
 
-def connect(hosts: str, timeout: float = 15.0, session_timeout: float = 6.0,
+def connect(hosts: str, timeout: float = 15.0, session_timeout: float = DEFAULT_SESSION_TIMEOUT,
             security: Security | None = None) -> KazooClient:
     """A started client, authenticated and creating nodes with the ACL ``security`` gives (see
     security.py). The session timeout bounds how long a dead daemon's ephemeral nodes (a
