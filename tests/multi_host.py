@@ -443,6 +443,18 @@ class MultiHostChaosRun(ChaosRun):
         self._later(down_secs, heal)
         return f"link {a} <-> {b} cut both ways, back after {down_secs:.0f}s"
 
+    def _kill_isolate(self, host: str = "s1", peers: tuple[str, ...] = ("zk", "nimbus0"),
+                      down_secs: float = 20.0) -> str:
+        """``host`` cut off from ``peers`` both ways (by default ZooKeeper's and nimbus's
+        hosts), still reaching every other host: the partition behind a split brain."""
+        victim = self.cluster.host(host)
+        for name in peers:
+            address = self.cluster.host(name).address
+            victim.drop_to(address)
+            victim.drop_to(address, outgoing=False)
+        self._later(down_secs, victim.heal)
+        return f"host {host} cut off from {', '.join(peers)} for {down_secs:.0f}s"
+
     def _kill_slow_link(self, host: str = "s1", down_secs: float = 25.0,
                         rate: str = "64kbit") -> str:
         """Everything ``host`` sends goes out at ``rate``, queueing up to 2 s."""

@@ -151,3 +151,41 @@ def test_a_slow_link_is_not_taken_for_a_dead_host(tmp_path):
     print("\n".join(report.lines()), f"\nworkers before {before}, after {after}")
     assert report.lost == 0, report.lines()
     assert after == before, "a worker moved or restarted: the slow link was taken for a dead host"
+
+
+def spout_emitted(run: MultiHostChaosRun, host: str) -> dict[int, int]:
+    """The spout's emitted count in each worker of ``host``, by pid, from its heartbeats."""
+    return {beat["pid"]: beat["metrics"].get("source", {}).get("emitted", 0)
+            for (sid, _port), beat in run.topology_workers().items() if sid == host}
+
+
+def test_a_worker_cut_off_from_zookeeper_stops_its_spouts_before_its_tasks_run_elsewhere(
+        multi_host, tmp_path):
+    """Issue 51's split brain: a supervisor host cut off from ZooKeeper and nimbus only (its
+    workers still reach the others). Nimbus gives its tasks to another worker; the orphaned
+    worker kept running for the whole minute, its spout reading the same partitions as its
+    successor's. Now it stops its spouts once out of touch with ZooKeeper for a third of its
+    session (6 s here: ~2 s after kazoo calls the link down, at ~4 s), before its session
+    expires and its tasks are given away, and says so."""
+    run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=10_000, rate=RATE, workers=2,
+                            seed=5)
+    run.start()
+    time.sleep(5)
+    cut = time.monotonic()
+    run.inject("isolate", host="s1", down_secs=20)
+    wait_until(lambda: link_events(run, "out of touch with ZooKeeper"), 15,
+               "the cut-off worker to say it stopped its spouts")
+    fenced = time.monotonic() - cut
+    time.sleep(2)   # a heartbeat's counts are a second or two old
+    frozen = spout_emitted(run, "s1")
+    series = []
+    for _ in range(6):
+        time.sleep(1)
+        series.append(spout_emitted(run, "s1"))
+    print("emitted after the fence:", frozen, series)
+    still = {pid: n for pid, n in series[-1].items() if pid in frozen}
+    report = run.finish(timeout=150)
+    print("\n".join(report.lines()), f"\nspouts stopped {fenced:.1f}s after the cut; "
+          f"duplicates: {report.duplicates}")
+    assert report.lost == 0, report.lines()
+    assert frozen and still == frozen, ("the cut-off worker's spout kept emitting", frozen, still)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 import zmq
+from kazoo.protocol.states import KazooState
 
 from .. import build_mode
 from .. import config as cfg
@@ -66,6 +67,11 @@ EXECUTOR_CHECK_SECS = 0.5
 # says which peers it is waiting for.
 PEER_CHECK_SECS = 0.05
 PEER_WAIT_NOTE_SECS = 10.0
+# The part of its ZooKeeper session a worker may spend out of touch before it stops its spouts:
+# the session (and its supervisor's) has expired by then at the earliest, once kazoo took the
+# first two thirds of it to call the link down; nimbus then still needs a pass and the new
+# worker a start.
+FENCE_FRACTION = 1 / 3
 # The component a worker's link events are reported under, beside its tasks' errors.
 LINKS_COMPONENT = "__links"
 
@@ -108,6 +114,12 @@ class Worker:
         # the topology is active; the lock orders that with status changes.
         self._peers_reached = False
         self._activation = threading.Lock()
+        # Out of touch with ZooKeeper for FENCE_FRACTION of its session: its spouts stop (see
+        # _on_zookeeper). The timer that fences it, and when the silence began.
+        self._fenced = False
+        self._active = False
+        self._fence_timer: threading.Timer | None = None
+        self._silent_since = 0.0
 
     # ----- lifecycle
 
@@ -139,6 +151,7 @@ class Worker:
                                  (functools.partial(self.reporter.run, self.done),
                                   "metrics-reporter")):
                 threading.Thread(target=target, name=name, daemon=True).start()
+            self.client.add_listener(self._on_zookeeper)
             self._watch(self.state.topology_path(self.topology_id), "topology",
                         self._on_topology)
             self._watch(self.state.assignment_path(self.topology_id), "assignment",
@@ -302,8 +315,7 @@ class Worker:
                 return
         with self._activation:
             self._peers_reached = True
-            if self.status == "active":
-                self.runtime.activate()
+            self._apply_activation()
 
     def _on_topology(self, record: dict) -> None:
         status = record.get("status")
@@ -311,10 +323,63 @@ class Worker:
             if status == self.status:
                 return
             self.status = status
-            if status != "active":
-                self.runtime.deactivate()
-            elif self._peers_reached:
+            self._apply_activation()
+
+    def _apply_activation(self) -> None:
+        """With ``_activation`` held: the spouts emit while the topology is active, every peer
+        was reached, and the worker is not fenced; activate or deactivate them on a change."""
+        active = self.status == "active" and self._peers_reached and not self._fenced
+        if active != self._active:
+            self._active = active
+            if active:
                 self.runtime.activate()
+            else:
+                self.runtime.deactivate()
+
+    # ----- fencing
+
+    def _on_zookeeper(self, state: str) -> None:
+        """kazoo's listener (its thread must not block). A worker out of touch with ZooKeeper
+        cannot know whether its session, and its supervisor's, has expired and nimbus moved its
+        tasks elsewhere: after FENCE_FRACTION of the session's silence it stops its spouts, so a
+        task of it never runs in two places for long. It starts them again once back in touch
+        (if its tasks did move, the assignment's watch ends it)."""
+        if state == KazooState.CONNECTED:
+            if self._fence_timer is not None:
+                self._fence_timer.cancel()
+                self._fence_timer = None
+            if self._fenced:
+                threading.Thread(target=self._unfence, name="unfence", daemon=True).start()
+        elif self._fence_timer is None and not self._fenced:
+            self._silent_since = time.monotonic()
+            self._fence_timer = threading.Timer(self.zk_session_timeout * FENCE_FRACTION,
+                                                self._fence)
+            self._fence_timer.daemon = True
+            self._fence_timer.start()
+
+    def _fence(self) -> None:
+        with self._activation:
+            self._fence_timer = None
+            if self.client.connected or self.done.is_set():
+                return
+            self._fenced = True
+            self._apply_activation()
+        self.link_events.note(
+            f"worker {self.host}:{self.port} has been out of touch with ZooKeeper for "
+            f"{time.monotonic() - self._silent_since:.0f} s: its session may have expired and "
+            f"its tasks been given to another worker, so its spouts stop emitting until it is "
+            f"back in touch", level=logging.WARNING)
+
+    def _unfence(self) -> None:
+        with self._activation:
+            if not self._fenced or not self.client.connected:
+                return
+            self._fenced = False
+            self._apply_activation()
+        self.link_events.note(
+            f"worker {self.host}:{self.port} is back in touch with ZooKeeper after "
+            f"{time.monotonic() - self._silent_since:.0f} s: its spouts emit again",
+            level=logging.INFO, counted=False)
 
     def _on_assignment(self, assignment: dict) -> None:
         if not valid_assignment(assignment):
