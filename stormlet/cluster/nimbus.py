@@ -41,6 +41,7 @@ from .scheduler import (
     repair,
 )
 from .nimbus_client import fetch_code
+from .repeats import Repeats
 from .security import Security, check_bind_address
 from .zk_state import (
     DEFAULT_ROOT,
@@ -96,6 +97,8 @@ class Nimbus:
         self.session_lost = threading.Event()
         self._lock = threading.Lock()   # leader state changes happen one at a time
         self._good_assignments: dict[str, dict] = {}   # the last well-formed ones seen
+        # What the monitor finds wrong every second: logged when found, then once a minute.
+        self._repeats = Repeats(log)
         self.metrics_store = MetricsStore()
         # The topologies whose workers nimbus admits (with security on). Kept current by the
         # leader's monitor, a standby's replication pass and submit; read at each handshake on
@@ -472,8 +475,10 @@ class Nimbus:
         try:
             executors = even_schedule(plan, slots)
         except SchedulingError as exc:
-            log.warning("cannot schedule %s yet: %s", topology_id, exc)
+            self._repeats.warning(("unscheduled", topology_id), "cannot schedule %s yet: %s; it "
+                                  "waits for a supervisor with free slots", topology_id, exc)
             return
+        self._repeats.clear(("unscheduled", topology_id))
         previous = self.state.assignment(topology_id) or {}
         self.state.set_assignment(topology_id, {"executors": executors, "time": time.time(),
                                                 "version": previous.get("version", 0) + 1})
@@ -492,6 +497,7 @@ class Nimbus:
         topologies = self.state.topologies()
         self._topology_ids = frozenset(topologies)
         self.metrics_store.retain(set(topologies))
+        self._repeats.retain(lambda key: key[1] in topologies)
         for tid, record in topologies.items():
             if record.get("status") == KILLED and time.time() >= float(record.get("kill_at") or 0):
                 self.state.remove_topology(tid)
@@ -506,8 +512,12 @@ class Nimbus:
             try:
                 repaired = repair(assigned_executors(assignment), live, self._free_slots())
             except SchedulingError as exc:
-                log.warning("topology %s has workers on dead supervisors: %s", tid, exc)
+                self._repeats.warning(("unrepaired", tid), "topology %s has workers on dead "
+                                      "supervisors and nowhere to move them: %s; their executors "
+                                      "run nowhere until a supervisor with free slots joins",
+                                      tid, exc)
                 continue
+            self._repeats.clear(("unrepaired", tid))
             if repaired is not None:
                 log.info("reassigning %s: it had workers on dead supervisors", tid)
                 self.state.set_assignment(tid, {"executors": repaired, "time": time.time(),
