@@ -28,6 +28,7 @@ def test_a_condition_found_every_second_gives_one_line_a_minute_with_a_count(cap
         for _ in range(150):      # every second for 150 s
             repeats.warning("k", "topology %s is stuck", "t1")
             clock.now += 1
+    assert {r.filename for r in caplog.records} == {"test_repeats.py"}   # the caller's line
     assert lines(caplog) == ["topology t1 is stuck",
                              "topology t1 is stuck (still so: found 59 more times in 60 s)",
                              "topology t1 is stuck (still so: found 59 more times in 60 s)"]

@@ -44,6 +44,7 @@ from .nimbus_client import fetch_code
 from .repeats import Repeats
 from .security import Security, check_bind_address
 from .zk_state import (
+    CONNECTION_ERRORS,
     DEFAULT_ROOT,
     ClusterState,
     Executor,
@@ -51,6 +52,7 @@ from .zk_state import (
     Slot,
     assigned_executors,
     connect,
+    describe,
     offsets_path,
     rpc_address,
 )
@@ -134,7 +136,15 @@ class Nimbus:
             thread = threading.Thread(target=target, name=f"nimbus-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        log.info("nimbus %s serving on %s", self.nimbus_id, self.address)
+        log.info("%s", self._serving_line(server.endpoint))
+
+    def _serving_line(self, endpoint: str) -> str:
+        """Where this nimbus listens (``endpoint``, as bound) and, when that is another
+        address, where peers reach it (``--host``): the two differ behind ``--bind 0.0.0.0``."""
+        line = f"nimbus {self.nimbus_id} serving on {endpoint}"
+        if endpoint != self.address:
+            line += f"; peers reach it at {self.address}"
+        return line
 
     def _announce(self) -> None:
         self.state.announce_nimbus(self.nimbus_id, {"host": self.host, "port": self.port,
@@ -174,10 +184,27 @@ class Nimbus:
         while not self.stopping.is_set():
             try:
                 self._election.run(self._lead)
+            except CONNECTION_ERRORS as exc:
+                if not self.stopping.is_set():
+                    # Expected on a real network: one line, no traceback.
+                    self._repeats.warning("election", "nimbus %s lost ZooKeeper during the "
+                                          "election (%s); it campaigns again when ZooKeeper is "
+                                          "back", self.nimbus_id, describe(exc))
+                    time.sleep(1)
             except Exception:
                 if not self.stopping.is_set():
                     log.exception("nimbus election failed; retrying")
                     time.sleep(1)
+
+    def _zookeeper_lost(self, exc: Exception) -> None:
+        # Expected on a real network (the link dropped during a pass): one line, no traceback.
+        self._repeats.warning("zookeeper", "nimbus %s lost ZooKeeper during its monitor pass "
+                              "(%s): it changes no assignment until ZooKeeper is back",
+                              self.nimbus_id, describe(exc))
+
+    def _zookeeper_back(self) -> None:
+        if self._repeats.clear("zookeeper"):
+            log.info("nimbus %s reaches ZooKeeper again", self.nimbus_id)
 
     def _lead(self) -> None:
         self.session_lost.clear()
@@ -197,8 +224,12 @@ class Nimbus:
                 try:
                     with self._lock:
                         self._monitor()
+                except CONNECTION_ERRORS as exc:
+                    self._zookeeper_lost(exc)
                 except Exception:
                     log.exception("nimbus monitor pass failed")
+                else:
+                    self._zookeeper_back()
         finally:
             self.is_leader.clear()
 
@@ -497,7 +528,8 @@ class Nimbus:
         topologies = self.state.topologies()
         self._topology_ids = frozenset(topologies)
         self.metrics_store.retain(set(topologies))
-        self._repeats.retain(lambda key: key[1] in topologies)
+        # Per-topology conditions are (what, topology id); the others, plain strings.
+        self._repeats.retain(lambda key: isinstance(key, str) or key[1] in topologies)
         for tid, record in topologies.items():
             if record.get("status") == KILLED and time.time() >= float(record.get("kill_at") or 0):
                 self.state.remove_topology(tid)

@@ -30,7 +30,14 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from kazoo.exceptions import NoAuthError, NoNodeError, NodeExistsError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NoAuthError,
+    NoNodeError,
+    NodeExistsError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 
 from .security import Security, SecurityError
 
@@ -44,6 +51,17 @@ log = logging.getLogger(__name__)
 
 DEFAULT_HOSTS = "127.0.0.1:2181"
 DEFAULT_ROOT = "/stormlet"
+
+#: What a ZooKeeper call raises when the server is out of reach or the session ended: on a real
+#: network an expected condition, which a daemon logs in one line (``describe``), no traceback.
+CONNECTION_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in a few words: its type, and its text when it has one (kazoo's errors
+    mostly have none, so the text alone would be empty)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def cluster_root(root: str | None) -> str:
