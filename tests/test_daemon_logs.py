@@ -11,6 +11,7 @@ import signal
 import time
 
 import pytest
+from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 from kazoo.protocol.states import KazooState
 
@@ -20,6 +21,7 @@ from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.security import Security
 from stormlet.cluster.supervisor import Supervisor
 from support import wait_until
+from test_nimbus_session import expire_session
 from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
 
 pytestmark = [pytest.mark.zookeeper,
@@ -74,6 +76,18 @@ def supervisor(zk, tmp_path):
         supervisor.stop()
 
 
+@pytest.fixture
+def observer(zk):
+    """A client of the test's own, which the daemons' sessions do not affect."""
+    client = KazooClient(hosts=zk.hosts)
+    client.start()
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
 def test_a_topology_with_nowhere_to_run_is_logged_once_not_every_pass(leader, caplog):
     # Its one worker was on a supervisor that is gone, and no live supervisor has a slot.
     tid = new_topology_id("stranded")
@@ -116,6 +130,31 @@ def test_a_zookeeper_stall_logs_one_line_per_daemon_and_no_traceback(zk, leader,
     for name, lines in by_daemon.items():
         assert len(lines) <= 1, (name, lines)
         assert "ZooKeeper" in lines[0], (name, lines)
+
+
+def test_a_disconnect_keeps_the_registration_and_an_expiry_puts_it_back(zk, supervisor, observer,
+                                                                         caplog):
+    def registration() -> int | None:
+        """The creation id of the supervisor's registration node (None: not registered)."""
+        stat = observer.exists(supervisor.state._path("supervisors", "s1"))
+        return None if stat is None else stat.czxid
+
+    first = registration()
+    loops = count_calls(supervisor, "_read_assignments")
+    # What kazoo reports after a disconnect that kept the session: nothing to put back.
+    supervisor._on_connection(KazooState.SUSPENDED)
+    supervisor._on_connection(KazooState.CONNECTED)
+    start = loops[0]
+    wait_until(lambda: loops[0] >= start + 2, 10, "two passes of the loop")
+    assert registration() == first
+
+    with caplog.at_level(logging.INFO):
+        expire_session(zk.hosts, supervisor.client)
+        wait_until(lambda: registration() not in (None, first), 30,
+                   "the supervisor to register again")
+    assert not stormlet_records(caplog)
+    assert [r.getMessage() for r in stormlet_records(caplog, logging.INFO)] == [
+        "supervisor s1 registered again after its ZooKeeper session expired"]
 
 
 def test_a_failed_re_registration_names_its_error(supervisor, caplog, monkeypatch):

@@ -100,6 +100,7 @@ class Supervisor:
         self.quick_exits: dict[int, int] = {}
         self.not_before: dict[int, float] = {}
         self.stopping = threading.Event()
+        self._session_lost = threading.Event()   # until the registration is back
         self._assignments: dict[str, dict] = {}
         # Port -> what the last worker that exited there left: its last metrics and errors.
         self.exited: dict[int, dict] = {}
@@ -158,18 +159,27 @@ class Supervisor:
             "host": self.host, "slots": self.slots, "started": time.time()})
 
     def _on_connection(self, state: str) -> None:
-        if state == KazooState.CONNECTED:
-            # A new session after an expiry lost our ephemeral node: put it back (off the
-            # kazoo event thread, which must not block).
-            threading.Thread(target=self._reregister, daemon=True).start()
+        if state == KazooState.LOST:
+            # The session expired, and our ephemeral registration with it: the loop puts it
+            # back once connected again. After a mere disconnect both live on, and rewriting
+            # the node (delete, create) could show nimbus this supervisor gone: it would move
+            # the workers.
+            self._session_lost.set()
 
     def _reregister(self) -> None:
+        """Put back the registration an expired session took (from the loop, connected)."""
+        self._session_lost.clear()   # before: an expiry meanwhile sets it again
         try:
             self._register()
         except Exception as exc:
-            log.warning("could not re-register supervisor %s in ZooKeeper (%s): nimbus takes "
-                        "it for dead until it does; it tries again at its next reconnection",
-                        self.supervisor_id, describe(exc))
+            self._session_lost.set()
+            self._repeats.warning("register", "could not re-register supervisor %s in ZooKeeper "
+                                  "(%s): nimbus takes it for dead until it does; it tries again "
+                                  "every %.0f s", self.supervisor_id, describe(exc), SYNC_SECS)
+        else:
+            self._repeats.clear("register")
+            log.info("supervisor %s registered again after its ZooKeeper session expired",
+                     self.supervisor_id)
 
     def stop(self, kill_workers: bool = True) -> None:
         self.stopping.set()
@@ -186,6 +196,8 @@ class Supervisor:
         last_report = 0.0
         while not self.stopping.wait(SYNC_SECS):
             try:
+                if self._session_lost.is_set() and self.client.state == KazooState.CONNECTED:
+                    self._reregister()
                 self._read_assignments()
                 self._sync()
                 self._remove_unused_code()
