@@ -15,7 +15,8 @@ over, so that its return is logged at once::
         else:
             repeats.clear(("unplaced", tid))
 
-Each key is one condition of one thing. Not thread-safe: one thread at a time (nimbus: under its lock).
+Each key is one condition of one thing. Not thread-safe: one thread at a time (nimbus: under
+its lock).
 """
 
 from __future__ import annotations
@@ -48,14 +49,7 @@ class Repeats:
         self._seen: dict[Hashable, _Seen] = {}
 
     def warning(self, key: Hashable, message: str, *args: Any) -> None:
-        """The condition ``key`` holds, as ``message % args`` says (logged if due)."""
-        self._log_if_due(logging.WARNING, key, message, args)
-
-    def log(self, level: int, key: Hashable, message: str, *args: Any) -> None:
-        """As ``warning``, at ``level``."""
-        self._log_if_due(level, key, message, args)
-
-    def _log_if_due(self, level: int, key: Hashable, message: str, args: tuple) -> None:
+        """The condition ``key`` holds, as ``message % args`` says: logged if due."""
         text = message % args if args else message
         now = self._clock()
         seen = self._seen.get(key)
@@ -64,9 +58,10 @@ class Repeats:
             return
         line = text
         if seen is not None and seen.text == text and seen.since:
-            line = f"{text} (still so: found {seen.since} more times in {now - seen.logged_at:.0f} s)"
+            secs = now - seen.logged_at
+            line = f"{text} (still so: found {seen.since} more times in {secs:.0f} s)"
         # The record names the caller's line, not this one.
-        self._log.log(level, "%s", line, stacklevel=3)
+        self._log.warning("%s", line, stacklevel=2)
         self._seen[key] = _Seen(text, now)
 
     def clear(self, key: Hashable) -> bool:
