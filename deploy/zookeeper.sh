@@ -7,6 +7,10 @@
 #   deploy/zookeeper.sh stop   --data-dir D
 #   deploy/zookeeper.sh status --port P [--address A]
 #
+# --address A is the address the server listens on (zoo.cfg's clientPortAddress), and `status`
+# asks there. The default, 127.0.0.1, serves this machine only: for daemons on other machines
+# give this machine's address, or 0.0.0.0 for every interface (`status` then asks on loopback).
+#
 # `start` writes D/zoo.cfg (from deploy/zoo.cfg.template) and D/log4j.properties, then launches
 # QuorumPeerMain directly with java (Debian's zkServer.sh hard-codes its config and log dirs).
 # In the background (the default) it writes D/zookeeper.pid, logs to D/zookeeper.log (rolling;
@@ -39,6 +43,10 @@ usage: $PROG install
        $PROG start  --port P --data-dir D [--tick-time MS] [--address A] [--foreground]
        $PROG stop   --data-dir D
        $PROG status --port P [--address A]
+
+  --address A   the address ZooKeeper listens on (default 127.0.0.1: this machine only);
+                daemons on other machines need this machine's address, or 0.0.0.0 for every
+                interface. status asks there (a wildcard: on loopback).
 EOF
 }
 

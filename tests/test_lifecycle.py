@@ -3,6 +3,7 @@ clean shutdown, submit/kill errors, and components whose open/next_tuple/prepare
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -390,6 +391,34 @@ def test_kill_without_waiting_deactivates_the_spout_before_failing_in_flight_tup
         verdicts = Counter(spout.acks) + Counter(m for m, _ in spout.fails)
         assert verdicts == Counter(spout.emitted)
         assert calls[-1] == "close"
+
+
+class AlwaysReplaySpout(LifecycleSpout):
+    """Emits every failed tuple again, as a spout over a queue does, stopping or not."""
+
+    def fail(self, msg_id, reason):
+        super().fail(msg_id, reason)
+        self.collector.emit([msg_id], msg_id=msg_id)
+
+
+def test_emits_refused_while_stopping_are_logged_in_two_lines_not_one_per_tuple(caplog):
+    b = TopologyBuilder()
+    b.set_spout("spout", AlwaysReplaySpout())
+    b.set_bolt("holder", AckBolt()).shuffle_grouping("spout")
+    conf = {MESSAGE_TIMEOUT: 30, "test.count": 200, "test.hold.odd": True}
+    with LocalCluster() as cluster:
+        cluster.submit("replays", conf, b.build())
+        spout = cluster.instances("replays", "spout")[0]
+        holder = cluster.instances("replays", "holder")[0]
+        cluster.wait_for(lambda: len(holder.data) == 200 and len(spout.acks) == 100, timeout=10)
+        with caplog.at_level(logging.WARNING, logger="stormlet.runtime.collector"):
+            cluster.kill("replays", wait_secs=0)
+    assert len(spout.fails) == 100
+    lines = [r.getMessage() for r in caplog.records if r.name == "stormlet.runtime.collector"]
+    assert len(lines) == 2, lines
+    assert "while the topology was stopping" in lines[0] and "not sent" in lines[0]
+    task = spout.collector.task
+    assert lines[1] == f"spout:{task}: 100 emits were refused while the topology was stopping"
 
 
 def test_deactivated_topology_is_killed_with_one_deactivate_and_its_name_can_be_reused():

@@ -41,8 +41,10 @@ from .scheduler import (
     repair,
 )
 from .nimbus_client import fetch_code
+from .repeats import Repeats
 from .security import Security, check_bind_address
 from .zk_state import (
+    CONNECTION_ERRORS,
     DEFAULT_ROOT,
     DEFAULT_SESSION_TIMEOUT,
     ClusterState,
@@ -51,6 +53,7 @@ from .zk_state import (
     Slot,
     assigned_executors,
     connect,
+    describe,
     offsets_path,
     rpc_address,
 )
@@ -100,6 +103,8 @@ class Nimbus:
         self.session_lost = threading.Event()
         self._lock = threading.Lock()   # leader state changes happen one at a time
         self._good_assignments: dict[str, dict] = {}   # the last well-formed ones seen
+        # What the monitor finds wrong every second: logged when found, then once a minute.
+        self._repeats = Repeats(log)
         self.metrics_store = MetricsStore()
         # The topologies whose workers nimbus admits (with security on). Kept current by the
         # leader's monitor, a standby's replication pass and submit; read at each handshake on
@@ -136,7 +141,15 @@ class Nimbus:
             thread = threading.Thread(target=target, name=f"nimbus-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        log.info("nimbus %s serving on %s", self.nimbus_id, self.address)
+        log.info("%s", self._serving_line(server.endpoint))
+
+    def _serving_line(self, endpoint: str) -> str:
+        """Where this nimbus listens (``endpoint``, as bound) and, when that is another
+        address, where peers reach it (``--host``): the two differ behind ``--bind 0.0.0.0``."""
+        line = f"nimbus {self.nimbus_id} serving on {endpoint}"
+        if endpoint != self.address:
+            line += f"; peers reach it at {self.address}"
+        return line
 
     def _announce(self) -> None:
         self.state.announce_nimbus(self.nimbus_id, {"host": self.host, "port": self.port,
@@ -176,10 +189,27 @@ class Nimbus:
         while not self.stopping.is_set():
             try:
                 self._election.run(self._lead)
+            except CONNECTION_ERRORS as exc:
+                if not self.stopping.is_set():
+                    # Expected on a real network: one line, no traceback.
+                    self._repeats.warning("election", "nimbus %s lost ZooKeeper during the "
+                                          "election (%s); it campaigns again when ZooKeeper is "
+                                          "back", self.nimbus_id, describe(exc))
+                    time.sleep(1)
             except Exception:
                 if not self.stopping.is_set():
                     log.exception("nimbus election failed; retrying")
                     time.sleep(1)
+
+    def _zookeeper_lost(self, exc: Exception) -> None:
+        # Expected on a real network (the link dropped during a pass): one line, no traceback.
+        self._repeats.warning("zookeeper", "nimbus %s lost ZooKeeper during its monitor pass "
+                              "(%s): it changes no assignment until ZooKeeper is back",
+                              self.nimbus_id, describe(exc))
+
+    def _zookeeper_back(self) -> None:
+        if self._repeats.clear("zookeeper"):
+            log.info("nimbus %s reaches ZooKeeper again", self.nimbus_id)
 
     def _lead(self) -> None:
         self.session_lost.clear()
@@ -199,8 +229,12 @@ class Nimbus:
                 try:
                     with self._lock:
                         self._monitor()
+                except CONNECTION_ERRORS as exc:
+                    self._zookeeper_lost(exc)
                 except Exception:
                     log.exception("nimbus monitor pass failed")
+                else:
+                    self._zookeeper_back()
         finally:
             self.is_leader.clear()
 
@@ -477,8 +511,10 @@ class Nimbus:
         try:
             executors = even_schedule(plan, slots)
         except SchedulingError as exc:
-            log.warning("cannot schedule %s yet: %s", topology_id, exc)
+            self._repeats.warning(("unscheduled", topology_id), "cannot schedule %s yet: %s; it "
+                                  "waits for a supervisor with free slots", topology_id, exc)
             return
+        self._repeats.clear(("unscheduled", topology_id))
         previous = self.state.assignment(topology_id) or {}
         self.state.set_assignment(topology_id, {"executors": executors, "time": time.time(),
                                                 "version": previous.get("version", 0) + 1})
@@ -497,6 +533,8 @@ class Nimbus:
         topologies = self.state.topologies()
         self._topology_ids = frozenset(topologies)
         self.metrics_store.retain(set(topologies))
+        # Per-topology conditions are (what, topology id); the others, plain strings.
+        self._repeats.retain(lambda key: isinstance(key, str) or key[1] in topologies)
         for tid, record in topologies.items():
             if record.get("status") == KILLED and time.time() >= float(record.get("kill_at") or 0):
                 self.state.remove_topology(tid)
@@ -511,8 +549,12 @@ class Nimbus:
             try:
                 repaired = repair(assigned_executors(assignment), live, self._free_slots())
             except SchedulingError as exc:
-                log.warning("topology %s has workers on dead supervisors: %s", tid, exc)
+                self._repeats.warning(("unrepaired", tid), "topology %s has workers on dead "
+                                      "supervisors and nowhere to move them: %s; their executors "
+                                      "run nowhere until a supervisor with free slots joins",
+                                      tid, exc)
                 continue
+            self._repeats.clear(("unrepaired", tid))
             if repaired is not None:
                 log.info("reassigning %s: it had workers on dead supervisors", tid)
                 self.state.set_assignment(tid, {"executors": repaired, "time": time.time(),

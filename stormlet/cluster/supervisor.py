@@ -36,6 +36,7 @@ from .errors import cap_report, report_errors
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
 from .names import check_topology_id
 from .nimbus_client import fetch_code
+from .repeats import Repeats
 from .security import (
     SECRET_FILE_ENV,
     WORKER_CREDENTIALS_ENV,
@@ -45,8 +46,16 @@ from .security import (
 )
 from .worker_command import (PORT_OPTION, PROC, WORKER_MODULE_ARGS, command_line, is_worker,
                              option_value)
-from .zk_state import (DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT, ClusterState, assigned_executors,
-                       connect, executor_key)
+from .zk_state import (
+    CONNECTION_ERRORS,
+    DEFAULT_ROOT,
+    DEFAULT_SESSION_TIMEOUT,
+    ClusterState,
+    assigned_executors,
+    connect,
+    describe,
+    executor_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,9 +104,12 @@ class Supervisor:
         self.quick_exits: dict[int, int] = {}
         self.not_before: dict[int, float] = {}
         self.stopping = threading.Event()
+        self._session_lost = threading.Event()   # until the registration is back
         self._assignments: dict[str, dict] = {}
         # Port -> what the last worker that exited there left: its last metrics and errors.
         self.exited: dict[int, dict] = {}
+        # ZooKeeper out of reach, found by a pass every second: logged once a minute at most.
+        self._repeats = Repeats(log)
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
@@ -152,16 +164,27 @@ class Supervisor:
             "host": self.host, "slots": self.slots, "started": time.time()})
 
     def _on_connection(self, state: str) -> None:
-        if state == KazooState.CONNECTED:
-            # A new session after an expiry lost our ephemeral node: put it back (off the
-            # kazoo event thread, which must not block).
-            threading.Thread(target=self._reregister, daemon=True).start()
+        if state == KazooState.LOST:
+            # The session expired, and our ephemeral registration with it: the loop puts it
+            # back once connected again. After a mere disconnect both live on, and rewriting
+            # the node (delete, create) could show nimbus this supervisor gone: it would move
+            # the workers.
+            self._session_lost.set()
 
     def _reregister(self) -> None:
+        """Put back the registration an expired session took (from the loop, connected)."""
+        self._session_lost.clear()   # before: an expiry meanwhile sets it again
         try:
             self._register()
         except Exception as exc:
-            log.warning("could not re-register supervisor: %s", exc)
+            self._session_lost.set()
+            self._repeats.warning("register", "could not re-register supervisor %s in ZooKeeper "
+                                  "(%s): nimbus takes it for dead until it does; it tries again "
+                                  "every %.0f s", self.supervisor_id, describe(exc), SYNC_SECS)
+        else:
+            self._repeats.clear("register")
+            log.info("supervisor %s registered again after its ZooKeeper session expired",
+                     self.supervisor_id)
 
     def stop(self, kill_workers: bool = True) -> None:
         self.stopping.set()
@@ -178,14 +201,32 @@ class Supervisor:
         last_report = 0.0
         while not self.stopping.wait(SYNC_SECS):
             try:
+                if self._session_lost.is_set() and self.client.state == KazooState.CONNECTED:
+                    self._reregister()
                 self._read_assignments()
                 self._sync()
                 self._remove_unused_code()
                 if time.monotonic() - last_report >= REPORT_SECS:
                     self._report()
                     last_report = time.monotonic()
+            except CONNECTION_ERRORS as exc:
+                self._zookeeper_lost(exc)
             except Exception:
                 log.exception("supervisor pass failed")
+            else:
+                self._zookeeper_back()
+
+    def _zookeeper_lost(self, exc: Exception) -> None:
+        # Expected on a real network (the link dropped during a pass): one line, no traceback.
+        self._repeats.warning("zookeeper", "supervisor %s lost ZooKeeper during a pass (%s): "
+                              "its workers keep running on the last assignment it read; it "
+                              "tries again every %.0f s", self.supervisor_id, describe(exc),
+                              SYNC_SECS)
+
+    def _zookeeper_back(self) -> None:
+        # Only a pass that reached ZooKeeper says it is back: one that skipped it does not.
+        if self.client.state == KazooState.CONNECTED and self._repeats.clear("zookeeper"):
+            log.info("supervisor %s reaches ZooKeeper again", self.supervisor_id)
 
     def _read_assignments(self) -> None:
         if self.client.state != KazooState.CONNECTED:

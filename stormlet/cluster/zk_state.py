@@ -30,7 +30,14 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from kazoo.exceptions import NoAuthError, NoNodeError, NodeExistsError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    NoAuthError,
+    NoNodeError,
+    NodeExistsError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 
 from .security import Security, SecurityError
 
@@ -48,6 +55,17 @@ DEFAULT_ROOT = "/stormlet"
 # workers move, and how long a congested link may stall before it is taken for a dead host.
 # Storm's storm.zookeeper.session.timeout; the server caps it at 20 of its ticks (tickTime).
 DEFAULT_SESSION_TIMEOUT = 20.0
+
+#: What a ZooKeeper call raises when the server is out of reach or the session ended: on a real
+#: network an expected condition, which a daemon logs in one line (``describe``), no traceback.
+CONNECTION_ERRORS = (ConnectionLoss, OperationTimeoutError, SessionExpiredError)
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in a few words: its type, and its text when it has one (kazoo's errors
+    mostly have none, so the text alone would be empty)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def cluster_root(root: str | None) -> str:

@@ -58,6 +58,7 @@ cdef class SpoutCollector(_Emitter):
     cdef unsigned long long _n_local_ackers
     cdef public list acked_at_emit
     cdef public bint closed
+    cdef public Py_ssize_t refused
     cdef public Py_ssize_t emits
 
 @cython.final

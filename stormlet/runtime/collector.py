@@ -191,12 +191,26 @@ class SpoutCollector(_Emitter):
         self._inits = self._transfer.inits
         self.acked_at_emit: list[Any] = []  # msg ids to ack at once when tracking is off
         self.closed = False       # set at shutdown: later emits are refused
+        self.refused = 0          # emits refused since
         self.emits = 0            # on every stream: how the executor sees next_tuple emit
 
     def _refuse(self, values: Any) -> list[int]:
-        log.warning("%s:%d emitted %r while the topology was stopping; not sent",
-                    self.component_id, self.task, values)
+        # A spout that replays from fail() emits once for every tuple the stop fails, a
+        # thousand in flight making a thousand emits: one line says so, the rest are counted
+        # (see log_refused).
+        self.refused += 1
+        if self.refused == 1:
+            log.warning("%s:%d emitted %r while the topology was stopping (a replay from fail(), "
+                        "say); not sent, nor any later emit of this task: its source must give "
+                        "them again", self.component_id, self.task, values)
         return []
+
+    def log_refused(self) -> None:
+        """Once the task has stopped: one line with how many emits were refused, if more than
+        the one already logged."""
+        if self.refused > 1:
+            log.warning("%s:%d: %d emits were refused while the topology was stopping",
+                        self.component_id, self.task, self.refused)
 
     @cython.locals(route=StreamRoute, data=list, ids=EdgeIds, root=cython.ulonglong,
                    edge=cython.ulonglong, xor=cython.ulonglong, info=StreamInfo,

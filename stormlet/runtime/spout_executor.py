@@ -402,3 +402,4 @@ class SpoutExecutor(Executor):
             if task.opened:
                 task.call("close raised", task.obj.close)
             task.call("closing the dead-letter log failed", task.dead_letters.close)
+            task.collector.log_refused()
