@@ -241,6 +241,11 @@ class PartitionReader:
             return False    # the same torn tail as at the last look: spare the listing and scan
         data = SegmentBytes(self.fd, st.st_size)
         found = data.frame(self.pos)
+        if not isinstance(found, str) and found[1] == self.frame_offset:
+            # The frame a writer was appending when our buffer was read is whole now: read it
+            # again, it is no damage (taking it for some lost the records a reader raced).
+            self.buf, self.view, self.buf_start = b"", memoryview(b""), self.pos
+            return True
         if not isinstance(found, str) and found[1] > self.frame_offset:
             step_damage = Damage(self.pos, self.pos, self.frame_offset, found[1],
                                  "offsets missing between frames")

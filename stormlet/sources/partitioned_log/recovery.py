@@ -161,14 +161,22 @@ class SegmentBytes:
                 return at, found[1], found[2]
         return None
 
-    def whole_length(self, pos: int) -> int | None:
-        """The size of a frame at ``pos`` whose length is whole though it is not valid: its
-        length and trailer agree, or (its length damaged) a trailer further on points back at
-        it. None if neither: the bytes may be the start of a torn frame, or no frame at all."""
+    def complete_length(self, pos: int) -> int | None:
+        """The size of the frame at ``pos`` if its length and its trailer agree, the whole of it
+        in the file (valid or not); else None."""
         body_len = self.u32(pos)
         if (body_len is not None and BODY_HEAD.size <= body_len <= self.size - pos - OVERHEAD
                 and self.u32(pos + body_len + PREFIX.size) == body_len + OVERHEAD):
             return body_len + OVERHEAD
+        return None
+
+    def whole_length(self, pos: int) -> int | None:
+        """The size of a frame at ``pos`` whose length is whole though it is not valid: its
+        length and trailer agree, or (its length damaged) a trailer further on points back at
+        it. None if neither: the bytes may be the start of a torn frame, or no frame at all."""
+        complete = self.complete_length(pos)
+        if complete is not None:
+            return complete
         for at, length in self.small_u32s(pos + MIN_FRAME - TRAILER.size, self.size - pos):
             if length == at + TRAILER.size - pos:
                 return length
@@ -316,7 +324,10 @@ def past_damage(data: SegmentBytes, pos: int, offset: int, next_base: int | None
     found = data.frame(pos)
     if isinstance(found, str):
         reason = found
-        size = data.whole_length(pos)
+        # Only a frame whose own length and trailer agree, all of it in the file: the frame a
+        # writer is appending now has its head and group table written before the rest, and
+        # must wait as a torn tail does, not have its unwritten groups taken for damage.
+        size = data.complete_length(pos)
         saved = None if size is None else salvage(data, pos, size, offset, reason)
         if saved is not None:
             end = offset + sum(n for _first, n, _items in saved.runs) + sum(
