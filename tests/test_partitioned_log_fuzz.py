@@ -23,7 +23,7 @@ from stormlet.sources.partitioned_log.frames import (BODY_HEAD, COUNT_MASK, GROU
                                                      GROUP_HEAD, GROUP_RECORDS, GROUPED, PREFIX,
                                                      array_header_size, encode_frame)
 
-CASES = 1500
+CASES = 2000
 SEED = 20261130
 
 
