@@ -38,7 +38,7 @@ from ..components import Spout
 from ..fail_reason import ERROR, FAIL, FailReason
 from ..failed import DeadLetterBox, FailedRecord, SourceRef
 from ..failed.dead_letters import DEFAULT_DIR
-from .offset_store import MemoryOffsetStore, OffsetStore, ZooKeeperOffsetStore
+from .offset_store import MemoryOffsetStore, OffsetStore, StaleCommit, ZooKeeperOffsetStore
 from .partition_offsets import DeadLetter, PartitionOffsets
 from .retry import RetryPolicy
 from .source import OffsetOutOfRange, Record, Source, SourceError
@@ -441,6 +441,13 @@ class OffsetSpout(Spout):
                 "task": self.task_id, "time": time.time(),
                 "topology": {"id": self.topology_id, "name": self.topology_name},
             })
+        except StaleCommit as exc:
+            # Another task of this topology has committed the partition past ours: our tasks
+            # moved while this worker was out of touch, and its commit is the one that counts.
+            log.warning("%s:%d no longer commits %s partition %d: %s", self.component_id,
+                        self.task_id, self.source.name, partition, exc)
+            self.saved[partition] = offset
+            return True
         except Exception as exc:  # kazoo's connection errors, OSError: all mean "not now"
             now = time.monotonic()
             if now - self._store_trouble_logged > 10:
