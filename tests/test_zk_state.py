@@ -9,7 +9,7 @@ import logging
 from types import SimpleNamespace
 
 import pytest
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import BadVersionError, NoNodeError
 
 from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.zk_state import ClusterState, offset_path, offsets_path, spout_offsets_path
@@ -21,6 +21,7 @@ class FakeZooKeeper:
 
     def __init__(self):
         self.nodes: dict[str, bytes] = {}
+        self.versions: dict[str, int] = {}
 
     def ensure_path(self, path: str) -> None:
         self.nodes.setdefault(path, b"")
@@ -28,12 +29,15 @@ class FakeZooKeeper:
     def get(self, path: str):
         if path not in self.nodes:
             raise NoNodeError(path)
-        return self.nodes[path], None
+        return self.nodes[path], SimpleNamespace(version=self.versions.get(path, 0))
 
-    def set(self, path: str, data: bytes) -> None:
+    def set(self, path: str, data: bytes, version: int = -1) -> None:
         if path not in self.nodes:
             raise NoNodeError(path)
+        if version not in (-1, self.versions.get(path, 0)):
+            raise BadVersionError(path)
         self.nodes[path] = data
+        self.versions[path] = self.versions.get(path, 0) + 1
 
     def create(self, path: str, data: bytes, makepath: bool = False, **_) -> None:
         self.nodes[path] = data
@@ -56,8 +60,8 @@ class FakeZooKeeper:
     def get_async(self, path: str):
         return _Answer(self, self.get, path)
 
-    def set_async(self, path: str, data: bytes):
-        return _Answer(self, self.set, path, data)
+    def set_async(self, path: str, data: bytes, version: int = -1):
+        return _Answer(self, self.set, path, data, version)
 
     def create_async(self, path: str, data: bytes, **kwargs):
         return _Answer(self, self.create, path, data, **kwargs)
@@ -103,7 +107,7 @@ def test_the_offset_store_refuses_at_once_while_disconnected_and_stops_waiting_i
     assert store.load("events", 3) == {"offset": 7}   # a start offset is waited for
     zk.connected, zk.answering = True, False
     with pytest.raises(OffsetStoreUnavailable,
-                       match="did not answer a write of /c/offsets/events/3 within 0.5s"):
+                       match="did not answer a (read|write) of /c/offsets/events/3 within 0.5s"):
         store.save("events", 3, {"offset": 8})
     zk.answering = True
     store.save("events", 3, {"offset": 8})
@@ -145,3 +149,28 @@ def test_nimbus_takes_a_corrupt_assignment_for_none_in_metrics_and_topology_info
     assert (info["executors"], info["workers"], info["assignment"], info["worker_slots"]) == (
         0, 0, [], [])
     assert nimbus.metrics("t") == []
+
+
+def test_a_commit_never_moves_back_one_of_the_same_topology_instance():
+    """Issue 51's split brain: a worker cut off from ZooKeeper while its tasks moved commits
+    its partitions as it closes, after the heal. Its older offset overwrote its successor's
+    newer one (the checker then waited for commits that never came, and a restart would replay
+    what was done). Within one topology instance a commit only moves forward; a new instance
+    (a resubmission starting over) may move it back."""
+    from stormlet.sources.offset_store import StaleCommit
+
+    def record(offset: int, task: int, instance: str = "t-1") -> dict:
+        return {"offset": offset, "task": task, "topology": {"id": instance, "name": "t"}}
+
+    zk = FakeZooKeeper()
+    orphan = ZooKeeperOffsetStore("unused:2181", offsets_path("/c"))
+    successor = ZooKeeperOffsetStore("unused:2181", offsets_path("/c"))
+    orphan._client = successor._client = zk
+    orphan.save("events", 0, record(10, 3))
+    successor.save("events", 0, record(50, 3))
+    with pytest.raises(StaleCommit, match="holds offset 50"):
+        orphan.save("events", 0, record(20, 3))
+    assert successor.load("events", 0)["offset"] == 50
+    successor.save("events", 0, record(60, 3))
+    orphan.save("events", 0, record(5, 3, instance="t-2"))     # a new instance starts over
+    assert successor.load("events", 0)["offset"] == 5

@@ -38,7 +38,7 @@ from ..components import Spout
 from ..fail_reason import ERROR, FAIL, FailReason
 from ..failed import DeadLetterBox, FailedRecord, SourceRef
 from ..failed.dead_letters import DEFAULT_DIR
-from .offset_store import MemoryOffsetStore, OffsetStore, ZooKeeperOffsetStore
+from .offset_store import MemoryOffsetStore, OffsetStore, StaleCommit, ZooKeeperOffsetStore
 from .partition_offsets import DeadLetter, PartitionOffsets
 from .retry import RetryPolicy
 from .source import OffsetOutOfRange, Record, Source, SourceError
@@ -166,6 +166,7 @@ class OffsetSpout(Spout):
         self.next_refresh = now + self.partition_refresh_interval
         self._source_trouble_logged = 0.0
         self._store_trouble_logged = 0.0
+        self.stale_logged: set[int] = set()   # partitions whose commit another task moved on
         self._reassign(self._my_partitions(self.source.partitions()))
 
     def _default_store(self, conf: dict[str, Any]) -> OffsetStore:
@@ -441,6 +442,16 @@ class OffsetSpout(Spout):
                 "task": self.task_id, "time": time.time(),
                 "topology": {"id": self.topology_id, "name": self.topology_name},
             })
+        except StaleCommit as exc:
+            # Another task of this topology has committed the partition past ours (our tasks
+            # moved while this worker was out of touch, or before it started): that commit is
+            # the one that counts, and ours resume once past it. Said once a partition.
+            if partition not in self.stale_logged:
+                self.stale_logged.add(partition)
+                log.warning("%s:%d does not commit %s partition %d back: %s", self.component_id,
+                            self.task_id, self.source.name, partition, exc)
+            self.saved[partition] = offset
+            return True
         except Exception as exc:  # kazoo's connection errors, OSError: all mean "not now"
             now = time.monotonic()
             if now - self._store_trouble_logged > 10:

@@ -55,6 +55,11 @@ class ForeignOffsetError(RuntimeError):
     """A committed offset this topology must not trust: another topology's, or planted."""
 
 
+class StaleCommit(RuntimeError):
+    """A commit that would move back a partition's commit made by the same topology instance:
+    another task of it committed that partition since (its tasks moved), so this one lost it."""
+
+
 class OffsetStoreUnavailable(ConnectionError):
     """The store cannot be reached now (ZooKeeper down or not answering): try again later."""
 
@@ -163,16 +168,39 @@ class ZooKeeperOffsetStore:
         return _decode(path, data)
 
     def save(self, spout_id: str, partition: int, record: dict) -> None:
-        from kazoo.exceptions import NoNodeError
+        """Write the commit, unless it would move back one made by the same topology instance
+        (``StaleCommit``): within one instance a partition's commit only moves forward, and two
+        tasks of it commit one partition only once its tasks moved, the one moving it back
+        being the task that lost it (a worker cut off meanwhile, committing as it closes).
+        Read, compared and written with the node's version, so no commit is lost between."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
         path = self._path(spout_id, partition)
         client = self._connected()
         data = json.dumps(record, sort_keys=True).encode()
-        try:
-            self._answer(client.set_async(path, data), f"a write of {path}")
-        except NoNodeError:
-            self._answer(client.create_async(path, data, makepath=True),
-                         f"the creation of {path}")
+        for _attempt in range(5):
+            try:
+                current, stat = self._answer(client.get_async(path), f"a read of {path}")
+            except NoNodeError:
+                try:
+                    self._answer(client.create_async(path, data, makepath=True),
+                                 f"the creation of {path}")
+                    return
+                except NodeExistsError:
+                    continue
+            held = _decode(path, current)
+            if (held is not None and held.get("topology") == record.get("topology")
+                    and held["offset"] > record["offset"]):
+                raise StaleCommit(f"{path} holds offset {held['offset']}, committed by task "
+                                  f"{held.get('task')} of this topology since: not moving it "
+                                  f"back to {record['offset']}")
+            try:
+                self._answer(client.set_async(path, data, version=stat.version),
+                             f"a write of {path}")
+                return
+            except BadVersionError:
+                continue    # committed meanwhile: compare again
+        raise OffsetStoreUnavailable(f"{path} kept changing under this commit")
 
     def all(self) -> dict[str, dict[int, dict]]:
         """Every spout id's committed records, by partition."""
