@@ -415,8 +415,7 @@ class Security:
         or one someone planted); for a daemon, ``zk_acl_problem``. None with security off, and
         for a read-only client, which trusts nothing to write."""
         if self._worker_zk is not None:
-            mine = {(e.perms, e.id.scheme, e.id.id) for e in self.zk_acl() or []}
-            if {(e.perms, e.id.scheme, e.id.id) for e in acl} == mine:
+            if same_acl(acl, self.zk_acl() or []):
                 return None
             granted = ", ".join(sorted(f"{e.id.scheme}:{e.id.id.partition(':')[0]}"
                                        for e in acl))
@@ -582,6 +581,13 @@ class _Provider:
 
     def callback(self, domain: str, key: bytes) -> bool:
         return self.gatekeeper.resolve(self.domain, key)
+
+
+def same_acl(a: list, b: list) -> bool:
+    """Whether two ZooKeeper ACLs grant the same permissions to the same identities, in any
+    order."""
+    return ({(e.perms, e.id.scheme, e.id.id) for e in a}
+            == {(e.perms, e.id.scheme, e.id.id) for e in b})
 
 
 def permits(user: str | None, role: str, arguments: dict) -> bool:

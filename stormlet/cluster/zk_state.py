@@ -39,7 +39,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from .security import Security, SecurityError
+from .security import Security, SecurityError, same_acl
 
 if TYPE_CHECKING:
     # kazoo.client is slow to import: the command line and the sources import this module for
@@ -110,11 +110,6 @@ def connect(hosts: str, timeout: float = 15.0, session_timeout: float = DEFAULT_
 def rpc_address(info: dict) -> str:
     """The ZeroMQ address of a nimbus from its leader or hosts record."""
     return f"tcp://{info['host']}:{info['port']}"
-
-
-def _same_acl(a: list, b: list) -> bool:
-    return ({(e.perms, e.id.scheme, e.id.id) for e in a}
-            == {(e.perms, e.id.scheme, e.id.id) for e in b})
 
 
 def decode_node(path: str, data: bytes) -> dict | None:
@@ -239,7 +234,7 @@ class ClusterState:
             acl = self.security.zk_topology_acl(str(record.get("name")))
             for path in (self.topology_path(tid), self.assignment_path(tid)):
                 try:
-                    if not _same_acl(self.client.get_acls(path)[0], acl):
+                    if not same_acl(self.client.get_acls(path)[0], acl):
                         self.client.set_acls(path, acl)
                         changed += 1
                 except NoNodeError:
