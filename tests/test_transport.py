@@ -22,6 +22,7 @@ from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.cluster import backpressure
 from stormlet.cluster.backpressure import OverloadWatch, PausedTasks
 from stormlet.cluster.security import Security, release
+from stormlet.cluster.tenure import Fence, next_assignment
 from stormlet.cluster.transport import Receiver, Sender, make_deliver
 from stormlet.runtime.layout import TopologyLayout
 from stormlet.protocol import ACK_ACK, ACK_RESET, BACKPRESSURE, DATA, SYSTEM_TASK
@@ -30,6 +31,7 @@ from stormlet.runtime.metrics import TaskMetrics
 from stormlet.runtime.transfer import Transfer
 from stormlet.tuples import StreamInfo, Tuple
 from stormlet.cluster.wire import WIRE_VERSION, FrameDecoder, encode_frame
+from stormlet.cluster.zk_state import Executor
 
 TOPOLOGY = "t-1"
 
@@ -172,18 +174,20 @@ class Endpoint:
 
     def __init__(self, layout, routes: list, context: zmq.Context, peers: list[str],
                  security: Security | None = None, topology: str = TOPOLOGY,
-                 port: int | None = None):
+                 port: int | None = None, slot: str = "", tenure: int = 0,
+                 fence: Fence | None = None, on_fenced=None):
         self.port = port or free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.stopping = threading.Event()
-        self.sender = Sender(context, self.stopping, topology, security)
+        self.sender = Sender(context, self.stopping, topology, security, slot=slot, tenure=tenure)
         self.watch = OverloadWatch(routes, lambda: peers,
                                    lambda address, message: self.sender.queue.put((address, message)),
                                    at_least=0)
         self.receiver = Receiver(context, f"tcp://127.0.0.1:{self.port}",
-                                 FrameDecoder(layout, topology),
+                                 FrameDecoder(layout, topology, fence),
                                  make_deliver(routes, self.sender.paused, self.watch),
-                                 self.stopping, self.watch, security, topology)
+                                 self.stopping, self.watch, security, topology,
+                                 on_fenced=on_fenced)
         self.sender.start()
         self.receiver.start()
 
@@ -482,8 +486,8 @@ def test_garbage_truncated_and_oversized_frames_are_refused_with_a_warning_and_t
     push.connect(b.address)
     good = encode_frame([(DATA, sink, src, batch(layout, 0))], TOPOLOGY)
     hostile = [b"\xc1 not msgpack at all", good[: len(good) // 2],
-               msgpack.packb([WIRE_VERSION, TOPOLOGY, [[DATA, sink, src, ["x" * 100_000]]]]),
-               msgpack.packb([WIRE_VERSION, "another-topology", []]), b""]
+               msgpack.packb([WIRE_VERSION, TOPOLOGY, "", 0, [[DATA, sink, src, ["x" * 100_000]]]]),
+               msgpack.packb([WIRE_VERSION, "another-topology", "", 0, []]), b""]
     try:
         with caplog.at_level(logging.WARNING, logger="stormlet.cluster.transport"):
             for frame in hostile:
@@ -538,6 +542,45 @@ def test_with_a_secret_peers_without_the_topologys_keys_are_refused_and_counted(
             push.close(0)
         a.stop()
         b.stop()
+
+
+def test_frames_of_a_worker_whose_slot_left_the_assignment_are_refused_and_reported_once(
+        layout, context):
+    # Issue 51's split brain: a worker cut off from ZooKeeper ran on after nimbus gave its
+    # tasks to another, and the workers holding the assignment took its frames. Here worker
+    # B knows the assignment that dropped slot s1:1 (it moved to s3:1): what s1:1's orphan
+    # sends is refused, counted and reported once; its successor's frames get through.
+    src, sink = tasks(layout)
+    inbox = Inbox(capacity=100)
+    routes: list = [None] * (layout.max_task + 1)
+    routes[sink] = inbox
+    first = next_assignment(None, [Executor("numbers", [src], "s1", "h", 1),
+                                   Executor("sink", [sink], "s2", "h", 1)])
+    moved = next_assignment(json.loads(json.dumps(first)),
+                            [Executor("numbers", [src], "s3", "h", 1),
+                             Executor("sink", [sink], "s2", "h", 1)])
+    fence = Fence()
+    fence.update(moved)
+    reports = []
+    b = Endpoint(layout, routes, context, [], fence=fence, on_fenced=reports.append)
+    orphan = Endpoint(layout, [None] * (layout.max_task + 1), context, [], slot="s1:1",
+                      tenure=1)
+    successor = Endpoint(layout, [None] * (layout.max_task + 1), context, [], slot="s3:1",
+                         tenure=2)
+    try:
+        for i in range(3):
+            orphan.sender.route(b.address).put((DATA, sink, src, batch(layout, 100 * i)))
+        wait_until(lambda: b.receiver.frames_fenced >= 1, 10, "the orphan's frames refused")
+        successor.sender.route(b.address).put((DATA, sink, src, batch(layout, 0)))
+        message = inbox.get(timeout=10)
+        assert [t.values[0] for t in message[3].tuples()] == list(range(10))
+        assert inbox.qsize() == 0, "nothing of the orphan's was delivered"
+        assert b.receiver.frames_rejected == b.receiver.frames_fenced >= 1
+        assert len(reports) == 1 and reports[0].sender == "s1:1" and reports[0].tenure == 1
+        assert "not in the topology's assignment (version 2)" in str(reports[0])
+    finally:
+        for endpoint in (orphan, successor, b):
+            endpoint.stop()
 
 
 def test_data_on_an_edge_closing_a_cycle_is_queued_for_a_paused_task_without_waiting(

@@ -33,8 +33,11 @@ def decoder():
     return FrameDecoder(TopologyLayout("t", b.build(), 1), "t-1")
 
 
-def frame(messages, topology="t-1", version=WIRE_VERSION):
-    return msgpack.packb([version, topology, messages])
+LAYOUT = r"not \[version, topology, sender, tenure, list of messages\]"
+
+
+def frame(messages, topology="t-1", version=WIRE_VERSION, sender="s1:6700", tenure=1):
+    return msgpack.packb([version, topology, sender, tenure, messages])
 
 
 def spout_task(decoder):
@@ -108,7 +111,7 @@ def test_tuples_of_one_root_each_travel_as_a_blob_of_pairs(decoder):
     one_stream = [Tuple(["e"], default, src, (21, 2**64 - 1)), Tuple(["f"], default, src, (23, 0))]
     two_streams = [Tuple(["g"], default, src, (31, 32)), Tuple(["h", 5], pairs, src, (33, 34))]
     encoded = encode_frame([(DATA, 9, src, one_stream), (DATA, 9, src, two_streams)], "t-1")
-    _version, _topology, raw = msgpack.unpackb(encoded)
+    _version, _topology, _sender, _tenure, raw = msgpack.unpackb(encoded)
     assert [type(msgpack.unpackb(message[3])[2]) for message in raw] == [bytes, bytes]
     decoded = decoder.decode(encoded)
     got = [(t.values, t.stream, t.root, t.edge, t.roots)
@@ -175,15 +178,21 @@ def test_a_value_list_changed_after_its_emit_travels_as_it_is_and_is_refused(dec
 
 @pytest.mark.parametrize("frame, problem", [
     (b"\xc1garbage", "undecodable"),
-    (msgpack.packb({"not": "a list"}), "not \\[version, topology, list of messages\\]"),
-    (msgpack.packb([[0, 1, 1, []]]), "not \\[version, topology, list of messages\\]"),
-    (frame({}), "not \\[version, topology, list of messages\\]"),
+    (msgpack.packb({"not": "a list"}), LAYOUT),
+    (msgpack.packb([[0, 1, 1, []]]), LAYOUT),
+    (frame({}), LAYOUT),
+    (frame([], sender=7), LAYOUT),
+    (frame([], tenure="1"), LAYOUT),
+    (msgpack.packb([WIRE_VERSION, "t-1", []]), LAYOUT),
     # A worker of the release before versions, and one of a later release.
     (msgpack.packb(["t-1", []]), f"frame of wire version 1, but this worker reads version "
                                  f"{WIRE_VERSION}: a topology's workers must run one stormlet "
                                  f"release"),
     (frame([], version=2), f"frame of wire version 2, but this worker reads version "
                            f"{WIRE_VERSION}"),
+    # The release before frames named their sender.
+    (msgpack.packb([3, "t-1", []]), f"frame of wire version 3, but this worker reads version "
+                                    f"{WIRE_VERSION}"),
     (frame([], version=WIRE_VERSION + 1), f"frame of wire version {WIRE_VERSION + 1}, but"),
     (frame([], topology="other-topology"), "for topology 'other-topology'"),
     (frame([[0, 1]]), r"is not \[kind, dest, src, payload\]"),

@@ -43,6 +43,7 @@ from .scheduler import (
 from .nimbus_client import fetch_code
 from .repeats import Repeats
 from .security import Security, check_bind_address
+from .tenure import next_assignment
 from .zk_state import (
     CONNECTION_ERRORS,
     DEFAULT_ROOT,
@@ -515,9 +516,8 @@ class Nimbus:
                                   "waits for a supervisor with free slots", topology_id, exc)
             return
         self._repeats.clear(("unscheduled", topology_id))
-        previous = self.state.assignment(topology_id) or {}
-        self.state.set_assignment(topology_id, {"executors": executors, "time": time.time(),
-                                                "version": previous.get("version", 0) + 1})
+        self.state.set_assignment(
+            topology_id, next_assignment(self.state.assignment(topology_id), executors))
         log.info("assigned %s to %d workers", topology_id, len(slots))
 
     def _monitor(self) -> None:
@@ -557,8 +557,7 @@ class Nimbus:
             self._repeats.clear(("unrepaired", tid))
             if repaired is not None:
                 log.info("reassigning %s: it had workers on dead supervisors", tid)
-                self.state.set_assignment(tid, {"executors": repaired, "time": time.time(),
-                                                "version": assignment.get("version", 0) + 1})
+                self.state.set_assignment(tid, next_assignment(assignment, repaired))
 
     # ----- standby: keep a copy of every topology's code
 

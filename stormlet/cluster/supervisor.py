@@ -44,6 +44,7 @@ from .security import (
     check_bind_address,
     write_private_file,
 )
+from .tenure import slot_tenure
 from .worker_command import (PORT_OPTION, PROC, WORKER_MODULE_ARGS, command_line, is_worker,
                              option_value)
 from .zk_state import (
@@ -237,7 +238,8 @@ class Supervisor:
         self._assignments = good
 
     def desired(self) -> dict[int, tuple[str, list]]:
-        """What should run here: per slot, the topology id and its executor_key."""
+        """What should run here: per slot, the topology id and what its worker must have: its
+        slot's tenure (a new one means a new worker: tenure.py) and its executor_key."""
         want: dict[int, tuple[str, list]] = {}
         # Only well-formed assignments get here (ClusterState.checked_assignments).
         for tid, assignment in self._assignments.items():
@@ -246,7 +248,8 @@ class Supervisor:
                 if executor.supervisor == self.supervisor_id and executor.port in self.slots:
                     by_port.setdefault(executor.port, []).append(executor)
             for port, executors in by_port.items():
-                want[port] = (tid, executor_key(executors))
+                tenure = slot_tenure(assignment, self.supervisor_id, port)
+                want[port] = (tid, [tenure, executor_key(executors)])
         return want
 
     def _sync(self) -> None:
@@ -256,6 +259,8 @@ class Supervisor:
             wanted = want.get(port)
             if wanted is None or wanted[0] != running.topology_id:
                 self._kill(port, "no longer assigned here")
+            elif wanted[1][0] != running.key[0]:
+                self._kill(port, "its slot left the assignment and was given again")
             elif wanted[1] != running.key:
                 self._kill(port, "its executors were reassigned")
         for port, (tid, key) in want.items():

@@ -54,7 +54,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from ..protocol import BACKPRESSURE, DATA
 from ..runtime.inbox import wait_for_room
-from .wire import FrameDecoder, WireError, encode_data, encode_frame
+from .wire import Fenced, FrameDecoder, WireError, encode_data, encode_frame
 from .backpressure import OverloadWatch, PausedTasks
 from .security import Security
 
@@ -80,6 +80,10 @@ LINK_TIMEOUT_SECS = 4.0
 CONNECT_TIMEOUT_SECS = 2.0
 # How often, at most, the sender reads its sockets' handshake outcomes while busy.
 HANDSHAKE_CHECK_SECS = 0.05
+# A fenced sender (tenure.py) is reported when its first frame is refused, and again only
+# after this long without one; at most this many are remembered.
+FENCED_QUIET_SECS = 60.0
+MAX_FENCED_SENDERS = 1000
 # The pause before a refused socket is replaced: the first, and the longest it grows to.
 RETRY_FIRST_SECS, RETRY_MAX_SECS = 0.1, 2.0
 
@@ -95,11 +99,15 @@ def watch_liveness(sock: zmq.Socket) -> None:
 class Sender(threading.Thread):
     def __init__(self, context: zmq.Context, stopping: threading.Event, topology: str = "",
                  security: Security | None = None,
-                 on_link: Callable[[str, float | None], object] | None = None):
+                 on_link: Callable[[str, float | None], object] | None = None,
+                 slot: str = "", tenure: int = 0):
         """``on_link(address, down_secs)`` is called on this thread when the link to a peer
-        reached before is lost (``down_secs`` None) and when it is back (how long it was down)."""
+        reached before is lost (``down_secs`` None) and when it is back (how long it was down).
+        Frames name the sending worker's ``slot`` and ``tenure`` (tenure.py)."""
         super().__init__(name="transfer-sender", daemon=True)
         self.topology = topology
+        self.slot = slot
+        self.tenure = tenure
         self.security = security or Security()
         self.on_link = on_link
         self.context = context
@@ -260,7 +268,7 @@ class Sender(threading.Thread):
 
     def _send(self, address: str, messages: list[tuple]) -> None:
         try:
-            frame = encode_frame(messages, self.topology)
+            frame = encode_frame(messages, self.topology, self.slot, self.tenure)
         except Exception:
             # Never let one bad message stop this thread, which carries every other worker's
             # traffic: what it held was tracked at its spout, times out there and is replayed.
@@ -350,7 +358,10 @@ class Receiver(threading.Thread):
     def __init__(self, context: zmq.Context, bind: str, decoder: FrameDecoder,
                  deliver: Callable[[tuple], None], stopping: threading.Event,
                  overload: OverloadWatch | None = None, security: Security | None = None,
-                 topology: str = ""):
+                 topology: str = "", on_fenced: Callable[[Fenced], object] | None = None):
+        """``on_fenced`` is called on this thread with the first frame refused from each
+        sender that no longer holds its slot (``decoder``'s fence), and again if that sender
+        goes quiet for FENCED_QUIET_SECS and starts again."""
         super().__init__(name="transfer-receiver", daemon=True)
         self.socket = context.socket(zmq.PULL)
         self.socket.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
@@ -363,14 +374,18 @@ class Receiver(threading.Thread):
         self.deliver = deliver
         self.stopping = stopping
         self.overload = overload
+        self.on_fenced = on_fenced
         self.frames_undecodable = 0
         self.peers_refused = 0
+        self.frames_fenced = 0
+        self._fenced_last: dict[str, float] = {}   # fenced sender -> its last refused frame
 
     @property
     def frames_rejected(self) -> int:
-        """Frames that did not decode, and handshakes refused (a peer of another topology, or
-        without the topology's keys, is refused before any frame of its arrives)."""
-        return self.frames_undecodable + self.peers_refused
+        """Frames that did not decode or came from a fenced worker, and handshakes refused (a
+        peer of another topology, or without the topology's keys, is refused before any frame
+        of its arrives)."""
+        return self.frames_undecodable + self.peers_refused + self.frames_fenced
 
     def run(self) -> None:
         poller = zmq.Poller()
@@ -389,6 +404,9 @@ class Receiver(threading.Thread):
             frame = self.socket.recv(copy=False)
             try:
                 messages = self.decoder.decode(frame.bytes)
+            except Fenced as exc:
+                self._fenced(exc)
+                continue
             except WireError as exc:
                 self.frames_undecodable += 1
                 log.warning("rejected a frame of %d bytes: %s", len(frame.bytes), exc)
@@ -398,6 +416,20 @@ class Receiver(threading.Thread):
         self.socket.disable_monitor()
         self._refusals.close(linger=0)
         self.socket.close(linger=0)
+
+    def _fenced(self, exc: Fenced) -> None:
+        """Count a fenced sender's frame; tell ``on_fenced`` of the first in a while from it."""
+        self.frames_fenced += 1
+        now = time.monotonic()
+        last = self._fenced_last.get(exc.sender)
+        self._fenced_last[exc.sender] = now
+        if last is None or now - last > FENCED_QUIET_SECS:
+            if len(self._fenced_last) > MAX_FENCED_SENDERS:
+                self._fenced_last = {exc.sender: now}
+            if self.on_fenced is not None:
+                self.on_fenced(exc)
+            else:
+                log.warning("%s", exc)
 
     def _count_refusals(self) -> None:
         while True:

@@ -1,9 +1,11 @@
 """The wire format between workers: one msgpack frame holds a batch of executor messages.
 
-A frame is ``[WIRE_VERSION, topology, [[kind, dest_task, src_task, payload], ...]]``: the
-version first, so that a worker of another stormlet release (during a rolling upgrade, say)
-is refused with a message saying so rather than misread, then the topology id, so that a worker
-whose port was reused never runs another topology's tuples.
+A frame is ``[WIRE_VERSION, topology, sender, tenure, [[kind, dest_task, src_task, payload],
+...]]``: the version first, so that a worker of another stormlet release (during a rolling
+upgrade, say) is refused with a message saying so rather than misread, then the topology id, so
+that a worker whose port was reused never runs another topology's tuples, then the sending
+worker's slot and its tenure there (tenure.py), so that a worker that lost its assignment in a
+partition is refused by those that hold it now (``Fenced``).
 
 Control payloads (acker and spout messages, backpressure) travel as packed integer columns. A
 bolt's acks, in a process an ``array("Q")`` of (root, value) pairs, travel as its bytes, which
@@ -44,6 +46,7 @@ from ..protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit,
                         int_positions, other_fields, records, stride)
 from ..tuples import StreamInfo, Tuple
 from .columns import from_columns, rows, to_columns
+from .tenure import Fence
 
 KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 # The frame layout's version: raise it whenever a frame's or a payload's layout changes. Frames
@@ -51,13 +54,25 @@ KNOWN_KINDS = frozenset((DATA, ACK_ACK, *RECORDS))
 # records were flat msgpack lists; since version 3 they are packed integer columns. Workers
 # without a secret name their topology in the handshake since 2026-11-28 (security.py's
 # ``transport_server``, frames unchanged), so one of an earlier release is refused at the
-# connection, before any frame, and both ends log it.
-WIRE_VERSION = 3
+# connection, before any frame, and both ends log it. Version 4 adds the sender's slot and
+# tenure.
+WIRE_VERSION = 4
 MAX_FRAME_BYTES = 256 * 1024 * 1024
+_LAYOUT = "frame is not [version, topology, sender, tenure, list of messages]"
 
 
 class WireError(ValueError):
     pass
+
+
+class Fenced(WireError):
+    """A frame from a worker that no longer holds its slot of the assignment (tenure.py)."""
+
+    def __init__(self, sender: str, tenure: int, why: str):
+        super().__init__(f"frame from worker slot {sender} (tenure {tenure}) refused: {why}")
+        self.sender = sender
+        self.tenure = tenure
+        self.why = why
 
 
 # Each control kind's record length, the positions of its int fields, and those of its other
@@ -88,8 +103,10 @@ def encode_records(kind: int, records_flat: list) -> list:
     return [ints.tobytes(), [records_flat[i::size] for i, _allowed in others_at]]
 
 
-def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
-    """One frame of ``messages``; a data payload may come packed already (``encode_data``)."""
+def encode_frame(messages: list[tuple], topology: str = "", sender: str = "",
+                 tenure: int = 0) -> bytes:
+    """One frame of ``messages`` from the worker in slot ``sender`` (``tenure.slot_key``) with
+    ``tenure``; a data payload may come packed already (``encode_data``)."""
     out = []
     for kind, dest, src, payload in messages:
         if kind == DATA:
@@ -102,7 +119,7 @@ def encode_frame(messages: list[tuple], topology: str = "") -> bytes:
         else:
             raise ValueError(f"message kind {kind} does not travel between workers")
         out.append((kind, dest, src, payload))
-    return msgpack.packb((WIRE_VERSION, topology, out), use_bin_type=True)
+    return msgpack.packb((WIRE_VERSION, topology, sender, tenure, out), use_bin_type=True)
 
 
 def decode_acks(payload: Any) -> array:
@@ -174,11 +191,13 @@ _INIT_TASKS = slice(AckInit._fields.index("spout_task"), None, stride(AckInit))
 
 
 class FrameDecoder:
-    """Turns frames back into executor messages for one topology."""
+    """Turns frames back into executor messages for one topology; with a ``fence``, only those
+    of senders it admits (others raise ``Fenced``)."""
 
-    def __init__(self, layout: TopologyLayout, topology: str = ""):
+    def __init__(self, layout: TopologyLayout, topology: str = "", fence: Fence | None = None):
         self.layout = layout
         self.topology = topology
+        self.fence = fence
         self._infos: dict[tuple[str, str], StreamInfo] = {}
         for cid, spec in layout.topology.components.items():
             for stream, declaration in spec.streams.items():
@@ -191,18 +210,23 @@ class FrameDecoder:
             raw = msgpack.unpackb(frame, raw=False, strict_map_key=False)
         except Exception as exc:
             raise WireError(f"undecodable frame ({type(exc).__name__}: {exc})") from None
-        if type(raw) is not list or len(raw) not in (2, 3):
-            raise WireError("frame is not [version, topology, list of messages]")
-        version = raw[0] if len(raw) == 3 else 1
+        if type(raw) is not list or not 2 <= len(raw) <= 5:
+            raise WireError(_LAYOUT)
+        version = raw[0] if len(raw) > 2 else 1
         if version != WIRE_VERSION:
             raise WireError(f"frame of wire version {str(version)[:20]}, but this worker reads "
                             f"version {WIRE_VERSION}: a topology's workers must run one stormlet "
                             f"release")
-        _version, topology, messages = raw
-        if type(messages) is not list:
-            raise WireError("frame is not [version, topology, list of messages]")
+        if len(raw) != 5:
+            raise WireError(_LAYOUT)
+        _version, topology, sender, tenure, messages = raw
+        if type(messages) is not list or type(sender) is not str or type(tenure) is not int:
+            raise WireError(_LAYOUT)
         if topology != self.topology:
             raise WireError(f"frame for topology {str(topology)[:80]!r}, not {self.topology!r}")
+        fence = self.fence
+        if fence is not None and not fence.admits(sender, tenure):
+            raise Fenced(sender[:200], tenure, fence.why_refused(sender, tenure))
         return [self._message(item) for item in messages]
 
     def _message(self, item: Any) -> tuple:

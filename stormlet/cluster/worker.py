@@ -46,8 +46,9 @@ from .errors import heartbeat_errors
 from .heartbeat import HEARTBEAT_SECS, write_heartbeat
 from .metrics_reporter import MetricsReporter
 from .security import Security, release
+from .tenure import Fence, slot_key, slot_tenure
 from .transport import LINK_TIMEOUT_SECS, Receiver, RemoteRoute, Sender, make_deliver
-from .wire import FrameDecoder
+from .wire import Fenced, FrameDecoder
 from .zk_state import (
     DEFAULT_SESSION_TIMEOUT,
     ClusterState,
@@ -179,11 +180,17 @@ class Worker:
         if not self.executors:
             raise NotAssigned(f"nothing of {self.topology_id} is assigned to "
                               f"{self.supervisor_id}:{self.port}")
+        # This worker's standing in the assignment: frames carry it, and receivers refuse those
+        # of a worker whose slot was given again (tenure.py).
+        self.tenure = slot_tenure(assignment, self.supervisor_id, self.port) or 0
+        self.fence = Fence()
+        self.fence.update(assignment)
         topology, _conf = load_topology_file(self.code_entry)
         self.context = zmq.Context()
         self.stopping = threading.Event()
         self.sender = Sender(self.context, self.stopping, self.topology_id, self.security,
-                             on_link=self._on_link)
+                             on_link=self._on_link, slot=slot_key(self.supervisor_id, self.port),
+                             tenure=self.tenure)
         plan = [(e.component, list(e.tasks)) for e in self.executors]
         # What components may need of the cluster: offset spouts commit to its ZooKeeper, and
         # know a restarted worker of this topology instance from a new submission.
@@ -197,9 +204,10 @@ class Worker:
         overload = OverloadWatch(self.runtime.routes, self._peers,
                                  lambda address, message: self.sender.queue.put((address, message)))
         self.receiver = Receiver(self.context, f"tcp://{self.bind}:{self.port}",
-                                 FrameDecoder(self.runtime.layout, self.topology_id),
+                                 FrameDecoder(self.runtime.layout, self.topology_id, self.fence),
                                  make_deliver(self.runtime.routes, self.sender.paused, overload),
-                                 self.stopping, overload, self.security, self.topology_id)
+                                 self.stopping, overload, self.security, self.topology_id,
+                                 on_fenced=self._on_fenced)
         self.status = record.get("status")
         self.started = time.time()
         self.reporter = MetricsReporter(
@@ -245,6 +253,7 @@ class Worker:
         and the peers it cannot reach now (host:port, sorted)."""
         snapshot = self.runtime.metrics_snapshot(self.host, self.port)
         snapshot["worker"]["frames_rejected"] = self.receiver.frames_rejected
+        snapshot["worker"]["frames_fenced"] = self.receiver.frames_fenced
         snapshot["worker"]["peers_unreachable"] = sorted(
             address.removeprefix("tcp://") for address in self.sender.unreachable())
         return snapshot
@@ -261,6 +270,14 @@ class Worker:
         else:
             self.link_events.note(f"worker {me}: the link to worker {peer} is back after "
                                   f"{down_secs:.1f} s", level=logging.INFO, counted=False)
+
+    def _on_fenced(self, refused: Fenced) -> None:
+        """One line, and a record for ``stormlet errors``, when frames from a worker that lost
+        its slot are first refused here (the receiver's thread calls it)."""
+        self.link_events.note(
+            f"worker {self.host}:{self.port} refuses frames from worker slot {refused.sender} "
+            f"(tenure {refused.tenure}): {refused.why}; that worker lost its assignment (cut off from ZooKeeper, say) and runs "
+            f"on: what it sends is dropped here until it stops", level=logging.WARNING)
 
     # ----- placement and status
 
@@ -385,6 +402,12 @@ class Worker:
         if not valid_assignment(assignment):
             # Nimbus puts the last good version back; until then, change nothing.
             log.warning("ignoring malformed assignment for %s", self.topology_id)
+            return
+        self.fence.update(assignment)
+        tenure = slot_tenure(assignment, self.supervisor_id, self.port)
+        if tenure is not None and tenure != self.tenure:
+            self.end(f"its slot was given again (tenure {tenure}, this worker's {self.tenure}): "
+                     f"it left the assignment meanwhile, so this worker is stale")
             return
         executors = slot_executors(assignment, self.supervisor_id, self.port)
         if executor_key(executors) != executor_key(self.executors):

@@ -150,9 +150,12 @@ class Executor(NamedTuple):
 
 def valid_assignment(value: dict) -> bool:
     """An assignment's shape: ``{"executors": [[component, [task, ...], supervisor, host,
-    port], ...], ...}``. Anything else is treated as corrupt."""
+    port], ...], "tenures": {slot: version, ...}, ...}`` (no tenures in one written before
+    them: see tenure.py). Anything else is treated as corrupt."""
     executors = value.get("executors")
     if not isinstance(executors, list):
+        return False
+    if "tenures" in value and not valid_tenures(value["tenures"]):
         return False
     for entry in executors:
         if not (isinstance(entry, list) and len(entry) == len(Executor._fields)):
@@ -163,6 +166,13 @@ def valid_assignment(value: dict) -> bool:
                 and isinstance(e.host, str) and isinstance(e.port, int)):
             return False
     return True
+
+
+def valid_tenures(value: Any) -> bool:
+    """The shape of an assignment's ``tenures``: slot keys to versions."""
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+        for k, v in value.items())
 
 
 def assigned_executors(assignment: dict | None) -> list[Executor]:
