@@ -1,6 +1,6 @@
 """The production layout as documented: the systemd units get every setting from the
-environment file, ZooKeeper's listening address included, and the README names only commands
-that exist."""
+environment file, ZooKeeper's listening address included, and pass only options that exist; the
+README names only commands that exist."""
 
 from __future__ import annotations
 
@@ -84,3 +84,21 @@ def test_the_role_table_names_only_commands_that_exist():
             program, _, command = span.partition(" ")
             assert program == "stormlet" and command.split()[0] in commands, \
                 f"the {role} row names {span!r}, which is not a stormlet command"
+
+
+def test_every_unit_passes_only_options_its_command_has():
+    settings = env_file(DEPLOY / "stormlet.env")
+    zookeeper_usage = subprocess.run(["bash", str(DEPLOY / "zookeeper.sh"), "--help"],
+                                     capture_output=True, text=True, check=True).stdout
+    for unit in UNITS:
+        args = exec_start(unit, settings)
+        options = [word for word in args if word.startswith("--")]
+        if args[0].endswith("/stormlet"):
+            command = cli.get_command(click.Context(cli), args[1])
+            assert command is not None, f"{unit.name} runs stormlet {args[1]}, which is no command"
+            known = {opt for param in command.params for opt in param.opts + param.secondary_opts}
+        else:
+            assert args[0].endswith("/zookeeper.sh"), unit.name
+            known = set(re.findall(r"--[a-z-]+", zookeeper_usage))
+        assert set(options) <= known, f"{unit.name} passes {set(options) - known}"
+
