@@ -24,6 +24,7 @@ from stormlet.cluster.metrics_reporter import MetricsReporter
 from stormlet.cluster.metrics_store import MetricsStore
 from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
 from stormlet.metrics.shape import EVERY_WINDOW
+from stormlet.metrics.views import topology_stats
 from stormlet.runtime.metrics import TaskMetrics, window_stats
 
 MESSAGES = 2000
@@ -349,3 +350,45 @@ def test_a_killed_worker_s_replacement_reports_with_a_new_pid(leader, ledger):
 
     wait_until(lambda: restarts()[slot] == 1, 10, "the supervisor to report the restart")
     assert sum(restarts().values()) == 1
+
+
+FAULTY = Path(__file__).resolve().parent / "cluster_topologies" / "faulty.py"
+
+
+@needs_zookeeper
+def test_failures_and_their_reasons_outlive_a_killed_worker(cluster, leader, tmp_path):
+    """Issue 51: after a worker was replaced, the spout's failed count and fail reasons showed
+    only the new worker's. Spout ``numbers`` has every tuple failed by bolt ``explode``."""
+    result = cluster.cli("submit", str(FAULTY), "--name", "faulty", "-c", "topology.workers=1",
+                         "-c", f"ledger.dir={tmp_path}", "-c", "ledger.messages=10",
+                         "-c", "faulty.rate=50", "-c", "topology.metrics.report.secs=1")
+    assert result.returncode == 0, result.stderr
+    try:
+        structure = rpc.call(leader, "topology_info", timeout=5, name="faulty")["structure"]
+
+        def shown(window: str) -> tuple[dict, list[int]]:
+            """What the REST API computes from nimbus's metrics, and the live workers' pids."""
+            found = rpc.call(leader, "metrics", timeout=5, name="faulty")
+            return (topology_stats(structure, found, window),
+                    [s["worker"]["pid"] for s in found if not s.get("retired")])
+
+        def explode_failures(stats: dict) -> int:
+            return sum(n for kind, component, n in stats["fail_reasons"]
+                       if (kind, component) == ("error", "explode"))
+
+        wait_until(lambda: shown("all")[0]["failed"] >= 300, 60, "300 failed trees reported")
+        before, (victim,) = shown("all")
+        recent_before = shown("600")[0]
+        assert explode_failures(before) == before["failed_by_kind"]["error"] > 0
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: shown("all")[1] not in ([], [victim]), 60,
+                   "the restarted worker to report")
+        after, _pids = shown("all")
+        recent = shown("600")[0]
+        # The new worker counts from zero; the topology's numbers do not.
+        assert after["failed"] >= before["failed"]
+        assert explode_failures(after) >= explode_failures(before)
+        assert recent["failed"] >= recent_before["failed"]
+        assert recent["seconds"] >= recent_before["seconds"]
+    finally:
+        cluster.kill_and_wait("faulty")
