@@ -101,7 +101,7 @@ def test_a_replaced_worker_s_totals_windows_and_fail_reasons_outlive_it():
     assert recent["seconds"] == 600
     assert 6000 - 30 * RATE <= recent["failed"] <= 6000
     assert recent["fail_reasons"] == [["error", "explode", recent["failed"]]]
-    assert 3 * 3600 * RATE // 10 > stats(store, {6701}, "10800")["failed"] == 9510
+    assert stats(store, {6701}, "10800")["failed"] == 9510   # all of it: 951 s < 3 h
     component = component_stats(STRUCTURE, found, "all")["source"]
     assert (component["failed"], component["emitted"]) == (9510, 9510)
     assert component["complete_latency_ms"]["p50"] is not None
