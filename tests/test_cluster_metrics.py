@@ -24,6 +24,7 @@ from stormlet.cluster.metrics_reporter import MetricsReporter
 from stormlet.cluster.metrics_store import MetricsStore
 from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
 from stormlet.metrics.shape import EVERY_WINDOW
+from stormlet.metrics.views import topology_stats
 from stormlet.runtime.metrics import TaskMetrics, window_stats
 
 MESSAGES = 2000
@@ -71,11 +72,12 @@ def test_the_store_keeps_the_newest_snapshot_of_each_assigned_worker_that_is_fre
     assigned = {("127.0.0.1", 6700), ("127.0.0.1", 6701)}
     pids = [s["worker"]["pid"] for s in store.snapshots("t-1", assigned, max_age=60)]
     assert pids == [2, 3]
-    # 6701 moved away: gone from the answer, and from memory.
+    # 6701 moved away: gone from the answer (its counts stay: see test_metrics_store.py).
     assert [s["worker"]["pid"] for s in store.snapshots("t-1", {("127.0.0.1", 6700)}, 60)] == [2]
     assert [s["worker"]["pid"] for s in store.snapshots("t-1", assigned, 60)] == [2]
     time.sleep(0.05)
-    assert store.snapshots("t-1", assigned, max_age=0.01) == []   # silent too long
+    # Silent too long: no worker's snapshot, only the one of counts no live worker reports.
+    assert [s.get("retired") for s in store.snapshots("t-1", assigned, max_age=0.01)] == [True]
     store.retain({"t-1"})   # t-2 was killed
     assert store.snapshots("t-2", {("127.0.0.1", 6702)}, max_age=60) == []
 
@@ -348,3 +350,45 @@ def test_a_killed_worker_s_replacement_reports_with_a_new_pid(leader, ledger):
 
     wait_until(lambda: restarts()[slot] == 1, 10, "the supervisor to report the restart")
     assert sum(restarts().values()) == 1
+
+
+FAULTY = Path(__file__).resolve().parent / "cluster_topologies" / "faulty.py"
+
+
+@needs_zookeeper
+def test_failures_and_their_reasons_outlive_a_killed_worker(cluster, leader, tmp_path):
+    """Issue 51: after a worker was replaced, the spout's failed count and fail reasons showed
+    only the new worker's. Spout ``numbers`` has every tuple failed by bolt ``explode``."""
+    result = cluster.cli("submit", str(FAULTY), "--name", "faulty", "-c", "topology.workers=1",
+                         "-c", f"ledger.dir={tmp_path}", "-c", "ledger.messages=10",
+                         "-c", "faulty.rate=50", "-c", "topology.metrics.report.secs=1")
+    assert result.returncode == 0, result.stderr
+    try:
+        structure = rpc.call(leader, "topology_info", timeout=5, name="faulty")["structure"]
+
+        def shown(window: str) -> tuple[dict, list[int]]:
+            """What the REST API computes from nimbus's metrics, and the live workers' pids."""
+            found = rpc.call(leader, "metrics", timeout=5, name="faulty")
+            return (topology_stats(structure, found, window),
+                    [s["worker"]["pid"] for s in found if not s.get("retired")])
+
+        def explode_failures(stats: dict) -> int:
+            return sum(n for kind, component, n in stats["fail_reasons"]
+                       if (kind, component) == ("error", "explode"))
+
+        wait_until(lambda: shown("all")[0]["failed"] >= 300, 60, "300 failed trees reported")
+        before, (victim,) = shown("all")
+        recent_before = shown("600")[0]
+        assert explode_failures(before) == before["failed_by_kind"]["error"] > 0
+        os.kill(victim, signal.SIGKILL)
+        wait_until(lambda: shown("all")[1] not in ([], [victim]), 60,
+                   "the restarted worker to report")
+        after, _pids = shown("all")
+        recent = shown("600")[0]
+        # The new worker counts from zero; the topology's numbers do not.
+        assert after["failed"] >= before["failed"]
+        assert explode_failures(after) >= explode_failures(before)
+        assert recent["failed"] >= recent_before["failed"]
+        assert recent["seconds"] >= recent_before["seconds"]
+    finally:
+        cluster.kill_and_wait("faulty")

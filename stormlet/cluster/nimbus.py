@@ -5,8 +5,10 @@ cluster state. Standbys answer read-only requests (``list``, ``errors``), copy e
 code from the leader so that they can take over, and refuse the rest with the leader's address.
 Running topologies do not need nimbus: workers keep going while none is up.
 
-Workers push their metrics to the leader, which keeps them in memory only (``metrics_store``) and
-serves them with ``metrics`` and ``topology_info``: a standby has none to serve.
+Workers push their metrics to the leader, which keeps them in memory only (``metrics_store``),
+with what the workers it saw replaced had counted, and serves them with ``metrics``: a standby
+has none to serve, and one that becomes leader starts empty (it learns each worker from its next
+report; what workers replaced before then counted is not known to it).
 
     nimbus = Nimbus("127.0.0.1:2181", port=6627, data_dir="/var/lib/stormlet/nimbus")
     nimbus.start()    # returns; serves from threads until nimbus.stop()
@@ -414,8 +416,11 @@ class Nimbus:
 
     def metrics(self, name: str) -> list[dict]:
         """The newest snapshot of each of the topology's assigned workers that reported within
-        the last STALE_REPORTS intervals, in (host, port) order. Only the leader has them: a
-        standby refuses rather than answer with none. ``name`` may be the topology's id."""
+        the last STALE_REPORTS intervals, in (host, port) order, each task row counting what
+        replaced and silent workers of its task counted, then a ``"retired"`` snapshot of the
+        tasks no such worker reports (see ``metrics_store``). Only the leader has them: a
+        standby refuses rather than answer with none, and a new leader starts empty. ``name``
+        may be the topology's id."""
         self._require_leader()
         tid, record = self._find_any(name)
         executors = assigned_executors(self.state.checked_assignment(tid))

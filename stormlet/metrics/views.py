@@ -111,7 +111,8 @@ def _task_row(snapshot: dict, row: dict, window: str) -> dict:
     w = row["windows"][window]
     worker = snapshot["worker"]
     task = {"task": row["task"], "executor": row.get("executor"), "host": worker["host"],
-            "port": worker["port"], "uptime": worker["uptime"],
+            "port": worker["port"], "retired": bool(snapshot.get("retired")),
+            "uptime": worker["uptime"],
             "queue_depth": row["queue_depth"], "queue_capacity": row["queue_capacity"],
             "capacity": _capacity(w), "user": row["user"]}
     task.update(_totals([w]))
@@ -199,9 +200,13 @@ def edge_rates(structure: dict, snapshots: list[dict], window: str = "600") -> l
 
 def worker_stats(snapshots: list[dict]) -> list[dict]:
     """One row per worker snapshot: its worker fields (host, port, pid, started, uptime,
-    cpu_percent, rss_bytes), the snapshot's time, and its tasks and components."""
+    cpu_percent, rss_bytes), the snapshot's time, and its tasks and components. Nimbus's
+    ``"retired"`` snapshot (the counts of replaced workers, see cluster.metrics_store) is no
+    worker: it has no row."""
     rows = []
     for snapshot in _usable(snapshots):
+        if snapshot.get("retired"):
+            continue
         tasks = [row for row in snapshot["tasks"]
                  if isinstance(row, dict) and isinstance(row.get("component"), str)]
         rows.append({**snapshot["worker"], "topology_id": snapshot["topology_id"],

@@ -39,18 +39,39 @@ def subtract(now: dict, before: dict) -> dict:
     return out
 
 
+def add(a: dict, b: dict) -> dict:
+    """``a + b`` leaf by leaf, as a new dict; a leaf missing from either counts as zero."""
+    out = dict(a)
+    for key, value in b.items():
+        old = out.get(key)
+        if type(value) is dict:
+            out[key] = add(old or {}, value)
+        else:
+            out[key] = value + old if old is not None else value
+    return out
+
+
 class RollingWindows:
     """Samples of one task's counters. Not thread-safe: its owner takes a lock."""
 
     def __init__(self, start: float, zero: dict, windows: dict[str, float] | None = None,
-                 slots: int = SLOTS):
+                 slots: int = SLOTS, bases: dict[str, tuple[float, dict]] | None = None):
+        """``bases`` starts a window's ring with (time, sample) instead of (start, zero): for
+        counters picked up midway, whose value at the window's start is known (nimbus does
+        this with a worker's first report, see ``cluster.retired_metrics``)."""
         self.start = start
         self.zero = zero
         self.windows = dict(WINDOWS if windows is None else windows)
         self.spacing = {key: length / slots for key, length in self.windows.items()}
         # Each ring holds (time, sample), oldest first; the start counts as the first sample.
+        bases = bases or {}
         self.rings: dict[str, deque[tuple[float, dict]]] = {
-            key: deque([(start, zero)]) for key in self.windows}
+            key: deque([bases.get(key, (start, zero))]) for key in self.windows}
+
+    def due(self, now: float) -> bool:
+        """Whether ``add(now, ...)`` would keep the sample in some ring: a caller whose samples
+        cost something to make asks first."""
+        return any(now - ring[-1][0] >= self.spacing[key] for key, ring in self.rings.items())
 
     def add(self, now: float, sample: dict) -> None:
         """Keep ``sample`` in each ring whose newest sample is at least a slot old, and drop

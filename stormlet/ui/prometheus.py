@@ -92,12 +92,14 @@ def _families(topologies: list[dict[str, Any]]) -> Iterator[Metric]:
     for topology in topologies:
         for snapshot in topology["snapshots"]:
             worker = snapshot["worker"]
-            where = [topology["name"], str(worker.get("host") or "local"),
-                     str(worker.get("port") or "")]
-            cpu.add_metric(where, worker["cpu_percent"])
-            rss.add_metric(where, worker["rss_bytes"])
-            uptime.add_metric(where, worker["uptime"])
-            unreachable.add_metric(where, len(worker.get("peers_unreachable") or ()))
+            # Nimbus's "retired" snapshot holds replaced workers' counts, and is no worker.
+            if not snapshot.get("retired"):
+                where = [topology["name"], str(worker.get("host") or "local"),
+                         str(worker.get("port") or "")]
+                cpu.add_metric(where, worker["cpu_percent"])
+                rss.add_metric(where, worker["rss_bytes"])
+                uptime.add_metric(where, worker["uptime"])
+                unreachable.add_metric(where, len(worker.get("peers_unreachable") or ()))
             for task in snapshot["tasks"]:
                 labels = [topology["name"], task["component"], str(task["task"])]
                 total, recent = task["windows"]["all"], task["windows"][RECENT]
