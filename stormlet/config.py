@@ -38,6 +38,9 @@ TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
 STORMLET_STATE_DIR = "stormlet.state.dir"
 STORMLET_LOCAL_ONE_CPU = "stormlet.local.one.cpu"
 STORMLET_EXECUTOR_SHARED_THREAD = "stormlet.executor.shared.thread"
+STORMLET_LINK_HEARTBEAT_SECS = "stormlet.link.heartbeat.secs"
+STORMLET_LINK_TIMEOUT_SECS = "stormlet.link.timeout.secs"
+STORMLET_LINK_CONNECT_TIMEOUT_SECS = "stormlet.link.connect.timeout.secs"
 
 
 # ----- what a value must be (Storm checks a topology's config at submit the same way: its
@@ -214,6 +217,24 @@ DEFAULTS: dict[str, Setting] = {
         "A component whose own config sets it false keeps a thread of its own: one that blocks "
         "(in I/O, say) would otherwise hold up every executor sharing the thread",
         flag),
+    STORMLET_LINK_HEARTBEAT_SECS: Setting(
+        1.0,
+        "a topology's workers send each other a heartbeat this often on every link, so that a "
+        "broken one is noticed (stormlet/cluster/transport.py)",
+        number(0, above=True)),
+    STORMLET_LINK_TIMEOUT_SECS: Setting(
+        4.0,
+        "a link between two workers silent this long is taken for broken: both ends report it "
+        "(`stormlet errors`, the UI, the peers_unreachable metric), what is sent there is "
+        "dropped and replayed from its spout, and it is reconnected; keep it a few heartbeats "
+        "long, so that a congested link is not taken for a broken one",
+        number(0, above=True)),
+    STORMLET_LINK_CONNECT_TIMEOUT_SECS: Setting(
+        2.0,
+        "a worker's connection attempt to another worker is abandoned and started again after "
+        "this long, so that it reconnects within seconds of a link's return instead of at "
+        "TCP's backoff",
+        number(0, above=True)),
     OFFSETS_START_OVER: Setting(
         False,
         "offset spouts ignore earlier topologies' commits and read from the earliest offset",

@@ -68,7 +68,7 @@ def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
     wait_until(four_workers, 40, "four workers")
     listing = cluster.cli("list").stdout
     row = next(line.split() for line in listing.splitlines() if line.startswith("wc "))
-    assert row[1] == "active" and row[2] == "4", listing
+    assert row[1] == "active" and row[2] == "4" and row[3] == "4", listing   # run and asked
     assert_pinned_one_to_a_free_cpu([beat["pid"] for beat in workers.values()])
 
     wait_until(lambda: cluster.metric("sentences", "acked") == 2 * 1000 * 5, 60,
@@ -539,8 +539,9 @@ def test_a_bolt_raising_on_every_tuple_is_reported_and_its_workers_stay_up(clust
     def listed_errors() -> int:
         row = next(line.split() for line in cluster.cli("list").stdout.splitlines()
                    if line.startswith("faulty "))
-        assert row[7] == "ago", row   # name status workers executors uptime errors last: X ago
-        return int(row[5])
+        # name status workers asked executors uptime errors last: X ago
+        assert row[8] == "ago", row
+        return int(row[6])
 
     first = listed_errors()
     assert first > 1000

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from stormlet.cluster.scheduler import (SchedulingError, even_schedule, pick_slots,
-                                        plan_from_summary, repair)
+                                        plan_from_summary, repair, spread_back)
 
 SUMMARY = {"components": {
     "spout": {"spout": True, "tasks": 2, "executors": 2},
@@ -64,3 +64,34 @@ def test_repair_without_free_slots_piles_onto_survivors_and_fails_with_none_left
     assert {tuple(e[2:]) for e in repaired} == {("a", "h", 1)}
     with pytest.raises(SchedulingError):
         repair(assignment, live=set(), free=[])
+
+
+def test_spreading_back_fills_new_workers_from_the_busiest_and_leaves_the_rest_in_place():
+    # Four workers asked for; a host with two of them was lost and repair piled their executors
+    # onto the two left. Once two slots are free again, each new worker takes its even share,
+    # taken from the busiest workers; every other executor stays where it runs.
+    slots = [("a", "h", 1), ("a", "h", 2), ("b", "h", 3), ("b", "h", 4)]
+    assignment = even_schedule(plan_from_summary(SUMMARY, 2), slots)
+    piled = repair(assignment, live={"a"}, free=[])
+    assert len({e.slot for e in piled}) == 2
+    spread = spread_back(piled, asked=4, free=[("c", "h", 5), ("c", "h", 6)])
+    loads = Counter(e.slot for e in spread)
+    assert set(loads) == {("a", "h", 1), ("a", "h", 2), ("c", "h", 5), ("c", "h", 6)}
+    assert max(loads.values()) - min(loads.values()) <= 1, loads
+    assert [e[:2] for e in spread] == [e[:2] for e in piled]   # the same executors
+    moved = [after for before, after in zip(piled, spread) if before != after]
+    assert {e.slot for e in moved} == {("c", "h", 5), ("c", "h", 6)}, "only into the new slots"
+    assert len(moved) == loads[("c", "h", 5)] + loads[("c", "h", 6)]
+
+
+def test_spreading_back_does_nothing_without_a_free_slot_or_a_missing_worker():
+    slots = [("a", "h", 1), ("b", "h", 2)]
+    assignment = even_schedule(plan_from_summary(SUMMARY, 2), slots)
+    assert spread_back(assignment, asked=2, free=[("c", "h", 3)]) is None
+    assert spread_back(assignment, asked=3, free=[("a", "h", 1)]) is None   # its own slot
+    assert spread_back(assignment, asked=3, free=[]) is None
+    grown = spread_back(assignment, asked=3, free=[("c", "h", 3)])
+    assert len({e.slot for e in grown}) == 3
+    # Never more workers than executors.
+    two = [e for e in assignment if e.component == "spout"]
+    assert spread_back(two, asked=5, free=[("c", "h", 3)]) is None

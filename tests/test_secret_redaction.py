@@ -349,8 +349,8 @@ def test_the_errors_command_prints_redacted_errors_without_the_secret(tmp_path, 
 
 def test_nothing_a_list_row_holds_is_a_credential():
     # A row of nimbus's list: counts and times only, so `stormlet list` has nothing to redact.
-    row = {"name": "creds", "id": "creds-1", "status": "active", "workers": 1, "executors": 2,
-           "uptime": 5.0, "errors": 1, "last_error": 1.0}
+    row = {"name": "creds", "id": "creds-1", "status": "active", "workers": 1,
+           "workers_asked": 2, "executors": 2, "uptime": 5.0, "errors": 1, "last_error": 1.0}
     lines = cluster_cli.list_lines([row], now=2.0)
-    assert lines[1].split()[:5] == ["creds", "active", "1", "2", "0m05s"]
+    assert lines[1].split()[:6] == ["creds", "active", "1", "2", "2", "0m05s"]
 

@@ -207,6 +207,9 @@ def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], target: Ni
 def list_command(target: NimbusTarget) -> None:
     """List running topologies with status, workers, uptime and errors.
 
+    workers is how many run now, asked how many were asked for: fewer run while the cluster is
+    short of free slots (after a host is lost), until nimbus spreads the topology back.
+
     errors counts every error the topology's workers counted since they started (and those of
     the last worker that exited on each slot); `stormlet errors NAME` shows them."""
     for line in list_lines(_call(target, "list"), time.time()):
@@ -218,12 +221,14 @@ def list_lines(rows: list[dict[str, Any]], now: float) -> list[str]:
     never a topology's config or an error's text, so there is nothing in it to redact."""
     if not rows:
         return ["no topologies running"]
-    lines = [f"{'name':<24}{'status':<10}{'workers':>8}{'executors':>10}  {'uptime':<10}"
-             f"{'errors':>8}  last error"]
+    lines = [f"{'name':<24}{'status':<10}{'workers':>8}{'asked':>6}{'executors':>10}  "
+             f"{'uptime':<10}{'errors':>8}  last error"]
     for row in rows:
         last = row.get("last_error")
         last_text = f"{_duration(max(0.0, now - last))} ago" if last else "-"
+        asked = row.get("workers_asked")
         lines.append(f"{row['name']:<24}{row['status']:<10}{row['workers']:>8}"
+                     f"{'-' if asked is None else asked:>6}"
                      f"{row['executors']:>10}  {_duration(row['uptime']):<10}"
                      f"{row.get('errors', 0):>8}  {last_text}")
     return lines

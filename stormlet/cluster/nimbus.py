@@ -41,6 +41,7 @@ from .scheduler import (
     pick_slots,
     plan_from_summary,
     repair,
+    spread_back,
 )
 from .nimbus_client import fetch_code
 from .repeats import Repeats
@@ -66,6 +67,9 @@ log = logging.getLogger(__name__)
 ACTIVE, INACTIVE, KILLED = "active", "inactive", "killed"
 # How often the leader checks placements, kills and unscheduled topologies.
 MONITOR_SECS = 1.0
+# A supervisor that (re)joined takes on work spread back to it only once it has stayed
+# registered this long: a host whose link flaps would otherwise be given executors each time.
+SETTLE_SECS = 10.0
 # Most errors one `errors` request returns.
 MAX_ERRORS = 1000
 # Recent errors in a `topology_info` answer.
@@ -108,6 +112,7 @@ class Nimbus:
         self._good_assignments: dict[str, dict] = {}   # the last well-formed ones seen
         # What the monitor finds wrong every second: logged when found, then once a minute.
         self._repeats = Repeats(log)
+        self._live_since: dict[str, float] = {}   # supervisor -> since when this nimbus saw it
         self.metrics_store = MetricsStore()
         # The topologies whose workers nimbus admits (with security on). Kept current by the
         # leader's monitor, a standby's replication pass and submit; read at each handshake on
@@ -527,6 +532,9 @@ class Nimbus:
 
     def _monitor(self) -> None:
         live = set(self.state.supervisors())
+        now = time.monotonic()
+        self._live_since = {sid: self._live_since.get(sid, now) for sid in live}
+        settled = {sid for sid, since in self._live_since.items() if now - since >= SETTLE_SECS}
         assignments, corrupt = self.state.checked_assignments()
         for tid in corrupt & set(self._good_assignments):
             # Put the last good version back rather than reschedule: no worker needs to move.
@@ -561,8 +569,17 @@ class Nimbus:
                 continue
             self._repeats.clear(("unrepaired", tid))
             if repaired is not None:
-                log.info("reassigning %s: it had workers on dead supervisors", tid)
+                log.info("reassigning %s: it had workers on dead supervisors; their executors "
+                         "move, the others stay", tid)
                 self.state.set_assignment(tid, next_assignment(assignment, repaired))
+                continue
+            executors = assigned_executors(assignment)
+            spread = spread_back(executors, int(record.get("workers") or 1),
+                                 [s for s in self._free_slots() if s.supervisor in settled])
+            if spread is not None:
+                log.info("spreading %s back over %d workers (it asked for %s) now that slots "
+                         "are free", tid, len({e.slot for e in spread}), record.get("workers"))
+                self.state.set_assignment(tid, next_assignment(assignment, spread))
 
     # ----- standby: keep a copy of every topology's code
 
@@ -612,10 +629,12 @@ class Nimbus:
 
 def _row(topology_id: str, record: dict, executors: list[Executor],
          reports: dict[str, dict]) -> dict:
-    """A topology's row in ``list``: name, id, status, workers, executors, uptime, and its
-    errors (count) and last_error (see cluster/errors.py)."""
+    """A topology's row in ``list``: name, id, status, workers (the slots it runs in now),
+    workers_asked (as submitted or rebalanced: fewer run while slots are short), executors,
+    uptime, and its errors (count) and last_error (see cluster/errors.py)."""
     return {"name": record.get("name"), "id": topology_id, "status": record.get("status"),
-            "workers": len({e.slot for e in executors}), "executors": len(executors),
+            "workers": len({e.slot for e in executors}),
+            "workers_asked": record.get("workers"), "executors": len(executors),
             "uptime": time.time() - float(record.get("launched", time.time())),
             **topology_error_summary(reports, topology_id)}
 

@@ -1,4 +1,9 @@
-"""Where executors run: Storm's even scheduler, and repair of assignments that lost workers.
+"""Where executors run: Storm's even scheduler, repair of assignments that lost workers, and
+spreading a topology back over the workers it asked for once slots are free again.
+
+Repair and spreading back move as little as they can: the executors of lost workers, and then
+only those needed to fill the new workers. A worker whose own executors stay keeps running and
+takes on or gives up executors while it runs (worker.py), so its in-flight trees survive.
 
 A slot is a ``Slot(supervisor, host, port)``; an assignment's executors are a list of
 ``Executor(component, tasks, supervisor, host, port)`` (both in zk_state, which stores them).
@@ -80,3 +85,28 @@ def repair(assignment: list[Executor], live: set[str], free: list[Slot]) -> list
             spill += 1
         repaired.append(Executor(executor.component, executor.tasks, *slot))
     return repaired
+
+
+def spread_back(assignment: list[Executor], asked: int, free: list[Slot]) -> list[Executor] | None:
+    """Spread a topology that runs in fewer workers than it ``asked`` for (repair piled lost
+    executors onto survivors, or slots were short when it was scheduled) over ``free`` slots:
+    each new worker takes executors from the busiest workers until it has its even share. None
+    when there is nothing to do (as many workers as asked, no free slot, or too few executors
+    to spread)."""
+    current = sorted({e.slot for e in assignment})
+    room = min(asked, len(assignment)) - len(current)
+    new_slots = pick_slots([s for s in free if s not in current], room) if room > 0 else []
+    if not new_slots:
+        return None
+    share = len(assignment) // (len(current) + len(new_slots))
+    placed = list(assignment)
+    for new_slot in new_slots:
+        for _ in range(share):
+            loads: dict[Slot, list[int]] = {}
+            for i, executor in enumerate(placed):
+                loads.setdefault(executor.slot, []).append(i)
+            # From the busiest worker (the first such in slot order), its last executor.
+            busiest = max(sorted(loads), key=lambda slot: len(loads[slot]))
+            taken = placed[loads[busiest][-1]]
+            placed[loads[busiest][-1]] = Executor(taken.component, taken.tasks, *new_slot)
+    return placed

@@ -21,9 +21,9 @@ refused are dropped with the refused socket, and their tuples replayed; with CUR
 wait). A data payload inside a good frame is checked when its bolt unpacks it; one that does
 not decode is dropped and reported as that bolt task's error.
 
-A broken link is noticed in seconds, not at TCP's pace: both ends send ZeroMQ heartbeats every
-HEARTBEAT_SECS and drop a connection that stays silent for LINK_TIMEOUT_SECS, and the sender's
-connection attempts give up after CONNECT_TIMEOUT_SECS to start again (a SYN to a host that
+A broken link is noticed in seconds, not at TCP's pace: both ends send ZeroMQ heartbeats and
+drop a connection that stays silent for a few of them, and the sender's connection attempts give
+up after a few seconds to start again (``LinkTimes``, from the topology's settings) (a SYN to a host that
 cannot be reached would otherwise wait out TCP's own backoff, tens of seconds after the link came
 back). The sender says once when it loses a peer it had reached, drops what it would send there
 at once instead of stalling its other peers' traffic (it was tracked, times out at its spout and
@@ -47,11 +47,13 @@ import logging
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from .. import config as cfg
 from ..protocol import BACKPRESSURE, DATA
 from ..runtime.inbox import wait_for_room
 from .wire import Fenced, FrameDecoder, WireError, encode_data, encode_frame
@@ -73,11 +75,6 @@ _CONNECT = "connect"
 # speaks another mechanism) ends libzmq's connection without a retry; others it retries itself.
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 _WATCHED_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | _REFUSED | zmq.EVENT_DISCONNECTED
-# A link's liveness: a heartbeat this often each way, the link dropped after this long without
-# one (or any traffic), and a connection attempt abandoned (then retried) after this long.
-HEARTBEAT_SECS = 1.0
-LINK_TIMEOUT_SECS = 4.0
-CONNECT_TIMEOUT_SECS = 2.0
 # How often, at most, the sender reads its sockets' handshake outcomes while busy.
 HANDSHAKE_CHECK_SECS = 0.05
 # A fenced sender (tenure.py) is reported when its first frame is refused, and again only
@@ -88,23 +85,41 @@ MAX_FENCED_SENDERS = 1000
 RETRY_FIRST_SECS, RETRY_MAX_SECS = 0.1, 2.0
 
 
-def watch_liveness(sock: zmq.Socket) -> None:
-    """Make ``sock`` send heartbeats and drop a connection that goes silent (both ends of a link
-    do, so each notices a dead peer in LINK_TIMEOUT_SECS)."""
-    sock.setsockopt(zmq.HEARTBEAT_IVL, int(HEARTBEAT_SECS * 1000))
-    sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(LINK_TIMEOUT_SECS * 1000))
-    sock.setsockopt(zmq.HEARTBEAT_TTL, int(LINK_TIMEOUT_SECS * 1000))
+@dataclass(frozen=True)
+class LinkTimes:
+    """A link's liveness: a heartbeat every ``heartbeat_secs`` each way, the link dropped after
+    ``timeout_secs`` without one (or any traffic), and a connection attempt abandoned (then
+    retried) after ``connect_secs``. A topology's settings (config.py's stormlet.link.*)."""
+    heartbeat_secs: float
+    timeout_secs: float
+    connect_secs: float
+
+    @classmethod
+    def of(cls, conf: dict[str, Any] | None = None) -> LinkTimes:
+        """The times a topology's ``conf`` sets, defaults for the rest."""
+        conf = cfg.merged(conf)
+        return cls(float(conf[cfg.STORMLET_LINK_HEARTBEAT_SECS]),
+                   float(conf[cfg.STORMLET_LINK_TIMEOUT_SECS]),
+                   float(conf[cfg.STORMLET_LINK_CONNECT_TIMEOUT_SECS]))
+
+    def watch(self, sock: zmq.Socket) -> None:
+        """Make ``sock`` send heartbeats and drop a connection that goes silent (both ends of a
+        link do, so each notices a dead peer within ``timeout_secs``)."""
+        sock.setsockopt(zmq.HEARTBEAT_IVL, int(self.heartbeat_secs * 1000))
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, int(self.timeout_secs * 1000))
+        sock.setsockopt(zmq.HEARTBEAT_TTL, int(self.timeout_secs * 1000))
 
 
 class Sender(threading.Thread):
     def __init__(self, context: zmq.Context, stopping: threading.Event, topology: str = "",
                  security: Security | None = None,
                  on_link: Callable[[str, float | None], object] | None = None,
-                 slot: str = "", tenure: int = 0):
+                 slot: str = "", tenure: int = 0, link_times: LinkTimes | None = None):
         """``on_link(address, down_secs)`` is called on this thread when the link to a peer
         reached before is lost (``down_secs`` None) and when it is back (how long it was down).
         Frames name the sending worker's ``slot`` and ``tenure`` (tenure.py)."""
         super().__init__(name="transfer-sender", daemon=True)
+        self.link_times = link_times or LinkTimes.of()
         self.topology = topology
         self.slot = slot
         self.tenure = tenure
@@ -149,8 +164,8 @@ class Sender(threading.Thread):
             sock.setsockopt(zmq.LINGER, 0)
             sock.setsockopt(zmq.RECONNECT_IVL, 100)
             sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            sock.setsockopt(zmq.CONNECT_TIMEOUT, int(CONNECT_TIMEOUT_SECS * 1000))
-            watch_liveness(sock)
+            sock.setsockopt(zmq.CONNECT_TIMEOUT, int(self.link_times.connect_secs * 1000))
+            self.link_times.watch(sock)
             self.security.transport_client(sock, self.topology)
             self._monitors[address] = sock.get_monitor_socket(_WATCHED_EVENTS)
             sock.connect(address)
@@ -358,7 +373,8 @@ class Receiver(threading.Thread):
     def __init__(self, context: zmq.Context, bind: str, decoder: FrameDecoder,
                  deliver: Callable[[tuple], None], stopping: threading.Event,
                  overload: OverloadWatch | None = None, security: Security | None = None,
-                 topology: str = "", on_fenced: Callable[[Fenced], object] | None = None):
+                 topology: str = "", on_fenced: Callable[[Fenced], object] | None = None,
+                 link_times: LinkTimes | None = None):
         """``on_fenced`` is called on this thread with the first frame refused from each
         sender that no longer holds its slot (``decoder``'s fence), and again if that sender
         goes quiet for FENCED_QUIET_SECS and starts again."""
@@ -366,7 +382,7 @@ class Receiver(threading.Thread):
         self.socket = context.socket(zmq.PULL)
         self.socket.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
         self.socket.setsockopt(zmq.LINGER, 0)
-        watch_liveness(self.socket)
+        (link_times or LinkTimes.of()).watch(self.socket)
         # Refused handshakes arrive here (a refused peer's frames never do).
         self._refusals = (security or Security()).transport_server(self.socket, topology)
         self.socket.bind(bind)

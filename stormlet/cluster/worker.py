@@ -47,7 +47,7 @@ from .heartbeat import HEARTBEAT_SECS, write_heartbeat
 from .metrics_reporter import MetricsReporter
 from .security import Security, release
 from .tenure import Fence, slot_key, slot_tenure
-from .transport import LINK_TIMEOUT_SECS, Receiver, RemoteRoute, Sender, make_deliver
+from .transport import LinkTimes, Receiver, RemoteRoute, Sender, make_deliver
 from .wire import Fenced, FrameDecoder
 from .zk_state import (
     DEFAULT_SESSION_TIMEOUT,
@@ -188,9 +188,10 @@ class Worker:
         topology, _conf = load_topology_file(self.code_entry)
         self.context = zmq.Context()
         self.stopping = threading.Event()
+        self.link_times = LinkTimes.of(record["conf"])
         self.sender = Sender(self.context, self.stopping, self.topology_id, self.security,
                              on_link=self._on_link, slot=slot_key(self.supervisor_id, self.port),
-                             tenure=self.tenure)
+                             tenure=self.tenure, link_times=self.link_times)
         plan = [(e.component, list(e.tasks)) for e in self.executors]
         # What components may need of the cluster: offset spouts commit to its ZooKeeper, and
         # know a restarted worker of this topology instance from a new submission.
@@ -207,7 +208,7 @@ class Worker:
                                  FrameDecoder(self.runtime.layout, self.topology_id, self.fence),
                                  make_deliver(self.runtime.routes, self.sender.paused, overload),
                                  self.stopping, overload, self.security, self.topology_id,
-                                 on_fenced=self._on_fenced)
+                                 on_fenced=self._on_fenced, link_times=self.link_times)
         self.status = record.get("status")
         self.started = time.time()
         self.reporter = MetricsReporter(
@@ -265,7 +266,7 @@ class Worker:
         if down_secs is None:
             self.link_events.note(
                 f"worker {me} lost its link to worker {peer} (nothing heard for "
-                f"{LINK_TIMEOUT_SECS:g} s, or that worker stopped): what it sends there is "
+                f"{self.link_times.timeout_secs:g} s, or that worker stopped): what it sends there is "
                 f"dropped and replayed after its timeout; reconnecting", level=logging.WARNING)
         else:
             self.link_events.note(f"worker {me}: the link to worker {peer} is back after "
