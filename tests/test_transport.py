@@ -23,7 +23,7 @@ from stormlet.cluster import backpressure
 from stormlet.cluster.backpressure import OverloadWatch, PausedTasks
 from stormlet.cluster.security import Security, release
 from stormlet.cluster.tenure import Fence, next_assignment
-from stormlet.cluster.transport import Receiver, Sender, make_deliver
+from stormlet.cluster.transport import LinkTimes, Receiver, Sender, make_deliver
 from stormlet.runtime.layout import TopologyLayout
 from stormlet.protocol import ACK_ACK, ACK_RESET, BACKPRESSURE, DATA, SYSTEM_TASK
 from stormlet.runtime.inbox import Inbox
@@ -602,3 +602,25 @@ def test_data_on_an_edge_closing_a_cycle_is_queued_for_a_paused_task_without_wai
         while len(received) < 20:
             received += [t.values[0] for t in inbox.get(timeout=5)[3].tuples()]
         assert received == list(range(20))
+
+
+def test_a_topologys_link_settings_reach_both_ends_sockets(layout, context):
+    # Issue 51: the failure-detection times are settings, not constants.
+    times = LinkTimes.of({"stormlet.link.heartbeat.secs": 0.5, "stormlet.link.timeout.secs": 3,
+                          "stormlet.link.connect.timeout.secs": 1.5})
+    assert times == LinkTimes(0.5, 3.0, 1.5)
+    assert LinkTimes.of() == LinkTimes(1.0, 4.0, 2.0)
+    stopping = threading.Event()
+    sender = Sender(context, stopping, TOPOLOGY, link_times=times)
+    receiver = Receiver(context, f"tcp://127.0.0.1:{free_port()}", FrameDecoder(layout, TOPOLOGY),
+                        lambda message: None, stopping, topology=TOPOLOGY, link_times=times)
+    try:
+        sock = sender._socket("tcp://127.0.0.1:1")
+        for s in (sock, receiver.socket):
+            assert (s.getsockopt(zmq.HEARTBEAT_IVL), s.getsockopt(zmq.HEARTBEAT_TIMEOUT)) \
+                == (500, 3000)
+        assert sock.getsockopt(zmq.CONNECT_TIMEOUT) == 1500
+    finally:
+        sender._close("tcp://127.0.0.1:1")
+        receiver._refusals.close(linger=0)
+        receiver.socket.close(linger=0)
