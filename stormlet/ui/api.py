@@ -202,6 +202,7 @@ def _wait(text: str) -> float:
 def _summary_row(row: dict[str, Any]) -> dict[str, Any]:
     return {"id": row["id"], "name": row["name"], "status": row["status"],
             "uptimeSeconds": row["uptime"], "workersTotal": row["workers"],
+            "workersAsked": row.get("workers_asked"),
             "executorsTotal": row["executors"], "tasksTotal": row.get("tasks"),
             "errors": row.get("errors", 0)}
 

@@ -236,6 +236,7 @@ class ClusterSource:
             raise UnknownTopology(f"no topology with id or name {key!r} is running") from None
         # The topology's row as ``list`` has it: topology_info's "errors" are the recent ones.
         row = {**{k: info[k] for k in ("name", "id", "status", "workers", "executors", "uptime")},
+               "workers_asked": info.get("workers_asked"),
                "errors": info["error_count"], "last_error": info["last_error"]}
         # None for a topology submitted before nimbus kept structures: no graph, no components.
         structure = info.get("structure") or {"components": {}}

@@ -61,7 +61,10 @@ async function load() {
   status.textContent = t.status;
   status.className = `status-${t.status}`;
   UI.setText("uptime", UI.duration(t.uptimeSeconds));
-  UI.setText("workers", UI.num(t.workersTotal));
+  // Fewer run than were asked for while the cluster is short of slots (a host lost).
+  const asked = t.workersAsked;
+  UI.setText("workers", asked != null && asked !== t.workersTotal
+    ? `${UI.num(t.workersTotal)} of ${UI.num(asked)} asked for` : UI.num(t.workersTotal));
   UI.setText("executors", UI.num(t.executorsTotal));
   UI.setText("tasks", UI.num(t.tasksTotal));
   UI.setText("topology-id", t.id);
