@@ -410,3 +410,90 @@ def test_changes_that_make_no_sense_are_refused_and_change_nothing(runtimes):
         runtime.add_executors([("sink", moved)])
     with pytest.raises(RuntimeError, match="stopped"):
         runtime.remove_executors(set(here[1]), {task: parked for task in here[1]})
+
+
+class Pass(BasicBolt):
+    outputs = ["n"]
+
+    def execute(self, tup, collector):
+        pass
+
+
+def test_a_cycle_bolt_added_then_removed_joins_and_leaves_its_cycle_gate(runtimes):
+    """Data entering a cycle waits while any of the cycle's inboxes here is full (CycleGate):
+    a sender built before a cycle's executor came here must wait on it too, and stop waiting
+    on it once it left."""
+    b = TopologyBuilder()
+    b.set_spout("source", Numbered())
+    b.set_bolt("a", Pass()).shuffle_grouping("source").shuffle_grouping("b")
+    b.set_bolt("b", Pass()).shuffle_grouping("a")
+    topology = b.build()
+    conf = {**BASE_CONF, "test.count": 1}
+    plan, moved = plan_without(topology, conf, "a", 0)
+    parked = Parking()
+    runtime = TopologyRuntime("live", topology, conf, plan=plan,
+                              remote_routes={task: parked for task in moved})
+    runtimes.append(runtime)
+    runtime.start()
+    (spout,) = runtime.executors["source"]
+    (b_executor,) = runtime.executors["b"]
+    entry = spout.tasks[0].transfer.entry_gates
+    assert not entry   # "a" runs elsewhere: nothing to wait on here
+    b_gates = b_executor.tasks[0].transfer.entry_gates
+
+    runtime.add_executors([("a", moved)])
+    (a_executor,) = runtime.executors["a"]
+    gate = entry[moved[0]]
+    assert gate.inboxes == [b_executor.inbox, a_executor.inbox]
+    assert not b_gates   # "b" is on the cycle: its data for "a" never waits on the gate
+
+    runtime.remove_executors(set(moved), {task: parked for task in moved})
+    assert not entry and gate.inboxes == [b_executor.inbox]
+
+
+def test_readers_on_other_threads_see_whole_states_while_executors_come_and_go(shared,
+                                                                               runtimes):
+    conf = {**BASE_CONF, cfg.STORMLET_EXECUTOR_SHARED_THREAD: shared, "test.every": 0.001}
+    b = TopologyBuilder()
+    b.set_spout("source", Numbered())
+    b.set_bolt("sink", Sink(), parallelism=2).shuffle_grouping("source").add_config(
+        cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 0.01)
+    topology = b.build()
+    plan, moved = plan_without(topology, conf, "sink", 1)
+    parked = Parking()
+    runtime = TopologyRuntime("live", topology, conf, plan=plan,
+                              remote_routes={task: parked for task in moved})
+    runtimes.append(runtime)
+    runtime.start()
+    problems: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            try:
+                rows = runtime.metrics_snapshot()["tasks"]
+                assert {row["task"] for row in rows} <= set(runtime.layout.task_component)
+                runtime.summary(), runtime.errors(), runtime.in_flight()
+                runtime.sample_windows(time.monotonic())
+            except BaseException as exc:
+                problems.append(exc)
+                return
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    try:
+        for _ in range(5):
+            runtime.add_executors([("sink", moved)])
+            assert moved[0] in snapshot_tasks(runtime)
+            runtime.remove_executors(set(moved), {task: parked for task in moved})
+            assert moved[0] not in snapshot_tasks(runtime)
+    finally:
+        done.set()
+        for reader in readers:
+            reader.join(10)
+    assert problems == []
+    (spout,) = runtime.instances("source")
+    acked = len(spout.acks)
+    wait_until(lambda: len(spout.acks) > acked + 10, 10, "the topology going on")
+    assert spout.opens == 1 and len(runtime.all_executors()) == len(plan)
