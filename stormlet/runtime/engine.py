@@ -508,9 +508,9 @@ class TopologyRuntime:
     # then reached through its route: its inits and verdicts cross between workers, as every
     # root's do in Storm) and ignores a new local acker; a local-or-shuffle grouping keeps
     # preferring the tasks that were local. Only traffic that could have stayed in this
-    # process may cross, none is lost. Two things that are not only about speed are brought up
-    # to date: every spout's ``yields`` (whether the topology spans workers) and the cycle gates
-    # senders wait on (see _regate).
+    # process may cross, none is lost. Two things are brought up to date all the same: every
+    # spout's ``yields`` (whether the topology spans workers; an attribute it reads per loop),
+    # and the cycle gates senders wait on, which bound what circulates in a cycle (_regate).
 
     def add_executors(self, plan: list[tuple[str, list[int]]]) -> None:
         """Build and run an executor for each (component, tasks) of ``plan``, while the runtime
