@@ -583,6 +583,8 @@ class TopologyRuntime:
         with self._lock:
             self._check_running("remove executors")
             doomed = self._executors_holding(tasks)
+            if not doomed:
+                return
             unrouted = sorted(task for task in tasks if routes.get(task) is None)
             if unrouted:
                 raise ValueError(f"topology {self.name}: no route given for tasks {unrouted}, "
@@ -713,7 +715,7 @@ class TopologyRuntime:
         """Every local task's cycle entry gates as ``_task`` would make them now: data for a
         task of a cycle that runs here waits on the cycle's gate (unless the sender is on that
         cycle); data for one that no longer runs here does not. Without it, a sender built
-        before a cycle's executor came here would feed the cycle without bound."""
+        before a cycle's executor came here would feed the cycle however full it was."""
         layout = self.layout
         local_tasks = self.local_tasks
         for executor in self.all_executors():
