@@ -8,6 +8,10 @@ Shutdown is Storm's: deactivate the spouts, let in-flight trees finish (or fail 
 wait runs out), then stop executors in topological order so that everything a component emitted
 reaches the next one before that one stops, and clean every component up on its own thread.
 
+While it runs, executors can be added here (``add_executors``) and removed (``remove_executors``),
+as a worker's assignment changes: the others go on undisturbed, with their tuple trees. What a
+removed executor had in flight fails or times out at its spout and is replayed, as in a stop.
+
 ``metrics_snapshot()`` is everything measured here, per task and per window, as plain data: a
 worker sends it to nimbus, local mode hands it to the UI. Reading it costs a copy of each task's
 counters (a few microseconds per task); the executors never wait for it.
@@ -134,7 +138,20 @@ class TopologyRuntime:
         # task -> (kind, its executor's inbox, its executor's first and last task)
         self._placement: dict[int, tuple[str, Inbox, list[int]]] = {}
         self.executors: dict[str, list[Executor]] = {}
+        # Each cycle of bolts with executors here: its gate (see CycleGate), by cycle and by
+        # component. A gate stays once made: senders' transfers hold it.
+        self._gates: dict[frozenset[str], CycleGate] = {}
+        self._cycle_gates: dict[str, CycleGate] = {}
         self.started_at: float | None = None
+        # start, stop, add_executors and remove_executors, one at a time (see "Thread safety").
+        self._lock = threading.RLock()
+        # What was last asked of the data spouts (activate, deactivate), and whether the
+        # checkpoint spout was activated (deactivate leaves it on): what added spouts are asked.
+        self._activated = False
+        self._checkpoints_activated = False
+        self._ticks: list[_Tick] = []
+        self._ticks_changed = threading.Event()   # wakes the tick thread: new ticks, or a stop
+        self._runner_count = 0   # shared threads started by add_executors, for their names
         self._ticker: threading.Thread | None = None
         self._guard: Guard | None = None
         self._watchdog: Watchdog | None = None
@@ -145,31 +162,53 @@ class TopologyRuntime:
     # ----- assembly
 
     def _build(self, plan: list[tuple[str, list[int]]], remote_routes: dict[int, Any]) -> None:
-        capacity = int(self.conf[cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE])
         self.routes: list[Any] = [None] * (self.layout.max_task + 1)
         for task, route in remote_routes.items():
             self.routes[task] = route
+        self.local_tasks = {task for _c, tasks in plan for task in tasks}
+        built = self._assemble(plan, self.local_tasks)
+        for _component, executor in built:
+            for task in executor.tasks:
+                self.routes[task.task_id] = executor.inbox
+        self.executors = self._grouped(built)
+        self.metrics = [task.metrics for _c, executor in built for task in executor.tasks]
+        self._placement = self._placement_of(built)
+
+    def _assemble(self, plan: list[tuple[str, list[int]]],
+                  local_tasks: set[int]) -> list[tuple[str, Executor]]:
+        """An executor, with a new inbox, for each (component, tasks) of ``plan``, built as if
+        ``local_tasks`` ran here; their inboxes join their cycles' gates."""
+        capacity = int(self.conf[cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE])
         local = [(component, tasks, Inbox(capacity)) for component, tasks in plan]
-        for _component, tasks, inbox in local:
-            for task in tasks:
-                self.routes[task] = inbox
-        self.local_tasks = {task for _c, tasks, _i in local for task in tasks}
-        # Each cycle of bolts with executors here: its gate (see CycleGate), by component.
-        self._cycle_gates: dict[str, CycleGate] = {}
-        gates: dict[frozenset[str], CycleGate] = {}
-        for component_id, _tasks, inbox in local:
+        for component_id, _tasks, inbox in local:   # before any is built: transfers read them
             cycle = (frozenset() if component_id == ACKER_COMPONENT
                      else self.topology.cycle_of(component_id))
             if cycle:
-                gate = self._cycle_gates[component_id] = gates.setdefault(cycle, CycleGate())
-                gate.inboxes.append(inbox)
-        for component_id, tasks, inbox in local:
-            executor = self._executor(component_id, tasks, inbox, self.local_tasks)
-            self.executors.setdefault(component_id, []).append(executor)
-            kind = ("acker" if component_id == ACKER_COMPONENT else
-                    "spout" if self.topology.components[component_id].is_spout else "bolt")
-            for task in tasks:
-                self._placement[task] = (kind, inbox, [tasks[0], tasks[-1]])
+                gate = self._cycle_gates[component_id] = self._gates.setdefault(cycle,
+                                                                                CycleGate())
+                # Replaced whole: senders elsewhere may be reading it (CycleGate.closed).
+                gate.inboxes = [*gate.inboxes, inbox]
+        return [(component_id, self._executor(component_id, tasks, inbox, local_tasks))
+                for component_id, tasks, inbox in local]
+
+    def _kind(self, component_id: str) -> str:
+        return ("acker" if component_id == ACKER_COMPONENT else
+                "spout" if self.topology.components[component_id].is_spout else "bolt")
+
+    def _placement_of(self, built: list[tuple[str, Executor]]
+                      ) -> dict[int, tuple[str, Inbox, list[int]]]:
+        return {task.task_id: (self._kind(component_id), executor.inbox,
+                               [executor.tasks[0].task_id, executor.tasks[-1].task_id])
+                for component_id, executor in built for task in executor.tasks}
+
+    @staticmethod
+    def _grouped(built: list[tuple[str, Executor]],
+                 into: dict[str, list[Executor]] | None = None) -> dict[str, list[Executor]]:
+        """``into`` (copied) with the executors of ``built`` added, by component."""
+        grouped = {component: list(group) for component, group in (into or {}).items()}
+        for component_id, executor in built:
+            grouped.setdefault(component_id, []).append(executor)
+        return grouped
 
     def _component_conf(self, spec: ComponentSpec) -> dict[str, Any]:
         return spec.component_conf(self.conf)
@@ -195,12 +234,16 @@ class TopologyRuntime:
             executor = SpoutExecutor(name, inbox, built, self.stopping,
                                      timeout_secs=self.timeout_secs,
                                      wait_secs=float(conf[cfg.TOPOLOGY_SPOUT_WAIT_MS]) / 1000,
-                                     yields=len(local_tasks) < len(self.layout.task_component))
+                                     yields=self._spans_workers(local_tasks))
         else:
             executor = BoltExecutor(name, inbox, built, self.stopping)
         executor.hang_secs = float(conf.get(cfg.TOPOLOGY_HANG_WARNING_SECS) or 0)
         executor.shared = bool(conf[cfg.STORMLET_EXECUTOR_SHARED_THREAD])
         return executor
+
+    def _spans_workers(self, local_tasks: set[int]) -> bool:
+        """Whether some tasks run elsewhere (a spout's ``yields``)."""
+        return len(local_tasks) < len(self.layout.task_component)
 
     def _start_windows(self) -> None:
         """Start every task's metrics windows at one instant, once every task is built: a
@@ -215,9 +258,7 @@ class TopologyRuntime:
         errors = TaskErrors(component_id, task,
                             window_secs=float(conf[cfg.TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS]),
                             per_window=int(conf[cfg.TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL]))
-        metrics = TaskMetrics(component_id, task, errors, streams)
-        self.metrics.append(metrics)
-        return metrics
+        return TaskMetrics(component_id, task, errors, streams)
 
     def _acker_task(self, task: int) -> TaskBase:
         metrics = self._task_metrics(ACKER_COMPONENT, task, self.conf, [])
@@ -270,48 +311,62 @@ class TopologyRuntime:
         return [e for e in self.all_executors() if isinstance(e, SpoutExecutor)]
 
     def start(self, active: bool = True) -> None:
-        # Watching before open/prepare: one that never returns is reported, not just waited on.
-        self._watchdog = Watchdog(self.name, self.all_executors(), self.metrics, self.stopping)
-        self._watchdog.start()
-        runners = self._runners()
-        for runner in runners:
-            runner.start()
-        shared = [runner for runner in runners if isinstance(runner, SharedThread)]
-        if shared:
-            self._guard = Guard(self.name, shared)
-            self._guard.start()
-        for executor in self.all_executors():
-            executor.ready.wait()
-        self.started_at = time.time()
-        self._ticker = threading.Thread(target=self._tick_loop, name=f"{self.name}:ticks",
-                                        daemon=True)
-        self._ticker.start()
-        if active:
-            self.activate()
+        with self._lock:
+            # Watching before open/prepare: one that never returns is reported, not just waited
+            # on.
+            self._watchdog = Watchdog(self.name, self.all_executors(), self.metrics,
+                                      self.stopping)
+            self._watchdog.start()
+            self._run(self.executors, f"{self.name}:executors")
+            for executor in self.all_executors():
+                executor.ready.wait()
+            self.started_at = time.time()
+            self._ticks = self._ticks_of(self.all_executors())
+            self._ticker = threading.Thread(target=self._tick_loop, name=f"{self.name}:ticks",
+                                            daemon=True)
+            self._ticker.start()
+            if active:
+                self.activate()
 
-    def _runners(self) -> list[OwnThread | SharedThread]:
-        """The threads that will run the executors: one shared by those that share (in the order
-        they stop, spouts first, so that a round carries a batch downstream), one for each other."""
-        ordered = [e for component in self._stop_order() for e in self.executors.get(component, [])]
+    def _run(self, executors: dict[str, list[Executor]], shared_name: str) -> None:
+        """Start the threads that run ``executors``: one shared by those that share (in the
+        order they stop, spouts first, so that a round carries a batch downstream), one for
+        each other; the guard watches the shared one."""
+        ordered = [e for component in self._stop_order() for e in executors.get(component, [])]
         shared = [e for e in ordered if e.shared]
         runners: list[OwnThread | SharedThread] = [
             OwnThread(e, self.executor_cpu) for e in ordered if not e.shared]
         if shared:
-            runners.append(SharedThread(f"{self.name}:executors", shared, self.executor_cpu))
-        return runners
+            runners.append(SharedThread(shared_name, shared, self.executor_cpu))
+        for runner in runners:
+            runner.start()
+        for runner in runners:
+            if isinstance(runner, SharedThread):
+                if self._guard is None:
+                    self._guard = Guard(self.name, [runner])
+                    self._guard.start()
+                else:
+                    self._guard.shared.append(runner)   # the guard copies it for each look
 
     def data_spout_executors(self) -> list[SpoutExecutor]:
         """The spout executors but the checkpoint spout's: it goes on while the topology is
         deactivated, so that the acks stateful bolts hold are released by a commit and a
         deactivated topology drains."""
-        return [e for e in self.spout_executors()
-                if e.tasks[0].component_id != CHECKPOINT_COMPONENT]
+        return [e for e in self.spout_executors() if not self._is_checkpoint(e)]
+
+    @staticmethod
+    def _is_checkpoint(executor: SpoutExecutor) -> bool:
+        return executor.tasks[0].component_id == CHECKPOINT_COMPONENT
 
     def activate(self) -> None:
+        # The flag first, then the executors: an add_executors publishing its executors
+        # meanwhile either is seen here or sees the flag (it reads it after publishing).
+        self._activated = self._checkpoints_activated = True
         for executor in self.spout_executors():
             executor.ask_active(True)
 
     def deactivate(self) -> None:
+        self._activated = False
         for executor in self.data_spout_executors():
             executor.ask_active(False)
 
@@ -328,17 +383,26 @@ class TopologyRuntime:
         """Tracked data tuples in flight (checkpoints are not data)."""
         return sum(e.in_flight() for e in self.data_spout_executors())
 
+    @staticmethod
+    def _ticks_of(executors: list[Executor]) -> list[_Tick]:
+        """The tick tuples of the tasks of ``executors`` that want them, the first due a
+        period from now."""
+        now = time.monotonic()
+        return [_Tick(now + float(task.tick_secs), float(task.tick_secs), task.task_id,
+                      executor.inbox)
+                for executor in executors for task in executor.tasks
+                if getattr(task, "tick_secs", None)]
+
     def _tick_loop(self) -> None:
         """Send tick tuples when due, and sample the metrics windows every SAMPLE_SECS."""
-        schedule: list[_Tick] = []
-        for executor in self.all_executors():
-            for task in executor.tasks:
-                secs = getattr(task, "tick_secs", None)
-                if secs:
-                    schedule.append(_Tick(time.monotonic() + float(secs), float(secs),
-                                          task.task_id, executor.inbox))
         next_sample = time.monotonic() + SAMPLE_SECS
-        while not self.stopping.is_set():
+        while True:
+            # Cleared before stopping and the schedule are read: a stop or a change after this
+            # ends the wait below at once.
+            self._ticks_changed.clear()
+            if self.stopping.is_set():
+                return
+            schedule = self._ticks   # replaced whole when executors come or go
             now = time.monotonic()
             for tick in schedule:
                 if now >= tick.due:
@@ -348,11 +412,15 @@ class TopologyRuntime:
                 next_sample = now + SAMPLE_SECS
                 self._sample_safely(now)
             wake = min([next_sample] + [tick.due for tick in schedule])
-            self.stopping.wait(max(0.0, wake - time.monotonic()))
+            self._ticks_changed.wait(max(0.0, wake - time.monotonic()))
 
     def stop(self, wait_secs: float | None = None) -> None:
         """Deactivate, wait up to ``wait_secs`` (default: the message timeout) for in-flight
         trees, then stop every executor and run close/cleanup."""
+        with self._lock:
+            self._stop(wait_secs)
+
+    def _stop(self, wait_secs: float | None) -> None:
         if wait_secs is None:
             wait_secs = self.timeout_secs
         self.deactivate()
@@ -363,16 +431,8 @@ class TopologyRuntime:
             log.warning("topology %s: %d tuple trees still in flight after %.1fs; failing them",
                         self.name, self.in_flight(), wait_secs)
         self.stopping.set()
-        for component_id in self._stop_order():
-            executors = self.executors.get(component_id, [])
-            for executor in executors:
-                executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
-            # A component's executors stop side by side, so they share one bound: a component
-            # whose every executor is stuck holds the stop up once, not once per executor.
-            deadline = time.monotonic() + EXECUTOR_STOP_SECS
-            for executor in executors:
-                if not executor.finished.wait(max(0.0, deadline - time.monotonic())):
-                    self._left_behind(executor)
+        self._ticks_changed.set()
+        self._stop_executors(self.executors)
         if self._ticker:
             self._ticker.join()
         if self._guard:
@@ -382,6 +442,24 @@ class TopologyRuntime:
             self._watchdog.join()
             for metrics in self.metrics:   # the last summaries, while they are still news
                 metrics.errors.flush(everything=True)
+
+    def _stop_executors(self, executors: dict[str, list[Executor]]) -> list[Executor]:
+        """Stop ``executors`` (by component) in stop order: each runs what its inbox held
+        before, then close (deactivating a spout first, failing what it has in flight) or
+        cleanup. Those that did not finish in time are returned, left behind."""
+        left: list[Executor] = []
+        for component_id in self._stop_order():
+            group = executors.get(component_id, [])
+            for executor in group:
+                executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
+            # A component's executors stop side by side, so they share one bound: a component
+            # whose every executor is stuck holds the stop up once, not once per executor.
+            deadline = time.monotonic() + EXECUTOR_STOP_SECS
+            for executor in group:
+                if not executor.finished.wait(max(0.0, deadline - time.monotonic())):
+                    self._left_behind(executor)
+                    left.append(executor)
+        return left
 
     @staticmethod
     def _left_behind(executor: Executor) -> None:
@@ -404,9 +482,256 @@ class TopologyRuntime:
             for cid in ready:
                 order.append(cid)
                 del remaining[cid]
-        if ACKER_COMPONENT in self.executors:
-            order.append(ACKER_COMPONENT)
+        order.append(ACKER_COMPONENT)
         return order
+
+    # ----- changing what runs here, while it runs
+    #
+    # Thread safety. While add_executors or remove_executors runs (on a worker's ZooKeeper-watch
+    # thread, say) the executors go on on their threads, the tick thread sends ticks and samples
+    # the windows, the watchdog looks, and other threads may call metrics_snapshot, summary,
+    # errors, in_flight, activate and deactivate. start, stop, add_executors and
+    # remove_executors hold ``_lock``, so they run one at a time. What they change that others
+    # read is replaced whole, never changed in place: ``executors``, ``metrics``,
+    # ``_placement``, ``local_tasks``, ``_ticks``, the watchdog's lists, a cycle gate's
+    # inboxes; a reader takes one reference and sees all of before or all of after. The
+    # metrics, the placement and the windows change together under ``_windows_lock``, which
+    # metrics_snapshot and sample_windows hold while they read them. ``routes`` is the one list
+    # changed in place, a slot per task (one assignment, atomic), which every Transfer reads
+    # afresh at each flush; and a sender's ``entry_gates`` dict gets a key set or removed (one
+    # dict operation, atomic; its reader looks a key up per flush). Nothing here is on the
+    # per-tuple path.
+    #
+    # Executors built before a change keep the view of what is local that they were built
+    # with, which is harmless: every task is reached through ``routes``, whichever view chose
+    # it. A spout keeps drawing its roots for the ackers that were local (one that moved is
+    # then reached through its route: its inits and verdicts cross between workers, as every
+    # root's do in Storm) and ignores a new local acker; a local-or-shuffle grouping keeps
+    # preferring the tasks that were local. Only traffic that could have stayed in this
+    # process may cross, none is lost. Two things are brought up to date all the same: every
+    # spout's ``yields`` (whether the topology spans workers; an attribute it reads per loop),
+    # and the cycle gates senders wait on, which bound what circulates in a cycle (_regate).
+
+    def add_executors(self, plan: list[tuple[str, list[int]]]) -> None:
+        """Build and run an executor for each (component, tasks) of ``plan``, while the runtime
+        runs (after ``start``); the executors already here go on undisturbed. Each gets a new
+        inbox, its tasks' routes switch to it (from wherever they pointed, another worker
+        say), and it is tracked like those built at the start: watched, measured, ticked, and
+        stopped by ``stop``. New spouts are activated if the topology is. An entry that is
+        exactly an executor already here is skipped; acker executors
+        (``protocol.ACKER_COMPONENT``) may be added too.
+
+        Returns once every new executor ran its open or prepare. Refused with ValueError
+        (nothing changed) for an unknown component, tasks not its own or given twice, or tasks
+        already run here by another executor; with RuntimeError before ``start`` or once
+        stopping."""
+        with self._lock:
+            self._check_running("add executors")
+            plan = self._plan_to_add(plan)
+            if not plan:
+                return
+            local_tasks = self.local_tasks | {task for _c, tasks in plan for task in tasks}
+            built = self._assemble(plan, local_tasks)
+            added = [executor for _c, executor in built]
+            metrics = [task.metrics for executor in added for task in executor.tasks]
+            now = time.monotonic()
+            windows = {m.task: RollingWindows(now, m.sample()) for m in metrics}
+            # Tracked before they run (the watchdog sees a stuck open); routed once they run.
+            self.executors = self._grouped(built, self.executors)
+            self.local_tasks = local_tasks
+            with self._windows_lock:
+                self._windows.update(windows)
+                self._placement = {**self._placement, **self._placement_of(built)}
+                self.metrics = [*self.metrics, *metrics]
+            self._watch()
+            self._ticks = [*self._ticks, *self._ticks_of(added)]
+            self._ticks_changed.set()
+            self._regate()
+            self._runner_count += 1
+            self._run(self._grouped(built), f"{self.name}:executors+{self._runner_count}")
+            for executor in added:
+                for task in executor.tasks:
+                    self.routes[task.task_id] = executor.inbox
+            self._set_yields()
+            for executor in added:   # after publishing them: see activate
+                if isinstance(executor, SpoutExecutor):
+                    executor.ask_active(self._checkpoints_activated if self._is_checkpoint(
+                        executor) else self._activated)
+            log.info("topology %s: added executors %s", self.name,
+                     ", ".join(e.name for e in added))
+        # Outside the lock: a stop need not wait for a slow open (it stops these too).
+        for executor in added:
+            executor.ready.wait()
+
+    def remove_executors(self, tasks: set[int], routes: dict[int, Any]) -> None:
+        """Stop the executors holding ``tasks`` (each removed whole) while the others go on:
+        first their tasks' routes switch to ``routes`` (task -> Route: where they now run;
+        entries for other tasks are ignored), then each executor runs what its inbox already
+        held and stops as in ``stop``: a spout is deactivated and closed (an offset spout
+        commits), a bolt cleaned up. They are then no longer tracked: not in the metrics,
+        ``summary()``, ``errors()``, nor watched.
+
+        What a removed executor had in flight fails or times out at its spout and is replayed
+        (at-least-once), as in a stop; the trees of the other executors are untouched. Routes
+        switch before the stop so that little is lost: what a sender put in the old inbox after
+        its STOP (it had looked the route up before the switch) is dropped, and times out.
+
+        Refused with ValueError (nothing changed) for tasks that do not run here, a set that
+        holds part of an executor, or a task without a route; with RuntimeError before ``start``
+        or once stopping."""
+        tasks = set(tasks)
+        with self._lock:
+            self._check_running("remove executors")
+            doomed = self._executors_holding(tasks)
+            if not doomed:
+                return
+            unrouted = sorted(task for task in tasks if routes.get(task) is None)
+            if unrouted:
+                raise ValueError(f"topology {self.name}: no route given for tasks {unrouted}, "
+                                 f"which are being removed from here: give where each now runs")
+            for task in tasks:
+                self.routes[task] = routes[task]
+            removed = [executor for _c, executor in doomed]
+            # Out of ``executors`` before they stop: a reader of it (a worker's health check)
+            # must not take one that finished here for one that died.
+            self.executors = {component_id: kept
+                              for component_id, group in self.executors.items()
+                              if (kept := [e for e in group if e not in removed])}
+            self.local_tasks = self.local_tasks - tasks
+            left = self._stop_executors(self._grouped(doomed))
+            for executor in removed:
+                if executor not in left:
+                    self._drop_late_messages(executor)
+            self._untrack(removed)
+            log.info("topology %s: removed executors %s", self.name,
+                     ", ".join(e.name for _c, e in doomed))
+
+    def _check_running(self, what: str) -> None:
+        if self.started_at is None:
+            raise RuntimeError(f"topology {self.name}: cannot {what} before start()")
+        if self.stopping.is_set():
+            raise RuntimeError(f"topology {self.name}: cannot {what}: it has stopped")
+
+    def _plan_to_add(self, plan: list[tuple[str, list[int]]]) -> list[tuple[str, list[int]]]:
+        """``plan`` without the executors already here (each entry's tasks sorted), or the
+        ValueError saying what is wrong with it."""
+        running = {(component_id, tuple(task.task_id for task in executor.tasks))
+                   for component_id, group in self.executors.items() for executor in group}
+        fresh: list[tuple[str, list[int]]] = []
+        given: set[int] = set()
+        for component_id, tasks in plan:
+            tasks = sorted(tasks)
+            owned = self.layout.component_tasks.get(component_id)
+            if owned is None:
+                raise ValueError(f"topology {self.name} has no component {component_id!r} "
+                                 f"(it has {sorted(self.layout.component_tasks)})")
+            if not tasks:
+                raise ValueError(f"an executor of {component_id!r} needs at least one task")
+            strangers = [task for task in tasks if task not in owned]
+            if strangers:
+                raise ValueError(f"tasks {strangers} are not tasks of {component_id!r} (its "
+                                 f"tasks are {owned})")
+            twice = [task for task in tasks if task in given]
+            if twice:
+                raise ValueError(f"tasks {twice} of {component_id!r} are given to two "
+                                 f"executors")
+            given.update(tasks)
+            if (component_id, tuple(tasks)) in running:
+                continue
+            here = [task for task in tasks if task in self.local_tasks]
+            if here:
+                raise ValueError(f"tasks {here} of {component_id!r} already run here in another "
+                                 f"executor: remove it first (remove_executors)")
+            fresh.append((component_id, tasks))
+        return fresh
+
+    def _executors_holding(self, tasks: set[int]) -> list[tuple[str, Executor]]:
+        """The executors here whose tasks are in ``tasks``, or the ValueError saying which
+        tasks do not run here or which executors ``tasks`` would split."""
+        elsewhere = sorted(task for task in tasks if task not in self.local_tasks)
+        if elsewhere:
+            raise ValueError(f"topology {self.name}: tasks {elsewhere} do not run here")
+        doomed: list[tuple[str, Executor]] = []
+        split: list[str] = []
+        for component_id, group in self.executors.items():
+            for executor in group:
+                ids = [task.task_id for task in executor.tasks]
+                if not tasks.isdisjoint(ids):
+                    if tasks.issuperset(ids):
+                        doomed.append((component_id, executor))
+                    else:
+                        split.append(f"executor {executor.name} (tasks {ids}, of which "
+                                     f"{sorted(tasks.intersection(ids))} given)")
+        if split:
+            raise ValueError(f"an executor is removed whole, with all its tasks; the tasks "
+                             f"given hold only part of {'; '.join(split)}")
+        return doomed
+
+    def _drop_late_messages(self, executor: Executor) -> None:
+        """Empty the inbox of ``executor``, which stopped: what is there came after its STOP
+        (from a sender that looked its route up before it switched) and will time out. A
+        sender waiting for room there would otherwise wait for good."""
+        inbox, dropped = executor.inbox, 0
+        while not inbox.empty():
+            inbox.get_nowait()
+            dropped += 1
+        inbox.took_data()   # wake a waiting sender now rather than at its next recheck
+        if dropped:
+            log.info("executor %s: %d messages came after it stopped; dropped (tracked tuples "
+                     "among them time out and are replayed)", executor.name, dropped)
+
+    def _untrack(self, executors: list[Executor]) -> None:
+        """Forget ``executors``, which stopped (or were left behind) and already left
+        ``executors`` and ``local_tasks``: their tasks leave every other record here, after a
+        last flush of their error summaries."""
+        gone = {task.task_id for executor in executors for task in executor.tasks}
+        with self._windows_lock:
+            self.metrics = [m for m in self.metrics if m.task not in gone]
+            self._placement = {t: p for t, p in self._placement.items() if t not in gone}
+            for task in gone:
+                self._windows.pop(task, None)
+        self._watch()
+        self._ticks = [tick for tick in self._ticks if tick.task not in gone]
+        inboxes = {id(executor.inbox) for executor in executors}
+        for gate in self._gates.values():
+            gate.inboxes = [inbox for inbox in gate.inboxes if id(inbox) not in inboxes]
+        self._regate()
+        self._set_yields()
+        for executor in executors:
+            for task in executor.tasks:
+                task.metrics.errors.flush(everything=True)
+
+    def _watch(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.watch(self.all_executors(), self.metrics)
+
+    def _set_yields(self) -> None:
+        """Every spout's ``yields`` as for a spout built now (an attribute it reads per loop)."""
+        spans = self._spans_workers(self.local_tasks)
+        for executor in self.spout_executors():
+            executor.yields = spans
+
+    def _regate(self) -> None:
+        """Every local task's cycle entry gates as ``_task`` would make them now: data for a
+        task of a cycle that runs here waits on the cycle's gate (unless the sender is on that
+        cycle); data for one that no longer runs here does not. Without it, a sender built
+        before a cycle's executor came here would feed the cycle however full it was."""
+        layout = self.layout
+        local_tasks = self.local_tasks
+        for executor in self.all_executors():
+            for task in executor.tasks:
+                transfer = task.transfer
+                cycle = (frozenset() if task.component_id == ACKER_COMPONENT
+                         else self.topology.cycle_of(task.component_id))
+                gates = transfer.entry_gates
+                for target in transfer.data_targets:
+                    component = layout.task_component[target]
+                    gate = self._cycle_gates.get(component)
+                    if gate is not None and target in local_tasks and component not in cycle:
+                        if gates.get(target) is not gate:
+                            gates[target] = gate
+                    elif target in gates:
+                        del gates[target]
 
     # ----- observing
 
@@ -437,24 +762,30 @@ class TopologyRuntime:
         over each window (see stormlet.metrics.windows), queue depth and user metrics."""
         now = time.monotonic()
         windows_of = {}
-        # Only the windows need the lock. User gauges (user code, maybe slow) and queue depths
-        # are read after it is released, so a slow gauge cannot hold up sampling and ticks.
+        # Only the windows need the lock, and it gives the tasks tracked at one instant (see
+        # "Thread safety"). User gauges (user code, maybe slow) and queue depths are read after
+        # it is released, so a slow gauge cannot hold up sampling, ticks, or a change of
+        # executors.
         with self._windows_lock:
-            for metrics in self.metrics:
+            tracked, placement = self.metrics, self._placement
+            for metrics in tracked:
                 current = metrics.sample()
                 windows = self._windows[metrics.task]
                 windows.add(now, current)
                 windows_of[metrics.task] = {
                     key: window_stats(seconds, delta)
                     for key, (seconds, delta) in windows.deltas(now, current).items()}
-        rows = [self._task_row(metrics, windows_of[metrics.task]) for metrics in self.metrics]
+        rows = [self._task_row(metrics, windows_of[metrics.task], placement[metrics.task])
+                for metrics in tracked]
         return {"topology_id": self.conf[cfg.STORMLET_TOPOLOGY_ID], "name": self.name,
                 "time": time.time(),
                 "worker": {"host": host, "port": port, **self.process_stats.read()},
                 "tasks": rows}
 
-    def _task_row(self, metrics: TaskMetrics, windows: dict[str, dict]) -> dict:
-        kind, inbox, executor = self._placement[metrics.task]
+    @staticmethod
+    def _task_row(metrics: TaskMetrics, windows: dict[str, dict],
+                  placement: tuple[str, Inbox, list[int]]) -> dict:
+        kind, inbox, executor = placement
         row = {"component": metrics.component, "task": metrics.task, "kind": kind,
                "executor": executor, "queue_depth": inbox.qsize(),
                "queue_capacity": inbox.capacity, "windows": windows,

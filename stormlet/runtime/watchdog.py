@@ -35,13 +35,20 @@ class Watchdog(threading.Thread):
     def __init__(self, name: str, executors: Sequence[Executor],
                  metrics: Sequence[TaskMetrics], stopping: threading.Event):
         super().__init__(name=f"{name}:watchdog", daemon=True)
+        self.stopping = stopping
+        self.watch(executors, metrics)
+        # Executor -> the busy tuple reported as hung, until that call returns (or it is no
+        # longer watched). Only this thread touches it.
+        self._hung: dict[Executor, tuple] = {}
+
+    def watch(self, executors: Sequence[Executor], metrics: Sequence[TaskMetrics]) -> None:
+        """Watch ``executors`` and flush the error windows of ``metrics`` from the next look on,
+        instead of what it watched: executors come and go while a worker runs. Safe from any
+        thread: each list is replaced whole, and a look reads each once."""
         self.executors = list(executors)
         self.metrics = list(metrics)
-        self.stopping = stopping
         thresholds = [e.hang_secs for e in self.executors if e.hang_secs > 0]
         self.interval = max(MIN_INTERVAL, min([MAX_INTERVAL, *(t / 4 for t in thresholds)]))
-        # Executor -> the busy tuple reported as hung, until that call returns.
-        self._hung: dict[Executor, tuple] = {}
 
     def run(self) -> None:
         while not self.stopping.wait(self.interval):
@@ -51,7 +58,11 @@ class Watchdog(threading.Thread):
                 log.exception("watchdog pass failed")
 
     def check(self, now: float) -> None:
-        for executor in self.executors:
+        executors = self.executors
+        if self._hung:   # forget hangs of executors no longer watched
+            for gone in [e for e in self._hung if e not in executors]:
+                del self._hung[gone]
+        for executor in executors:
             busy = executor.busy
             reported = self._hung.get(executor)
             if reported is not None and busy is not reported:
