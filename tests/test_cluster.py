@@ -474,6 +474,53 @@ def test_a_worker_whose_slot_was_given_again_is_replaced_and_the_others_keep_run
     cluster.kill_and_wait("tenure")
 
 
+def listed(cluster, name: str) -> tuple[int, int]:
+    """Workers running and asked for, as `stormlet list` shows topology ``name``."""
+    row = next(line.split() for line in cluster.cli("list").stdout.splitlines()
+               if line.startswith(name + " "))
+    return int(row[2]), int(row[3])
+
+
+def test_a_lost_supervisors_work_piles_onto_running_workers_and_spreads_back_when_it_returns(
+        cluster, tmp_path):
+    """Issue 51's "repair does harm": a reassignment restarted healthy workers too, dropping
+    their in-flight trees, and the topology stayed packed into fewer workers until someone ran
+    rebalance. Now with every slot taken and s2 lost, s2's executors start inside s1's workers,
+    which run on (same processes); `stormlet list` shows 2 running of 4 asked for; once s2 is
+    back (and has stayed up a while), the topology is spread back over 4 workers, s1's still
+    the same processes. Nothing is lost."""
+    total = 12_000
+    cluster.submit(LEDGER, "repair", "topology.workers=4", f"ledger.dir={tmp_path}",
+                   f"ledger.messages={total}", "ledger.rate=200")
+    wait_until(lambda: len(cluster.topology_workers("repair")) == 4, 40, "four workers")
+    wait_until(lambda: len(acked_ids(tmp_path)) > 200, 40, "the first acks")
+    before = {slot: beat["pid"] for slot, beat in cluster.topology_workers("repair").items()}
+    survivors = {slot: pid for slot, pid in before.items() if slot[0] == "s1"}
+    lost = [pid for slot, pid in before.items() if slot[0] == "s2"]
+    supervisor = cluster.supervisors["s2"]
+    supervisor.kill()
+    for pid in lost:
+        os.kill(pid, signal.SIGKILL)
+    try:
+        wait_until(lambda: listed(cluster, "repair") == (2, 4), 40,
+                   "the lost executors to be given to s1's workers")
+        progress = len(acked_ids(tmp_path))
+        wait_until(lambda: len(acked_ids(tmp_path)) > progress + 400, 60,
+                   "acks from the repaired topology")
+        assert {slot: beat["pid"] for slot, beat in cluster.topology_workers("repair").items()
+                if slot[0] == "s1"} == survivors, "a healthy worker was restarted"
+    finally:
+        supervisor.start()
+    wait_until(lambda: listed(cluster, "repair") == (4, 4), 60, "the topology spread back")
+    wait_until(lambda: len(cluster.topology_workers("repair")) == 4, 40, "four workers again")
+    assert {slot: beat["pid"] for slot, beat in cluster.topology_workers("repair").items()
+            if slot[0] == "s1"} == survivors, "spreading back restarted a worker that stayed"
+    wait_until(lambda: len(acked_ids(tmp_path)) == total, 120, "every message to be acked")
+    logs = cluster.logs()
+    assert "taken on; the rest ran on" in logs and "spreading" in logs
+    cluster.kill_and_wait("repair")
+
+
 FAULTY = Path(__file__).resolve().parent / "cluster_topologies" / "faulty.py"
 
 

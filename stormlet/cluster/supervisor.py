@@ -55,7 +55,6 @@ from .zk_state import (
     assigned_executors,
     connect,
     describe,
-    executor_key,
 )
 
 log = logging.getLogger(__name__)
@@ -67,7 +66,7 @@ REPORT_SECS = 3.0
 @dataclass
 class WorkerProcess:
     topology_id: str
-    key: list
+    tenure: int | None   # its slot's tenure when it started (tenure.py)
     process: subprocess.Popen
     heartbeat_file: Path
     started: float = field(default_factory=time.time)
@@ -237,19 +236,17 @@ class Supervisor:
             good[tid] = self._assignments[tid]   # act on the last good version
         self._assignments = good
 
-    def desired(self) -> dict[int, tuple[str, list]]:
-        """What should run here: per slot, the topology id and what its worker must have: its
-        slot's tenure (a new one means a new worker: tenure.py) and its executor_key."""
-        want: dict[int, tuple[str, list]] = {}
+    def desired(self) -> dict[int, tuple[str, int | None]]:
+        """What should run here: per slot, the topology id and its tenure there (a new one
+        means a new worker: tenure.py). A worker takes on and gives up executors while it
+        runs (worker.py), so a change of those alone is no reason to replace it."""
+        want: dict[int, tuple[str, int | None]] = {}
         # Only well-formed assignments get here (ClusterState.checked_assignments).
         for tid, assignment in self._assignments.items():
-            by_port: dict[int, list] = {}
             for executor in assigned_executors(assignment):
                 if executor.supervisor == self.supervisor_id and executor.port in self.slots:
-                    by_port.setdefault(executor.port, []).append(executor)
-            for port, executors in by_port.items():
-                tenure = slot_tenure(assignment, self.supervisor_id, port)
-                want[port] = (tid, [tenure, executor_key(executors)])
+                    want[executor.port] = (tid, slot_tenure(assignment, self.supervisor_id,
+                                                            executor.port))
         return want
 
     def _sync(self) -> None:
@@ -259,15 +256,13 @@ class Supervisor:
             wanted = want.get(port)
             if wanted is None or wanted[0] != running.topology_id:
                 self._kill(port, "no longer assigned here")
-            elif wanted[1][0] != running.key[0]:
+            elif wanted[1] != running.tenure:
                 self._kill(port, "its slot left the assignment and was given again")
-            elif wanted[1] != running.key:
-                self._kill(port, "its executors were reassigned")
-        for port, (tid, key) in want.items():
+        for port, (tid, tenure) in want.items():
             running = self.workers.get(port)
             if running is None:
                 if time.monotonic() >= self.not_before.get(port, 0.0):
-                    self._launch(port, tid, key)
+                    self._launch(port, tid, tenure)
                 continue
             exit_code = running.process.poll()
             if exit_code is not None:
@@ -286,7 +281,7 @@ class Supervisor:
                             self.host, port, tid,
                             self._keep_last_words(port, running, "no heartbeat"))
                 self._kill(port, "heartbeat timed out", hard=True)
-                self._launch(port, tid, key)
+                self._launch(port, tid, tenure)
 
     def _remove_unused_code(self) -> None:
         if self.client.state != KazooState.CONNECTED:
@@ -343,7 +338,7 @@ class Supervisor:
                 log.warning("refused the code of %s from the nimbus at %s: %s", tid, address, exc)
         raise rpc.RpcError(f"no nimbus could give the code of {tid}: {problem}")
 
-    def _launch(self, port: int, tid: str, key: list) -> None:
+    def _launch(self, port: int, tid: str, tenure: int | None) -> None:
         try:
             entry = self._code_entry(tid)
         except Exception as exc:
@@ -370,7 +365,7 @@ class Supervisor:
                 env=environment, start_new_session=True))
         restarts = self.restarts.get((tid, port), -1) + 1
         self.restarts[(tid, port)] = restarts
-        self.workers[port] = WorkerProcess(tid, key, process, heartbeat, restarts=restarts)
+        self.workers[port] = WorkerProcess(tid, tenure, process, heartbeat, restarts=restarts)
         log.info("started worker %s:%d for %s (pid %d)", self.host, port, tid, process.pid)
 
     def _worker_environment(self, tid: str, name: str) -> dict[str, str]:

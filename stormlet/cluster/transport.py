@@ -58,6 +58,7 @@ from ..protocol import BACKPRESSURE, DATA
 from ..runtime.inbox import wait_for_room
 from .wire import Fenced, FrameDecoder, WireError, encode_data, encode_frame
 from .backpressure import OverloadWatch, PausedTasks
+from .repeats import Repeats
 from .security import Security
 
 log = logging.getLogger(__name__)
@@ -466,6 +467,7 @@ def make_deliver(routes: list[Any], paused: PausedTasks | None = None,
     """Deliver to the local inbox of the message's destination task. A message for a task that is
     not here (it moved) is dropped: tracked tuples in it time out and are replayed. A peer's
     backpressure state goes to ``paused``; data deliveries are reported to ``overload``."""
+    repeats = Repeats(log)   # the receiver's thread alone calls deliver
 
     def deliver(message: tuple) -> None:
         kind, dest = message[0], message[1]
@@ -475,7 +477,11 @@ def make_deliver(routes: list[Any], paused: PausedTasks | None = None,
             return
         inbox = routes[dest] if 0 <= dest < len(routes) else None
         if inbox is None or isinstance(inbox, RemoteRoute):
-            log.warning("dropped a message for task %s, which is not in this worker", dest)
+            # Usual for a moment while tasks move between workers: one line a while, not one
+            # per message.
+            repeats.warning("elsewhere", "dropped messages for tasks not in this worker: they "
+                            "moved, or are moving here; their tuples time out at their spouts "
+                            "and are replayed")
             return
         # Never block the receiver: it also carries acks, and blocking it on one full inbox
         # could stall trees in every other executor. Peers hold back instead, when told.

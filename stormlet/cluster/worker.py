@@ -14,8 +14,11 @@ and commit. A ``start`` that raises has closed what it opened, and ``stop`` then
 
 ``start`` loads the topology code, binds the slot's port, connects to the other workers, and runs
 its executors with the same engine as local mode. The worker follows the topology's status
-(active/inactive) and where other workers' tasks live; when its own executors change (a
-rebalance) or the topology is removed, it ends and its supervisor starts a new one if needed.
+(active/inactive) and its assignment: executors moved to it (a repair after a host was lost) start
+beside those running, executors moved away (spreading back) stop, and the rest run on with their
+in-flight trees; it only ends when its slot is no longer its own (tenure.py), its executors are
+split differently (a rebalance of executor counts), or the topology is removed, and its
+supervisor starts a new one if needed.
 It writes a heartbeat file every second (see heartbeat.py), which its supervisor watches and
 reports on: its metrics and its tasks' recent errors. If an executor thread dies, the worker
 writes one more heartbeat (so the cause reaches ``stormlet errors``) and ends as ``failed``; its
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import queue
 import threading
 import time
 from pathlib import Path
@@ -55,7 +59,6 @@ from .zk_state import (
     assigned_executors,
     connect,
     decode_node,
-    executor_key,
     slot_executors,
     valid_assignment,
 )
@@ -73,6 +76,8 @@ PEER_WAIT_NOTE_SECS = 10.0
 # first two thirds of it to call the link down; nimbus then still needs a pass and the new
 # worker a start.
 FENCE_FRACTION = 1 / 3
+# How often the placement thread looks whether the worker ended, while no assignment comes.
+PLACEMENT_POLL_SECS = 0.5
 # The component a worker's link events are reported under, beside its tasks' errors.
 LINKS_COMPONENT = "__links"
 
@@ -121,6 +126,8 @@ class Worker:
         self._active = False
         self._fence_timer: threading.Timer | None = None
         self._silent_since = 0.0
+        # Assignments the watch saw, for the placement thread to apply.
+        self._placements: queue.SimpleQueue[dict] = queue.SimpleQueue()
 
     # ----- lifecycle
 
@@ -148,6 +155,7 @@ class Worker:
         try:
             for target, name in ((self._activate_when_peers_reached, "peer-wait"),
                                  (self._heartbeat, "heartbeat"),
+                                 (self._follow_placements, "placement"),
                                  (self._watch_executors, "executor-watch"),
                                  (functools.partial(self.reporter.run, self.done),
                                   "metrics-reporter")):
@@ -400,6 +408,9 @@ class Worker:
             level=logging.INFO, counted=False)
 
     def _on_assignment(self, assignment: dict) -> None:
+        """The assignment's watch (its thread must not wait long): a change of this worker's
+        standing ends it at once; a change of what it or its peers run is handed to the
+        placement thread (``_follow_placements``)."""
         if not valid_assignment(assignment):
             # Nimbus puts the last good version back; until then, change nothing.
             log.warning("ignoring malformed assignment for %s", self.topology_id)
@@ -410,13 +421,57 @@ class Worker:
             self.end(f"its slot was given again (tenure {tenure}, this worker's {self.tenure}): "
                      f"it left the assignment meanwhile, so this worker is stale")
             return
+        self._placements.put(assignment)
+
+    def _follow_placements(self) -> None:
+        """Apply each new assignment in turn (the newest of those waiting), so that a spout's
+        open or a bolt's drain never holds up ZooKeeper's watches."""
+        while not self.done.is_set():
+            try:
+                assignment = self._placements.get(timeout=PLACEMENT_POLL_SECS)
+            except queue.Empty:
+                continue
+            while True:
+                try:
+                    assignment = self._placements.get_nowait()
+                except queue.Empty:
+                    break
+            try:
+                self._place(assignment)
+            except Exception as exc:
+                log.exception("worker %s:%d could not take on its new executors", self.host,
+                              self.port)
+                self.end(f"could not take on its new executors ({exc!r}): its supervisor starts "
+                         f"it afresh")
+
+    def _place(self, assignment: dict) -> None:
+        """Run what ``assignment`` gives this slot, keeping the executors that stay (and their
+        in-flight trees): those that left stop (their trees fail and are replayed where they
+        run now), new ones start; tasks of other workers are routed to where they run now."""
         executors = slot_executors(assignment, self.supervisor_id, self.port)
-        if executor_key(executors) != executor_key(self.executors):
-            self.end("its executors were reassigned")
+        if not executors:
+            self.end("nothing of the topology is assigned to its slot any longer")
             return
+        have = {(e.component, tuple(e.tasks)) for e in self.executors}
+        want = {(e.component, tuple(e.tasks)) for e in executors}
+        remote = self._remote_routes(assignment)
+        leaving = {task for _component, tasks in have - want for task in tasks}
+        if leaving - remote.keys():
+            # Split differently here (a rebalance of executor counts): a fresh worker is simpler.
+            self.end("its executors were split differently")
+            return
+        if leaving:
+            self.runtime.remove_executors(leaving, {t: remote[t] for t in leaving})
+        if want - have:
+            self.runtime.add_executors([(c, list(tasks)) for c, tasks in sorted(want - have)])
+        if have != want:
+            log.info("worker %s:%d of %s now runs %d executors: %d left for other workers, %d "
+                     "taken on; the rest ran on", self.host, self.port, self.topology_id,
+                     len(want), len(have - want), len(want - have))
+        self.executors = executors
         # Others moved: point their tasks at their new workers, and let go of the old ones.
         old = self._peers()
-        for task, route in self._remote_routes(assignment).items():
+        for task, route in remote.items():
             current = self.runtime.routes[task]
             if getattr(current, "address", None) != route.address:
                 self.runtime.routes[task] = route
