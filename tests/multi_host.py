@@ -407,7 +407,8 @@ class MultiHostCluster(Cluster):
 class MultiHostChaosRun(ChaosRun):
     """tests/chaos/harness.py's run (a live 4-partition log, the offset spout's topology, the
     sinks' ``seen`` files, the checker and the recovery measure) on a ``MultiHostCluster``,
-    with the hosts' faults as well: ``run.inject("cut_off", host="s1", down_secs=15)``.
+    with the hosts' faults as well: ``run.inject("cut_off", host="s1", down_secs=15)``. It
+    keeps a history (tests/history.py), its ZooKeeper watcher on the client host.
 
     The checker's proof holds as on loopback: ``finish`` waits until the spout's committed
     offsets reach the end of every partition, and then every message below them must be in a
@@ -415,8 +416,18 @@ class MultiHostChaosRun(ChaosRun):
 
     cluster: MultiHostCluster
 
+    def __init__(self, *args, history: bool = True, **kwargs):
+        super().__init__(*args, history=history, **kwargs)
+
+    def watch_prefix(self) -> tuple[str, ...]:
+        # ZooKeeper listens on its hosts' addresses, which this process cannot reach.
+        return self.cluster.host("client").prefix
+
     def committed(self) -> dict[int, int]:
-        # ZooKeeper listens on its host's address, which this process cannot reach.
+        # The history's watcher reads the commits every 0.25 s; without one, a process on the
+        # client host reads them.
+        if self.history is not None and self.history.watch is not None:
+            return self.history.latest_committed() or {}
         return self.cluster.committed(NAME)
 
     def _victim(self) -> str:

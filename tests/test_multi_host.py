@@ -1,8 +1,13 @@
 """A cluster across hosts (issue 51): ZooKeeper, nimbus, two supervisors and the client each on
 a host of its own (network namespaces, tests/multi_host.py), with a cluster secret, running the
 chaos suite's topology over a live log; the network is then broken the way a real one breaks.
-Every message must be processed (lost == 0); duplicates are allowed (at-least-once) and printed,
-with the time each fault held throughput down."""
+
+Every scenario keeps a history (tests/history.py) and prints its row of the scenario table:
+messages, faults, lost, duplicates, when the cluster noticed the fault (and by what sign), when
+throughput came back, and the longest stretch a spout task ran in two workers at once. Every
+message must be processed (lost == 0), every offset below the final commits seen by a sink, and
+none below a commit missing from the sinks when it was made; the rest is printed, and asserted
+only where it holds today."""
 
 from __future__ import annotations
 
@@ -22,9 +27,15 @@ pytestmark = [
                        reason=f"no hosts can be made here: {unavailable_reason()}"),
 ]
 
-RATE = 400
+RATE = 400   # messages a second; two workers on the 2-core machine keep up with it easily
 
-   # messages a second; two workers on the 2-core machine keep up with it easily
+
+def checked(report) -> None:
+    """Print the run's row and lines, and assert what every scenario must hold."""
+    print("\n" + "\n".join([*report.table(), *report.lines()]))
+    assert report.lost == 0, report.lines()
+    assert report.unprocessed == 0, report.lines()
+    assert report.acked_unseen == 0, report.lines()
 
 
 @pytest.fixture
@@ -47,7 +58,7 @@ def multi_host(request, tmp_path) -> Iterator[MultiHostCluster]:
 
 def test_a_topology_runs_across_hosts_with_the_secret(multi_host, tmp_path):
     run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=4_000, rate=RATE, workers=2,
-                            seed=1)
+                            seed=1, scenario="no fault")
     run.start()
     # One worker on each supervisor's host, each with a spout, a relay and a sink task: the
     # sinks' fields grouping sends about half of each relay's messages to the other host.
@@ -59,8 +70,9 @@ def test_a_topology_runs_across_hosts_with_the_secret(multi_host, tmp_path):
     emitted = {sid: beat["metrics"]["relay"]["emitted"]
                for (sid, _port), beat in run.topology_workers().items()}
     report = run.finish(timeout=60)
-    print("\n".join(report.lines()), f"\nrelays emitted {emitted}; sinks executed {executed}")
-    assert report.lost == 0, report.lines()
+    checked(report)
+    print(f"relays emitted {emitted}; sinks executed {executed}")
+    assert report.twice.task is None, report.twice
     # Both hosts' relays and sinks worked: tuples crossed between the hosts, over CURVE.
     assert all(executed.values()) and all(emitted.values()), (emitted, executed)
 
@@ -70,14 +82,13 @@ def test_a_supervisor_host_cut_off_for_15s_loses_nothing(multi_host, tmp_path):
     keeps running alone meanwhile (split brain: its spout still reads the shared log), so
     duplicates are expected today; nothing may be lost."""
     run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=12_000, rate=RATE, workers=2,
-                            seed=2)
+                            seed=2, scenario="supervisor host cut off")
     run.start()
     time.sleep(6)
     down = 15
     fault = run.inject("cut_off", host="s1", down_secs=down)
     report = run.finish(timeout=120)
-    print("\n".join(report.lines()))
-    assert report.lost == 0, report.lines()
+    checked(report)
     assert fault.recovered_after is not None, report.lines()   # the stream outlasts the cut
     when = ("while s1 was still cut off: its work moved to s2" if fault.recovered_after < down
             else f"{fault.recovered_after - down:.1f}s after s1 came back")
@@ -99,7 +110,7 @@ def test_a_cut_link_between_worker_hosts_is_reported_and_traffic_resumes_soon_af
     says within seconds which link it lost, naming both ends, and traffic resumes within
     seconds of the link's return."""
     run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=10_000, rate=RATE, workers=2,
-                            seed=3)
+                            seed=3, scenario="worker link cut")
     run.start()
     time.sleep(5)
     down = 12
@@ -118,9 +129,10 @@ def test_a_cut_link_between_worker_hosts_is_reported_and_traffic_resumes_soon_af
                "both workers to report the link back")
     back = time.monotonic() - cut - down
     report = run.finish(timeout=150)
-    print("\n".join(report.lines()), f"\nlink loss reported {detected:.1f}s after the cut; "
+    checked(report)
+    print(f"link loss reported {detected:.1f}s after the cut; "
           f"link back {back:.1f}s after it returned; duplicates: {report.duplicates}")
-    assert report.lost == 0, report.lines()
+    assert fault.detected is not None and fault.detected.signal == "link lost", fault
     assert back < 10, f"the link came back {back:.1f}s after the network did"
     assert fault.recovered_after is not None and fault.recovered_after < down + 15, \
         report.lines()
@@ -139,7 +151,7 @@ def test_a_slow_link_is_not_taken_for_a_dead_host(tmp_path):
             cluster.add_supervisor("s2", 2)
             cluster.wait_for_leader()
             run = MultiHostChaosRun(cluster, tmp_path / "run", messages=8_000, rate=RATE,
-                                    workers=2, seed=4)
+                                    workers=2, seed=4, scenario="slow link (8 kbit)")
             run.start()
             time.sleep(5)
             before = {slot: beat["pid"] for slot, beat in run.topology_workers().items()}
@@ -149,8 +161,8 @@ def test_a_slow_link_is_not_taken_for_a_dead_host(tmp_path):
         except BaseException:
             print(cluster.logs())
             raise
-    print("\n".join(report.lines()), f"\nworkers before {before}, after {after}")
-    assert report.lost == 0, report.lines()
+    checked(report)
+    print(f"workers before {before}, after {after}")
     assert after == before, "a worker moved or restarted: the slow link was taken for a dead host"
 
 
@@ -169,7 +181,7 @@ def test_a_worker_cut_off_from_zookeeper_stops_its_spouts_before_its_tasks_run_e
     session (6 s here: ~2 s after kazoo calls the link down, at ~4 s), before its session
     expires and its tasks are given away, and says so."""
     run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=10_000, rate=RATE, workers=2,
-                            seed=5)
+                            seed=5, scenario="host cut from ZK and nimbus")
     run.start()
     time.sleep(5)
     cut = time.monotonic()
@@ -186,7 +198,7 @@ def test_a_worker_cut_off_from_zookeeper_stops_its_spouts_before_its_tasks_run_e
     print("emitted after the fence:", frozen, series)
     still = {pid: n for pid, n in series[-1].items() if pid in frozen}
     report = run.finish(timeout=150)
-    print("\n".join(report.lines()), f"\nspouts stopped {fenced:.1f}s after the cut; "
-          f"duplicates: {report.duplicates}")
-    assert report.lost == 0, report.lines()
+    checked(report)
+    print(f"spouts stopped {fenced:.1f}s after the cut; duplicates: {report.duplicates}")
     assert frozen and still == frozen, ("the cut-off worker's spout kept emitting", frozen, still)
+
