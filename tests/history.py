@@ -478,14 +478,17 @@ class History:
 
     def lines(self, since: float) -> list[str]:
         """The history in brief, times in seconds from ``since`` (wall clock): each worker,
-        its spout tasks, its beats and when it emitted; then every sign of a fault."""
+        its spout tasks, its beats and when it emitted (and how much); then every sign of a
+        fault."""
         def rel(t: float) -> str:
             return f"{t - since:+.1f}"
 
         out = []
         for sid, port, pid in self.workers_seen():
             beats = self.beats[pid]
-            spans = " ".join(f"{rel(a)}..{rel(b)}" for a, b in self.emitting(pid)) or "never"
+            emitted = {beat.t: beat.emitted for beat in beats}
+            spans = " ".join(f"{rel(a)}..{rel(b)} ({emitted[b] - emitted[a]:+d})"
+                             for a, b in self.emitting(pid)) or "never"
             out.append(f"  worker {sid}:{port} pid {pid}: {SPOUT} tasks "
                        f"{sorted(self.tasks_of(pid)) or '-'}, beats {rel(beats[0].t)}.."
                        f"{rel(beats[-1].t)}s, emitted {beats[-1].emitted}, emitting {spans}")
