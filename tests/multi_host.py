@@ -23,6 +23,13 @@ interpreter exits.
 Faults (``Host``): ``cut_off``/``reconnect``, ``drop_to`` (one link, one direction; call it on
 both ends for both), ``loss`` (random, nftables' numgen), ``slow`` (tbf: this kernel has no
 netem), ``crash`` (kill -9 of every process on the host); ``heal`` undoes all but a crash.
+``MultiHostChaosRun`` injects them mid-stream as scenarios: ``cut_off``, ``link_cut``,
+``isolate``, ``slow_link``, ``loss``, ``host_crash`` (and its return, same data directory),
+``leader_cut_off`` (the leading nimbus's host) and ``zk_member_cut_off``.
+
+``MultiHostCluster(base, zk_members=3)`` runs ZooKeeper as an ensemble, a member on each of
+hosts zk1, zk2 and zk3; ``add_nimbus(host="client")`` puts a (standby) nimbus on an existing
+host.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ import weakref
 from functools import cache
 from pathlib import Path
 
-from cluster_support import REPO, Cluster, Daemon
+from cluster_support import REPO, Cluster, Daemon, wait_until
 from zookeeper_server import SCRIPT as ZOOKEEPER_SCRIPT
 from zookeeper_server import ZooKeeperServer, ZooKeeperServerError
 
@@ -296,6 +303,96 @@ class HostZooKeeper(ZooKeeperServer):
         return proc
 
 
+QUORUM_PORT, ELECTION_PORT = 2888, 3888
+ZOOKEEPER_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-log4j12.jar",
+                  "log4j-1.2.jar")
+# Wait, from a host that reaches them, until every member of an ensemble serves (answers srvr
+# with a Mode: leader or follower); print each member's mode.
+_WAIT_FOR_ENSEMBLE = """
+import socket, sys, time
+members, deadline = sys.argv[2:], time.monotonic() + float(sys.argv[1])
+def mode(member):
+    try:
+        with socket.create_connection((member, 2181), timeout=0.5) as s:
+            s.sendall(b"srvr")
+            data = b""
+            while chunk := s.recv(4096):
+                data += chunk
+    except OSError:
+        return ""
+    return next((l.split(":", 1)[1].strip() for l in data.decode().splitlines()
+                 if l.startswith("Mode:")), "")
+while True:
+    modes = {m: mode(m) for m in members}
+    if all(v in ("leader", "follower") for v in modes.values()) or time.monotonic() > deadline:
+        print(modes)
+        sys.exit(0 if all(v in ("leader", "follower") for v in modes.values()) else 1)
+    time.sleep(0.2)
+"""
+
+
+class HostZooKeeperEnsemble:
+    """A ZooKeeper ensemble, one member on each of ``hosts`` (``myid`` 1, 2, ...), each bound to
+    its host's address: clients on 2181, the quorum on 2888 and 3888. deploy/zookeeper.sh runs
+    one standalone server only, so the members are started here, as its start does (the same
+    jars and logging), with the ensemble's lines in each zoo.cfg."""
+
+    def __init__(self, hosts: list[Host], base: Path, tick_time: int = 500):
+        self.members = hosts
+        self.base = base
+        self.tick_time = tick_time
+        self.processes: dict[str, subprocess.Popen] = {}
+
+    @property
+    def hosts(self) -> str:
+        return ",".join(f"{h.address}:{ZOOKEEPER_PORT}" for h in self.members)
+
+    def _config(self, n: int, host: Host, directory: Path) -> str:
+        servers = "".join(f"server.{i}={h.address}:{QUORUM_PORT}:{ELECTION_PORT}\n"
+                          for i, h in enumerate(self.members, 1))
+        return (f"tickTime={self.tick_time}\ninitLimit=10\nsyncLimit=5\ndataDir={directory}\n"
+                f"clientPort={ZOOKEEPER_PORT}\nclientPortAddress={host.address}\n"
+                f"maxClientCnxns=0\nadmin.enableServer=false\n"
+                f"4lw.commands.whitelist=srvr, ruok, mntr, isro\nreconfigEnabled=false\n"
+                f"{servers}")
+
+    def start_member(self, host: Host) -> None:
+        n = self.members.index(host) + 1
+        directory = self.base / f"zk{n}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "myid").write_text(f"{n}\n")
+        (directory / "zoo.cfg").write_text(self._config(n, host, directory))
+        (directory / "log4j.properties").write_text(
+            "log4j.rootLogger=INFO, FILE\nlog4j.appender.FILE=org.apache.log4j.FileAppender\n"
+            f"log4j.appender.FILE.File={directory}/zookeeper.log\n"
+            "log4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t] - %m%n\n")
+        classpath = ":".join([str(directory), *(f"/usr/share/java/{j}" for j in ZOOKEEPER_JARS)])
+        with open(directory / "zookeeper.out", "ab") as out:
+            self.processes[host.name] = subprocess.Popen(
+                [*host.prefix, "java", "-Xmx128m", "-XX:+UseSerialGC", "-cp", classpath,
+                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(directory / "zoo.cfg")],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+
+    def start(self, client: Host, timeout: float = 60) -> "HostZooKeeperEnsemble":
+        for host in self.members:
+            self.start_member(host)
+        result = client.run([sys.executable, "-c", _WAIT_FOR_ENSEMBLE, str(timeout),
+                             *(h.address for h in self.members)], timeout=timeout + 10,
+                            check=False)
+        if result.returncode != 0:
+            raise ZooKeeperServerError(f"the ensemble did not form: {result.stdout.strip()} "
+                                       f"{result.stderr.strip()}")
+        return self
+
+    def stop(self, hard: bool = True) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=20)
+
+
 # Read a spout's committed offsets from ZooKeeper, from a host that reaches it.
 _READ_COMMITTED = """
 import json, sys
@@ -316,10 +413,12 @@ class MultiHostCluster(Cluster):
 
     def __init__(self, base: Path, worker_timeout: float = 8.0,
                  zk_session_timeout: float | None = Cluster.zk_session_timeout,
-                 zk_tick_ms: int = 500):
+                 zk_tick_ms: int = 500, zk_members: int = 1):
         """``zk_session_timeout``: the daemons' (None: their default); ZooKeeper grants at
-        most 20 of its ticks (``zk_tick_ms``)."""
+        most 20 of its ticks (``zk_tick_ms``). ``zk_members``: 1, a standalone ZooKeeper on
+        host ``zk``; more, an ensemble, a member on each of hosts ``zk1``, ``zk2``, ..."""
         self.base = base
+        self.zk_members = zk_members
         self.zk_tick_ms = zk_tick_ms
         self.worker_timeout = worker_timeout
         self.zk_session_timeout = zk_session_timeout
@@ -327,7 +426,7 @@ class MultiHostCluster(Cluster):
         self.secret_file = base / "cluster.secret"
         self.supervisors: dict[str, Daemon] = {}
         self.nimbuses: list[Daemon] = []
-        self.zk: HostZooKeeper | None = None
+        self.zk: HostZooKeeper | HostZooKeeperEnsemble | None = None
 
     def __enter__(self) -> "MultiHostCluster":
         try:
@@ -348,10 +447,16 @@ class MultiHostCluster(Cluster):
         subprocess.run([sys.executable, "-m", "stormlet.cli", "secret", "generate",
                         str(self.secret_file)], check=True, capture_output=True, cwd=REPO)
         self.network.create()
-        self.zk = HostZooKeeper(self.network.add_host("zk"), self.base / "zk",
-                                tick_time=self.zk_tick_ms)
-        self.network.add_host("client")
-        self.zk.start()
+        if self.zk_members == 1:
+            self.zk = HostZooKeeper(self.network.add_host("zk"), self.base / "zk",
+                                    tick_time=self.zk_tick_ms)
+            self.network.add_host("client")
+            self.zk.start()
+        else:
+            self.zk = HostZooKeeperEnsemble(
+                [self.network.add_host(f"zk{n}") for n in range(1, self.zk_members + 1)],
+                self.base, tick_time=self.zk_tick_ms)
+            self.zk.start(self.network.add_host("client"))
         self.add_nimbus()
 
     def _daemon(self, name: str, host: Host, command: str, *args: str) -> Daemon:
@@ -361,10 +466,12 @@ class MultiHostCluster(Cluster):
                              *self.session_args(), *args],
                       self.base / f"{name}.log", prefix=host.prefix).start()
 
-    def add_nimbus(self) -> Daemon:
+    def add_nimbus(self, host: str | None = None) -> Daemon:
+        """A nimbus (leading if it is the first), on a new host of its own name
+        (``nimbus0``, ...), or on the existing host ``host``."""
         name = f"nimbus{len(self.nimbuses)}"
-        daemon = self._daemon(name, self.network.add_host(name), "nimbus",
-                              "--port", str(NIMBUS_PORT))
+        where = self.network.add_host(name) if host is None else self.host(host)
+        daemon = self._daemon(name, where, "nimbus", "--port", str(NIMBUS_PORT))
         self.nimbuses.append(daemon)
         return daemon
 
@@ -407,7 +514,8 @@ class MultiHostCluster(Cluster):
 class MultiHostChaosRun(ChaosRun):
     """tests/chaos/harness.py's run (a live 4-partition log, the offset spout's topology, the
     sinks' ``seen`` files, the checker and the recovery measure) on a ``MultiHostCluster``,
-    with the hosts' faults as well: ``run.inject("cut_off", host="s1", down_secs=15)``.
+    with the hosts' faults as well: ``run.inject("cut_off", host="s1", down_secs=15)``. It
+    keeps a history (tests/history.py), its ZooKeeper watcher on the client host.
 
     The checker's proof holds as on loopback: ``finish`` waits until the spout's committed
     offsets reach the end of every partition, and then every message below them must be in a
@@ -415,9 +523,30 @@ class MultiHostChaosRun(ChaosRun):
 
     cluster: MultiHostCluster
 
+    def __init__(self, *args, history: bool = True, **kwargs):
+        super().__init__(*args, history=history, **kwargs)
+
+    def watch_prefix(self) -> tuple[str, ...]:
+        # ZooKeeper listens on its hosts' addresses, which this process cannot reach.
+        return self.cluster.host("client").prefix
+
     def committed(self) -> dict[int, int]:
-        # ZooKeeper listens on its host's address, which this process cannot reach.
+        # The history's watcher reads the commits every 0.25 s; without one, a process on the
+        # client host reads them.
+        if self.history is not None and self.history.watch is not None:
+            return self.history.latest_committed() or {}
         return self.cluster.committed(NAME)
+
+    def _zookeeper_now(self) -> dict:
+        """The watcher's latest reading of ZooKeeper (waiting up to 10 s for one)."""
+        def latest():
+            return next((z for z in reversed(self.history.zk) if "error" not in z), None)
+
+        wait_until(lambda: latest() is not None, 10, "the watcher to read ZooKeeper")
+        return latest()
+
+    def _host_at(self, address: str) -> Host:
+        return next(h for h in self.cluster.network.hosts.values() if h.address == address)
 
     def _victim(self) -> str:
         return self.random.choice(sorted({sid for sid, _port in self.topology_workers()}))
@@ -462,9 +591,51 @@ class MultiHostChaosRun(ChaosRun):
         self._later(down_secs, self.cluster.host(host).heal)
         return f"host {host}'s link slowed to {rate} (2 s queue) for {down_secs:.0f}s"
 
+    def _kill_loss(self, host: str = "s1", percent: int = 15, down_secs: float = 15.0) -> str:
+        """``percent``% of the packets in and out of ``host`` dropped at random."""
+        self.cluster.host(host).loss(percent)
+        self._later(down_secs, self.cluster.host(host).heal)
+        return f"{percent}% packet loss in and out of host {host} for {down_secs:.0f}s"
+
     def _kill_host_crash(self, host: str | None = None, down_secs: float = 15.0) -> str:
+        """A power cut: the host falls silent (its cable out, so its peers get no resets
+        either) and every process on it dies; after ``down_secs`` it is back on the network
+        and its supervisor starts again with the same data directory (its workers' old
+        heartbeat files and code in it), as after a reboot."""
         host = host or self._victim()
-        killed = self.cluster.host(host).crash()
-        self._later(down_secs, self.cluster.supervisors[host].start)
-        return (f"host {host} crashed ({len(killed)} processes SIGKILLed), its supervisor "
-                f"back after {down_secs:.0f}s")
+        victim = self.cluster.host(host)
+        victim.cut_off()
+        killed = victim.crash()
+
+        def reboot() -> None:
+            victim.reconnect()
+            self.cluster.supervisors[host].start()
+
+        self._later(down_secs, reboot)
+        return (f"host {host} crashed ({len(killed)} processes SIGKILLed, off the network), "
+                f"back with its supervisor and data directory after {down_secs:.0f}s")
+
+    def _kill_leader_cut_off(self, down_secs: float = 15.0) -> str:
+        """The leading nimbus's host cut off (as ZooKeeper says who leads now)."""
+        leader = self._zookeeper_now().get("leader") or {}
+        assert leader.get("host"), f"no leader in ZooKeeper: {leader}"
+        host = self._host_at(leader["host"])
+        host.cut_off()
+        self._later(down_secs, host.reconnect)
+        return (f"the leading nimbus {leader.get('id')}'s host {host.name} cut off, back after "
+                f"{down_secs:.0f}s")
+
+    def _kill_zk_member_cut_off(self, member: str | None = None,
+                                down_secs: float = 15.0) -> str:
+        """One member of the ZooKeeper ensemble cut off: ``member`` (a host name), or by
+        default the ensemble's leader (the harder case: the rest elect a new one, and every
+        client connected anywhere loses its connection meanwhile)."""
+        if member is None:
+            modes = self._zookeeper_now().get("modes", {})
+            leaders = [m for m, mode in modes.items() if mode == "leader"]
+            assert leaders, f"no ZooKeeper leader in {modes}"
+            member = self._host_at(leaders[0].rsplit(":", 1)[0]).name
+        host = self.cluster.host(member)
+        host.cut_off()
+        self._later(down_secs, host.reconnect)
+        return f"ZooKeeper member {member} cut off, back after {down_secs:.0f}s"

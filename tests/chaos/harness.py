@@ -12,10 +12,15 @@ second, as a live stream would arrive; the topology (``chaos_topology.py``) tail
 offset-tracking spout. A message is lost if its id never reached the sink; the spout's commits
 reaching the log's end, with retries that never give up, mean every message was acked. Progress is
 sampled four times a second, so the report can say how long each fault held throughput down.
+With ``history=True`` the run also keeps a history (tests/history.py: heartbeats and ZooKeeper
+over time) and its report the checker's findings: offsets below the commits no sink saw, when
+the cluster noticed each fault, and how long a spout task ran in two workers at once;
+``report.table()`` is the run as a row of the scenario table.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import random
@@ -48,6 +53,15 @@ class Fault:
     at: float                    # seconds since the run started
     detail: str
     recovered_after: float | None = None
+    wall: float = 0.0            # time.time() at injection
+    lasts: float = 0.0           # seconds until it is undone (its down_secs; 0: a moment)
+    detected: object = None      # a history.Detection, where the run kept a history
+
+
+# The report's table, one row per run (scenario): see ChaosReport.row.
+ROW_FORMAT = "{:<28} {:>8} {:>6} {:>4} {:>6} {:>22} {:>9}  {}"
+ROW_HEADER = ROW_FORMAT.format("scenario", "messages", "faults", "lost", "dups", "detected after",
+                               "recovered", "running twice (longest; total)")
 
 
 @dataclass
@@ -58,6 +72,33 @@ class ChaosReport:
     lost: int
     duplicates: int
     uncounted: int | None = None   # stateful runs: messages missing from the committed state
+    scenario: str = ""
+    # With a history (tests/history.py): offsets below the final commits no sink saw, offsets
+    # below a commit no sink had seen when it was made, and the longest stretch a spout task
+    # ran in two workers at once (a history.RunningTwice).
+    unprocessed: int | None = None
+    acked_unseen: int | None = None
+    twice: object = None
+    history: list[str] | None = None   # the history in brief (History.lines), printed last
+
+    def row(self) -> str:
+        """This run as one row of the scenario table (``ROW_HEADER``): its faults' detection
+        and recovery times, joined with "/" when there are several."""
+        def join(values) -> str:
+            return "/".join(values) or "-"
+
+        detected = join(str(f.detected) if f.detected is not None else "not seen"
+                        for f in self.faults)
+        recovered = join("-" if f.recovered_after is None else
+                         "no dip" if f.recovered_after == 0 else f"{f.recovered_after:.1f}s"
+                         for f in self.faults)
+        twice = "not measured" if self.twice is None else (
+            f"{self.twice}; {self.twice.total:.1f}s" if self.twice.task is not None else "none")
+        return ROW_FORMAT.format(self.scenario or "-", self.messages, len(self.faults),
+                                 self.lost, self.duplicates, detected, recovered, twice)
+
+    def table(self) -> list[str]:
+        return [ROW_HEADER, self.row()]
 
     def lines(self) -> list[str]:
         out = [f"messages: {self.messages} in {self.seconds:.0f}s; faults injected: "
@@ -65,18 +106,31 @@ class ChaosReport:
                + ("" if self.uncounted is None
                   else f"; missing from the committed state: {self.uncounted}")]
         for f in self.faults:
-            recovery = (f"throughput back after {f.recovered_after:.1f}s"
-                        if f.recovered_after is not None
-                        else "not measured: the run ended first")
-            out.append(f"  {f.at:7.1f}s  {f.kind:<10} {f.detail}: {recovery}")
+            recovery = ("not measured: the run ended first" if f.recovered_after is None
+                        else "throughput never fell below 80%" if f.recovered_after == 0
+                        else f"throughput back after {f.recovered_after:.1f}s")
+            detection = ("" if f.detected is None
+                         else f"; noticed after {f.detected} {f.detected.detail}")
+            out.append(f"  {f.at:7.1f}s  {f.kind:<10} {f.detail}: {recovery}{detection}")
+        if self.unprocessed is not None:
+            out.append(f"  offsets below the final commits no sink saw: {self.unprocessed}; "
+                       f"below a commit, unseen when it was made: {self.acked_unseen}")
+        if self.history:
+            out += ["  history (seconds from the start of the stream):", *self.history]
         return out
 
 
 class ChaosRun:
     def __init__(self, cluster: LoopbackCluster, workdir: Path, messages: int, rate: float,
-                 workers: int = 3, seed: int | None = None, redis=None):
-        """With ``redis`` (a ``RedisServer``), the stateful topology runs, its state there."""
+                 workers: int = 3, seed: int | None = None, redis=None, scenario: str = "",
+                 history: bool = False):
+        """With ``redis`` (a ``RedisServer``), the stateful topology runs, its state there.
+        With ``history``, a ``history.History`` records the run and ``finish`` checks it
+        (tests/history.py; the watcher runs with ``watch_prefix()``)."""
         self.cluster = cluster
+        self.scenario = scenario
+        self.keep_history = history
+        self.history = None
         self.redis = redis
         # The cluster's credentials, to read its ZooKeeper as its daemons do.
         self.security = Security.load(cluster.secret_file)
@@ -108,12 +162,21 @@ class ChaosRun:
                                   "-c", f"chaos.log={self.log_path}",
                                   "-c", f"chaos.dir={self.seen_dir}", *state)
         assert result.returncode == 0, result.stderr
+        if self.keep_history:
+            from history import History   # tests/ is on the path of every chaos run
+            self.history = History(self.cluster, self.seen_dir, self.log_path, NAME)
+            self.history.start(self.watch_prefix())
         wait_until(lambda: len(self.topology_workers()) == self.workers, 60, "the workers")
         self.started = time.monotonic()
+        self.started_wall = time.time()
         for target in (self._produce, self._sample):
             thread = threading.Thread(target=target, daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def watch_prefix(self) -> tuple[str, ...]:
+        """The command that runs the ZooKeeper watcher where ZooKeeper is reached."""
+        return ()
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -145,8 +208,14 @@ class ChaosRun:
     # ----- faults
 
     def inject(self, kind: str, **options) -> Fault:
-        detail = getattr(self, f"_kill_{kind}")(**options)
-        fault = Fault(kind, self.elapsed(), detail)
+        at, wall = self.elapsed(), time.time()
+        action = getattr(self, f"_kill_{kind}")
+        lasts = options.get("down_secs")
+        if lasts is None:
+            default = inspect.signature(action).parameters.get("down_secs")
+            lasts = 0.0 if default is None else default.default
+        detail = action(**options)
+        fault = Fault(kind, at, detail, wall=wall, lasts=lasts)
         self.faults.append(fault)
         return fault
 
@@ -231,6 +300,8 @@ class ChaosRun:
         wait_until(lambda: self.committed() == ends, timeout, "every message to be acked")
         seconds = self.elapsed()
         self._done.set()
+        if self.history is not None:
+            self.history.stop()
         result = self.cluster.cli("kill", NAME, "--wait", "2")
         assert result.returncode == 0, result.stderr
         counts: dict[str, int] = {}
@@ -244,7 +315,22 @@ class ChaosRun:
         if self.redis is not None:
             uncounted = len(expected - self.committed_counts().keys())
         self._measure_recovery()
-        return ChaosReport(self.messages, seconds, self.faults, lost, duplicates, uncounted)
+        report = ChaosReport(self.messages, seconds, self.faults, lost, duplicates, uncounted,
+                             scenario=self.scenario)
+        if self.history is not None:
+            self._check_history(report, ends)
+        return report
+
+    def _check_history(self, report: ChaosReport, ends: dict[int, int]) -> None:
+        """The history's checks and measures, into the report and its faults."""
+        history = self.history
+        end = self.started_wall + report.seconds
+        for f in self.faults:
+            f.detected = history.detection(f.kind, f.wall, until=end)
+        report.unprocessed = len(history.unprocessed(ends))
+        report.acked_unseen = len(history.acked_unseen())
+        report.twice = history.running_twice()
+        report.history = history.lines(self.started_wall)
 
     def committed_counts(self) -> dict[str, int]:
         """The stateful bolt's committed count of each message, read from Redis."""
@@ -257,17 +343,24 @@ class ChaosRun:
         return counts
 
     def _measure_recovery(self) -> None:
-        """Per fault: seconds until the sink's rate over a second is back to 80% of the
-        production rate (or above it, catching up); for a fault near the end of the stream,
-        until the sink has caught up with everything."""
+        """Per fault: seconds from it until the sink's rate over a second is back to 80% of the
+        production rate (or above it, catching up; or, past the stream's end, the sink has
+        caught up with everything) after the last second below that which began before the
+        fault was undone (plus 2 s: its effect may lag). 0 when no second fell below it."""
         samples = self.samples
         stream_end = self.messages / self.rate
         for fault in self.faults:
+            until = fault.at + fault.lasts + 2.0
+            states = []
             for i, (t, seen) in enumerate(samples):
                 if t < fault.at + 0.5:
                     continue
                 before = next((s for s in reversed(samples[:i]) if s[0] <= t - 1.0), None)
                 fast = before is not None and (seen - before[1]) / (t - before[0]) >= 0.8 * self.rate
-                if fast or (t > stream_end and seen >= self.messages):
-                    fault.recovered_after = round(t - fault.at, 1)
-                    break
+                states.append((t, fast or (t > stream_end and seen >= self.messages)))
+            slow = [t for t, ok in states if not ok and t <= until]
+            if not slow:
+                fault.recovered_after = 0.0 if states else None
+                continue
+            back = next((t for t, ok in states if ok and t > slow[-1]), None)
+            fault.recovered_after = None if back is None else round(back - fault.at, 1)
