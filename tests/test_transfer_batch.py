@@ -118,3 +118,25 @@ def test_no_transfer_batch_leaves_the_flushes_to_the_executor():
     (task,) = split.tasks
     task.transfer.data[task.transfer.data_targets[0]].extend([None] * 100_000)
     assert not task.transfer.has_full_batch()
+
+
+def test_a_spout_burst_ends_at_the_call_during_which_its_executor_was_deactivated():
+    # Issue 51: a worker fenced off from ZooKeeper deactivates its spouts, but a spout whose
+    # next_tuple was blocked (on a commit to the ZooKeeper it cannot reach) when the fence came
+    # went on with its burst: a transfer batch of tuples after the fence.
+    rt = runtime(DEFAULT)
+    (spout,) = rt.executors["sentences"]
+    (task,) = spout.tasks
+    task.open()
+    spout.want_active = True
+    calls = 0
+    next_tuple = task.obj.next_tuple
+
+    def fenced_on_the_third_call() -> None:
+        nonlocal calls
+        calls += 1
+        next_tuple()
+        if calls == 3:
+            spout.want_active = False   # as ask_active(False) from the fencing thread
+    task.obj.next_tuple = fenced_on_the_third_call
+    assert task.emit_burst(spout) == 3

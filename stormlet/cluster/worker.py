@@ -54,6 +54,7 @@ from .tenure import Fence, slot_key, slot_tenure
 from .transport import LinkTimes, Receiver, RemoteRoute, Sender, make_deliver
 from .wire import Fenced, FrameDecoder
 from .zk_state import (
+    CONNECTION_ERRORS,
     DEFAULT_SESSION_TIMEOUT,
     ClusterState,
     assigned_executors,
@@ -397,6 +398,21 @@ class Worker:
             f"back in touch", level=logging.WARNING)
 
     def _unfence(self) -> None:
+        # Its tasks may have moved while it was out of touch (its session expired, say): read
+        # its standing afresh before a spout emits again, not after the watch fires.
+        try:
+            assignment = self.state.checked_assignment(self.topology_id)
+        except CONNECTION_ERRORS:
+            return   # out of touch again: the next reconnection tries again
+        if assignment is None:
+            self.end("the assignment was removed while it was out of touch with ZooKeeper")
+            return
+        if slot_tenure(assignment, self.supervisor_id, self.port) is None:
+            self.end("its slot left the assignment while it was out of touch with ZooKeeper")
+            return
+        self._on_assignment(assignment)
+        if self.done.is_set():
+            return
         with self._activation:
             if not self._fenced or not self.client.connected:
                 return

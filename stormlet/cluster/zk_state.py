@@ -102,9 +102,32 @@ def connect(hosts: str, timeout: float = 15.0, session_timeout: float = DEFAULT_
     security = security or Security()
     client = KazooClient(hosts=hosts, timeout=session_timeout,
                          connection_retry={"max_tries": -1, "max_delay": 2},
+                         handler=_bounded_connects(connect_timeout(hosts, session_timeout)),
                          auth_data=security.zk_auth() or None, default_acl=security.zk_acl())
     client.start(timeout=timeout)
     return client
+
+
+def connect_timeout(hosts: str, session_timeout: float) -> float:
+    """How long one TCP connection attempt to one ZooKeeper server may take: half the session
+    shared among the servers (at least a second), so that a client whose first try is a member
+    cut off from the network still reaches another before its session expires. kazoo would
+    wait the whole session on it (its ``ConnectionHandler._connect``)."""
+    servers = len(hosts.split("/", 1)[0].split(","))
+    return max(1.0, session_timeout / (2 * servers))
+
+
+def _bounded_connects(seconds: float):
+    """kazoo's default handler, with each TCP connection attempt bounded to ``seconds``."""
+    from kazoo.handlers.threading import SequentialThreadingHandler
+
+    class BoundedConnects(SequentialThreadingHandler):
+        def create_connection(self, *args, **kwargs):
+            if kwargs.get("timeout") is not None:
+                kwargs["timeout"] = min(kwargs["timeout"], seconds)
+            return super().create_connection(*args, **kwargs)
+
+    return BoundedConnects()
 
 
 def rpc_address(info: dict) -> str:

@@ -91,8 +91,10 @@ class SpoutTask(TaskBase):
 
     @cython.locals(collector=SpoutCollector, start=cython.Py_ssize_t, before=cython.Py_ssize_t,
                    emitted=cython.Py_ssize_t, room=cython.Py_ssize_t)
-    def emit_burst(self) -> int:
-        """Call next_tuple until it emits nothing, the burst ends or max pending is reached."""
+    def emit_burst(self, executor: Any = None) -> int:
+        """Call next_tuple until it emits nothing, the burst ends or max pending is reached, or
+        ``executor`` (this task's) is asked to deactivate: a worker fenced off from ZooKeeper
+        must not go on emitting because a call blocked (on a commit, say) past the fence."""
         if not self.opened:
             return 0
         collector = self.collector
@@ -117,6 +119,8 @@ class SpoutTask(TaskBase):
             if not emitted:
                 break
             room -= emitted
+            if executor is not None and not executor.want_active:
+                break
         if collector.acked_at_emit:
             self._ack_untracked()
         return collector.emits - start
@@ -356,11 +360,13 @@ class SpoutExecutor(Executor):
             emitted = 0
             if self.active:
                 for task in self.tasks:
+                    if not self.want_active:
+                        break      # deactivated during another task's burst
                     if task in throttled:
                         continue   # its last batch is still held back
                     started = time.monotonic()
                     self.busy = (started, task, "next_tuple")
-                    emitted += task.emit_burst()
+                    emitted += task.emit_burst(self)
                     task.metrics.busy_secs += time.monotonic() - started
                 self.busy = None
             throttled = self._flush_or_hold()
