@@ -36,6 +36,7 @@ TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
 TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
 STORMLET_STATE_DIR = "stormlet.state.dir"
+STORMLET_STATE_EPOCH = "stormlet.state.epoch"
 STORMLET_LOCAL_ONE_CPU = "stormlet.local.one.cpu"
 STORMLET_EXECUTOR_SHARED_THREAD = "stormlet.executor.shared.thread"
 STORMLET_LINK_HEARTBEAT_SECS = "stormlet.link.heartbeat.secs"
@@ -217,6 +218,12 @@ DEFAULTS: dict[str, Setting] = {
         "A component whose own config sets it false keeps a thread of its own: one that blocks "
         "(in I/O, say) would otherwise hold up every executor sharing the thread",
         flag),
+    STORMLET_STATE_EPOCH: Setting(
+        0,
+        "set by a cluster's worker, not by topologies: the assignment version at which it took "
+        "its tasks on. A state store a newer worker of the same task opened refuses this one's "
+        "writes (stormlet/state/redis_store.py)",
+        number(0, whole="versions")),
     STORMLET_LINK_HEARTBEAT_SECS: Setting(
         1.0,
         "a topology's workers send each other a heartbeat this often on every link, so that a "

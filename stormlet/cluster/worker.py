@@ -206,7 +206,8 @@ class Worker:
         # know a restarted worker of this topology instance from a new submission.
         conf = {**record["conf"], cfg.STORMLET_ZOOKEEPER_CONNECT: self.zk_hosts,
                 cfg.STORMLET_ZOOKEEPER_ROOT: self.state.root,
-                cfg.STORMLET_TOPOLOGY_ID: self.topology_id}
+                cfg.STORMLET_TOPOLOGY_ID: self.topology_id,
+                cfg.STORMLET_STATE_EPOCH: self._version(assignment)}
         if self.state_dir is not None and not conf.get(cfg.STORMLET_STATE_DIR):
             conf[cfg.STORMLET_STATE_DIR] = str(self.state_dir)
         self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
@@ -439,6 +440,11 @@ class Worker:
             return
         self._placements.put(assignment)
 
+    @staticmethod
+    def _version(assignment: dict) -> int:
+        version = assignment.get("version")
+        return version if isinstance(version, int) and version >= 0 else 0
+
     def _follow_placements(self) -> None:
         """Apply each new assignment in turn (the newest of those waiting), so that a spout's
         open or a bolt's drain never holds up ZooKeeper's watches."""
@@ -479,7 +485,9 @@ class Worker:
         if leaving:
             self.runtime.remove_executors(leaving, {t: remote[t] for t in leaving})
         if want - have:
-            self.runtime.add_executors([(c, list(tasks)) for c, tasks in sorted(want - have)])
+            # Their state stores refuse the writes of whoever ran them before (cut off, say).
+            self.runtime.add_executors([(c, list(tasks)) for c, tasks in sorted(want - have)],
+                                       {cfg.STORMLET_STATE_EPOCH: self._version(assignment)})
         if have != want:
             log.info("worker %s:%d of %s now runs %d executors: %d left for other workers, %d "
                      "taken on; the rest ran on", self.host, self.port, self.topology_id,

@@ -174,10 +174,11 @@ class TopologyRuntime:
         self.metrics = [task.metrics for _c, executor in built for task in executor.tasks]
         self._placement = self._placement_of(built)
 
-    def _assemble(self, plan: list[tuple[str, list[int]]],
-                  local_tasks: set[int]) -> list[tuple[str, Executor]]:
+    def _assemble(self, plan: list[tuple[str, list[int]]], local_tasks: set[int],
+                  conf: dict[str, Any] | None = None) -> list[tuple[str, Executor]]:
         """An executor, with a new inbox, for each (component, tasks) of ``plan``, built as if
-        ``local_tasks`` ran here; their inboxes join their cycles' gates."""
+        ``local_tasks`` ran here, its components' config with ``conf`` over it; their inboxes
+        join their cycles' gates."""
         capacity = int(self.conf[cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE])
         local = [(component, tasks, Inbox(capacity)) for component, tasks in plan]
         for component_id, _tasks, inbox in local:   # before any is built: transfers read them
@@ -188,7 +189,7 @@ class TopologyRuntime:
                                                                                 CycleGate())
                 # Replaced whole: senders elsewhere may be reading it (CycleGate.closed).
                 gate.inboxes = [*gate.inboxes, inbox]
-        return [(component_id, self._executor(component_id, tasks, inbox, local_tasks))
+        return [(component_id, self._executor(component_id, tasks, inbox, local_tasks, conf))
                 for component_id, tasks, inbox in local]
 
     def _kind(self, component_id: str) -> str:
@@ -210,11 +211,12 @@ class TopologyRuntime:
             grouped.setdefault(component_id, []).append(executor)
         return grouped
 
-    def _component_conf(self, spec: ComponentSpec) -> dict[str, Any]:
-        return spec.component_conf(self.conf)
+    def _component_conf(self, spec: ComponentSpec,
+                        over: dict[str, Any] | None = None) -> dict[str, Any]:
+        return spec.component_conf({**self.conf, **over} if over else self.conf)
 
     def _executor(self, component_id: str, tasks: list[int], inbox: Inbox,
-                  local_tasks: set[int]) -> Executor:
+                  local_tasks: set[int], over: dict[str, Any] | None = None) -> Executor:
         name = f"{self.name}:{component_id}:{tasks[0]}-{tasks[-1]}"
         if component_id == ACKER_COMPONENT:
             task_component = [0] * (self.layout.max_task + 1)
@@ -227,7 +229,7 @@ class TopologyRuntime:
             acker.shared = bool(self.conf[cfg.STORMLET_EXECUTOR_SHARED_THREAD])
             return acker
         spec = self.topology.components[component_id]
-        conf = self._component_conf(spec)
+        conf = self._component_conf(spec, over)
         built = [self._task(spec, task, conf, local_tasks) for task in tasks]
         executor: Executor
         if spec.is_spout:
@@ -512,14 +514,16 @@ class TopologyRuntime:
     # spout's ``yields`` (whether the topology spans workers; an attribute it reads per loop),
     # and the cycle gates senders wait on, which bound what circulates in a cycle (_regate).
 
-    def add_executors(self, plan: list[tuple[str, list[int]]]) -> None:
+    def add_executors(self, plan: list[tuple[str, list[int]]],
+                      conf: dict[str, Any] | None = None) -> None:
         """Build and run an executor for each (component, tasks) of ``plan``, while the runtime
         runs (after ``start``); the executors already here go on undisturbed. Each gets a new
         inbox, its tasks' routes switch to it (from wherever they pointed, another worker
         say), and it is tracked like those built at the start: watched, measured, ticked, and
         stopped by ``stop``. New spouts are activated if the topology is. An entry that is
         exactly an executor already here is skipped; acker executors
-        (``protocol.ACKER_COMPONENT``) may be added too.
+        (``protocol.ACKER_COMPONENT``) may be added too. ``conf``: settings the new executors'
+        components get over the topology's (a worker's ``stormlet.state.epoch``, say).
 
         Returns once every new executor ran its open or prepare. Refused with ValueError
         (nothing changed) for an unknown component, tasks not its own or given twice, or tasks
@@ -531,7 +535,7 @@ class TopologyRuntime:
             if not plan:
                 return
             local_tasks = self.local_tasks | {task for _c, tasks in plan for task in tasks}
-            built = self._assemble(plan, local_tasks)
+            built = self._assemble(plan, local_tasks, conf)
             added = [executor for _c, executor in built]
             metrics = [task.metrics for executor in added for task in executor.tasks]
             now = time.monotonic()

@@ -107,5 +107,7 @@ def open_store(conf: dict[str, Any], topology: str, name: str) -> Store:
         return MemoryStore(name)
     if provider == REDIS:
         from .redis_store import RedisStore, connect
-        return RedisStore(connect(provider_config(conf)), name)
+        return RedisStore(connect(provider_config(conf)), name,
+                          owner=str(conf.get(cfg.STORMLET_TOPOLOGY_ID) or ""),
+                          epoch=int(conf.get(cfg.STORMLET_STATE_EPOCH) or 0))
     return EmbeddedStore(state_file(state_dir(conf), topology), name)
