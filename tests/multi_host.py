@@ -61,6 +61,7 @@ NETNS_SCRIPT = REPO / "deploy" / "netns.sh"
 PREFIX = "smh"             # + the test process's pid + a letter: see the module docstring
 ZOOKEEPER_PORT = 2181
 NIMBUS_PORT = 6627
+UI_PORT = 8080
 FAULT_TABLE = "stormlet_faults"
 
 
@@ -427,6 +428,8 @@ class MultiHostCluster(Cluster):
         self.supervisors: dict[str, Daemon] = {}
         self.nimbuses: list[Daemon] = []
         self.zk: HostZooKeeper | HostZooKeeperEnsemble | None = None
+        self.ui: Daemon | None = None
+        self.ui_address = ""
 
     def __enter__(self) -> "MultiHostCluster":
         try:
@@ -475,6 +478,25 @@ class MultiHostCluster(Cluster):
         self.nimbuses.append(daemon)
         return daemon
 
+    def add_ui(self, host: str = "nimbus0") -> Daemon:
+        """The UI (web pages, REST API, /metrics) on ``host``, serving its address."""
+        where = self.host(host)
+        daemon = Daemon("ui", ["--log-level", "INFO", "ui", "--zk", self.zk.hosts,
+                               "--secret-file", str(self.secret_file), "--host", where.address,
+                               "--port", str(UI_PORT), "--allowed-host", where.address],
+                        self.base / "ui.log", prefix=where.prefix).start()
+        self.ui_address = f"{where.address}:{UI_PORT}"
+        self.ui = daemon
+        return daemon
+
+    def ui_get(self, path: str) -> str:
+        """GET ``path`` of the UI from the client host, as an operator's browser would; "" when
+        it does not answer."""
+        result = self.host("client").run(["curl", "-sf", "--max-time", "10",
+                                           f"http://{self.ui_address}{path}"],
+                                          timeout=20, check=False)
+        return result.stdout if result.returncode == 0 else ""
+
     def add_supervisor(self, sid: str, slots: int = 2) -> Daemon:
         """A supervisor on a new host named ``sid``. Its ports are the same on every host:
         each host has its own."""
@@ -502,7 +524,8 @@ class MultiHostCluster(Cluster):
         return {int(p): offset for p, offset in json.loads(result.stdout).items()}
 
     def shutdown(self) -> None:
-        for daemon in [*self.supervisors.values(), *self.nimbuses]:
+        ui = [self.ui] if self.ui is not None else []
+        for daemon in [*self.supervisors.values(), *self.nimbuses, *ui]:
             daemon.kill()
         if self.zk is not None:
             self.zk.stop(hard=True)

@@ -16,6 +16,7 @@ with three times the messages and faults twice as long, runs by hand:
 from __future__ import annotations
 
 import os
+import json
 import time
 from collections.abc import Iterator
 
@@ -122,9 +123,10 @@ def test_a_cut_link_between_worker_hosts_is_reported_and_traffic_resumes_soon_af
     seconds of the link's return."""
     run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=10_000, rate=RATE, workers=2,
                             seed=3, scenario="worker link cut")
+    multi_host.add_ui()
     run.start()
     time.sleep(5)
-    down = 12
+    down = 16
     cut = time.monotonic()
     fault = run.inject("link_cut", a="s1", b="s2", down_secs=down)
     wait_until(lambda: len(link_events(run, "lost its link")) >= 2, down,
@@ -136,6 +138,20 @@ def test_a_cut_link_between_worker_hosts_is_reported_and_traffic_resumes_soon_af
     # The same through nimbus, from the supervisors' reports in ZooKeeper (every few seconds).
     wait_until(lambda: "lost its link" in multi_host.cli("errors", "chaos").stdout, 20,
                "`stormlet errors` to show the lost link")
+    # And in the UI on nimbus's host, read from the client's: each worker's row names the
+    # peer it cannot reach, and /metrics counts it.
+    s1, s2 = (f"{multi_host.host(h).address}:6700" for h in ("s1", "s2"))
+
+    def ui_shows_both_ends() -> bool:
+        page = multi_host.ui_get("/api/v1/topology/chaos")
+        workers = json.loads(page)["workers"] if page else []
+        named = {f"{w['host']}:{w['port']}": w.get("peers_unreachable") or [] for w in workers}
+        return named.get(s1) == [s2] and named.get(s2) == [s1]
+
+    wait_until(ui_shows_both_ends, 20, "the UI to name both ends of the lost link")
+    metrics = multi_host.ui_get("/metrics")
+    assert sum(line.startswith("stormlet_worker_peers_unreachable{") and line.endswith(" 1.0")
+               for line in metrics.splitlines()) == 2, metrics
     wait_until(lambda: len(link_events(run, "is back after")) >= 2, down + 20,
                "both workers to report the link back")
     back = time.monotonic() - cut - down
