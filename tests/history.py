@@ -188,6 +188,7 @@ class Beat:
     topology_id: str
     emitted: int          # the spout component's
     tasks: tuple          # (component, number of tasks) per component, as the beat counts them
+    held: frozenset | None = None   # every task it runs now, as the beat lists them (if it does)
 
 
 @dataclass(frozen=True)
@@ -303,8 +304,10 @@ class History:
                     tasks = tuple(sorted((c, metrics.get(c, {}).get("tasks", 0))
                                          for c in COMPONENTS if c in metrics))
                     with self._lock:
+                        held = beat.get("tasks")
                         self.beats.setdefault(pid, []).append(Beat(
-                            t, pid, slot, tid, metrics.get(SPOUT, {}).get("emitted", 0), tasks))
+                            t, pid, slot, tid, metrics.get(SPOUT, {}).get("emitted", 0), tasks,
+                            frozenset(held) if isinstance(held, list) and held else None))
                         for error in beat.get("errors") or []:
                             key = (pid, error.get("time"), error.get("error"))
                             self.errors.setdefault(key, {**error, "slot": slot, "pid": pid})
@@ -440,13 +443,24 @@ class History:
                 return {t for component, tasks, *_ in mine if component == SPOUT for t in tasks}
         return set()
 
-    def emitting(self, pid: int) -> list[tuple[float, float]]:
+    def spout_tasks_listed(self, pid: int) -> set[int]:
+        """The spout tasks worker ``pid``'s beats ever listed (one that took tasks on while it
+        ran lists them from then on): the tasks listed that the assignments give the spout."""
+        listed = set().union(*(b.held for b in self.beats.get(pid, []) if b.held))
+        spout = {t for z in self.zk if "error" not in z
+                 for executors in z.get("assignments", {}).values()
+                 for component, tasks, *_ in executors if component == SPOUT for t in tasks}
+        return listed & spout
+
+    def emitting(self, pid: int, task: int | None = None) -> list[tuple[float, float]]:
         """The stretches (wall clock) in which worker ``pid``'s spouts emitted: between two
-        consecutive beats whose count grew, merged."""
+        consecutive beats whose count grew, merged; with ``task``, only while both beats list
+        it among the worker's tasks (tasks move between running workers)."""
         spans: list[tuple[float, float]] = []
         beats = self.beats.get(pid, [])
         for a, b in zip(beats, beats[1:]):
-            if b.emitted > a.emitted:
+            holds = task is None or all(x.held is None or task in x.held for x in (a, b))
+            if b.emitted > a.emitted and holds:
                 if spans and spans[-1][1] >= a.t:
                     spans[-1] = (spans[-1][0], b.t)
                 else:
@@ -456,13 +470,14 @@ class History:
     def running_twice(self) -> RunningTwice:
         holders: dict[int, list[int]] = {}
         for pid in self.beats:
-            for task in self.tasks_of(pid):
+            for task in self.tasks_of(pid) | self.spout_tasks_listed(pid):
                 holders.setdefault(task, []).append(pid)
         result = RunningTwice()
         for task, pids in sorted(holders.items()):
             for i, a in enumerate(pids):
                 for b in pids[i + 1:]:
-                    for start, end in _overlaps(self.emitting(a), self.emitting(b)):
+                    for start, end in _overlaps(self.emitting(a, task),
+                                                self.emitting(b, task)):
                         result.total += end - start
                         if end - start > result.seconds:
                             result.task, result.seconds, result.at = task, end - start, start

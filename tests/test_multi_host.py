@@ -270,6 +270,49 @@ def test_a_host_crash_and_return_with_its_data_directory_loses_nothing(multi_hos
     assert report.twice.task is None, report.twice
 
 
+def listed_workers(cluster: MultiHostCluster) -> tuple[int, int] | None:
+    """Workers running and asked for, as `stormlet list` shows the chaos topology."""
+    for line in cluster.cli("list").stdout.splitlines():
+        if line.startswith("chaos "):
+            fields = line.split()
+            return int(fields[2]), int(fields[3])
+    return None
+
+
+def test_a_crashed_hosts_work_moves_into_running_workers_and_spreads_back_on_return(
+        multi_host, tmp_path):
+    """Issue 51's "repair does harm", with every slot taken (4 workers on 2 hosts of 2 slots):
+    a reassignment restarted the healthy workers too, dropping their in-flight trees, and the
+    topology stayed packed into 2 workers until someone ran rebalance. Now s1's executors
+    start inside s2's running workers (same processes), `stormlet list` shows 2 running of 4
+    asked for, and once s1 is back and has stayed up a while the topology spreads back to 4
+    workers on its own, s2's still the same processes."""
+    messages, down = scaled(14_000, 12)
+    run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=messages, rate=RATE,
+                            workers=4, seed=8, scenario="crash, all slots taken")
+    run.start()
+    time.sleep(4)
+    healthy = {slot: beat["pid"] for slot, beat in run.topology_workers().items()
+               if slot[0] == "s2"}
+    assert len(healthy) == 2, run.topology_workers()
+    fault = run.inject("host_crash", host="s1", down_secs=down)
+    wait_until(lambda: listed_workers(multi_host) == (2, 4), down + 20,
+               "s1's executors to be taken on by s2's workers")
+    piled = time.time() - fault.wall
+    assert {slot: beat["pid"] for slot, beat in run.topology_workers().items()
+            if slot[0] == "s2"} == healthy, "a healthy worker was restarted"
+    wait_until(lambda: listed_workers(multi_host) == (4, 4), down + 60,
+               "the topology to spread back over 4 workers")
+    spread = time.time() - fault.wall
+    report = run.finish(timeout=150)
+    checked(report)
+    print(f"s1's work taken on by s2's workers {piled:.1f}s after the crash; spread back over "
+          f"4 workers {spread:.1f}s after it ({spread - down:.1f}s after s1 returned)")
+    assert {slot: beat["pid"] for slot, beat in run.topology_workers().items()
+            if slot[0] == "s2"} == healthy, "spreading back restarted a worker that stayed"
+    assert report.twice.task is None, report.twice
+
+
 @pytest.mark.multi_host   # its own cluster: a standby nimbus on the client's host
 def test_the_leading_nimbus_cut_off_a_standby_leads_and_the_topology_runs_on(tmp_path):
     """Two nimbuses: nimbus0 leading on a host of its own, nimbus1 standing by on the client's

@@ -2,7 +2,7 @@
 and what it has done. The worker writes it, the supervisor reads it; nothing else does.
 
     <supervisor data dir>/heartbeats/<port>.json
-    {"time", "pid", "started", "topology_id", "port",
+    {"time", "pid", "started", "topology_id", "port", "tasks": the tasks it runs now,
      "metrics": its runtime's summary (per component), "errors": errors.heartbeat_errors(...),
      "stopping": why it is about to exit (only in the last beat of a worker that chose to)}
 
@@ -38,6 +38,7 @@ class Heartbeat(NamedTuple):
     topology_id: str | None
     port: int | None
     metrics: dict             # its runtime's summary, per component
+    tasks: list               # the tasks it runs now (they change as executors move)
     errors: list              # as written by errors.heartbeat_errors: read with report_errors
     stopping: str | None      # why it is about to exit (the last beat of a worker that chose to)
 
@@ -48,11 +49,13 @@ def heartbeat_path(data_dir: Path, port: int) -> Path:
 
 
 def write_heartbeat(path: Path, *, topology_id: str, port: int, started: float, metrics: dict,
-                    errors: list[dict], stopping: str | None = None) -> None:
+                    errors: list[dict], stopping: str | None = None,
+                    tasks: list[int] | None = None) -> None:
     """One beat of this process, stamped with the time and its pid. Callers writing from
     several threads hold one lock around it: the temporary file is shared."""
     beat = {"time": time.time(), "pid": os.getpid(), "started": started,
-            "topology_id": topology_id, "port": port, "metrics": metrics, "errors": errors}
+            "topology_id": topology_id, "port": port, "tasks": tasks or [], "metrics": metrics,
+            "errors": errors}
     if stopping:
         beat["stopping"] = stopping
     partial = path.with_suffix(".part")
@@ -72,6 +75,7 @@ def read_heartbeat(path: Path) -> Heartbeat | None:
                      started=_typed(beat, "started", (int, float)),
                      topology_id=_typed(beat, "topology_id", str), port=_typed(beat, "port", int),
                      metrics=_typed(beat, "metrics", dict) or {},
+                     tasks=_typed(beat, "tasks", list) or [],
                      errors=_typed(beat, "errors", list) or [],
                      stopping=_typed(beat, "stopping", str))
 

@@ -541,6 +541,7 @@ class Worker:
         with self._beat_lock:
             write_heartbeat(self.heartbeat_file, topology_id=self.topology_id, port=self.port,
                             started=self.started, metrics=self.runtime.summary(),
+                            tasks=sorted(self.runtime.local_tasks),
                             errors=heartbeat_errors(self._errors()), stopping=stopping)
 
     def _errors(self) -> list:
