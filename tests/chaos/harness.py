@@ -334,12 +334,10 @@ class ChaosRun:
 
     def committed_counts(self) -> dict[str, int]:
         """The stateful bolt's committed count of each message, read from Redis."""
-        client = self.redis.client()
         counts: dict[str, int] = {}
-        for key in client.scan_iter(match=f"{KEY_PREFIX}{NAME}/tally/*"):
+        for key, fields in self.redis.hashes(f"{KEY_PREFIX}{NAME}/tally/*").items():
             if b"$" not in key:
-                counts.update({decode_key(k): decode_value(v)
-                               for k, v in client.hgetall(key).items()})
+                counts.update({decode_key(k): decode_value(v) for k, v in fields.items()})
         return counts
 
     def _measure_recovery(self) -> None:
