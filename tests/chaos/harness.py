@@ -80,6 +80,10 @@ class ChaosReport:
     acked_unseen: int | None = None
     twice: object = None
     history: list[str] | None = None   # the history in brief (History.lines), printed last
+    # Stateful runs on hosts: the state's writes as Redis ran them (a history.StateCheck), and
+    # its lines (StateCheck.lines), printed before the history.
+    state: object = None
+    state_lines: list[str] | None = None
 
     def row(self) -> str:
         """This run as one row of the scenario table (``ROW_HEADER``): its faults' detection
@@ -115,6 +119,8 @@ class ChaosReport:
         if self.unprocessed is not None:
             out.append(f"  offsets below the final commits no sink saw: {self.unprocessed}; "
                        f"below a commit, unseen when it was made: {self.acked_unseen}")
+        if self.state_lines:
+            out += self.state_lines
         if self.history:
             out += ["  history (seconds from the start of the stream):", *self.history]
         return out
