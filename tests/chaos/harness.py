@@ -129,11 +129,13 @@ class ChaosReport:
 class ChaosRun:
     def __init__(self, cluster: LoopbackCluster, workdir: Path, messages: int, rate: float,
                  workers: int = 3, seed: int | None = None, redis=None, scenario: str = "",
-                 history: bool = False):
-        """With ``redis`` (a ``RedisServer``), the stateful topology runs, its state there.
+                 history: bool = False, topology: Path | None = None):
+        """With ``redis`` (a ``RedisServer``), the stateful topology runs, its state there
+        (``topology``: another stateful topology file, its stateful bolt ``tally`` too).
         With ``history``, a ``history.History`` records the run and ``finish`` checks it
         (tests/history.py; the watcher runs with ``watch_prefix()``)."""
         self.cluster = cluster
+        self.topology = topology or (STATEFUL_TOPOLOGY if redis is not None else TOPOLOGY)
         self.scenario = scenario
         self.keep_history = history
         self.history = None
@@ -163,7 +165,7 @@ class ChaosRun:
         if self.redis is not None:
             state = ["-c", "topology.state.provider=redis", "-c",
                      f"topology.state.provider.config={json.dumps(self.redis.provider_config)}"]
-        result = self.cluster.cli("submit", str(STATEFUL_TOPOLOGY if self.redis else TOPOLOGY),
+        result = self.cluster.cli("submit", str(self.topology),
                                   "--name", NAME, "-c", f"topology.workers={self.workers}",
                                   "-c", f"chaos.log={self.log_path}",
                                   "-c", f"chaos.dir={self.seen_dir}", *state)
