@@ -32,8 +32,10 @@ Then it checks and measures:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -525,3 +527,191 @@ def _placement(executors: list) -> str:
     spouts = sorted(f"{e[1]}@{e[2]}:{e[4]}" for e in executors if e[0] == SPOUT)
     slots = sorted({f"{e[2]}:{e[4]}" for e in executors})
     return f"{len(slots)} workers ({', '.join(slots)}); {SPOUT} {' '.join(spouts)}"
+
+
+# ----- the state's writes (a stateful run, its state on a Redis server)
+
+# A line of a MONITOR session: "<time> [<db> <client address:port, or lua>] "CMD" "arg" ...".
+_MONITOR_LINE = re.compile(r'^(\d+\.\d+) \[\d+ ([^\]]+)\] (.*)$')
+_MONITOR_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_UNESCAPE = {"n": b"\n", "r": b"\r", "t": b"\t", "a": b"\a", "b": b"\b", '"': b'"', "\\": b"\\"}
+
+
+def _monitor_arg(text: str) -> bytes:
+    """One argument as MONITOR quotes it (Redis's sdscatrepr), back to its bytes."""
+    out, i = bytearray(), 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text):
+            if text[i + 1] == "x":
+                out.append(int(text[i + 2:i + 4], 16))
+                i += 4
+                continue
+            out += _UNESCAPE.get(text[i + 1], text[i + 1].encode())
+            i += 2
+            continue
+        out += text[i].encode()
+        i += 1
+    return bytes(out)
+
+
+def state_scripts() -> dict[str, str]:
+    """The Redis state store's scripts by their SHA1 (as EVALSHA names them): claim, prepare,
+    commit and rollback."""
+    from stormlet.state import redis_store as rs
+    return {hashlib.sha1(text.encode()).hexdigest(): kind
+            for kind, text in (("claim", rs._CLAIM), ("prepare", rs._PREPARE),
+                               ("commit", rs._COMMIT), ("rollback", rs._ROLLBACK))}
+
+
+@dataclass
+class StateCall:
+    """One call of a state store's script, as the server ran it."""
+    t: float                 # the server's clock (the hosts share this machine's)
+    host: str                # the caller's host (name, else its address)
+    kind: str                # claim, prepare, commit or rollback
+    namespace: str           # <topology>/<component>[/<task>]
+    owner: str               # the caller's claim: its topology instance...
+    epoch: int               # ...and the assignment version at which its worker took the task
+    txid: int | None         # prepare, commit: the checkpoint
+    lua: list[tuple[bytes, ...]] = field(default_factory=list)   # what the script ran
+
+    @property
+    def writer(self) -> tuple[str, str, int]:
+        return self.host, self.owner, self.epoch
+
+    @property
+    def landed(self) -> bool:
+        """Whether the script wrote anything (a claim taken, a checkpoint staged, committed or
+        dropped): seen in what it ran, whatever the script's checks were."""
+        return any(c[0].upper() in (b"HSET", b"HDEL", b"DEL") for c in self.lua)
+
+    def who(self) -> str:
+        return f"{self.host} ({self.owner}, epoch {self.epoch})"
+
+
+@dataclass
+class StateCheck:
+    """What the state's writes say: who held each namespace when, and the writes that landed
+    while another held it (``foreign``); a commit among them is a checkpoint committed by two
+    copies of a task."""
+    calls: list[StateCall]
+    handovers: list[tuple[StateCall, tuple | None]]   # a claim that changed the holder; the old
+    foreign: list[tuple[StateCall, tuple]]            # a landed write; the holder it was not
+    refused: list[tuple[StateCall, tuple]]            # a write after a handover, not landed
+
+    @property
+    def double_commits(self) -> list[StateCall]:
+        return [call for call, _holder in self.foreign if call.kind == "commit"]
+
+    def lines(self, since: float) -> list[str]:
+        def rel(t: float) -> str:
+            return f"{t - since:+.1f}s"
+
+        counted: dict[tuple, int] = {}
+        for call in self.calls:
+            if call.kind in ("prepare", "commit") and call.landed:
+                counted[call.writer] = counted.get(call.writer, 0) + (call.kind == "commit")
+        out = [f"  state writes (Redis MONITOR): {len(self.calls)} script calls, "
+               f"{sum(counted.values())} commits landed; handovers {len(self.handovers)}; "
+               f"writes landed while another held the namespace {len(self.foreign)} "
+               f"(commits: {len(self.double_commits)}); refused after a handover "
+               f"{len(self.refused)}"]
+        for claim, old in self.handovers:
+            if old is not None:
+                out.append(f"  {rel(claim.t)} {claim.namespace} claimed by {claim.who()} from "
+                           f"{old[0]} ({old[1]}, epoch {old[2]})")
+        for call, holder in self.foreign[:10]:
+            out.append(f"  {rel(call.t)} LANDED {call.kind} {call.txid} of {call.namespace} by "
+                       f"{call.who()} while {holder[0]} (epoch {holder[2]}) held it")
+        by_writer: dict[tuple, list[StateCall]] = {}
+        for call, _holder in self.refused:
+            by_writer.setdefault((call.writer, call.namespace), []).append(call)
+        for ((host, owner, epoch), namespace), calls in sorted(by_writer.items()):
+            kinds = " ".join(f"{k} {sum(c.kind == k for c in calls)}"
+                             for k in ("prepare", "commit", "rollback")
+                             if any(c.kind == k for c in calls))
+            out.append(f"  refused: {host} ({owner}, epoch {epoch}) on {namespace}: {kinds} "
+                       f"({rel(calls[0].t)}..{rel(calls[-1].t)})")
+        return out
+
+
+class StateWrites:
+    """Every call of the state store's scripts on ``redis`` (a tests/multi_host.py
+    ``HostRedis``), recorded by a MONITOR session into ``path``; ``hosts`` names the callers'
+    addresses."""
+
+    def __init__(self, redis, path: Path, hosts: dict[str, str]):
+        self.redis = redis
+        self.path = path
+        self.hosts = hosts
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "StateWrites":
+        self.process = self.redis.monitor(self.path)
+        deadline = time.monotonic() + 10
+        while not (self.path.exists() and self.path.read_bytes().startswith(b"OK")):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"MONITOR did not start: {self.path.read_bytes()[:500]!r}")
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def calls(self) -> list[StateCall]:
+        """The scripts' calls in the order the server ran them; the commands a script ran
+        follow its call in a MONITOR session."""
+        scripts = state_scripts()
+        calls: list[StateCall] = []
+        current: StateCall | None = None
+        for line in self.path.read_text(errors="replace").splitlines():
+            match = _MONITOR_LINE.match(line)
+            if match is None:
+                continue
+            t, client, rest = float(match.group(1)), match.group(2), match.group(3)
+            args = [_monitor_arg(a) for a in _MONITOR_ARG.findall(rest)]
+            if client == "lua":
+                if current is not None:
+                    current.lua.append(tuple(args))
+                continue
+            current = None
+            if len(args) < 6 or args[0].upper() != b"EVALSHA":
+                continue
+            kind = scripts.get(args[1].decode(errors="replace"))
+            if kind is None:
+                continue
+            keys = int(args[2])
+            rest_args = args[3 + keys:]
+            committed = args[3].decode(errors="replace")
+            address = client.rsplit(":", 1)[0]
+            current = StateCall(
+                t, self.hosts.get(address, address), kind,
+                committed.removeprefix("stormlet:"), rest_args[0].decode(errors="replace"),
+                int(rest_args[1]),
+                int(rest_args[2]) if kind in ("prepare", "commit") else None)
+            calls.append(current)
+        return calls
+
+    def check(self) -> StateCheck:
+        calls = self.calls()
+        holder: dict[str, tuple] = {}
+        handed: set[str] = set()
+        handovers, foreign, refused = [], [], []
+        for call in calls:
+            if call.kind == "claim":
+                if call.landed and holder.get(call.namespace) != call.writer:
+                    handovers.append((call, holder.get(call.namespace)))
+                    if call.namespace in holder:
+                        handed.add(call.namespace)
+                    holder[call.namespace] = call.writer
+                continue
+            held = holder.get(call.namespace)
+            if held is None or call.writer == held:
+                continue
+            if call.landed:
+                foreign.append((call, held))
+            elif call.namespace in handed:
+                refused.append((call, held))
+        return StateCheck(calls, handovers, foreign, refused)

@@ -29,7 +29,8 @@ netem), ``crash`` (kill -9 of every process on the host); ``heal`` undoes all bu
 
 ``MultiHostCluster(base, zk_members=3)`` runs ZooKeeper as an ensemble, a member on each of
 hosts zk1, zk2 and zk3; ``add_nimbus(host="client")`` puts a (standby) nimbus on an existing
-host.
+host. ``add_redis()`` runs a Redis server on a host of its own (``HostRedis``), for the stateful
+run: ``MultiHostChaosRun(cluster, ..., redis=cluster.add_redis())``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 import signal
 import string
 import subprocess
@@ -49,6 +51,7 @@ from functools import cache
 from pathlib import Path
 
 from cluster_support import REPO, Cluster, Daemon, wait_until
+from redis_server import RedisServer
 from zookeeper_server import SCRIPT as ZOOKEEPER_SCRIPT
 from zookeeper_server import ZooKeeperServer, ZooKeeperServerError
 
@@ -62,6 +65,7 @@ PREFIX = "smh"             # + the test process's pid + a letter: see the module
 ZOOKEEPER_PORT = 2181
 NIMBUS_PORT = 6627
 UI_PORT = 8080
+REDIS_PORT = 6379
 FAULT_TABLE = "stormlet_faults"
 
 
@@ -304,6 +308,64 @@ class HostZooKeeper(ZooKeeperServer):
         return proc
 
 
+# Every hash whose key matches argv[3], from the server at argv[1]:argv[2] (its password in
+# REDISCLI_AUTH), as JSON in hex.
+_READ_HASHES = """
+import json, os, sys, redis
+client = redis.Redis(host=sys.argv[1], port=int(sys.argv[2]), socket_timeout=10,
+                     password=os.environ.get("REDISCLI_AUTH"))
+print(json.dumps({key.hex(): {f.hex(): v.hex() for f, v in client.hgetall(key).items()}
+                  for key in client.scan_iter(match=sys.argv[3])}))
+"""
+
+
+class HostRedis(RedisServer):
+    """A Redis server on ``host`` (tests/redis_server.py's, through deploy/redis.sh), bound to
+    its address, with a password (off loopback, Redis's protected mode refuses clients without
+    one). This process cannot reach it: what it reads is read on that host."""
+
+    def __init__(self, host: Host, data_dir: Path, port: int = REDIS_PORT):
+        super().__init__(data_dir, port, address=host.address, prefix=host.prefix,
+                         password=secrets.token_hex(16))
+        self.host = host
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment of a redis-cli (or of _READ_HASHES) on the host: the password."""
+        return dict(os.environ, REDISCLI_AUTH=self.password)
+
+    def client(self):
+        raise RuntimeError(f"Redis listens on {self.host.name}'s address, out of this process's "
+                           f"reach: use hashes(), or run a command on the host")
+
+    def cli(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        """redis-cli against this server, run on its host."""
+        return self.host.run(["redis-cli", "-h", self.address, "-p", str(self.port), *args],
+                             timeout=timeout, check=False, env=self.env)
+
+    def answers(self) -> bool:
+        try:
+            return self.cli("ping", timeout=5).stdout.strip() == "PONG"
+        except subprocess.TimeoutExpired:
+            return False
+
+    def hashes(self, pattern: str) -> dict[bytes, dict[bytes, bytes]]:
+        result = self.host.run([sys.executable, "-c", _READ_HASHES, self.address,
+                                str(self.port), pattern], timeout=60, cwd=REPO,
+                               env=self.env)
+        return {bytes.fromhex(key): {bytes.fromhex(f): bytes.fromhex(v) for f, v in h.items()}
+                for key, h in json.loads(result.stdout).items()}
+
+    def monitor(self, path: Path) -> subprocess.Popen:
+        """A MONITOR session on the server's host, every command the server runs (those of its
+        Lua scripts too, as ``[0 lua]``) written to ``path`` in the order it ran them."""
+        with open(path, "ab") as out:
+            return subprocess.Popen(
+                [*self.host.prefix, "redis-cli", "-h", self.address, "-p", str(self.port),
+                 "monitor"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env=self.env)
+
+
 QUORUM_PORT, ELECTION_PORT = 2888, 3888
 ZOOKEEPER_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-log4j12.jar",
                   "log4j-1.2.jar")
@@ -430,6 +492,7 @@ class MultiHostCluster(Cluster):
         self.zk: HostZooKeeper | HostZooKeeperEnsemble | None = None
         self.ui: Daemon | None = None
         self.ui_address = ""
+        self.redis: HostRedis | None = None
 
     def __enter__(self) -> "MultiHostCluster":
         try:
@@ -506,6 +569,13 @@ class MultiHostCluster(Cluster):
         self.supervisors[sid] = daemon
         return daemon
 
+    def add_redis(self, host: str = "redis") -> HostRedis:
+        """A Redis server on a new host ``host``, which every host reaches. (On ZooKeeper's
+        host, a supervisor host isolated from ZooKeeper would lose Redis too, and its orphaned
+        workers could write nothing there, fenced or not.)"""
+        self.redis = HostRedis(self.network.add_host(host), self.base / host).start()
+        return self.redis
+
     def cli(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
         """The CLI run from the client host, with the cluster's secret."""
         return self.host("client").run(
@@ -529,6 +599,8 @@ class MultiHostCluster(Cluster):
             daemon.kill()
         if self.zk is not None:
             self.zk.stop(hard=True)
+        if self.redis is not None:
+            self.redis.kill()
         self.network.destroy()    # and with it every worker left on a host
 
 
@@ -548,6 +620,29 @@ class MultiHostChaosRun(ChaosRun):
 
     def __init__(self, *args, history: bool = True, **kwargs):
         super().__init__(*args, history=history, **kwargs)
+        self.state_writes = None
+
+    def start(self) -> None:
+        # With the state on a HostRedis: every write to it recorded from before the submit, so
+        # that each namespace's first claim is seen (tests/history.py's StateWrites).
+        if isinstance(self.redis, HostRedis):
+            from history import StateWrites
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            hosts = {h.address: name for name, h in self.cluster.network.hosts.items()}
+            self.state_writes = StateWrites(self.redis, self.workdir / "redis-monitor.log",
+                                            hosts).start()
+        super().start()
+
+    def finish(self, timeout: float = 300):
+        try:
+            report = super().finish(timeout)
+        finally:
+            if self.state_writes is not None:
+                self.state_writes.stop()
+        if self.state_writes is not None:
+            report.state = self.state_writes.check()
+            report.state_lines = report.state.lines(self.started_wall)
+        return report
 
     def watch_prefix(self) -> tuple[str, ...]:
         # ZooKeeper listens on its hosts' addresses, which this process cannot reach.

@@ -35,26 +35,44 @@ def redis_available() -> bool:
 
 
 class RedisServer:
-    def __init__(self, data_dir: Path, port: int | None = None):
+    """``address`` is where it listens; ``prefix`` a command that runs the rest elsewhere (on a
+    host of tests/multi_host.py, say: ``HostRedis``), the server started through it. With
+    ``password`` (needed off loopback: Redis's protected mode), clients must give it."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, address: str = "127.0.0.1",
+                 prefix: tuple[str, ...] = (), password: str | None = None):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self.address = address
+        self.prefix = tuple(prefix)
+        self.password = password
         self.process: subprocess.Popen | None = None
 
     @property
     def provider_config(self) -> dict:
         """What ``topology.state.provider.config`` takes to reach this server."""
-        return {"host": "127.0.0.1", "port": self.port}
+        config = {"host": self.address, "port": self.port}
+        if self.password:
+            config["password"] = self.password
+        return config
 
     def client(self):
         import redis
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        return redis.Redis(host=self.address, port=self.port, password=self.password,
+                           socket_timeout=5)
 
     def start(self, timeout: float = 10.0) -> RedisServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        password = []
+        if self.password:
+            path = self.data_dir / "password"
+            path.write_text(self.password + "\n")
+            path.chmod(0o600)
+            password = ["--password-file", str(path)]
         log = open(self.data_dir / "redis.out", "ab")
         self.process = subprocess.Popen(
-            ["bash", str(SCRIPT), "start", "--port", str(self.port), "--data-dir",
-             str(self.data_dir), "--foreground"],
+            [*self.prefix, "bash", str(SCRIPT), "start", "--port", str(self.port), "--address",
+             self.address, "--data-dir", str(self.data_dir), *password, "--foreground"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout
@@ -62,7 +80,8 @@ class RedisServer:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 tail = (self.data_dir / "redis.out").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"redis-server did not start on port {self.port}:\n{tail}")
+                raise RuntimeError(f"redis-server did not start on {self.address}:{self.port}:"
+                                   f"\n{tail}")
             time.sleep(0.05)
         return self
 
@@ -71,6 +90,14 @@ class RedisServer:
             return bool(self.client().ping())
         except Exception:
             return False
+
+    def hashes(self, pattern: str) -> dict[bytes, dict[bytes, bytes]]:
+        """Every hash whose key matches ``pattern`` (Redis's glob), whole."""
+        client = self.client()
+        try:
+            return {key: client.hgetall(key) for key in client.scan_iter(match=pattern)}
+        finally:
+            client.close()
 
     def kill(self) -> None:
         """kill -9, as a crash would."""

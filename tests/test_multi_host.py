@@ -19,12 +19,16 @@ import os
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from cluster_support import wait_until
 from multi_host import MultiHostChaosRun, MultiHostCluster, multi_host_available, \
     unavailable_reason
 from zookeeper_server import zookeeper_available
+
+LOCAL_STATEFUL_TOPOLOGY = (Path(__file__).resolve().parent / "chaos" /
+                           "chaos_stateful_local_topology.py")
 
 pytestmark = [
     pytest.mark.skipif(not zookeeper_available(),
@@ -382,3 +386,58 @@ def test_a_zookeeper_ensemble_member_cut_off_loses_nothing(tmp_path):
     print(f"{fault.detail}; ensemble at the end: {modes}; workers before {before}, "
           f"after {after}")
     assert fault.detected is not None, report.lines()
+
+
+def fenced_lines(cluster: MultiHostCluster, host: str) -> list[str]:
+    """The lines of ``host``'s workers' logs that say a state write was refused."""
+    return [line for path in sorted((cluster.base / host / "logs").glob("worker-*.log"))
+            for line in path.read_text(errors="replace").splitlines()
+            if "writes it now, not this worker" in line]
+
+
+def test_an_orphan_cut_off_from_zookeeper_commits_no_checkpoint_over_its_successor(
+        multi_host, tmp_path):
+    """Issue 51, stateful: a stateful topology (a bolt counting each message in its
+    checkpointed state, on a Redis server on a host of its own that every host reaches) on a
+    worker on each of s1 and s2; s1's holds the checkpoint spout and the stateful bolt, with
+    every checkpoint action's path (tests/chaos/chaos_stateful_local_topology.py: with the
+    chaos suite's stateful topology, spread over both workers, an orphan's checkpoints stall
+    on the frames the other worker refuses, and never reach its state). s1 is cut off from
+    ZooKeeper and nimbus until its session expires and nimbus moves its tasks to s2, then comes
+    back. Its worker runs on meanwhile, an orphan that reaches Redis and checkpoints on its
+    own: whatever it writes after its successor opened its tasks' state must be refused
+    (FencedState). Checked from Redis's own record of every script it ran (MONITOR): no write
+    to a namespace landed from any but the worker that last claimed it, so no checkpoint was
+    committed by two copies; and every message is in the committed state, once or more."""
+    redis = multi_host.add_redis()
+    run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=8_000, rate=RATE, workers=2,
+                            seed=10, scenario="stateful orphan (s1 cut)", redis=redis,
+                            topology=LOCAL_STATEFUL_TOPOLOGY)
+    run.start()
+    executors = next(iter(run._zookeeper_now()["assignments"].values()))
+    on_s1 = {e[0] for e in executors if e[2] == "s1"}
+    assert {"__checkpointspout", "tally"} <= on_s1, executors
+    orphaned = {f"chaos/{e[0]}" + (f"/{e[1][0]}" if e[0] == "tally" else "")
+                for e in executors if e[0] in ("__checkpointspout", "tally")}
+    time.sleep(5)
+    run.inject("isolate", host="s1", down_secs=14)
+    report = run.finish(timeout=150)
+    counts = run.committed_counts()
+    checked(report)
+    state = report.state
+    refused = fenced_lines(multi_host, "s1")
+    print(f"committed counts: {len(counts)} messages, min {min(counts.values(), default=0)}, "
+          f"max {max(counts.values(), default=0)}, counted more than once "
+          f"{sum(n > 1 for n in counts.values())}")
+    print(f"s1's worker logged {len(refused)} refused state writes, e.g.", *refused[:3],
+          sep="\n  ")
+    assert report.uncounted == 0, report.lines()
+    assert all(counts.get(f"{i:09d}", 0) >= 1 for i in range(run.messages))
+    # The scenario did what it is for: s1's namespaces changed hands, and the orphan tried to
+    # write them afterwards.
+    handed = {claim.namespace for claim, old in state.handovers if old is not None}
+    assert orphaned <= handed, (orphaned, state.lines(run.started_wall))
+    assert any(call.host == "s1" for call, _holder in state.refused + state.foreign), \
+        state.lines(run.started_wall)
+    assert not state.double_commits, state.lines(run.started_wall)
+    assert not state.foreign, state.lines(run.started_wall)

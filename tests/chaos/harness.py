@@ -80,6 +80,10 @@ class ChaosReport:
     acked_unseen: int | None = None
     twice: object = None
     history: list[str] | None = None   # the history in brief (History.lines), printed last
+    # Stateful runs on hosts: the state's writes as Redis ran them (a history.StateCheck), and
+    # its lines (StateCheck.lines), printed before the history.
+    state: object = None
+    state_lines: list[str] | None = None
 
     def row(self) -> str:
         """This run as one row of the scenario table (``ROW_HEADER``): its faults' detection
@@ -115,6 +119,8 @@ class ChaosReport:
         if self.unprocessed is not None:
             out.append(f"  offsets below the final commits no sink saw: {self.unprocessed}; "
                        f"below a commit, unseen when it was made: {self.acked_unseen}")
+        if self.state_lines:
+            out += self.state_lines
         if self.history:
             out += ["  history (seconds from the start of the stream):", *self.history]
         return out
@@ -123,11 +129,13 @@ class ChaosReport:
 class ChaosRun:
     def __init__(self, cluster: LoopbackCluster, workdir: Path, messages: int, rate: float,
                  workers: int = 3, seed: int | None = None, redis=None, scenario: str = "",
-                 history: bool = False):
-        """With ``redis`` (a ``RedisServer``), the stateful topology runs, its state there.
+                 history: bool = False, topology: Path | None = None):
+        """With ``redis`` (a ``RedisServer``), the stateful topology runs, its state there
+        (``topology``: another stateful topology file, its stateful bolt ``tally`` too).
         With ``history``, a ``history.History`` records the run and ``finish`` checks it
         (tests/history.py; the watcher runs with ``watch_prefix()``)."""
         self.cluster = cluster
+        self.topology = topology or (STATEFUL_TOPOLOGY if redis is not None else TOPOLOGY)
         self.scenario = scenario
         self.keep_history = history
         self.history = None
@@ -157,7 +165,7 @@ class ChaosRun:
         if self.redis is not None:
             state = ["-c", "topology.state.provider=redis", "-c",
                      f"topology.state.provider.config={json.dumps(self.redis.provider_config)}"]
-        result = self.cluster.cli("submit", str(STATEFUL_TOPOLOGY if self.redis else TOPOLOGY),
+        result = self.cluster.cli("submit", str(self.topology),
                                   "--name", NAME, "-c", f"topology.workers={self.workers}",
                                   "-c", f"chaos.log={self.log_path}",
                                   "-c", f"chaos.dir={self.seen_dir}", *state)
@@ -334,12 +342,10 @@ class ChaosRun:
 
     def committed_counts(self) -> dict[str, int]:
         """The stateful bolt's committed count of each message, read from Redis."""
-        client = self.redis.client()
         counts: dict[str, int] = {}
-        for key in client.scan_iter(match=f"{KEY_PREFIX}{NAME}/tally/*"):
+        for key, fields in self.redis.hashes(f"{KEY_PREFIX}{NAME}/tally/*").items():
             if b"$" not in key:
-                counts.update({decode_key(k): decode_value(v)
-                               for k, v in client.hgetall(key).items()})
+                counts.update({decode_key(k): decode_value(v) for k, v in fields.items()})
         return counts
 
     def _measure_recovery(self) -> None:
