@@ -13,6 +13,7 @@ from redis_server import SKIP_REASON, redis_available, redis_server  # noqa: F40
 from support import running, wait_until
 
 from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder
+from stormlet import config as cfg
 from stormlet.errors import TopologyError
 from stormlet.state import KeyValueState, StateError, StatefulBolt
 from stormlet.state.checkpoint import (CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, COMMIT,
@@ -558,3 +559,31 @@ def test_the_tuples_after_a_poisoned_one_in_its_tree_are_not_counted():
         # "y" comes after "poison" in its tree: its tree has failed, so it is not applied only
         # to be applied again by the replay. ("x", before it, is: at least once.)
         assert runner.state.get("y") == 5
+
+
+def test_a_checkpoint_spout_that_cannot_save_tries_again_an_interval_later_not_at_every_call():
+    # A worker cut off from its tasks has its state writes refused (FencedState); its
+    # checkpoint spout went on trying at every next_tuple, ~45 writes a second to Redis.
+    from types import SimpleNamespace
+
+    from stormlet.state.checkpoint import CheckpointSpout
+
+    spout = CheckpointSpout()
+    conf = cfg.merged({cfg.TOPOLOGY_STATE_PROVIDER: "memory",
+                       cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: 1000})
+    spout.open(conf, SimpleNamespace(topology_name="t", component_id="__checkpointspout"),
+               SimpleNamespace(emit=lambda *args: None))
+    spout.recovering = False
+    spout.last_checkpoint = 0.0   # a checkpoint is due
+    attempts = 0
+
+    def refused() -> None:
+        nonlocal attempts
+        attempts += 1
+        raise StateError("refused")
+    spout.state.commit = refused
+    with pytest.raises(StateError):
+        spout.next_tuple()
+    for _ in range(50):
+        spout.next_tuple()
+    assert attempts == 1

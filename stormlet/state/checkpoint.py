@@ -103,8 +103,10 @@ class CheckpointSpout(Spout):
         if not self.recovering and self.progress.phase == COMMITTED:
             if time.monotonic() - self.last_checkpoint < self.interval_secs:
                 return
-            self._save(self.progress.next(recovering=False))
+            # Before the save: one that fails (the store unreachable, or refusing a worker cut
+            # off from its tasks) is tried again an interval later, not at every call.
             self.last_checkpoint = time.monotonic()
+            self._save(self.progress.next(recovering=False))
         action = self.progress.next_action(self.recovering)
         self.sent += 1
         self.in_flight = (self.progress.txid, action, self.sent)
