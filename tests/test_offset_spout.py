@@ -510,3 +510,22 @@ def test_a_damaged_frame_costs_only_its_records_and_shows_in_the_metrics(tmp_pat
         assert seen(cluster) == Counter(intact)
         (metrics,) = [s.partition_metrics()[0] for s in cluster.instances("test", "source")]
         assert metrics["lost"] == 10 and metrics["lag"] == 0 and metrics["acked"] == 90
+
+
+def test_a_call_held_up_by_a_slow_commit_emits_nothing(tmp_path, monkeypatch):
+    # Issue 51: a worker's commit blocks when it is cut off from ZooKeeper; by the time it
+    # gives up the worker may have been fenced and its task given to another. The call that
+    # waited must not emit: the next comes only if its spouts are still active.
+    make_log(tmp_path / "log", 1, [f"m{i}" for i in range(10)])
+    spout, emitted = opened_by_hand(tmp_path / "log", commit_interval=0.05)
+    spout.next_tuple()
+    assert len(emitted) == 1
+    time.sleep(0.1)   # a commit is due
+    housekeeping = spout._housekeeping
+    monkeypatch.setattr(spout, "_housekeeping",
+                        lambda now: (time.sleep(0.6), housekeeping(now)))
+    spout.next_tuple()
+    assert len(emitted) == 1, "the call that waited on its commit emitted"
+    monkeypatch.setattr(spout, "_housekeeping", housekeeping)
+    spout.next_tuple()
+    assert len(emitted) == 2

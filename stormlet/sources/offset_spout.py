@@ -49,6 +49,10 @@ FIRST_OFFSETS = ("committed_or_earliest", "committed_or_latest", "earliest", "la
 OUT_OF_RANGE_POLICIES = ("earliest", "latest", "error")
 GUARANTEES = ("at_least_once", "at_most_once", "none")
 DEFAULT_FIELDS = ("partition", "offset", "key", "value")
+# A commit (or other housekeeping) that held next_tuple this long ends the call without an emit:
+# the worker may have been fenced off from ZooKeeper meanwhile (that is why a commit blocks), and
+# the next call comes only if its spouts are still active.
+SLOW_HOUSEKEEPING_SECS = 0.5
 
 
 def default_translate(record: Record) -> list:
@@ -247,6 +251,8 @@ class OffsetSpout(Spout):
         now = time.monotonic()
         if now >= self.next_commit:
             self._housekeeping(now)
+            if time.monotonic() - now > SLOW_HOUSEKEEPING_SECS:
+                return
         if now >= self.next_due:
             retry = self._due_retry(now)
             if retry is not None:
