@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster_support import REPO, Cluster
+from zookeeper_server import SRVR_SOURCE
 
 from stormlet.sources.partitioned_log import PartitionedLog
 
@@ -86,22 +87,7 @@ hosts, secret, topology, spout = sys.argv[1:5]
 members = hosts.split(",") if "," in hosts else []
 modes, lock = {}, threading.Lock()
 
-def srvr(member):
-    host, port = member.rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=0.5) as s:
-            s.settimeout(0.5)
-            s.sendall(b"srvr")
-            data = b""
-            while chunk := s.recv(4096):
-                data += chunk
-    except OSError:
-        return ""
-    for line in data.decode(errors="replace").splitlines():
-        if line.startswith("Mode:"):
-            return line.split(":", 1)[1].strip()
-    return ""
-
+""" + SRVR_SOURCE + r"""
 def poll_modes():
     while True:
         for member in members:

@@ -53,6 +53,7 @@ from pathlib import Path
 from cluster_support import REPO, Cluster, Daemon, wait_until
 from redis_server import RedisServer
 from zookeeper_server import SCRIPT as ZOOKEEPER_SCRIPT
+from zookeeper_server import SRVR_SOURCE
 from zookeeper_server import ZooKeeperServer, ZooKeeperServerError
 
 # The chaos suite's run and checker serve here too (tests/chaos is not a package).
@@ -374,19 +375,9 @@ ZOOKEEPER_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j
 _WAIT_FOR_ENSEMBLE = """
 import socket, sys, time
 members, deadline = sys.argv[2:], time.monotonic() + float(sys.argv[1])
-def mode(member):
-    try:
-        with socket.create_connection((member, 2181), timeout=0.5) as s:
-            s.sendall(b"srvr")
-            data = b""
-            while chunk := s.recv(4096):
-                data += chunk
-    except OSError:
-        return ""
-    return next((l.split(":", 1)[1].strip() for l in data.decode().splitlines()
-                 if l.startswith("Mode:")), "")
+""" + SRVR_SOURCE + """
 while True:
-    modes = {m: mode(m) for m in members}
+    modes = {m: srvr(f"{m}:2181") for m in members}
     if all(v in ("leader", "follower") for v in modes.values()) or time.monotonic() > deadline:
         print(modes)
         sys.exit(0 if all(v in ("leader", "follower") for v in modes.values()) else 1)

@@ -255,3 +255,25 @@ class ZooKeeperServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop(hard=True)
+
+
+# Python source of ``srvr(member)``: the mode ("leader", "follower", "standalone"; "" if it
+# does not answer) a ZooKeeper server at host:port reports to the four-letter word srvr. For
+# scripts run on other hosts (tests/multi_host.py, tests/history.py), which cannot import it.
+SRVR_SOURCE = r"""
+def srvr(member):
+    host, port = member.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=0.5) as s:
+            s.settimeout(0.5)
+            s.sendall(b"srvr")
+            data = b""
+            while chunk := s.recv(4096):
+                data += chunk
+    except OSError:
+        return ""
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return ""
+"""
