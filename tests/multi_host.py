@@ -546,9 +546,10 @@ class MultiHostCluster(Cluster):
     def ui_get(self, path: str) -> str:
         """GET ``path`` of the UI from the client host, as an operator's browser would; "" when
         it does not answer."""
-        result = self.host("client").run(["curl", "-sf", "--max-time", "10",
-                                           f"http://{self.ui_address}{path}"],
-                                          timeout=20, check=False)
+        result = self.host("client").run(
+            [sys.executable, "-c", "import sys, urllib.request; sys.stdout.write(urllib.request"
+             ".urlopen(sys.argv[1], timeout=10).read().decode())",
+             f"http://{self.ui_address}{path}"], timeout=20, check=False)
         return result.stdout if result.returncode == 0 else ""
 
     def add_supervisor(self, sid: str, slots: int = 2) -> Daemon:
