@@ -1,5 +1,6 @@
-"""Topology code packages: the topology file and the Python files beside it (a streamparse
-project's whole tree), zipped.
+"""Topology code packages: the topology's project directory, every file of it less what its
+``.stormletignore`` and the defaults exclude (``project_files.py`` says which files, and where
+relative paths resolve), zipped with a manifest naming the entry file.
 
 Nimbus keeps packages on its own disk (not in ZooKeeper, whose nodes stop at 1 MB) and serves them
 to supervisors; the topology's record holds each package's SHA-256, and whoever fetches a package
@@ -15,6 +16,7 @@ import io
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -22,14 +24,14 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from ..streamparse.project import CONFIG_FILE as PROJECT_CONFIG_FILE
-from ..streamparse.project import project_root
+from .project_files import IGNORE_FILE, ProjectError, project_directory, project_files
 
 MAX_PACKAGE_BYTES = 64 * 1024 * 1024
 MAX_FILES = 2000
 MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 MANIFEST = "stormlet-manifest.json"
-SKIP_DIRS = {"__pycache__", ".git", ".venv", "venv", "node_modules", ".tox", ".pytest_cache"}
+# How many of the largest files an over-limit refusal names.
+LARGEST_SHOWN = 5
 # How nimbus inspects a package: ``python -m stormlet inspect ENTRY`` (cli/inspect.py).
 INSPECT_COMMAND_ARGS = ["-m", "stormlet", "inspect"]
 INSPECT_TIMEOUT_SECS = 60.0
@@ -50,37 +52,62 @@ class CodeError(Exception):
 
 
 def package_topology(path: str | Path) -> bytes:
-    """Zip ``path`` and every .py file under its code root; the manifest names the entry file.
-
-    The code root is the file's directory, or for a streamparse project its root (with its
-    ``config.json``, so the project is found again where the package is unpacked)."""
+    """Zip every file of ``path``'s project directory that is not ignored (``project_files``);
+    the manifest names ``path`` as the entry file. ``CodeError`` if the package would be over
+    a limit, naming the limit, the size and the largest files."""
     path = Path(path).resolve()
     if not path.is_file():
         raise CodeError(f"{path}: no such file")
-    base = project_root(path) or path.parent
+    base = project_directory(path)
+    try:
+        files = project_files(base, MAX_FILES)
+    except ProjectError as exc:
+        raise CodeError(str(exc)) from None
+    entry = path.relative_to(base).as_posix()
+    if entry not in {f.name for f in files}:
+        raise CodeError(f"{path} is excluded from its own package by {base / IGNORE_FILE} or "
+                        f"the defaults; take it back with a line !{entry}")
+    if MANIFEST in {f.name for f in files}:
+        raise CodeError(f"{base / MANIFEST}: stormlet names a package's manifest so; rename it "
+                        f"or list it in {base / IGNORE_FILE}")
+    unpacked = sum(f.size for f in files)
+    if unpacked > MAX_UNPACKED_BYTES:
+        raise CodeError(_over_limit(base, f"unpacks to {_size(unpacked)}", MAX_UNPACKED_BYTES,
+                                    [(f.name, f.size) for f in files], ""))
     buffer = io.BytesIO()
-    count = 0
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for directory, dirs, files in os.walk(base):
-            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
-            for name in sorted(files):
-                full = Path(directory, name)
-                if not (name.endswith(".py") or full == base / PROJECT_CONFIG_FILE):
-                    continue
-                count += 1
-                if count > MAX_FILES:
-                    raise CodeError(f"{base} holds more than {MAX_FILES} Python files; put the "
-                                    f"topology in a directory of its own")
-                archive.write(full, full.relative_to(base).as_posix())
+        for file in files:
+            archive.write(file.path, file.name)
         # A fixed time (files keep their own): the same code packs to the same bytes, so its
         # digest names one unpacked copy on a backfill's workers, not one per job.
         manifest = zipfile.ZipInfo(MANIFEST, date_time=(1980, 1, 1, 0, 0, 0))
-        archive.writestr(manifest, json.dumps({"entry": path.relative_to(base).as_posix()}),
-                         zipfile.ZIP_DEFLATED)
+        archive.writestr(manifest, json.dumps({"entry": entry}), zipfile.ZIP_DEFLATED)
+        packed = [(i.filename, i.compress_size) for i in archive.infolist()]
     data = buffer.getvalue()
     if len(data) > MAX_PACKAGE_BYTES:
-        raise CodeError(f"code package is {len(data)} bytes, over the {MAX_PACKAGE_BYTES} limit")
+        raise CodeError(_over_limit(base, f"is {_size(len(data))} compressed", MAX_PACKAGE_BYTES,
+                                    packed, " compressed"))
     return data
+
+
+def _over_limit(base: Path, what: str, limit: int, sizes: list[tuple[str, int]],
+                measure: str) -> str:
+    """The refusal of a package over ``limit``: its size, its largest files, what to do."""
+    largest = sorted(sizes, key=lambda item: (-item[1], item[0]))[:LARGEST_SHOWN]
+    listed = ", ".join(f"{name} ({_size(size)})" for name, size in largest)
+    return (f"the code package of {base} {what}, over the limit of {_size(limit)}; its largest "
+            f"files{measure}: {listed}. List what the workers do not need in "
+            f"{base / IGNORE_FILE} (gitignore syntax); large artifacts (a model, a big lookup "
+            f"table) belong outside the code package (in a blob store, once stormlet has one)")
+
+
+def _size(count: int) -> str:
+    """``count`` bytes, for people: 812 bytes, 3.4 KiB, 70.2 MiB."""
+    if count < 1024:
+        return f"{count} bytes"
+    if count < 1024 * 1024:
+        return f"{count / 1024:.1f} KiB"
+    return f"{count / (1024 * 1024):.1f} MiB"
 
 
 def digest(data: bytes) -> str:
@@ -117,9 +144,20 @@ def unpack(data: bytes, directory: str | Path) -> Path:
                 raise CodeError(f"the package's manifest names {entry!r} as its entry: not a "
                                 f"Python file in the package")
             archive.extractall(directory)
+            _keep_executable_bits(archive, directory)
     except (zipfile.BadZipFile, KeyError, json.JSONDecodeError) as exc:
         raise CodeError(f"not a stormlet code package: {exc}") from None
     return directory / entry
+
+
+def _keep_executable_bits(archive: zipfile.ZipFile, directory: Path) -> None:
+    """Make executable for its owner (the workers' user) what was executable when packaged (a
+    script the topology runs): ``extractall`` drops every mode bit."""
+    for info in archive.infolist():
+        mode = info.external_attr >> 16
+        if not info.is_dir() and mode & stat.S_IXUSR:
+            target = directory / info.filename
+            target.chmod(target.stat().st_mode | stat.S_IXUSR)
 
 
 def inspect_package(entry: Path, timeout: float = INSPECT_TIMEOUT_SECS,
