@@ -213,6 +213,28 @@ def test_the_digest_covers_every_file_not_only_the_python(tmp_path):
     assert package_topology(topo) == before
 
 
+def test_a_streamparse_topology_is_inspected_in_its_project_root(tmp_path):
+    # As `sparse run` runs it: a relative path resolves against the project's root, where its
+    # config.json is, and so it does on workers (cluster/project_files.py).
+    root = tmp_path / "wordcount"
+    (root / "topologies").mkdir(parents=True)
+    (root / "data").mkdir()
+    (root / "config.json").write_text(json.dumps({"topology_specs": "topologies/"}))
+    (root / "data" / "words.txt").write_text("dog cat\n")
+    (root / "topologies" / "wc.py").write_text(
+        "from streamparse import Spout, Topology\n"
+        "WORDS = open('data/words.txt').read().split()\n"
+        "class Words(Spout):\n"
+        "    outputs = ['word']\n"
+        "    def next_tuple(self):\n"
+        "        self.emit([WORDS[0]])\n"
+        "class WordCount(Topology):\n"
+        "    words = Words.spec()\n")
+    entry = unpack(package_topology(root / "topologies" / "wc.py"), tmp_path / "out")
+    assert entry == tmp_path / "out" / "topologies" / "wc.py"
+    assert inspect_package(entry)["ok"]
+
+
 def test_the_same_code_packs_to_the_same_bytes(tmp_path):
     # A backfill's workers keep one unpacked copy per digest: one per job would pile up.
     (tmp_path / "topo.py").write_text("topology = None\n")

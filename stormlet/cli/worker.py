@@ -13,6 +13,7 @@ same way, once it has started (see signals.py).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -44,11 +45,18 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
            bind: str | None, code: Path, heartbeat_file: Path, zk_session_timeout: float,
            state_dir: Path | None, cpu: int | None) -> None:
     """Run one worker of a topology (supervisors start these)."""
+    from ..cluster.project_files import project_directory
     from ..cluster.security import Security, SecurityError, restrict_new_files
     from ..cluster.worker import NotAssigned, Worker
     from ..runtime.tuning import tune_for_streaming
 
     restrict_new_files()   # its supervisor's already; a worker started by hand too
+    # The topology's relative paths resolve against its project directory, as nimbus's
+    # inspection and `stormlet local` started there do (cluster/project_files.py): the paths
+    # this command was given, before we move there.
+    code, heartbeat_file = code.resolve(), heartbeat_file.resolve()
+    state_dir = state_dir.resolve() if state_dir is not None else None
+    os.chdir(project_directory(code))
 
     # Every line says which worker: one supervisor's log directory holds several workers' logs.
     logging.basicConfig(level=logging.getLogger().level, force=True,

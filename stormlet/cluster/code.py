@@ -186,7 +186,7 @@ def inspect_package(entry: Path, timeout: float = INSPECT_TIMEOUT_SECS,
         process = subprocess.Popen([sys.executable, *INSPECT_COMMAND_ARGS, *limits,
                                     "--overrides-on-stdin", str(entry)],
                                    stdin=given, stdout=out, stderr=err,
-                                   cwd=str(entry.parent), env=environment,
+                                   cwd=str(project_directory(entry)), env=environment,
                                    start_new_session=True)
         try:
             process.wait(timeout=timeout)
