@@ -687,3 +687,37 @@ def test_bolts_feeding_each_other_across_two_workers_complete_every_tree(cluster
     wait_until(lambda: total("fan-out", "executed") >= n * cycle.laps_of_fan_out(), 15,
                "the fan-out bolt's count in the heartbeats")
     cluster.kill_and_wait("cycle")
+
+
+def test_a_bolt_on_a_worker_reads_a_data_file_beside_its_topology(cluster, tmp_path):
+    """Issue 52: the package carries the project's data files, not only its Python, and a
+    worker runs in the unpacked project directory, so ``open("data/words.txt")`` in a bolt's
+    prepare finds the file there, as under `stormlet local` started beside the topology."""
+    project = Path(__file__).resolve().parent / "cluster_topologies" / "with_data"
+    words = (project / "data" / "words.txt").read_text().split()
+    n = 30
+    cluster.submit(project / "topology.py", "files", f"files.dir={tmp_path}", f"files.count={n}")
+
+    def outputs() -> list[dict]:
+        found = []
+        for path in tmp_path.glob("lookup-*.json"):
+            try:
+                found.append(json.loads(path.read_text()))
+            except (OSError, ValueError):
+                continue
+        return found
+
+    wait_until(lambda: sum(sum(o["seen"].values()) for o in outputs()) == n, 60,
+               "every number to be looked up")
+    cluster.kill_and_wait("files")
+    tasks = outputs()
+    assert len(tasks) == 2
+    for task in tasks:
+        assert task["words"] == words
+        # The unpacked copy, <base>/<supervisor>/code/<topology id>, not the source.
+        cwd = Path(task["cwd"])
+        assert cwd.parent.name == "code" and cwd.parent.parent.parent == cluster.base, cwd
+    seen = Counter()
+    for task in tasks:
+        seen.update(task["seen"])
+    assert seen == Counter(words[i % len(words)] for i in range(n))
