@@ -1,10 +1,10 @@
 """How a topology's code reaches Spark's workers, and what it becomes there.
 
-The driver packages the topology file and the Python files beside it, as ``stormlet submit`` ships
-them (``package_code``), and broadcasts the bytes; every task gets a ``TopologyCode``: that
-broadcast and the plain data every task must agree on. A worker loads the topology from the code
-itself (``TopologyCode.load``), so nothing of the user's classes is ever pickled: a worker never
-unpickles a class from a module it cannot import.
+The driver packages the topology's project directory, as ``stormlet submit`` ships it
+(``package_code``; ``cluster/project_files.py`` says which files), and broadcasts the bytes;
+every task gets a ``TopologyCode``: that broadcast and the plain data every task must agree
+on. A worker loads the topology from the code itself (``TopologyCode.load``), so nothing of the
+user's classes is ever pickled: a worker never unpickles a class from a module it cannot import.
 
 On a worker:
 
@@ -43,8 +43,8 @@ CODE_DIR = Path(tempfile.gettempdir()) / f"stormlet-backfill-code-{os.getuid()}"
 
 
 def package_code(file: Path) -> bytes:
-    """The code package of the topology in ``file`` (the file and the Python files beside it), to
-    broadcast; raises ``BackfillError`` if it cannot be made."""
+    """The code package of the topology in ``file`` (its project directory), to broadcast;
+    raises ``BackfillError`` if it cannot be made."""
     try:
         return package_topology(file)
     except CodeError as exc:
