@@ -10,8 +10,12 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
+import shlex
 from collections.abc import Callable
 from typing import Any, NamedTuple
+
+from .redaction import redact_config
 
 TOPOLOGY_WORKERS = "topology.workers"
 TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
@@ -42,6 +46,9 @@ STORMLET_EXECUTOR_SHARED_THREAD = "stormlet.executor.shared.thread"
 STORMLET_LINK_HEARTBEAT_SECS = "stormlet.link.heartbeat.secs"
 STORMLET_LINK_TIMEOUT_SECS = "stormlet.link.timeout.secs"
 STORMLET_LINK_CONNECT_TIMEOUT_SECS = "stormlet.link.connect.timeout.secs"
+TOPOLOGY_ENVIRONMENT = "topology.environment"
+TOPOLOGY_WORKER_CHILDOPTS = "topology.worker.childopts"
+TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB = "topology.worker.max.heap.size.mb"
 
 
 # ----- what a value must be (Storm checks a topology's config at submit the same way: its
@@ -97,6 +104,137 @@ def anything(_value: Any) -> str | None:
     """Any value: set by stormlet, or checked where it is used (the state provider and its
     settings are checked with the topology's stateful bolts: stormlet/state/providers.py)."""
     return None
+
+
+# ----- a worker's process: its environment and its interpreter's options (a supervisor starts
+# it as ``python OPTIONS -m stormlet worker ...``: stormlet/cluster/worker_command.py).
+
+#: Environment variables under this prefix are stormlet's own (a worker's credentials, the
+#: cluster secret's file): a supervisor sets them, a topology never does.
+RESERVED_ENV_PREFIX = "STORMLET_"
+
+#: Python's options that take no value, and those that take one (in the same argument,
+#: ``-Werror``, or the next, ``-W error``).
+PYTHON_FLAGS = "bBdEIOPqRsuvx"
+PYTHON_VALUE_OPTIONS = "WX"
+# Options that would run something else than the worker, or not run it as a worker: why not.
+_REFUSED_PYTHON_OPTIONS = {
+    "c": "runs its own code instead of the worker",
+    "m": "runs another module instead of the worker",
+    "i": "waits at a prompt after the worker ends",
+    "h": "prints help instead of running the worker",
+    "?": "prints help instead of running the worker",
+    "V": "prints the version instead of running the worker",
+    "S": "leaves site-packages, where stormlet is installed, off the path",
+}
+# -X values that are a JVM's options (a Storm topology's childopts: -Xmx2g, -XX:+UseG1GC,
+# -Xloggc:FILE): Python takes them as -X options of its own it does not know, and ignores them.
+_JVM_X_OPTION = re.compile(r"(mx|ms|ss)[0-9]+[kKmMgG]?|X[:+-].*|loggc.*", re.DOTALL)
+
+
+def environment(value: Any) -> str | None:
+    """A map of environment variable names to strings, or None; no name of stormlet's own."""
+    wanted = "a map of environment variable names to strings, or None"
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return wanted
+    for name, text in value.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name:
+            return f"{wanted} ({name!r} is no variable name: one is a non-empty string " \
+                   f"without '=' or NUL)"
+        if name.startswith(RESERVED_ENV_PREFIX):
+            return (f"{wanted}, without {name}: every {RESERVED_ENV_PREFIX}* variable is "
+                    f"stormlet's own, set by a supervisor for its workers (set it on the "
+                    f"supervisor instead)")
+        if not isinstance(text, str):
+            return f"{wanted} (the value of {name} is not a string)"
+        if "\0" in text:
+            return f"{wanted} (the value of {name} holds a NUL character)"
+    return None
+
+
+def _python_options(value: Any) -> list[str]:
+    """The options ``topology.worker.childopts`` gives, one argument each with its value
+    attached; ``ValueError`` saying what is wrong (see ``worker_python_options``)."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            value = shlex.split(value)
+        except ValueError as exc:
+            raise ValueError(f"cannot split it into options: {exc}") from None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(a, str) for a in value):
+        raise ValueError("neither a list of strings nor a string")
+    options: list[str] = []
+    args = iter(value)
+    for arg in args:
+        if "\0" in arg:
+            raise ValueError(f"{arg!r} holds a NUL character")
+        if len(arg) < 2 or arg[0] != "-" or arg[1] == "-":
+            raise ValueError(f"{arg!r} is not one of Python's short options (the program a "
+                             f"worker runs is stormlet)")
+        for i, letter in enumerate(arg[1:], 1):
+            if letter in PYTHON_VALUE_OPTIONS:
+                option_value = arg[i + 1:] or next(args, "")
+                if not option_value:
+                    raise ValueError(f"-{letter} needs a value")
+                if letter == "X" and _JVM_X_OPTION.fullmatch(option_value):
+                    raise ValueError(f"-X{option_value} is a JVM's option, which Python "
+                                     f"ignores; for a worker's memory limit set "
+                                     f"{TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB}")
+                options.append(f"-{letter}{option_value}")
+                break
+            if letter in _REFUSED_PYTHON_OPTIONS:
+                raise ValueError(f"-{letter} {_REFUSED_PYTHON_OPTIONS[letter]}")
+            if letter not in PYTHON_FLAGS:
+                raise ValueError(f"-{letter} (in {arg!r}) is not an option of Python's")
+            options.append(f"-{letter}")
+    return options
+
+
+def python_options(value: Any) -> str | None:
+    """Python's options, as a list of strings or one string a shell would split, that leave the
+    worker to run as one (no -c, -m, -i, ...); or None."""
+    try:
+        _python_options(value)
+    except ValueError as exc:
+        return f"Python's options as a list of strings or one string, or None ({exc})"
+    return None
+
+
+def worker_environment(conf: dict[str, Any]) -> dict[str, str]:
+    """``topology.environment`` of ``conf``: the variables to add to a worker's environment.
+    ``ValueError`` naming the key for a value that is not a map of names to strings, or that
+    names one of stormlet's own variables."""
+    value = conf.get(TOPOLOGY_ENVIRONMENT)
+    wrong = problem(TOPOLOGY_ENVIRONMENT, value)
+    if wrong is not None:
+        raise ValueError(wrong)
+    return dict(value or {})
+
+
+def worker_python_options(conf: dict[str, Any]) -> list[str]:
+    """``topology.worker.childopts`` of ``conf``: the options a worker's Python gets before
+    ``-m stormlet``, one argument each with its value attached (``["-X", "importtime", "-OW",
+    "error"]`` gives ``["-Ximporttime", "-O", "-Werror"]``: stormlet/cluster/worker_command.py
+    reads them back so). ``ValueError`` naming the key and the option for anything else: an
+    argument that is no Python option, or one that would keep the worker from running."""
+    value = conf.get(TOPOLOGY_WORKER_CHILDOPTS)
+    wrong = problem(TOPOLOGY_WORKER_CHILDOPTS, value)
+    if wrong is not None:
+        raise ValueError(wrong)
+    return _python_options(value)
+
+
+def worker_memory_limit_mb(conf: dict[str, Any]) -> float | None:
+    """``topology.worker.max.heap.size.mb`` of ``conf``: MB, or None for no limit.
+    ``ValueError`` naming the key for anything else."""
+    value = conf.get(TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB)
+    wrong = problem(TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB, value)
+    if wrong is not None:
+        raise ValueError(wrong)
+    return None if value is None else float(value)
 
 
 class Setting(NamedTuple):
@@ -246,6 +384,23 @@ DEFAULTS: dict[str, Setting] = {
         False,
         "offset spouts ignore earlier topologies' commits and read from the earliest offset",
         flag),
+    TOPOLOGY_ENVIRONMENT: Setting(
+        None,
+        "on a cluster, environment variables added to (or replacing) those a worker inherits "
+        "from its supervisor, a map of names to strings; STORMLET_* variables are stormlet's "
+        "own and refused",
+        environment),
+    TOPOLOGY_WORKER_CHILDOPTS: Setting(
+        None,
+        "on a cluster, options for each worker's Python, given before -m stormlet: a list of "
+        "strings (-X importtime, -W error) or one string split as a shell would",
+        python_options),
+    TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB: Setting(
+        None,
+        "on a cluster, the memory (resident set size, MB) a worker may use: its supervisor "
+        "checks every second, and kills and restarts a worker over it, reporting it in "
+        "`stormlet errors` (stormlet/cluster/memory_limit.py)",
+        number(0, above=True, none_means="for no limit")),
 }
 
 
@@ -304,7 +459,10 @@ def problem(key: str, value: Any) -> str | None:
     does not know the key)."""
     setting = DEFAULTS.get(key)
     wanted = setting.check(value) if setting is not None else None
-    return None if wanted is None else f"{key} must be {wanted}, not {value!r}"
+    # A map shown as a reader without admin access would see it: a refused environment may
+    # hold a database's password, and the refusal may be logged.
+    shown = redact_config({key: value})[key] if isinstance(value, dict) else value
+    return None if wanted is None else f"{key} must be {wanted}, not {shown!r}"
 
 
 def transfer_batch_size(conf: dict[str, Any]) -> int | None:

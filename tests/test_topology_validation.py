@@ -629,6 +629,13 @@ def config_error(conf: dict, topology=None) -> str:
     ("stormlet.failed.dir", 3, "a path or None"),
     ("topology.state.checkpoint.interval.ms", float("nan"), "a number above 0"),
     ("offsets.start.over", 1, "true or false"),
+    ("topology.environment", ["GREETING=hi"], "a map of environment variable names to strings"),
+    ("topology.environment", {"GREETING": 1}, "a map of environment variable names to strings, "
+                                              "or None (the value of GREETING is not a string)"),
+    ("topology.worker.childopts", "-c 'import os'", "Python's options as a list of strings or "
+                                                    "one string, or None (-c runs its own code"),
+    ("topology.worker.max.heap.size.mb", 0, "a number above 0 (or None for no limit)"),
+    ("topology.worker.max.heap.size.mb", "1g", "a number above 0"),
 ])
 def test_a_config_value_stormlet_cannot_use_is_refused_at_submit_naming_the_key(key, value,
                                                                                  wanted):
@@ -698,7 +705,7 @@ def test_every_default_is_a_value_stormlet_can_use():
 
 
 def test_a_misspelt_or_unread_setting_is_named_at_submit_and_the_topology_runs(caplog):
-    conf = {**CONF, "topology.max.spout.pendng": 10, "topology.worker.childopts": "-Xmx1g",
+    conf = {**CONF, "topology.max.spout.pendng": 10, "topology.kryo.register": ["Event"],
             "my.own.setting": 1, "topology.name": "set by Storm for components"}
     with caplog.at_level("WARNING", logger="stormlet.local"), LocalCluster() as cluster:
         cluster.submit("warned", conf, word_topology(**{"topology.tick.tuple.freq.sec": 1}))
@@ -707,7 +714,7 @@ def test_a_misspelt_or_unread_setting_is_named_at_submit_and_the_topology_runs(c
     assert warned == [
         "topology warned: topology.max.spout.pendng is not a setting stormlet reads, so it "
         "changes nothing (did you mean topology.max.spout.pending?)",
-        "topology warned: topology.worker.childopts is not a setting stormlet reads, so it "
+        "topology warned: topology.kryo.register is not a setting stormlet reads, so it "
         "changes nothing",
         "topology warned: component 'sink': topology.tick.tuple.freq.sec is not a setting "
         "stormlet reads, so it changes nothing (did you mean topology.tick.tuple.freq.secs?)"]

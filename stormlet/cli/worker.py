@@ -1,8 +1,11 @@
 """``stormlet worker``: one worker process, as its supervisor starts it (hidden from --help):
 
-    python -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID --supervisor-id SID \\
-        --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE --heartbeat-file FILE \\
-        [--state-dir DIR] [--cpu N]
+    python [OPTIONS] -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID \\
+        --supervisor-id SID --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE \\
+        --heartbeat-file FILE [--state-dir DIR] [--cpu N]
+
+(OPTIONS: the topology's ``topology.worker.childopts``, with its ``topology.environment`` in the
+environment: see supervisor.py.)
 
 It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and
 exits 1 when an executor died or the slot had nothing to run, else 0. A signal that comes while

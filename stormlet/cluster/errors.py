@@ -3,8 +3,10 @@ to nimbus, which answers ``stormlet errors`` and the errors column of ``stormlet
 
     worker heartbeat file   "errors": its tasks' recent errors (errors.RECENT per task), as dicts
     supervisor report (ZK)  per worker, its newest PER_WORKER errors with shorter texts; per
-                            slot, the same of the last worker there that exited; all of a
-                            report's errors together at most REPORT_BYTES of JSON
+                            slot, the same of the last worker there that exited, with the
+                            supervisor's own error of the slot (a worker stopped over its memory
+                            limit: memory_limit.py) and their count ("supervisor_errors"); all
+                            of a report's errors together at most REPORT_BYTES of JSON
     nimbus                  one topology's errors from every report, with host:port, newest first
 
 An error as a dict: ``{"component", "task", "time" (epoch seconds), "error", "detail"}``. Anything
@@ -118,6 +120,9 @@ def topology_error_summary(reports: dict[str, Any], topology_id: str) -> dict:
     count, last = 0, None
     for _host, _port, entry in _topology_workers(reports, topology_id):
         count += error_count(entry.get("metrics"))
+        # Its supervisor's own errors of the slot (workers stopped over their memory limit).
+        own = entry.get("supervisor_errors", 0)
+        count += own if isinstance(own, int) and not isinstance(own, bool) else 0
         for error in _valid_errors(entry):
             if last is None or error["time"] > last:
                 last = error["time"]

@@ -8,6 +8,12 @@ to ZooKeeper: one write per node, not one per worker. The report carries each wo
 and recent errors, and the last errors of the last worker that exited on each slot, so that a
 worker's dying words outlive it (see errors.py for what is kept and how big it may get).
 
+A worker runs with its topology's worker settings: the supervisor's environment plus
+``topology.environment`` (stormlet's own variables set last), and ``topology.worker.childopts``
+given to its Python. Every pass also measures the workers whose topology sets
+``topology.worker.max.heap.size.mb``, and one over it is killed and started again, which is
+reported as an error of the slot (memory_limit.py).
+
 A ZooKeeper outage does not stop workers: the supervisor keeps the last assignment it read and
 only acts on what it can observe locally until ZooKeeper is back.
 """
@@ -29,11 +35,13 @@ from pathlib import Path
 
 from kazoo.protocol.states import KazooState
 
+from .. import config as cfg
 from . import rpc
 from .code import CodeError, unpack
 from .cpu_pinning import CpuPinning
 from .errors import cap_report, report_errors
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
+from .memory_limit import Overruns, overrun_text, resident_mb
 from .names import check_topology_id
 from .nimbus_client import fetch_code
 from .repeats import Repeats
@@ -45,8 +53,8 @@ from .security import (
     write_private_file,
 )
 from .tenure import slot_tenure
-from .worker_command import (PORT_OPTION, PROC, WORKER_MODULE_ARGS, command_line, is_worker,
-                             option_value)
+from .worker_command import (PORT_OPTION, PROC, command_line, is_worker, option_value,
+                             worker_command)
 from .zk_state import (
     CONNECTION_ERRORS,
     DEFAULT_ROOT,
@@ -61,6 +69,9 @@ log = logging.getLogger(__name__)
 
 SYNC_SECS = 1.0
 REPORT_SECS = 3.0
+# A worker that exits (or is stopped over its memory limit) younger than this is restarted
+# after growing delays: it would likely do the same again at once.
+QUICK_EXIT_SECS = 10.0
 
 
 @dataclass
@@ -71,6 +82,7 @@ class WorkerProcess:
     heartbeat_file: Path
     started: float = field(default_factory=time.time)
     restarts: int = 0
+    memory_limit_mb: float | None = None   # its topology's (memory_limit.py)
 
 
 class Supervisor:
@@ -110,6 +122,8 @@ class Supervisor:
         self.exited: dict[int, dict] = {}
         # ZooKeeper out of reach, found by a pass every second: logged once a minute at most.
         self._repeats = Repeats(log)
+        # Workers stopped over their memory limit, by slot: what is reported of them.
+        self.overruns = Overruns()
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
@@ -268,9 +282,7 @@ class Supervisor:
             if exit_code is not None:
                 # A worker that dies young is restarted with growing delays, not in a tight loop;
                 # one killed by SIGKILL (an operator, the OOM killer) is no crash loop: at once.
-                quick = (time.time() - running.started < 10 and exit_code != -signal.SIGKILL)
-                self.quick_exits[port] = self.quick_exits.get(port, 0) + 1 if quick else 0
-                delay = min(30.0, 2.0 ** self.quick_exits[port]) if quick else 0.0
+                delay = self._restart_delay(port, running, exit_code != -signal.SIGKILL)
                 log.warning("worker %s:%d of %s exited with %s; restarting in %.0fs%s",
                             self.host, port, tid, exit_code, delay,
                             self._keep_last_words(port, running, exit_code))
@@ -282,6 +294,35 @@ class Supervisor:
                             self._keep_last_words(port, running, "no heartbeat"))
                 self._kill(port, "heartbeat timed out", hard=True)
                 self._launch(port, tid, tenure)
+            else:
+                self._check_memory(port, running)
+
+    def _restart_delay(self, port: int, worker: WorkerProcess, may_loop: bool) -> float:
+        """How long to wait before starting the next worker on ``port`` after ``worker``
+        ended: growing delays while workers there end young, if that ``may_loop``."""
+        quick = may_loop and time.time() - worker.started < QUICK_EXIT_SECS
+        self.quick_exits[port] = self.quick_exits.get(port, 0) + 1 if quick else 0
+        return min(30.0, 2.0 ** self.quick_exits[port]) if quick else 0.0
+
+    def _check_memory(self, port: int, worker: WorkerProcess) -> None:
+        """Stop ``worker`` and start it again (after a delay, if it was young) when it uses more
+        memory than its topology allows, recording why (memory_limit.py)."""
+        if worker.memory_limit_mb is None:
+            return
+        try:
+            used = resident_mb(worker.process.pid)
+        except (OSError, ValueError, IndexError):
+            return   # it has just exited: the next pass sees that
+        if used <= worker.memory_limit_mb:
+            return
+        # Over its limit at every start (it loads too much, say), it would loop.
+        delay = self._restart_delay(port, worker, may_loop=True)
+        text = overrun_text(self.host, port, worker.topology_id, used, worker.memory_limit_mb,
+                            delay)
+        self._keep_last_words(port, worker, "stopped over its memory limit")
+        self.overruns.overrun(port, worker.topology_id, text)
+        self._kill(port, f"using {used:.0f} MB, over its memory limit", hard=True)
+        self.not_before[port] = time.monotonic() + delay
 
     def _remove_unused_code(self) -> None:
         if self.client.state != KazooState.CONNECTED:
@@ -301,6 +342,7 @@ class Supervisor:
             del self.restarts[key]
         for port in [p for p, e in self.exited.items() if e["topology_id"] not in in_use]:
             del self.exited[port]
+        self.overruns.retain(lambda tid: tid in in_use)
 
     def _heartbeat_stale(self, worker: WorkerProcess) -> bool:
         beat = last_beat_time(worker.heartbeat_file)
@@ -339,7 +381,16 @@ class Supervisor:
         raise rpc.RpcError(f"no nimbus could give the code of {tid}: {problem}")
 
     def _launch(self, port: int, tid: str, tenure: int | None) -> None:
+        record = self.state.topology(tid)
+        if not isinstance(record, dict):
+            log.debug("not starting a worker for %s: its record is gone (killed)", tid)
+            return   # its assignment goes next
+        conf = record.get("conf") or {}
         try:
+            # Checked at submit; a record written by a nimbus before the check is checked here.
+            options = cfg.worker_python_options(conf)
+            limit = cfg.worker_memory_limit_mb(conf)
+            environment = self._worker_environment(tid, str(record.get("name", "")), conf)
             entry = self._code_entry(tid)
         except Exception as exc:
             log.warning("cannot start worker for %s on port %d yet: %s", tid, port, exc)
@@ -349,30 +400,34 @@ class Supervisor:
         heartbeat = heartbeat_path(self.data_dir, port)
         heartbeat.parent.mkdir(exist_ok=True)
         heartbeat.unlink(missing_ok=True)
-        name = str((self.state.topology(tid) or {}).get("name", ""))
-        command = [sys.executable, *WORKER_MODULE_ARGS, "--zk", self.zk_hosts,
-                   "--zk-root", self.zk_root, "--topology-id", tid,
-                   "--zk-session-timeout", str(self.zk_session_timeout),
-                   "--supervisor-id", self.supervisor_id, PORT_OPTION, str(port),
-                   "--host", self.host, "--bind", self.bind, "--code", str(entry),
-                   "--heartbeat-file", str(heartbeat),
-                   # Outside the code directory: state outlives a topology instance.
-                   "--state-dir", str((self.data_dir / "state").resolve())]
-        environment = self._worker_environment(tid, name)
+        command = worker_command(sys.executable, options, [
+            "--zk", self.zk_hosts, "--zk-root", self.zk_root, "--topology-id", tid,
+            "--zk-session-timeout", str(self.zk_session_timeout),
+            "--supervisor-id", self.supervisor_id, PORT_OPTION, str(port),
+            "--host", self.host, "--bind", self.bind, "--code", str(entry),
+            "--heartbeat-file", str(heartbeat),
+            # Outside the code directory: state outlives a topology instance.
+            "--state-dir", str((self.data_dir / "state").resolve())])
         with open(logs / f"worker-{port}.log", "ab") as log_file:
             process = self.pinning.start(command, lambda argv: subprocess.Popen(
                 argv, stdout=log_file, stderr=subprocess.STDOUT, cwd=str(entry.parent),
                 env=environment, start_new_session=True))
         restarts = self.restarts.get((tid, port), -1) + 1
         self.restarts[(tid, port)] = restarts
-        self.workers[port] = WorkerProcess(tid, tenure, process, heartbeat, restarts=restarts)
-        log.info("started worker %s:%d for %s (pid %d)", self.host, port, tid, process.pid)
+        self.workers[port] = WorkerProcess(tid, tenure, process, heartbeat, restarts=restarts,
+                                           memory_limit_mb=limit)
+        log.info("started worker %s:%d for %s (pid %d)%s", self.host, port, tid, process.pid,
+                 f" with Python options {' '.join(options)}" if options else "")
 
-    def _worker_environment(self, tid: str, name: str) -> dict[str, str]:
-        """Ours, less the cluster secret's location; with security on, plus the file holding the
-        topology's own credentials (all a worker gets: it runs the topology's code)."""
+    def _worker_environment(self, tid: str, name: str, conf: dict) -> dict[str, str]:
+        """Ours, less the cluster secret's location, plus the topology's own variables
+        (``topology.environment``: ``ValueError`` if it cannot be used); with security on, plus
+        the file holding the topology's own credentials (all a worker gets: it runs the
+        topology's code). Stormlet's own variables are set last, so that nothing a topology
+        sets replaces them (its config may not name one anyway: config.RESERVED_ENV_PREFIX)."""
         environment = {k: v for k, v in os.environ.items()
                        if k not in (SECRET_FILE_ENV, WORKER_CREDENTIALS_ENV)}
+        environment.update(cfg.worker_environment(conf))
         if self.security.enabled:
             directory = self._credentials_dir()
             directory.mkdir(mode=0o700, exist_ok=True)
@@ -432,6 +487,13 @@ class Supervisor:
                 entry["errors"] = report_errors(beat.errors)
             workers[str(port)] = entry
         exited = {str(port): dict(entry) for port, entry in self.exited.items()}
+        for port, entry in self.exited.items():
+            # Workers stopped over their memory limit: what the supervisor says of them.
+            overruns = self.overruns.errors(port, entry["topology_id"])
+            if overruns:
+                exited[str(port)]["errors"] = [*entry["errors"], *overruns]
+                exited[str(port)]["supervisor_errors"] = self.overruns.count(
+                    port, entry["topology_id"])
         cap_report([*workers.values(), *exited.values()])
         self.state.set_heartbeat(self.supervisor_id, {"time": time.time(), "host": self.host,
                                                       "workers": workers, "exited": exited})
