@@ -351,3 +351,29 @@ def test_a_build_that_fails_raises_with_pips_message_and_leaves_nothing(tmp_path
     # The failure is not remembered on disk: the next call tries again.
     with pytest.raises(BuildError):
         environments.ensure(spec)
+
+
+def test_a_failed_build_on_a_node_is_reported_against_the_topology_and_that_node():
+    """What a supervisor reports for a slot whose worker cannot start is what `stormlet
+    errors` and `stormlet list` show (cluster/errors.py)."""
+    from stormlet.cluster.errors import (
+        ENVIRONMENT_COMPONENT,
+        topology_error_summary,
+        topology_errors,
+        unstarted_entry,
+    )
+
+    message = ("pip could not install stormlet-testdep==3.0; its last lines:\nERROR: Could not "
+               "find a version\nERROR: No matching distribution found for stormlet-testdep==3.0")
+    reports = {"s1": {"host": "10.0.0.7", "workers": {}, "exited": {},
+                      "unstarted": {"6701": unstarted_entry("t-1-x", message, 2)}},
+               "s2": {"host": "10.0.0.8", "workers": {}, "exited": {}}}
+    [error] = topology_errors(reports, "t-1-x", 10)
+    assert (error["component"], error["host"], error["port"]) == (ENVIRONMENT_COMPONENT,
+                                                                  "10.0.0.7", 6701)
+    assert error["error"] == ("its environment failed to build: ERROR: No matching "
+                              "distribution found for stormlet-testdep==3.0")
+    assert error["detail"] == message
+    assert topology_error_summary(reports, "t-1-x") == {"errors": 2,
+                                                        "last_error": error["time"]}
+    assert topology_errors(reports, "other", 10) == []
