@@ -21,6 +21,8 @@ python benchmarks/streamparse_wordcount.py
 echo
 python benchmarks/backpressure.py
 echo
+python benchmarks/environments.py
+echo
 python benchmarks/metrics_cost.py
 echo
 python benchmarks/offset_spout.py

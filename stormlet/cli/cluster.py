@@ -20,12 +20,14 @@ from .options import (
     NimbusTarget,
     conf_option,
     conf_overrides,
+    environment_settings,
     load_security,
     nimbus_target,
 )
 from .signals import run_until_signal
 
 if TYPE_CHECKING:
+    from ..cluster.environments import EnvironmentSettings
     from ..cluster.security import Security
 
 # ----- the daemons
@@ -41,14 +43,17 @@ if TYPE_CHECKING:
 @click.option("--port", default=6627, show_default=True, type=int)
 @click.option("--data-dir", default="nimbus-data", show_default=True, type=click.Path())
 @ZK_SESSION_OPTION
+@environment_settings
 def nimbus(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
-           port: int, data_dir: str, zk_session_timeout: float) -> None:
+           port: int, data_dir: str, zk_session_timeout: float,
+           environments: EnvironmentSettings) -> None:
     """Run a nimbus (the leader, or a standby if one leads already)."""
     from ..cluster.nimbus import Nimbus
 
     run_until_signal(_daemon(lambda security: Nimbus(
         zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root, security=security,
-        bind=bind, zk_session_timeout=zk_session_timeout), secret_file))
+        bind=bind, zk_session_timeout=zk_session_timeout, environments=environments),
+        secret_file))
 
 
 def _daemon(make: Callable[[Security], Any], secret_file: str | None) -> Any:
@@ -102,10 +107,12 @@ class _RefusingStart:
                    "[default: with a CPU for each slot, pin workers to CPUs no worker has, the "
                    "rest unpinned]")
 @ZK_SESSION_OPTION
+@environment_settings
 def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
                slots: str, data_dir: str,
                supervisor_id: str | None, worker_timeout: float,
-               pin_workers: bool | None, zk_session_timeout: float) -> None:
+               pin_workers: bool | None, zk_session_timeout: float,
+               environments: EnvironmentSettings) -> None:
     """Run a supervisor: start, watch and restart this node's workers."""
     from ..cluster.supervisor import Supervisor
 
@@ -117,7 +124,7 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: 
     run_until_signal(_daemon(lambda security: Supervisor(
         zk, ports, data_dir=data_dir, host=host, zk_root=zk_root, supervisor_id=supervisor_id,
         worker_timeout=worker_timeout, security=security, bind=bind, pin_workers=pin_workers,
-        zk_session_timeout=zk_session_timeout), secret_file))
+        zk_session_timeout=zk_session_timeout, environments=environments), secret_file))
 
 
 @click.command()
@@ -183,20 +190,47 @@ def _call(target: NimbusTarget, op: str, timeout: float = 15, **args: Any) -> An
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--name", default=None, help="topology name (default: the file's stem)")
+@click.option("--requirements", "requirements_file", default=None, metavar="FILE",
+              type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="the topology's Python dependencies, a pip requirements file [default: the "
+                   "project's virtualenvs/<topology>.txt (streamparse), requirements.txt or "
+                   "pyproject.toml's [project].dependencies]")
 @conf_option("config override")
 @nimbus_target
-def submit(file: Path, name: str | None, conf_pairs: tuple[str, ...], target: NimbusTarget) -> None:
-    """Submit the topology in FILE to the cluster."""
+def submit(file: Path, name: str | None, requirements_file: Path | None,
+           conf_pairs: tuple[str, ...], target: NimbusTarget) -> None:
+    """Submit the topology in FILE to the cluster. Its Python dependencies, if it declares
+    any, are installed in an environment of its own on every node that runs it; nimbus builds
+    it first (or finds it built) and inspects the topology in it, and this waits for that."""
     from ..cluster.code import CodeError, package_topology
+    from ..cluster.dependencies import DependencyError, declared
+    from ..cluster.environments import BUILD_TIMEOUT_SECS
 
     overrides = conf_overrides(conf_pairs)
     try:
-        code = package_topology(file)
-    except CodeError as exc:
+        dependencies = declared(file, requirements_file)
+        code = package_topology(file, dependencies)
+    except (CodeError, DependencyError) as exc:
         raise click.ClickException(str(exc)) from None
     name = name or file.stem
-    result = _call(target, "submit", timeout=120, name=name, payload=code,
+    timeout = 120.0
+    if dependencies is not None:
+        count = len(dependencies.requirements)
+        click.echo(f"{name} needs {count} Python package{'s' if count != 1 else ''} "
+                   f"({dependencies.source}): nimbus builds its environment, or reuses it...")
+        timeout += BUILD_TIMEOUT_SECS
+    started = time.monotonic()
+    result = _call(target, "submit", timeout=timeout, name=name, payload=code,
                    conf=overrides)
+    environment = result.get("environment")
+    if environment:
+        if environment["built"]:
+            click.echo(f"built environment {environment['key']} in "
+                       f"{environment['build_seconds']:.1f} s")
+        else:
+            click.echo(f"reused environment {environment['key']} (built before in "
+                       f"{environment['build_seconds']:.1f} s); submitting took "
+                       f"{time.monotonic() - started:.1f} s")
     click.echo(f"submitted {name} ({result['id']})")
     for line in result.get("warnings", []):
         click.echo(f"warning: {line}", err=True)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from .. import config as cfg
+from ..cluster import environments as envs
 from ..cluster.security import SECRET_FILE_ENV
 from ..cluster.zk_state import DEFAULT_HOSTS, DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT
 
@@ -75,6 +76,46 @@ def nimbus_target(command: Callable) -> Callable:
     for option in (SECRET_OPTION, NIMBUS_OPTION, ZK_ROOT_OPTION, ZK_OPTION):
         with_target = option(with_target)
     return with_target
+
+
+def environment_settings(command: Callable) -> Callable:
+    """The options of a daemon that builds topologies' environments (nimbus, supervisor),
+    given to ``command`` as ``environments`` (an ``EnvironmentSettings``, environments.py)."""
+    @functools.wraps(command)
+    def with_settings(*args: Any, environments_dir: Path | None, environment_ttl: float,
+                      pip_index_url: str | None, pip_find_links: tuple[str, ...],
+                      **kwargs: Any) -> Any:
+        try:
+            settings = envs.EnvironmentSettings(
+                directory=environments_dir or envs.default_directory(), ttl=environment_ttl,
+                index_url=pip_index_url, find_links=tuple(pip_find_links))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--environment-ttl") from None
+        return command(*args, environments=settings, **kwargs)
+
+    options = (
+        click.option("--environments-dir", envvar=envs.DIRECTORY_ENV, default=None,
+                     type=click.Path(file_okay=False, path_type=Path),
+                     help="where this node keeps the virtualenvs of topologies that declare "
+                          "Python dependencies, shared by every daemon on the node (env "
+                          f"{envs.DIRECTORY_ENV}) [default: ~/.cache/stormlet/environments]"),
+        click.option("--environment-ttl", envvar="STORMLET_ENVIRONMENT_TTL", type=float,
+                     default=envs.DEFAULT_TTL_SECS, show_default=True, metavar="SECS",
+                     help="remove a topology environment no worker on this node has used for "
+                          "this long (env STORMLET_ENVIRONMENT_TTL)"),
+        click.option("--pip-index-url", envvar="STORMLET_PIP_INDEX_URL", default=None,
+                     metavar="URL", help="the package index topologies' dependencies are "
+                     f"installed from, or {envs.NO_INDEX!r} for none (only the wheels a "
+                     "topology ships in wheels/ and --pip-find-links) (env "
+                     "STORMLET_PIP_INDEX_URL) [default: pip's own configuration: "
+                     "PIP_INDEX_URL, pip.conf]"),
+        click.option("--pip-find-links", envvar="STORMLET_PIP_FIND_LINKS", multiple=True,
+                     metavar="DIR|URL", help="more wheels for topologies' dependencies; "
+                     "repeatable (env STORMLET_PIP_FIND_LINKS, space-separated)"),
+    )
+    for option in reversed(options):
+        with_settings = option(with_settings)
+    return with_settings
 
 
 FAILED_DIR_OPTION = click.option(

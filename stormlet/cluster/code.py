@@ -24,12 +24,16 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from .dependencies import Dependencies
 from .project_files import IGNORE_FILE, ProjectError, project_directory, project_files
 
 MAX_PACKAGE_BYTES = 64 * 1024 * 1024
 MAX_FILES = 2000
 MAX_UNPACKED_BYTES = 256 * 1024 * 1024
 MANIFEST = "stormlet-manifest.json"
+# The manifest's keys: the entry file, and the topology's declared requirements (normalized, see
+# dependencies.py) and where they were declared, when it declares any.
+ENTRY, REQUIREMENTS, REQUIREMENTS_FROM = "entry", "requirements", "requirements_from"
 # How many of the largest files an over-limit refusal names.
 LARGEST_SHOWN = 5
 # How nimbus inspects a package: ``python -m stormlet inspect ENTRY`` (cli/inspect.py).
@@ -51,10 +55,12 @@ class CodeError(Exception):
     """A package that cannot be built, read or inspected; the message says why."""
 
 
-def package_topology(path: str | Path) -> bytes:
+def package_topology(path: str | Path, dependencies: Dependencies | None = None) -> bytes:
     """Zip every file of ``path``'s project directory that is not ignored (``project_files``);
-    the manifest names ``path`` as the entry file. ``CodeError`` if the package would be over
-    a limit, naming the limit, the size and the largest files."""
+    the manifest names ``path`` as the entry file, and lists ``dependencies`` (what the project
+    declares: ``dependencies.declared``), which nodes install before running it
+    (environments.py). ``CodeError`` if the package would be over a limit, naming the limit,
+    the size and the largest files."""
     path = Path(path).resolve()
     if not path.is_file():
         raise CodeError(f"{path}: no such file")
@@ -81,7 +87,11 @@ def package_topology(path: str | Path) -> bytes:
         # A fixed time (files keep their own): the same code packs to the same bytes, so its
         # digest names one unpacked copy on a backfill's workers, not one per job.
         manifest = zipfile.ZipInfo(MANIFEST, date_time=(1980, 1, 1, 0, 0, 0))
-        archive.writestr(manifest, json.dumps({"entry": entry}), zipfile.ZIP_DEFLATED)
+        described: dict[str, Any] = {ENTRY: entry}
+        if dependencies is not None:
+            described.update({REQUIREMENTS: list(dependencies.requirements),
+                              REQUIREMENTS_FROM: dependencies.source})
+        archive.writestr(manifest, json.dumps(described), zipfile.ZIP_DEFLATED)
         packed = [(i.filename, i.compress_size) for i in archive.infolist()]
     data = buffer.getvalue()
     if len(data) > MAX_PACKAGE_BYTES:
@@ -150,6 +160,20 @@ def unpack(data: bytes, directory: str | Path) -> Path:
     return directory / entry
 
 
+def package_requirements(directory: str | Path) -> list[str]:
+    """The requirements the manifest of the package unpacked in ``directory`` lists (none for a
+    topology that declares none); ``CodeError`` if the manifest is malformed."""
+    try:
+        manifest = json.loads((Path(directory) / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise CodeError(f"cannot read the manifest of the package in {directory}: {exc}") from None
+    requirements = manifest.get(REQUIREMENTS, []) if isinstance(manifest, dict) else None
+    if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
+        raise CodeError(f"the manifest of the package in {directory} lists requirements that "
+                        f"are not a list of strings")
+    return requirements
+
+
 def _keep_executable_bits(archive: zipfile.ZipFile, directory: Path) -> None:
     """Make executable for its owner (the workers' user) what was executable when packaged (a
     script the topology runs): ``extractall`` drops every mode bit."""
@@ -161,8 +185,10 @@ def _keep_executable_bits(archive: zipfile.ZipFile, directory: Path) -> None:
 
 
 def inspect_package(entry: Path, timeout: float = INSPECT_TIMEOUT_SECS,
-                    overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Load the topology in a subprocess (the hidden ``stormlet inspect`` command) and return its
+                    overrides: dict[str, Any] | None = None,
+                    python: str | Path | None = None) -> dict[str, Any]:
+    """Load the topology in a subprocess (the hidden ``stormlet inspect`` command) run by
+    ``python`` (the topology's environment's, see environments.py; default: ours) and return its
     summary (see ``stormlet.cluster.inspect``), its config checked with ``overrides`` (the
     submit's ``-c`` settings) applied; raise ``CodeError`` with the loader's message if it does
     not load or cannot run with that config. Whatever the topology's code started is killed
@@ -183,7 +209,7 @@ def inspect_package(entry: Path, timeout: float = INSPECT_TIMEOUT_SECS,
             tempfile.TemporaryFile() as given:
         given.write(settings)
         given.seek(0)
-        process = subprocess.Popen([sys.executable, *INSPECT_COMMAND_ARGS, *limits,
+        process = subprocess.Popen([str(python or sys.executable), *INSPECT_COMMAND_ARGS, *limits,
                                     "--overrides-on-stdin", str(entry)],
                                    stdin=given, stdout=out, stderr=err,
                                    cwd=str(project_directory(entry)), env=environment,

@@ -5,8 +5,10 @@ to nimbus, which answers ``stormlet errors`` and the errors column of ``stormlet
     supervisor report (ZK)  per worker, its newest PER_WORKER errors with shorter texts; per
                             slot, the same of the last worker there that exited, with the
                             supervisor's own error of the slot (a worker stopped over its memory
-                            limit: memory_limit.py) and their count ("supervisor_errors"); all
-                            of a report's errors together at most REPORT_BYTES of JSON
+                            limit: memory_limit.py) and their count ("supervisor_errors"); per
+                            slot whose worker cannot start (its topology's environment failed to
+                            build, environments.py), that error, ENVIRONMENT_COMPONENT's; all of
+                            a report's errors together at most REPORT_BYTES of JSON
     nimbus                  one topology's errors from every report, with host:port, newest first
 
 An error as a dict: ``{"component", "task", "time" (epoch seconds), "error", "detail"}``. Anything
@@ -16,6 +18,7 @@ read back from a file or ZooKeeper is checked field by field: a malformed entry 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Iterable, Iterator
 
 from ..runtime.errors import ErrorRecord, clip, clip_tail
@@ -26,6 +29,12 @@ PER_WORKER = 10
 REPORT_TEXT = 300
 REPORT_DETAIL = 800
 REPORT_BYTES = 64 * 1024
+# The component an error is reported against when a topology's environment failed to build on
+# a node, so that none of its workers could start there.
+ENVIRONMENT_COMPONENT = "(environment)"
+# A supervisor report's groups of slots: running workers, the last exited worker of each slot,
+# and slots whose worker could not start.
+REPORT_GROUPS = ("workers", "exited", "unstarted")
 
 
 def heartbeat_errors(records: Iterable[ErrorRecord]) -> list[dict]:
@@ -48,6 +57,21 @@ def report_errors(beat_errors: Any, limit: int = PER_WORKER) -> list[dict]:
     return [{"component": e["component"], "task": e["task"], "time": e["time"],
              "error": clip(e["error"], REPORT_TEXT),
              "detail": clip_tail(e.get("detail", ""), REPORT_DETAIL)} for e in valid]
+
+
+def unstarted_entry(topology_id: str, error: str, failures: int) -> dict:
+    """A slot's entry in a supervisor report when its worker cannot start because the
+    topology's environment failed to build there (``error``, ending with pip's last lines; the
+    ``failures``-th time in a row): one error of ENVIRONMENT_COMPONENT, counted as
+    ``failures`` errors."""
+    # Pip says why last ("ERROR: No matching distribution found for ..."): the error's line.
+    reason = (error.strip().splitlines() or [""])[-1]
+    return {"topology_id": topology_id, "failures": failures,
+            "metrics": {ENVIRONMENT_COMPONENT: {"errors": failures}},
+            "errors": [{"component": ENVIRONMENT_COMPONENT, "task": -1, "time": time.time(),
+                        "error": clip(f"its environment failed to build: {reason}",
+                                      REPORT_TEXT),
+                        "detail": clip_tail(error, REPORT_DETAIL)}]}
 
 
 def error_count(metrics: Any) -> int:
@@ -76,10 +100,11 @@ def cap_report(entries: Iterable[dict], limit: int = REPORT_BYTES) -> None:
 
 
 def _slots(report: Any) -> Iterable[tuple[str, dict]]:
-    """(port, entry) of every worker a supervisor report describes, running or exited."""
+    """(port, entry) of every slot a supervisor report describes: its worker running, exited,
+    or unable to start."""
     if not isinstance(report, dict):
         return
-    for group in ("workers", "exited"):
+    for group in REPORT_GROUPS:
         entries = report.get(group)
         if isinstance(entries, dict):
             for port, entry in entries.items():

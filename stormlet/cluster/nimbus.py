@@ -32,6 +32,14 @@ from .. import config as cfg
 from ..redaction import redact_config, redact_errors
 from . import rpc
 from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack
+from .environments import (
+    CLEAN_SECS,
+    BuildError,
+    Environment,
+    Environments,
+    EnvironmentSettings,
+    package_spec,
+)
 from .errors import topology_error_summary, topology_errors
 from .metrics_store import MetricsStore
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
@@ -88,10 +96,13 @@ class Nimbus:
                  host: str = "127.0.0.1", zk_root: str = DEFAULT_ROOT,
                  nimbus_id: str | None = None, security: Security | None = None,
                  bind: str | None = None,
-                 zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT):
+                 zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+                 environments: EnvironmentSettings | None = None):
         """``host`` is the address peers reach this nimbus at; it listens on ``bind`` (default:
         ``host``), which without a cluster secret (``security``) must be loopback.
-        ``zk_session_timeout``: see ``zk_state.DEFAULT_SESSION_TIMEOUT``."""
+        ``zk_session_timeout``: see ``zk_state.DEFAULT_SESSION_TIMEOUT``. ``environments``:
+        where and how this node builds the environments of topologies that declare
+        dependencies (environments.py): nimbus inspects a submission in the one it declares."""
         self.zk_session_timeout = zk_session_timeout
         self.security = security or Security()
         self.bind = bind or host
@@ -114,6 +125,8 @@ class Nimbus:
         self._repeats = Repeats(log)
         self._live_since: dict[str, float] = {}   # supervisor -> since when this nimbus saw it
         self.metrics_store = MetricsStore()
+        self.environments = Environments(environments)
+        self._environments_cleaned = time.monotonic()
         # The topologies whose workers nimbus admits (with security on). Kept current by the
         # leader's monitor, a standby's replication pass and submit; read at each handshake on
         # the ZAP thread, which must never wait on ZooKeeper.
@@ -300,7 +313,7 @@ class Nimbus:
             raise rpc.RpcError("conf must be a map of settings")
         self._refuse_running_name(name)
         topology_id = new_topology_id(name)
-        summary = self._inspect(code, conf)
+        summary, environment = self._inspect(code, conf)
         with self._lock:
             self._refuse_running_name(name)   # again: another submission may have won
             merged = {**summary["config"], **(conf or {})}
@@ -325,7 +338,10 @@ class Nimbus:
         warnings = summary.get("warnings", [])
         for line in warnings:
             log.warning("topology %s: %s", name, line)
-        return {"id": topology_id, "warnings": warnings}
+        return {"id": topology_id, "warnings": warnings,
+                "environment": None if environment is None else {
+                    "key": environment.key, "built": environment.built,
+                    "build_seconds": environment.build_seconds}}
 
     def _claim_offsets(self, name: str, spouts: list) -> None:
         """Make the offsets nodes of the topology's offset spouts that commit under the
@@ -349,14 +365,29 @@ class Nimbus:
         if any(r.get("name") == name for r in self.state.topologies().values()):
             raise rpc.RpcError(f"a topology named {name!r} is already running")
 
-    def _inspect(self, code: bytes, conf: dict | None) -> dict:
+    def _inspect(self, code: bytes, conf: dict | None) -> tuple[dict, Environment | None]:
+        """The topology's summary, from loading it in the environment it declares (built on
+        this node now, or found built), as its workers will run; and that environment."""
         staging = Path(tempfile.mkdtemp(prefix="inspect-", dir=self.data_dir))
         try:
-            return inspect_package(unpack(code, staging), overrides=conf)
+            entry = unpack(code, staging)
+            environment = self._environment(staging)
+            python = None if environment is None else environment.python
+            return inspect_package(entry, overrides=conf, python=python), environment
         except CodeError as exc:
             raise rpc.RpcError(str(exc)) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
+
+    def _environment(self, directory: Path) -> Environment | None:
+        """The environment the package unpacked in ``directory`` declares, or None; a build
+        that fails refuses the submission with pip's own last lines."""
+        try:
+            spec = package_spec(directory)
+            return None if spec is None else self.environments.ensure(spec)
+        except BuildError as exc:
+            raise rpc.RpcError(f"the topology's Python dependencies could not be installed "
+                               f"(on nimbus's node, to inspect it): {exc}") from None
 
     def _store_code(self, topology_id: str, code: bytes) -> None:
         path = self._code_path(topology_id)   # checks the id before any file is written
@@ -588,6 +619,17 @@ class Nimbus:
             if not self.is_leader.is_set():
                 self._fetch_missing_code()
                 self._remove_unused_code()
+            self._remove_unused_environments()
+
+    def _remove_unused_environments(self) -> None:
+        """Every CLEAN_SECS, the environments no daemon on this node used for their TTL."""
+        if time.monotonic() - self._environments_cleaned < CLEAN_SECS:
+            return
+        self._environments_cleaned = time.monotonic()
+        try:
+            self.environments.remove_unused()
+        except OSError as exc:
+            log.warning("could not remove unused environments: %s", exc)
 
     def _remove_unused_code(self) -> None:
         if self.client.state != KazooState.CONNECTED:

@@ -26,7 +26,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -39,7 +38,8 @@ from .. import config as cfg
 from . import rpc
 from .code import CodeError, unpack
 from .cpu_pinning import CpuPinning
-from .errors import cap_report, report_errors
+from .environments import BuildError, Builds, Environments, EnvironmentSettings
+from .errors import cap_report, report_errors, unstarted_entry
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
 from .memory_limit import Overruns, overrun_text, resident_mb
 from .names import check_topology_id
@@ -91,12 +91,14 @@ class Supervisor:
                  supervisor_id: str | None = None, worker_timeout: float = 30.0,
                  worker_start_timeout: float = 120.0, security: Security | None = None,
                  bind: str | None = None, pin_workers: bool | None = None,
-                 zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT):
+                 zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+                 environments: EnvironmentSettings | None = None):
         """Peers reach this node's workers at ``host``; they listen on ``bind`` (default:
         ``host``), which without a cluster secret (``security``) must be loopback.
         ``pin_workers``: pin each worker to a CPU always (True), never (False), or by default
         (None): see cpu_pinning.py. ``zk_session_timeout``, its workers' too: see
-        ``zk_state.DEFAULT_SESSION_TIMEOUT``."""
+        ``zk_state.DEFAULT_SESSION_TIMEOUT``. ``environments``: where and how this node builds
+        the environments of topologies that declare dependencies (environments.py)."""
         self.zk_session_timeout = zk_session_timeout
         self.security = security or Security()
         self.bind = bind or host
@@ -124,6 +126,10 @@ class Supervisor:
         self._repeats = Repeats(log)
         # Workers stopped over their memory limit, by slot: what is reported of them.
         self.overruns = Overruns()
+        # Topologies' environments, built off the loop; port -> why its worker cannot start
+        # (its environment failed to build), reported like an exited worker's errors.
+        self.builds = Builds(Environments(environments))
+        self.unstarted: dict[int, dict] = {}
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
@@ -343,6 +349,9 @@ class Supervisor:
         for port in [p for p, e in self.exited.items() if e["topology_id"] not in in_use]:
             del self.exited[port]
         self.overruns.retain(lambda tid: tid in in_use)
+        for port in [p for p, e in self.unstarted.items() if e["topology_id"] not in in_use]:
+            del self.unstarted[port]
+        self.builds.keep(code_dir / tid for tid in in_use)
 
     def _heartbeat_stale(self, worker: WorkerProcess) -> bool:
         beat = last_beat_time(worker.heartbeat_file)
@@ -395,12 +404,15 @@ class Supervisor:
         except Exception as exc:
             log.warning("cannot start worker for %s on port %d yet: %s", tid, port, exc)
             return
+        python = self._worker_python(port, tid)
+        if python is None:
+            return
         logs = self.data_dir / "logs"
         logs.mkdir(exist_ok=True)
         heartbeat = heartbeat_path(self.data_dir, port)
         heartbeat.parent.mkdir(exist_ok=True)
         heartbeat.unlink(missing_ok=True)
-        command = worker_command(sys.executable, options, [
+        command = worker_command(python, options, [
             "--zk", self.zk_hosts, "--zk-root", self.zk_root, "--topology-id", tid,
             "--zk-session-timeout", str(self.zk_session_timeout),
             "--supervisor-id", self.supervisor_id, PORT_OPTION, str(port),
@@ -418,6 +430,29 @@ class Supervisor:
                                            memory_limit_mb=limit)
         log.info("started worker %s:%d for %s (pid %d)%s", self.host, port, tid, process.pid,
                  f" with Python options {' '.join(options)}" if options else "")
+
+    def _worker_python(self, port: int, tid: str) -> str | None:
+        """The interpreter of the topology's workers: its environment's (environments.py) once
+        built on this node, ours when it declares no dependencies. None while the build runs,
+        or after it failed: that is reported against the topology and this node (``stormlet
+        errors``, ``stormlet list``) until a later attempt succeeds."""
+        code_dir = self.data_dir / "code" / tid
+        try:
+            python = self.builds.python_for(code_dir)
+        except BuildError as exc:
+            self._repeats.warning(("environment", tid), "cannot start worker %s:%d of %s: its "
+                                  "environment failed to build: %s", self.host, port, tid, exc)
+            failures = self.builds.failures(code_dir)
+            if self.unstarted.get(port, {}).get("failures") != failures:
+                self.unstarted[port] = unstarted_entry(tid, str(exc), failures)
+            return None
+        if python is None:
+            self._repeats.warning(("environment", tid), "worker %s:%d of %s waits for its "
+                                  "environment to be built", self.host, port, tid)
+        else:
+            self._repeats.clear(("environment", tid))
+            self.unstarted.pop(port, None)
+        return python
 
     def _worker_environment(self, tid: str, name: str, conf: dict) -> dict[str, str]:
         """Ours, less the cluster secret's location, plus the topology's own variables
@@ -494,6 +529,9 @@ class Supervisor:
                 exited[str(port)]["errors"] = [*entry["errors"], *overruns]
                 exited[str(port)]["supervisor_errors"] = self.overruns.count(
                     port, entry["topology_id"])
-        cap_report([*workers.values(), *exited.values()])
+        unstarted = {str(port): dict(entry) for port, entry in self.unstarted.items()}
+        cap_report([*workers.values(), *exited.values(), *unstarted.values()])
         self.state.set_heartbeat(self.supervisor_id, {"time": time.time(), "host": self.host,
-                                                      "workers": workers, "exited": exited})
+                                                      "workers": workers, "exited": exited,
+                                                      "unstarted": unstarted})
+
