@@ -325,6 +325,33 @@ def test_a_topology_waits_for_blobs_it_maps_and_not_for_others(tmp_path):
         cache.link("a-1-aaaaaa")
 
 
+def test_while_an_update_is_copied_workers_start_with_the_version_they_had(tmp_path):
+    nimbus = Nimbus()
+    release = threading.Event()
+
+    def slow(digest, size, destination, partial):
+        if nimbus.fetches:   # the first copy at once, the update's when released
+            release.wait(10)
+        nimbus.fetch(digest, size, destination, partial)
+
+    cache = BlobCache(tmp_path / "blobs", lambda tid: tmp_path / "code" / tid, slow)
+    maps = {"a-1-aaaaaa": {"k": "k.bin"}}
+    records = {"k": nimbus.put("k", b"one", 1)}
+    cache.sync(maps, records)
+    _until(lambda: cache.has(records["k"].sha256), "the first copy")
+    (tmp_path / "code" / "a-1-aaaaaa").mkdir(parents=True)
+    cache.link("a-1-aaaaaa")
+    cache.sync(maps, {"k": nimbus.put("k", b"two", 2)})   # the update's copy waits
+    assert cache.ready("a-1-aaaaaa")   # a restarted worker need not wait for it
+    cache.link("a-1-aaaaaa")
+    link = tmp_path / "code" / "a-1-aaaaaa" / "k.bin"
+    assert link.read_bytes() == b"one"
+    release.set()
+    _until(lambda: cache.has(sha(b"two")), "the update's copy")
+    cache.sync(maps, {"k": nimbus.put("k", b"two", 2)})
+    assert link.read_bytes() == b"two"
+
+
 def test_a_failed_copy_is_tried_again(tmp_path, monkeypatch):
     monkeypatch.setattr("stormlet.cluster.blob_cache.RETRY_SECS", 0.0)
     nimbus = Nimbus()

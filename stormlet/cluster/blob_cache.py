@@ -116,16 +116,26 @@ class BlobCache:
             for local, want in wanted.items():
                 if not self.has(want.sha256):
                     self._request(want)
-                else:
+                    continue
+                try:
                     self._update_link(tid, local, want)
-        self._remove_unused()
+                except OSError as exc:   # this link's trouble stops no other, nor the pass
+                    self._repeats.warning(("link", tid, local), "topology %s: cannot link %s "
+                                          "to blob %r: %s", tid, local, want.key, exc)
+        try:
+            self._remove_unused()
+        except OSError as exc:
+            self._repeats.warning("cleanup", "cannot clean the blob cache %s: %s",
+                                  self.directory, exc)
 
     def ready(self, tid: str) -> bool:
-        """Whether every blob topology ``tid`` maps is here, so its workers may start (False
-        for a topology ``sync`` was not told of)."""
+        """Whether every blob topology ``tid`` maps is here, so its workers may start: its key's
+        current version, or (while that is being copied) the version its link holds. False
+        for a topology ``sync`` was not told of."""
         wanted = self._wanted.get(tid)
         return (wanted is not None and not self._missing.get(tid)
-                and all(self.has(w.sha256) for w in wanted.values()))
+                and all(self.has(w.sha256) or self._resolves(tid, local)
+                        for local, w in wanted.items()))
 
     def waiting_for(self, tid: str) -> str:
         """What ``tid``'s workers wait for, for the log: '' when nothing."""
@@ -134,7 +144,8 @@ class BlobCache:
         parts = [f"blob {key!r}, which the blob store does not hold"
                  for key in self._missing.get(tid, [])]
         parts += [f"blob {w.key!r} version {w.version} ({w.size} bytes) to be copied"
-                  for w in self._wanted[tid].values() if not self.has(w.sha256)]
+                  for local, w in self._wanted[tid].items()
+                  if not self.has(w.sha256) and not self._resolves(tid, local)]
         return "; ".join(parts)
 
     def link(self, tid: str) -> None:
@@ -143,7 +154,13 @@ class BlobCache:
         if not self.ready(tid):
             raise FileNotFoundError(f"topology {tid} waits for {self.waiting_for(tid)}")
         for local, want in self._wanted[tid].items():
-            self._update_link(tid, local, want)
+            if self.has(want.sha256):   # else its link holds the version before, for now
+                self._update_link(tid, local, want)
+
+    def _resolves(self, tid: str, local: str) -> bool:
+        """Whether ``tid``'s link ``local`` is there and leads to a cached file."""
+        link = self.code_dir(tid) / local
+        return link.is_symlink() and link.exists()
 
     # ----- links
 
