@@ -11,6 +11,7 @@ echo
 python benchmarks/cluster_wordcount.py
 python benchmarks/cluster_wordcount.py --secure
 python benchmarks/cluster_wordcount.py --no-crossing
+python benchmarks/blob_store.py
 python benchmarks/crossing.py
 python benchmarks/control_records.py
 python benchmarks/groupings.py

@@ -8,6 +8,7 @@ that component only.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import os
 import re
@@ -49,6 +50,7 @@ STORMLET_LINK_CONNECT_TIMEOUT_SECS = "stormlet.link.connect.timeout.secs"
 TOPOLOGY_ENVIRONMENT = "topology.environment"
 TOPOLOGY_WORKER_CHILDOPTS = "topology.worker.childopts"
 TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB = "topology.worker.max.heap.size.mb"
+TOPOLOGY_BLOBSTORE_MAP = "topology.blobstore.map"
 
 
 # ----- what a value must be (Storm checks a topology's config at submit the same way: its
@@ -237,6 +239,45 @@ def worker_memory_limit_mb(conf: dict[str, Any]) -> float | None:
     return None if value is None else float(value)
 
 
+def blobstore_map(value: Any) -> dict[str, str]:
+    """``topology.blobstore.map`` as {blob key: local file name}. The value is Storm's map,
+    ``{"model": {"localname": "model.bin"}}``, its short form ``{"model": "model.bin"}``, or
+    either as JSON text (as ``-c`` gives it); None is no blobs. A local name is a plain file
+    name (no directory), made in each worker's working directory, and no two keys share one.
+    ``ValueError`` saying what is wrong, naming the blob."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"JSON text that does not parse: {value!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"not a map: {value!r}")
+    names: dict[str, str] = {}
+    for key, entry in value.items():
+        local = entry.get("localname", key) if isinstance(entry, dict) else entry
+        if not isinstance(key, str) or not isinstance(local, str):
+            raise ValueError(f'blob {key!r} must map to a local file name, or to '
+                             f'{{"localname": NAME}}, not {entry!r}')
+        if local in ("", ".", "..") or "/" in local or "\\" in local or "\0" in local:
+            raise ValueError(f"blob {key!r} maps to {local!r}, which is not a plain file "
+                             f"name: the file is made in each worker's working directory")
+        if local in names.values():
+            other = next(k for k, name in names.items() if name == local)
+            raise ValueError(f"blobs {other!r} and {key!r} both map to {local!r}")
+        names[key] = local
+    return names
+
+
+def _blobstore_map_check(value: Any) -> str | None:
+    try:
+        blobstore_map(value)
+    except ValueError as exc:
+        return f"a map of blob keys to local file names ({exc})"
+    return None
+
+
 class Setting(NamedTuple):
     default: Any
     doc: str
@@ -380,6 +421,12 @@ DEFAULTS: dict[str, Setting] = {
         "this long, so that it reconnects within seconds of a link's return instead of at "
         "TCP's backoff",
         number(0, above=True)),
+    TOPOLOGY_BLOBSTORE_MAP: Setting(
+        None,
+        "blobs of the cluster's blob store each worker finds in its working directory: "
+        '{key: {"localname": name}} as Storm has it, or {key: name}, or either as JSON text; '
+        "nimbus refuses a key it does not hold (stormlet/cluster/blob_cache.py)",
+        _blobstore_map_check),
     OFFSETS_START_OVER: Setting(
         False,
         "offset spouts ignore earlier topologies' commits and read from the earliest offset",

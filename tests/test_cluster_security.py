@@ -4,6 +4,7 @@ credentials, get no further than their role allows."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -464,3 +465,36 @@ def test_a_ui_with_read_only_credentials_stays_on_loopback(secret_file, tmp_path
     # Without any secret, --protect-reads has no token to ask for: refused, not ignored.
     plain = stormlet("ui", "--protect-reads", "--zk", "127.0.0.1:1")
     assert plain.returncode != 0 and "access token" in plain.stderr, plain.stderr
+
+
+def test_blob_writes_need_the_admin_and_blob_bytes_go_to_daemons_only(cluster, running,
+                                                                        secret_file, leader,
+                                                                        tmp_path):
+    from stormlet.cluster.blob_transfer import download
+
+    model = tmp_path / "model.bin"
+    model.write_bytes(b"weights " * 1000)
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    read_only = tmp_path / "monitor.json"
+    assert stormlet("secret", "read-only", str(read_only), "--secret-file",
+                    str(secret_file)).returncode == 0
+    for credentials, said in ((["--secret-file", str(read_only)], "read may not call "
+                                                                  "blob_upload_begin"),
+                              ([], "--secret-file")):
+        refused = stormlet("blob", "upload", "model", str(model), "--zk", cluster.zk.hosts,
+                           *credentials)
+        assert refused.returncode != 0 and said in refused.stderr, refused.stderr
+    uploaded = cluster.cli("blob", "upload", "model", str(model))   # with the secret: admin
+    assert uploaded.returncode == 0, uploaded.stderr
+    listing = stormlet("blob", "list", "--zk", cluster.zk.hosts, "--secret-file", str(read_only))
+    assert listing.returncode == 0 and digest[:16] in listing.stdout, listing.stderr
+    security = Security.load(secret_file)
+    for user in ("read", f"worker:{running}"):   # a worker gets its blobs from its supervisor
+        with pytest.raises(rpc.RpcError, match="permission denied"):
+            rpc.call(leader, "get_blob_chunk", timeout=5, sha256=digest, offset=0,
+                     credentials=security.rpc_client_keys(user))
+    # A supervisor's copy, as the daemon: over CURVE, checked against the digest.
+    copy = tmp_path / "copy"
+    download([leader], digest, model.stat().st_size, copy, tmp_path / ".copy.partial", security)
+    assert copy.read_bytes() == model.read_bytes()
+    assert cluster.cli("blob", "delete", "model").returncode == 0

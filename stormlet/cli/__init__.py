@@ -10,6 +10,7 @@ per group of commands:
     failed.py    stormlet failed ls | show | convert
     replay.py    stormlet replay
     secret.py    stormlet secret generate
+    blob.py      stormlet blob upload | update | list | delete
     backfill.py  stormlet backfill
     options.py   the options several commands share
     signals.py   how the daemons end: on SIGTERM or SIGINT, through their own stop
@@ -24,6 +25,7 @@ import logging
 import click
 
 from .backfill import backfill
+from .blob import blob
 from .cluster import (
     activate,
     deactivate,
@@ -58,5 +60,5 @@ def main(log_level: str) -> None:
 
 for _command in (local, nimbus, supervisor, worker, inspect, submit, list_command, errors, kill,
                  activate, deactivate, rebalance, ui, failed, log_group, backfill, replay,
-                 secret):
+                 secret, blob):
     main.add_command(_command)

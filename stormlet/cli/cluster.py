@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
+from ..cluster.blob_cache import DEFAULT_KEEP_SECS
 from ..redaction import redact_text
 from .options import (
     SECRET_OPTION,
@@ -106,12 +107,16 @@ class _RefusingStart:
               help="pin every worker to a CPU, sharing them in turn if need be; or none "
                    "[default: with a CPU for each slot, pin workers to CPUs no worker has, the "
                    "rest unpinned]")
+@click.option("--blob-cache-keep", "blob_keep_secs", default=DEFAULT_KEEP_SECS, show_default=True,
+              type=click.FloatRange(min=0), metavar="SECS",
+              help="how long a cached blob (`stormlet blob`) that no topology here maps any "
+                   "more, or an old version of one, is kept before it is removed")
 @ZK_SESSION_OPTION
 @environment_settings
 def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
                slots: str, data_dir: str,
                supervisor_id: str | None, worker_timeout: float,
-               pin_workers: bool | None, zk_session_timeout: float,
+               pin_workers: bool | None, blob_keep_secs: float, zk_session_timeout: float,
                environments: EnvironmentSettings) -> None:
     """Run a supervisor: start, watch and restart this node's workers."""
     from ..cluster.supervisor import Supervisor
@@ -124,7 +129,8 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: 
     run_until_signal(_daemon(lambda security: Supervisor(
         zk, ports, data_dir=data_dir, host=host, zk_root=zk_root, supervisor_id=supervisor_id,
         worker_timeout=worker_timeout, security=security, bind=bind, pin_workers=pin_workers,
-        zk_session_timeout=zk_session_timeout, environments=environments), secret_file))
+        zk_session_timeout=zk_session_timeout, environments=environments,
+        blob_keep_secs=blob_keep_secs), secret_file))
 
 
 @click.command()

@@ -108,7 +108,8 @@ def _over_limit(base: Path, what: str, limit: int, sizes: list[tuple[str, int]],
     return (f"the code package of {base} {what}, over the limit of {_size(limit)}; its largest "
             f"files{measure}: {listed}. List what the workers do not need in "
             f"{base / IGNORE_FILE} (gitignore syntax); large artifacts (a model, a big lookup "
-            f"table) belong outside the code package (in a blob store, once stormlet has one)")
+            f"table) belong in the cluster's blob store: `stormlet blob upload KEY FILE`, then "
+            f"map KEY to a local name in topology.blobstore.map")
 
 
 def _size(count: int) -> str:

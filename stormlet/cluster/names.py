@@ -1,6 +1,6 @@
-"""Topology names and ids: what they may look like.
+"""Topology names and ids, and blob keys: what they may look like.
 
-An id becomes a ZooKeeper node's name and a directory or file name on every node, so one that
+An id (and a blob key) becomes a ZooKeeper node's name and a directory or file name on every node, so one that
 came from a request or from ZooKeeper is checked before it is used: a forged ``../x`` must not
 reach a path.
 """
@@ -13,10 +13,12 @@ import time
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}-[0-9]{1,12}-[0-9a-f]{6}")
+_BLOB_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 class InvalidName(ValueError):
-    """A topology name or id that does not have the allowed form."""
+    """A topology name or id, or a blob key, that does not have the allowed form."""
 
 
 def check_topology_name(name: object) -> str:
@@ -38,3 +40,16 @@ def check_topology_id(topology_id: object) -> str:
 
 def is_topology_id(value: object) -> bool:
     return isinstance(value, str) and _ID.fullmatch(value) is not None
+
+
+def check_blob_key(key: object) -> str:
+    """A blob store key (a ZooKeeper node's name under the blobs node)."""
+    if not isinstance(key, str) or not _BLOB_KEY.fullmatch(key):
+        raise InvalidName(f"invalid blob key {key!r}: use up to 200 letters, digits, '_', '.' "
+                          f"and '-', starting with a letter or digit")
+    return key
+
+
+def is_digest(value: object) -> bool:
+    """A SHA-256 in hex, lower case: the name of a blob's file in a store or cache."""
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None

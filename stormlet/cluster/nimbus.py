@@ -2,7 +2,8 @@
 
 Several nimbus processes may run; one leads (a kazoo election) and does everything that writes
 cluster state. Standbys answer read-only requests (``list``, ``errors``), copy every topology's
-code from the leader so that they can take over, and refuse the rest with the leader's address.
+code and every blob (blob_service.py) from the leader so that they can take over, and refuse the
+rest with the leader's address.
 Running topologies do not need nimbus: workers keep going while none is up.
 
 Workers push their metrics to the leader, which keeps them in memory only (``metrics_store``),
@@ -31,6 +32,8 @@ from kazoo.protocol.states import KazooState
 from .. import config as cfg
 from ..redaction import redact_config, redact_errors
 from . import rpc
+from .blob_service import BlobService
+from .blob_store import CHUNK_BYTES, BlobStore
 from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack
 from .environments import (
     CLEAN_SECS,
@@ -115,6 +118,8 @@ class Nimbus:
         self.data_dir = Path(data_dir)
         self.code_dir = self.data_dir / "code"
         self.code_dir.mkdir(parents=True, exist_ok=True)
+        self.blobs = BlobService(BlobStore(self.data_dir / "blobs"), lambda: self.state,
+                                 self._require_leader, self.security, self.address)
         self.nimbus_id = nimbus_id or f"{host}-{port}-{uuid.uuid4().hex[:6]}"
         self.stopping = threading.Event()
         self.is_leader = threading.Event()
@@ -280,6 +285,15 @@ class Nimbus:
                                 shown_to_others=lambda info: {
                                     **info, "errors": redact_errors(info["errors"])}),
             "topology_conf": Op(self.topology_conf, admin),
+            # The blob store (blob_service.py): the admin writes, supervisors and standbys copy.
+            "blob_upload_begin": Op(self.blobs.upload_begin, admin),
+            "blob_upload_chunk": Op(self.blobs.upload_chunk, admin,
+                                    max_payload_bytes=CHUNK_BYTES),
+            "blob_upload_commit": Op(self.blobs.upload_commit, admin),
+            "blob_upload_abandon": Op(self.blobs.upload_abandon, admin),
+            "blob_delete": Op(self.blobs.delete, admin),
+            "blob_list": Op(self.blobs.list, read),
+            "get_blob_chunk": Op(self.blobs.get_chunk, rpc.DAEMON),
         }
 
     def _require_leader(self) -> None:
@@ -321,6 +335,7 @@ class Nimbus:
             problems = cfg.problems(merged)
             if problems:
                 raise rpc.RpcError(cfg.refusal(name, problems))
+            self.blobs.check_map(name, merged, code)
             workers = int(merged.get(cfg.TOPOLOGY_WORKERS) or 1)
             ackers = merged.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
             # Fixed at submit: the acker count decides task numbering, which never changes.
@@ -612,7 +627,7 @@ class Nimbus:
                          "are free", tid, len({e.slot for e in spread}), record.get("workers"))
                 self.state.set_assignment(tid, next_assignment(assignment, spread))
 
-    # ----- standby: keep a copy of every topology's code
+    # ----- standby: keep a copy of every topology's code and every blob
 
     def _replicate_code(self) -> None:
         while not self.stopping.wait(2.0):
@@ -620,6 +635,7 @@ class Nimbus:
                 self._fetch_missing_code()
                 self._remove_unused_code()
             self._remove_unused_environments()
+            self._replicate_blobs()
 
     def _remove_unused_environments(self) -> None:
         """Every CLEAN_SECS, the environments no daemon on this node used for their TTL."""
@@ -630,6 +646,19 @@ class Nimbus:
             self.environments.remove_unused()
         except OSError as exc:
             log.warning("could not remove unused environments: %s", exc)
+
+    def _replicate_blobs(self) -> None:
+        """Every nimbus keeps every blob some key holds (a standby, to take over; a leader
+        that lacks one, as after a takeover, to serve it) and drops the others."""
+        if self.client.state != KazooState.CONNECTED:
+            return
+        try:
+            peers = [a for a in self.state.nimbus_addresses() if a != self.address]
+            self.blobs.replicate(peers)
+        except CONNECTION_ERRORS as exc:
+            log.debug("blob replication pass failed: %s", describe(exc))
+        except Exception:
+            log.exception("blob replication pass failed")
 
     def _remove_unused_code(self) -> None:
         if self.client.state != KazooState.CONNECTED:

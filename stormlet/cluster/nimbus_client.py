@@ -23,7 +23,8 @@ from .security import ADMIN_USER, DAEMON_USER, PASS_THE_SECRET, Security
 from .zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
 
 # Requests a standby answers too; everything else needs the leader.
-READ_ONLY_OPS = frozenset({"list", "cluster", "errors", "topology_info", "metrics"})
+READ_ONLY_OPS = frozenset({"list", "cluster", "errors", "topology_info", "metrics",
+                           "blob_list"})
 # How long a change needing the leader waits out a leadership change (a leader that just died
 # stays registered until its ZooKeeper session expires).
 LEADER_WAIT_SECS = 15.0

@@ -31,6 +31,7 @@ import zmq
 from .security import (
     ADMIN,
     ADMIN_USER,
+    DAEMON,
     HANDSHAKE_FAILED_EVENTS,
     READ,
     WORKER,
@@ -39,7 +40,7 @@ from .security import (
     permits,
 )
 
-__all__ = ["ADMIN", "READ", "WORKER", "NOT_LEADER", "NimbusUnavailable", "Operation", "RpcError",
+__all__ = ["ADMIN", "DAEMON", "READ", "WORKER", "NOT_LEADER", "NimbusUnavailable", "Operation", "RpcError",
            "RpcServer", "call"]
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ secret is distributed:
 - nimbus's RPC socket is a CURVE server; clients present the key of a role, and ZeroMQ's ZAP
   handler (one per ZeroMQ context, ``_Gatekeeper``) admits only known keys and tells the server
   who called: ``admin`` (the CLI, the UI's actions), ``read`` (queries only), ``daemon``
-  (supervisors and nimbuses: code and queries) or ``worker:<topology id>`` (a worker: its own
+  (supervisors and nimbuses: code, blobs and queries) or ``worker:<topology id>`` (a worker: its own
   topology's metrics and code);
 - each topology has a secret of its own, derived from the cluster's; a supervisor hands its
   workers that one only, never the cluster's (``worker_credentials``). The workers' data, ack
@@ -69,8 +69,9 @@ READ_ONLY_KIND = "stormlet-read-only"
 # Who calls nimbus (the user ZAP names for a key) ...
 ADMIN_USER, READ_USER, DAEMON_USER, WORKER_USER_PREFIX = "admin", "read", "daemon", "worker:"
 # ... and what an operation requires: ADMIN changes the cluster, READ queries it, WORKER is
-# what a worker does for its own topology (the operation's ``topology_id`` argument).
-ADMIN, READ, WORKER = "admin", "read", "worker"
+# what a worker does for its own topology (the operation's ``topology_id`` argument), DAEMON
+# what only the daemons need (a blob's bytes: no worker fetches those itself).
+ADMIN, READ, WORKER, DAEMON = "admin", "read", "worker", "daemon"
 RPC_DOMAIN, TRANSPORT_DOMAIN = "nimbus", "transport"
 # Socket monitor events of a handshake that failed: an unknown key or topology, the wrong key of
 # the server's, or another mechanism.
@@ -600,6 +601,8 @@ def permits(user: str | None, role: str, arguments: dict) -> bool:
         return user in (ADMIN_USER, READ_USER, DAEMON_USER)
     if role == WORKER:
         return user == DAEMON_USER or user == WORKER_USER_PREFIX + str(arguments.get("topology_id"))
+    if role == DAEMON:
+        return user in (ADMIN_USER, DAEMON_USER)
     return False
 
 

@@ -36,6 +36,8 @@ from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
 from . import rpc
+from .blob_cache import DEFAULT_KEEP_SECS, BlobCache
+from .blob_transfer import download
 from .code import CodeError, unpack
 from .cpu_pinning import CpuPinning
 from .environments import BuildError, Builds, Environments, EnvironmentSettings
@@ -92,13 +94,16 @@ class Supervisor:
                  worker_start_timeout: float = 120.0, security: Security | None = None,
                  bind: str | None = None, pin_workers: bool | None = None,
                  zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT,
-                 environments: EnvironmentSettings | None = None):
+                 environments: EnvironmentSettings | None = None,
+                 blob_keep_secs: float = DEFAULT_KEEP_SECS):
         """Peers reach this node's workers at ``host``; they listen on ``bind`` (default:
         ``host``), which without a cluster secret (``security``) must be loopback.
         ``pin_workers``: pin each worker to a CPU always (True), never (False), or by default
         (None): see cpu_pinning.py. ``zk_session_timeout``, its workers' too: see
         ``zk_state.DEFAULT_SESSION_TIMEOUT``. ``environments``: where and how this node builds
-        the environments of topologies that declare dependencies (environments.py)."""
+        the environments of topologies that declare dependencies (environments.py).
+        ``blob_keep_secs``: how long a cached blob no topology here uses is kept
+        (blob_cache.py)."""
         self.zk_session_timeout = zk_session_timeout
         self.security = security or Security()
         self.bind = bind or host
@@ -130,6 +135,9 @@ class Supervisor:
         # (its environment failed to build), reported like an exited worker's errors.
         self.builds = Builds(Environments(environments))
         self.unstarted: dict[int, dict] = {}
+        self.blob_cache = BlobCache(self.data_dir / "blobs", self._code_dir, self._fetch_blob,
+                                    blob_keep_secs)
+        self._blob_maps: dict[str, dict[str, str]] = {}   # tid -> its topology.blobstore.map
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
@@ -224,6 +232,7 @@ class Supervisor:
                 if self._session_lost.is_set() and self.client.state == KazooState.CONNECTED:
                     self._reregister()
                 self._read_assignments()
+                self._sync_blobs()
                 self._sync()
                 self._remove_unused_code()
                 if time.monotonic() - last_report >= REPORT_SECS:
@@ -281,7 +290,8 @@ class Supervisor:
         for port, (tid, tenure) in want.items():
             running = self.workers.get(port)
             if running is None:
-                if time.monotonic() >= self.not_before.get(port, 0.0):
+                if (time.monotonic() >= self.not_before.get(port, 0.0)
+                        and self._blobs_ready(tid, port)):
                     self._launch(port, tid, tenure)
                 continue
             exit_code = running.process.poll()
@@ -361,8 +371,12 @@ class Supervisor:
 
     # ----- workers
 
+    def _code_dir(self, tid: str) -> Path:
+        """The topology's unpacked project directory: its workers' working directory."""
+        return self.data_dir / "code" / check_topology_id(tid)
+
     def _code_entry(self, tid: str) -> Path:
-        directory = self.data_dir / "code" / check_topology_id(tid)
+        directory = self._code_dir(tid)
         marker = directory / ".entry"
         if not marker.is_file():
             code = self._fetch_code(tid)
@@ -389,6 +403,41 @@ class Supervisor:
                 log.warning("refused the code of %s from the nimbus at %s: %s", tid, address, exc)
         raise rpc.RpcError(f"no nimbus could give the code of {tid}: {problem}")
 
+    # ----- blobs (blob_cache.py): fetched once per node, linked into workers' directories
+
+    def _sync_blobs(self) -> None:
+        """Tell the blob cache what the topologies here map and what their keys hold now."""
+        connected = self.client.state == KazooState.CONNECTED
+        here = ({tid for tid, _tenure in self.desired().values()}
+                | {w.topology_id for w in self.workers.values()})
+        self._blob_maps = {tid: m for tid, m in self._blob_maps.items() if tid in here}
+        for tid in here - set(self._blob_maps):
+            record = self.state.topology(tid) if connected else None
+            if record is not None:   # a topology's map never changes: read once
+                try:
+                    self._blob_maps[tid] = cfg.blobstore_map(
+                        (record.get("conf") or {}).get(cfg.TOPOLOGY_BLOBSTORE_MAP))
+                except ValueError as exc:   # nimbus checked it at submit
+                    log.warning("topology %s has a blob map that does not parse (%s): its "
+                                "workers get no blobs", tid, exc)
+                    self._blob_maps[tid] = {}
+        mapping = any(self._blob_maps.values())
+        records = self.state.blobs() if connected and mapping else None
+        self.blob_cache.sync(self._blob_maps, records if mapping else {})
+
+    def _blobs_ready(self, tid: str, port: int) -> bool:
+        if self.blob_cache.ready(tid):
+            self._repeats.clear(("blobs", tid, port))
+            return True
+        self._repeats.warning(("blobs", tid, port), "worker for %s on port %d waits for %s",
+                              tid, port, self.blob_cache.waiting_for(tid))
+        return False
+
+    def _fetch_blob(self, digest: str, size: int, destination: Path, partial: Path) -> None:
+        """Copy a blob from the nimbuses (the blob cache's thread calls it)."""
+        download(self.state.nimbus_addresses(), digest, size, destination, partial,
+                 self.security)
+
     def _launch(self, port: int, tid: str, tenure: int | None) -> None:
         record = self.state.topology(tid)
         if not isinstance(record, dict):
@@ -401,6 +450,7 @@ class Supervisor:
             limit = cfg.worker_memory_limit_mb(conf)
             environment = self._worker_environment(tid, str(record.get("name", "")), conf)
             entry = self._code_entry(tid)
+            self.blob_cache.link(tid)
         except Exception as exc:
             log.warning("cannot start worker for %s on port %d yet: %s", tid, port, exc)
             return

@@ -11,9 +11,12 @@
                                   (each executor an ``Executor`` when read: see assigned_executors)
     <root>/offsets/<spout>/<p>    an offset spout's commit for one partition (written by
                                   sources/offset_store.py; offsets_path, offset_path)
+    <root>/blobs/<key>            a blob store key's current version: {"sha256", "version",
+                                  "size", "created", "updated"} (blob_service.py); made with
+                                  the first blob, so a cluster without blobs has no node
 
-Only small state lives here. Topology code stays with nimbus (it can exceed ZooKeeper's 1 MB node
-limit). A node that does not parse is logged with its path and skipped, never fatal.
+Only small state lives here. Topology code and blobs stay with nimbus (they can exceed
+ZooKeeper's 1 MB node limit). A node that does not parse is logged with its path and skipped, never fatal.
 
 With a cluster secret every node carries a digest ACL (``Security``): the daemons' nodes are
 theirs (read-only clients read them, workers read only where the leader is); a topology's record
@@ -39,6 +42,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
+from .names import is_digest
 from .security import Security, SecurityError, same_acl
 
 if TYPE_CHECKING:
@@ -215,6 +219,37 @@ def executor_key(executors: list[Executor]) -> list:
     replaced (its supervisor kills it, and it exits by itself), one whose key stays keeps running
     while other executors move."""
     return sorted([e.component, list(e.tasks)] for e in executors)
+
+
+class BlobRecord(NamedTuple):
+    """A blob store key's current version, as its node holds it: the content's SHA-256 (hex:
+    the name of its file in nimbus's store and in every supervisor's cache), the version (1 at
+    upload, one more at each update), its size in bytes, and when it was first uploaded and
+    last changed (Unix time)."""
+    sha256: str
+    version: int
+    size: int
+    created: float
+    updated: float
+
+    @classmethod
+    def of(cls, path: str, value: dict | None) -> BlobRecord | None:
+        """The record in a node's JSON, or None (logged with ``path``) when it is not one: its
+        digest becomes a file name on every node, so it is checked before anything uses it."""
+        if value is None:
+            return None
+        try:
+            record = cls(**{field: value[field] for field in cls._fields})
+        except KeyError as exc:
+            log.warning("ignoring ZooKeeper node %s: a blob record without %s", path, exc)
+            return None
+        whole = all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                    for n in (record.version, record.size))
+        times = all(isinstance(t, (int, float)) for t in (record.created, record.updated))
+        if not (is_digest(record.sha256) and whole and times):
+            log.warning("ignoring ZooKeeper node %s: not a valid blob record", path)
+            return None
+        return record
 
 
 class ForeignNodeError(SecurityError):
@@ -535,3 +570,25 @@ class ClusterState:
             log.warning("ignoring ZooKeeper node %s: not a valid assignment", node)
             value = None
         return value, value is None
+
+    # ----- the blob store's keys (their bytes stay on nimbus's disk: blob_store.py)
+
+    def set_blob(self, key: str, record: BlobRecord) -> None:
+        self._write(self._path("blobs", key), record._asdict())
+
+    def blob(self, key: str) -> BlobRecord | None:
+        path = self._path("blobs", key)
+        return BlobRecord.of(path, self._read(path))
+
+    def blobs(self) -> dict[str, BlobRecord]:
+        """Every key's well-formed record, by key (none before the first upload); a malformed
+        one is logged with its path and left out."""
+        found = {}
+        for key, value in self._children("blobs").items():
+            record = BlobRecord.of(self._path("blobs", key), value)
+            if record is not None:
+                found[key] = record
+        return found
+
+    def remove_blob(self, key: str) -> None:
+        self._delete(self._path("blobs", key))
