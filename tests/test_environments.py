@@ -377,3 +377,34 @@ def test_a_failed_build_on_a_node_is_reported_against_the_topology_and_that_node
     assert topology_error_summary(reports, "t-1-x") == {"errors": 2,
                                                         "last_error": error["time"]}
     assert topology_errors(reports, "other", 10) == []
+
+
+def test_a_build_under_way_shows_its_time_and_pips_last_line_and_submit_prints_each_change(
+        tmp_path):
+    # Issue 52: `stormlet submit` shows the build's progress while nimbus builds.
+    from stormlet.cli.cluster import build_progress_lines
+
+    environments = Environments(EnvironmentSettings(directory=tmp_path))
+    spec = EnvironmentSpec(("humanize>=4", "requests"))
+    assert environments.building() == []
+    held = environments._lock(spec.key, wait=True)   # as a build holds it
+    try:
+        path = tmp_path / spec.key
+        path.mkdir()
+        (path / envs.REQUIREMENTS).write_text("humanize>=4\nrequests\n")
+        (path / envs.BUILD_LOG).write_text("Looking in links: /w\nCollecting humanize>=4\n")
+        (build,) = environments.building()
+        assert build["key"] == spec.key and build["requirements"] == ["humanize>=4", "requests"]
+        assert build["last"] == "Collecting humanize>=4" and 0 <= build["seconds"] < 60
+        shown: dict = {}
+        assert [line.split(": ", 1)[1] for line in build_progress_lines([build], shown)] == \
+            ["Collecting humanize>=4"]
+        assert build_progress_lines([build], shown) == []   # unchanged: nothing more
+        with open(path / envs.BUILD_LOG, "a") as log:
+            log.write("Collecting requests\n")
+        assert build_progress_lines(environments.building(), shown)[0].endswith(
+            ": Collecting requests")
+    finally:
+        os.close(held)
+    # Its builder gone (the lock free) and not complete: no build under way.
+    assert environments.building() == []

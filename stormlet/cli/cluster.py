@@ -27,6 +27,9 @@ from .options import (
 )
 from .signals import run_until_signal
 
+# While nimbus builds a submission's environment, how often `submit` shows its progress.
+BUILD_POLL_SECS = 1.0
+
 if TYPE_CHECKING:
     from ..cluster.environments import EnvironmentSettings
     from ..cluster.security import Security
@@ -226,8 +229,12 @@ def submit(file: Path, name: str | None, requirements_file: Path | None,
                    f"({dependencies.source}): nimbus builds its environment, or reuses it...")
         timeout += BUILD_TIMEOUT_SECS
     started = time.monotonic()
-    result = _call(target, "submit", timeout=timeout, name=name, payload=code,
-                   conf=overrides)
+    if dependencies is None:
+        result = _call(target, "submit", timeout=timeout, name=name, payload=code,
+                       conf=overrides)
+    else:
+        result = _while_showing_builds(target, lambda: _call(
+            target, "submit", timeout=timeout, name=name, payload=code, conf=overrides))
     environment = result.get("environment")
     if environment:
         if environment["built"]:
@@ -240,6 +247,49 @@ def submit(file: Path, name: str | None, requirements_file: Path | None,
     click.echo(f"submitted {name} ({result['id']})")
     for line in result.get("warnings", []):
         click.echo(f"warning: {line}", err=True)
+
+
+def _while_showing_builds(target: NimbusTarget, submit: Callable[[], Any]) -> Any:
+    """``submit()``'s result; meanwhile, every BUILD_POLL_SECS, a line for each change in the
+    environment builds under way on nimbus's node: how long, and pip's last line."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = submit()
+        except BaseException as exc:   # raised again on the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="submit", daemon=True)
+    thread.start()
+    shown: dict[str, str] = {}
+    while True:
+        thread.join(BUILD_POLL_SECS)
+        if not thread.is_alive():
+            break
+        try:
+            builds = _call(target, "environment_builds", timeout=BUILD_POLL_SECS * 4)
+        except click.ClickException:
+            continue   # an older nimbus, or a moment out of reach: the submit goes on
+        for line in build_progress_lines(builds, shown):
+            click.echo(line)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def build_progress_lines(builds: list[dict], shown: dict[str, str]) -> list[str]:
+    """A line for each build whose last pip line changed since ``shown`` (key -> the last
+    line shown, updated here)."""
+    lines = []
+    for build in builds:
+        last = build.get("last") or "starting pip"
+        if shown.get(build["key"]) != last:
+            shown[build["key"]] = last
+            lines.append(f"  building {build['key'][:12]} ({build['seconds']:.0f} s): {last}")
+    return lines
 
 
 @click.command(name="list")

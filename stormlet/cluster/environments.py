@@ -253,6 +253,33 @@ class Environments:
         finally:
             os.close(lock)
 
+    def building(self) -> list[dict]:
+        """The builds under way on this node (a key whose lock is held and that is not yet
+        complete): {"key", "requirements", "seconds" so far, "last": pip's last line so far}."""
+        builds = []
+        if not self.directory.is_dir():
+            return builds
+        for lock_path in sorted(self.directory.glob("*.lock")):
+            key = lock_path.stem
+            path = self.directory / key
+            if (path / MARKER).exists() or not (path / REQUIREMENTS).exists():
+                continue
+            lock = self._lock(key, wait=False)
+            if lock is not None:   # nobody builds it: a build that died, redone when asked
+                os.close(lock)
+                continue
+            try:
+                requirements = (path / REQUIREMENTS).read_text().splitlines()
+                started = (path / REQUIREMENTS).stat().st_mtime
+                log_text = (path / BUILD_LOG).read_bytes()[-4096:].decode("utf-8", "replace")
+            except OSError:
+                continue   # finished or removed meanwhile
+            lines = [line.strip() for line in log_text.splitlines() if line.strip()]
+            builds.append({"key": key, "requirements": requirements,
+                           "seconds": max(0.0, time.time() - started),
+                           "last": lines[-1][:200] if lines else ""})
+        return builds
+
     def touch(self, key: str) -> None:
         """Mark the environment ``key`` used now (if it is there)."""
         try:

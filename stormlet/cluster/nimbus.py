@@ -285,6 +285,8 @@ class Nimbus:
                                 shown_to_others=lambda info: {
                                     **info, "errors": redact_errors(info["errors"])}),
             "topology_conf": Op(self.topology_conf, admin),
+            # What `stormlet submit` shows while this node builds a topology's environment.
+            "environment_builds": Op(self.environments.building, read),
             # The blob store (blob_service.py): the admin writes, supervisors and standbys copy.
             "blob_upload_begin": Op(self.blobs.upload_begin, admin),
             "blob_upload_chunk": Op(self.blobs.upload_chunk, admin,
