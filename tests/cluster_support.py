@@ -216,6 +216,33 @@ def serve_cluster(base: Path, nimbuses: int = 1, supervisors: dict[str, int] | N
         yield from cluster.serving()
 
 
+def after_test(request, cluster: Cluster, kill_left: bool = True) -> None:
+    """For a module's autouse fixture, after its test: if the test failed, print the daemons'
+    and workers' logs (the only way to see why) and, with ``kill_left``, kill the topologies it
+    left running, so that the next test gets free slots."""
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.failed:
+        return
+    print(cluster.logs())
+    if kill_left:
+        listing = cluster.cli("list").stdout.splitlines()[1:]
+        for name in [line.split()[0] for line in listing if line.strip()]:
+            if name != "no":
+                cluster.kill_and_wait(name)
+
+
+def json_outputs(directory: Path, prefix: str) -> list[dict]:
+    """The JSON files ``<prefix>-*.json`` a test topology's components wrote in ``directory``
+    (one being written, or unreadable, is skipped: it is read again on the next look)."""
+    found = []
+    for path in directory.glob(f"{prefix}-*.json"):
+        try:
+            found.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 def acked_ids(directory: Path) -> set[int]:
     """The message ids a ledger spout recorded as acked (its acked-*.log files)."""
     ids: set[int] = set()

@@ -12,7 +12,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from cluster_support import LEDGER, REPO, LoopbackCluster, acked_ids, serve_cluster, wait_until
+from cluster_support import (LEDGER, REPO, LoopbackCluster, acked_ids,
+                             after_test, json_outputs, serve_cluster, wait_until)
 from cluster_topologies import cycle
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
@@ -39,16 +40,8 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def logs_on_failure(request, cluster):
-    """A failed cluster test prints the daemons' and workers' logs (the only way to see why) and
-    kills what it left running, so that the next test gets free slots."""
     yield
-    report = getattr(request.node, "report_call", None)
-    if report is not None and report.failed:
-        print(cluster.logs())
-        listing = cluster.cli("list").stdout.splitlines()[1:]
-        for name in [line.split()[0] for line in listing if line.strip()]:
-            if name != "no":
-                cluster.kill_and_wait(name)
+    after_test(request, cluster)
 
 
 def test_word_count_on_four_workers_gives_exact_counts(cluster, tmp_path):
@@ -699,13 +692,7 @@ def test_a_bolt_on_a_worker_reads_a_data_file_beside_its_topology(cluster, tmp_p
     cluster.submit(project / "topology.py", "files", f"files.dir={tmp_path}", f"files.count={n}")
 
     def outputs() -> list[dict]:
-        found = []
-        for path in tmp_path.glob("lookup-*.json"):
-            try:
-                found.append(json.loads(path.read_text()))
-            except (OSError, ValueError):
-                continue
-        return found
+        return json_outputs(tmp_path, "lookup")
 
     wait_until(lambda: sum(sum(o["seen"].values()) for o in outputs()) == n, 60,
                "every number to be looked up")

@@ -7,11 +7,10 @@ one copy; a standby nimbus keeps a copy; a submission mapping a key the store la
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import pytest
-from cluster_support import serve_cluster, wait_until
+from cluster_support import after_test, json_outputs, serve_cluster, wait_until
 from zookeeper_server import zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
@@ -30,19 +29,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def logs_on_failure(request, cluster):
     yield
-    report = getattr(request.node, "report_call", None)
-    if report is not None and report.failed:
-        print(cluster.logs())
-
-
-def outputs(directory: Path, tag: str) -> list[dict]:
-    found = []
-    for path in directory.glob(f"{tag}-*.json"):
-        try:
-            found.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return found
+    after_test(request, cluster, kill_left=False)
 
 
 def blob_cli(cluster, *args: str):
@@ -69,9 +56,9 @@ def test_a_running_bolt_reads_a_blob_by_its_local_name_then_its_update(cluster, 
                    f'{MAP}={{"words": "words.txt"}}')
     cluster.submit(READER, "blob-b", f"blobs.dir={out}", "blobs.tag=b",
                    "blobs.localname=lookup.txt", f'{MAP}={{"words": {{"localname": "lookup.txt"}}}}')
-    wait_until(lambda: len(outputs(out, "a")) == 1 and len(outputs(out, "b")) == 1, 30,
+    wait_until(lambda: len(json_outputs(out, "a")) == 1 and len(json_outputs(out, "b")) == 1, 30,
                "both topologies' readers to read the blob")
-    (a,), (b,) = outputs(out, "a"), outputs(out, "b")
+    (a,), (b,) = json_outputs(out, "a"), json_outputs(out, "b")
     assert a["read"] == [v1] and b["read"] == [v1] and a["versions"] == [digest1]
     # One copy on the node, shared by digest: both local names resolve to the same file.
     cached = cluster.base / "s1" / "blobs" / digest1
@@ -87,10 +74,10 @@ def test_a_running_bolt_reads_a_blob_by_its_local_name_then_its_update(cluster, 
 
     def both_read_v2() -> bool:
         return all(o["read"][-1:] == [v2] and v2 in o["watched"]
-                   for o in outputs(out, "a") + outputs(out, "b"))
+                   for o in json_outputs(out, "a") + json_outputs(out, "b"))
 
     wait_until(both_read_v2, 20, "the running readers to read the update")
-    (a,), (b,) = outputs(out, "a"), outputs(out, "b")
+    (a,), (b,) = json_outputs(out, "a"), json_outputs(out, "b")
     for name, reader in (("blob-a", a), ("blob-b", b)):
         assert reader["read"] == [v1, v2] and reader["versions"] == [digest1, digest2]
         assert Path(reader["resolved"]) == cluster.base / "s1" / "blobs" / digest2

@@ -8,14 +8,13 @@ version of ``stormlet_testdep``, and its wheels (tests/local_wheels.py) in ``whe
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
 
 import pytest
 
-from cluster_support import LoopbackCluster, wait_until
+from cluster_support import LoopbackCluster, after_test, json_outputs, wait_until
 from local_wheels import make_testdep_wheels
 from stormlet.cluster.environments import DIRECTORY_ENV, NO_INDEX
 from zookeeper_server import zookeeper_available
@@ -43,13 +42,7 @@ def cluster(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def logs_on_failure(request, cluster):
     yield
-    report = getattr(request.node, "report_call", None)
-    if report is not None and report.failed:
-        print(cluster.logs())
-        listing = cluster.cli("list").stdout.splitlines()[1:]
-        for name in [line.split()[0] for line in listing if line.strip()]:
-            if name != "no":
-                cluster.kill_and_wait(name)
+    after_test(request, cluster)
 
 
 def versioned_project(directory: Path, *requirements: str) -> Path:
@@ -60,16 +53,6 @@ def versioned_project(directory: Path, *requirements: str) -> Path:
     (directory / "requirements.txt").write_text("".join(r + "\n" for r in requirements))
     make_testdep_wheels(directory / "wheels")
     return directory / "topology.py"
-
-
-def reports(directory: Path, label: str) -> list[dict]:
-    found = []
-    for path in directory.glob(f"{label}-*.json"):
-        try:
-            found.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def submit_timed(cluster, path: Path, name: str, *conf: str) -> tuple[str, float]:
@@ -111,12 +94,12 @@ def test_two_topologies_pinning_two_versions_run_side_by_side_and_resubmits_reus
     assert built_key in again and built_key not in second
 
     def done(label: str) -> bool:
-        found = reports(out, label)
+        found = json_outputs(out, label)
         return len(found) == 1 and found[0]["seen"] == 20
 
     wait_until(lambda: all(done(label) for label in ("one", "two", "again")), 40,
                "every topology's bolt to see its numbers")
-    seen = {label: reports(out, label)[0] for label in ("one", "two", "again")}
+    seen = {label: json_outputs(out, label)[0] for label in ("one", "two", "again")}
     assert {label: r["version"] for label, r in seen.items()} == {
         "one": "1.0", "two": "2.0", "again": "1.0"}
     environments = cluster.base / "environments"
@@ -137,7 +120,7 @@ def test_a_dependency_that_cannot_be_installed_refuses_the_submit_and_disturbs_n
     steady = versioned_project(tmp_path / "steady", "stormlet_testdep==1.0")
     cluster.submit(steady, "steady", f"versioned.dir={out}", "versioned.label=steady",
                    "versioned.count=100000", "versioned.interval=0.05")
-    wait_until(lambda: [r["seen"] for r in reports(out, "steady")] not in ([], [0]), 30,
+    wait_until(lambda: [r["seen"] for r in json_outputs(out, "steady")] not in ([], [0]), 30,
                "the steady topology to run")
     workers = {slot: beat["pid"] for slot, beat in cluster.topology_workers("steady").items()}
     broken = versioned_project(tmp_path / "broken", "stormlet_testdep==1.0",
@@ -150,8 +133,8 @@ def test_a_dependency_that_cannot_be_installed_refuses_the_submit_and_disturbs_n
             in result.stderr), result.stderr
     listing = cluster.cli("list").stdout
     assert "broken" not in listing and "steady" in listing
-    before = reports(out, "steady")[0]["seen"]
-    wait_until(lambda: reports(out, "steady")[0]["seen"] > before + 10, 20,
+    before = json_outputs(out, "steady")[0]["seen"]
+    wait_until(lambda: json_outputs(out, "steady")[0]["seen"] > before + 10, 20,
                "the steady topology to keep going")
     assert {slot: beat["pid"] for slot, beat in
             cluster.topology_workers("steady").items()} == workers
@@ -171,9 +154,9 @@ def test_a_streamparse_projects_virtualenvs_file_is_honoured(cluster, tmp_path):
                                 f"versioned.dir={out}", "versioned.label=sp",
                                 "versioned.count=10")
     assert "(virtualenvs/versioned.txt)" in submitted
-    wait_until(lambda: [r["seen"] for r in reports(out, "sp")] == [10], 40,
+    wait_until(lambda: [r["seen"] for r in json_outputs(out, "sp")] == [10], 40,
                "the streamparse bolt to see its numbers")
-    record = reports(out, "sp")[0]
+    record = json_outputs(out, "sp")[0]
     assert record["version"] == "2.0"
     assert Path(record["prefix"]).parent == cluster.base / "environments"
     kill_all(cluster, "sp-versioned")

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from cluster_support import REPO, serve_cluster, wait_until
+from cluster_support import REPO, after_test, serve_cluster, wait_until
 from cluster_topologies import worker_settings
 from zookeeper_server import zookeeper_available
 
@@ -26,11 +26,8 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def logs_on_failure(request, cluster):
-    """A failed test prints the daemons' and workers' logs: the only way to see why."""
     yield
-    report = getattr(request.node, "report_call", None)
-    if report is not None and report.failed:
-        print(cluster.logs())
+    after_test(request, cluster, kill_left=False)
 
 
 def probes(directory: Path, name: str) -> dict[int, dict]:
