@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_support import LoopbackCluster, wait_until
+from cluster_support import LoopbackCluster, json_outputs, wait_until
 from local_wheels import make_testdep_wheels
 from stormlet.cluster.environments import DIRECTORY_ENV, NO_INDEX
-from test_cluster_environments import kill_all, reports, versioned_project
+from test_cluster_environments import kill_all, versioned_project
 from zookeeper_server import zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
@@ -42,7 +42,7 @@ def test_a_build_failing_on_a_supervisor_shows_in_errors_and_list_and_stops_noth
                    "versioned.count=100000", "versioned.interval=0.05")
     try:
         # The supervisor builds steady's environment itself (its own directory), off its loop.
-        wait_until(lambda: [r["seen"] for r in reports(out, "steady")] not in ([], [0]), 40,
+        wait_until(lambda: [r["seen"] for r in json_outputs(out, "steady")] not in ([], [0]), 40,
                    "the steady topology to run")
         workers = {slot: beat["pid"] for slot, beat in cluster.topology_workers("steady").items()}
         needs_three = versioned_project(tmp_path / "three", "stormlet_testdep==3.0")
@@ -63,9 +63,9 @@ def test_a_build_failing_on_a_supervisor_shows_in_errors_and_list_and_stops_noth
                  if line.startswith("three ")]
         # Its error count, and when the last one happened.
         assert row.endswith(" ago") and int(row.split()[-3]) >= 1, row
-        assert reports(out, "three") == []
-        before = reports(out, "steady")[0]["seen"]
-        wait_until(lambda: reports(out, "steady")[0]["seen"] > before + 10, 20,
+        assert json_outputs(out, "three") == []
+        before = json_outputs(out, "steady")[0]["seen"]
+        wait_until(lambda: json_outputs(out, "steady")[0]["seen"] > before + 10, 20,
                    "the steady topology to keep going")
         assert {slot: beat["pid"] for slot, beat in
                 cluster.topology_workers("steady").items()} == workers
