@@ -214,13 +214,6 @@ def slot_executors(assignment: dict, supervisor_id: str, port: int) -> list[Exec
             if e.supervisor == supervisor_id and e.port == port]
 
 
-def executor_key(executors: list[Executor]) -> list:
-    """What a worker runs, comparable across assignment versions: a worker whose key changes is
-    replaced (its supervisor kills it, and it exits by itself), one whose key stays keeps running
-    while other executors move."""
-    return sorted([e.component, list(e.tasks)] for e in executors)
-
-
 class BlobRecord(NamedTuple):
     """A blob store key's current version, as its node holds it: the content's SHA-256 (hex:
     the name of its file in nimbus's store and in every supervisor's cache), the version (1 at
