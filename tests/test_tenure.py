@@ -65,3 +65,16 @@ def test_a_fence_refuses_an_orphan_and_admits_workers_it_has_not_heard_of_yet():
     # s1's slot was given again: its new worker is admitted, the orphan still refused.
     assert fence.admits("s1:1", 3) and not fence.admits("s1:1", 1)
     assert "given again at assignment version 3" in fence.why_refused("s1:1", 1)
+
+
+def test_a_version_that_is_no_count_reads_as_zero_everywhere():
+    # One reading serves nimbus (the next version), the fence and a worker's state epoch.
+    from stormlet.cluster.tenure import assignment_version
+
+    for bad in ({}, {"version": "7"}, {"version": True}, {"version": -3}, None):
+        assert assignment_version(bad) == 0
+    assert assignment_version({"version": 7}) == 7
+    assert next_assignment({"executors": [], "version": "7"}, executors(("s1", 1)))["version"] == 1
+    fence = Fence()
+    fence.update({"executors": [], "version": "7", "tenures": {"s1:1": 1}})   # no exception
+    assert fence.admits("s1:1", 1) and not fence.admits("s2:1", 0)

@@ -30,6 +30,13 @@ def slot_key(supervisor: str, port: int) -> str:
     return f"{supervisor}:{port}"
 
 
+def assignment_version(assignment: dict | None) -> int:
+    """An assignment's version (0 for none, or for one that names none that is a count)."""
+    version = (assignment or {}).get("version")
+    return version if isinstance(version, int) and not isinstance(version, bool) and version > 0 \
+        else 0
+
+
 def tenures(assignment: dict | None) -> dict[str, int] | None:
     """Each slot's tenure in ``assignment``; None for an assignment that names none (written
     before tenures existed: nothing is fenced by it)."""
@@ -42,8 +49,7 @@ def next_assignment(previous: dict | None, executors: list[Executor]) -> dict:
     """The assignment that follows ``previous`` (None: the first) with ``executors``: its version
     one higher, each slot keeping its tenure if it was in ``previous``, else starting one now."""
     previous = previous or {}
-    version = previous.get("version")
-    version = (version if isinstance(version, int) else 0) + 1
+    version = assignment_version(previous) + 1
     old = tenures(previous)
     if old is None:
         # Written before tenures: its workers run with tenure 0, and keep it where they stay.
@@ -72,7 +78,7 @@ class Fence:
         self._known: tuple[int, dict[str, int] | None] = (0, None)
 
     def update(self, assignment: dict) -> None:
-        self._known = (int(assignment.get("version", 0)), tenures(assignment))
+        self._known = (assignment_version(assignment), tenures(assignment))
 
     def admits(self, sender: str, tenure: int) -> bool:
         """Whether a frame from ``sender`` (a slot key) with ``tenure`` comes from a worker that

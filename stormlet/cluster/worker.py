@@ -50,7 +50,7 @@ from .errors import heartbeat_errors
 from .heartbeat import HEARTBEAT_SECS, write_heartbeat
 from .metrics_reporter import MetricsReporter
 from .security import Security, release
-from .tenure import Fence, slot_key, slot_tenure
+from .tenure import Fence, assignment_version, slot_key, slot_tenure
 from .transport import LinkTimes, Receiver, RemoteRoute, Sender, make_deliver
 from .wire import Fenced, FrameDecoder
 from .zk_state import (
@@ -207,7 +207,7 @@ class Worker:
         conf = {**record["conf"], cfg.STORMLET_ZOOKEEPER_CONNECT: self.zk_hosts,
                 cfg.STORMLET_ZOOKEEPER_ROOT: self.state.root,
                 cfg.STORMLET_TOPOLOGY_ID: self.topology_id,
-                cfg.STORMLET_STATE_EPOCH: self._version(assignment)}
+                cfg.STORMLET_STATE_EPOCH: assignment_version(assignment)}
         if self.state_dir is not None and not conf.get(cfg.STORMLET_STATE_DIR):
             conf[cfg.STORMLET_STATE_DIR] = str(self.state_dir)
         self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
@@ -276,8 +276,9 @@ class Worker:
         if down_secs is None:
             self.link_events.note(
                 f"worker {me} lost its link to worker {peer} (nothing heard for "
-                f"{self.link_times.timeout_secs:g} s, or that worker stopped): what it sends there is "
-                f"dropped and replayed after its timeout; reconnecting", level=logging.WARNING)
+                f"{self.link_times.timeout_secs:g} s, or that worker stopped): what it sends "
+                f"there is dropped and replayed after its timeout; reconnecting",
+                level=logging.WARNING)
         else:
             self.link_events.note(f"worker {me}: the link to worker {peer} is back after "
                                   f"{down_secs:.1f} s", level=logging.INFO, counted=False)
@@ -287,8 +288,9 @@ class Worker:
         its slot are first refused here (the receiver's thread calls it)."""
         self.link_events.note(
             f"worker {self.host}:{self.port} refuses frames from worker slot {refused.sender} "
-            f"(tenure {refused.tenure}): {refused.why}; that worker lost its assignment (cut off from ZooKeeper, say) and runs "
-            f"on: what it sends is dropped here until it stops", level=logging.WARNING)
+            f"(tenure {refused.tenure}): {refused.why}; that worker lost its assignment (cut off "
+            f"from ZooKeeper, say) and runs on: what it sends is dropped here until it stops",
+            level=logging.WARNING)
 
     # ----- placement and status
 
@@ -440,11 +442,6 @@ class Worker:
             return
         self._placements.put(assignment)
 
-    @staticmethod
-    def _version(assignment: dict) -> int:
-        version = assignment.get("version")
-        return version if isinstance(version, int) and version >= 0 else 0
-
     def _follow_placements(self) -> None:
         """Apply each new assignment in turn (the newest of those waiting), so that a spout's
         open or a bolt's drain never holds up ZooKeeper's watches."""
@@ -487,7 +484,7 @@ class Worker:
         if want - have:
             # Their state stores refuse the writes of whoever ran them before (cut off, say).
             self.runtime.add_executors([(c, list(tasks)) for c, tasks in sorted(want - have)],
-                                       {cfg.STORMLET_STATE_EPOCH: self._version(assignment)})
+                                       {cfg.STORMLET_STATE_EPOCH: assignment_version(assignment)})
         if have != want:
             log.info("worker %s:%d of %s now runs %d executors: %d left for other workers, %d "
                      "taken on; the rest ran on", self.host, self.port, self.topology_id,
