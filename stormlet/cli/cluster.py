@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from ..cluster.blob_cache import DEFAULT_KEEP_SECS
+from ..cluster.submissions import PREPARING, REFUSAL_KEEP_SECS, REFUSED
 from ..redaction import redact_text
 from .options import (
     SECRET_OPTION,
@@ -196,7 +197,21 @@ def _call(target: NimbusTarget, op: str, timeout: float = 15, **args: Any) -> An
         raise click.ClickException(str(exc)) from None
 
 
-@click.command()
+_SUBMIT_HELP = f"""Submit the topology in FILE to the cluster. Its Python dependencies, if it
+declares any, are installed in an environment of its own on every node that runs it; nimbus
+builds it first (or finds it built) and inspects the topology in it, and this waits for that,
+showing pip's progress, unless --no-wait.
+
+With --no-wait the submission is the cluster's once this returns: its name is taken, and nimbus
+keeps it in ZooKeeper, with its code copied to the standby nimbuses as a running topology's is.
+If the leading nimbus stops while it prepares it, the next leader (or the same nimbus,
+restarted) prepares it again from the start; only one accepted and lost within the couple of
+seconds before a standby copied its code is refused, saying so. A refusal stays in `stormlet
+list` for {REFUSAL_KEEP_SECS / 3600:g} hours, until the name is submitted again, or until
+`stormlet kill NAME` clears it (which also abandons a submission being prepared)."""
+
+
+@click.command(help=_SUBMIT_HELP)
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--name", default=None, help="topology name (default: the file's stem)")
 @click.option("--requirements", "requirements_file", default=None, metavar="FILE",
@@ -204,13 +219,15 @@ def _call(target: NimbusTarget, op: str, timeout: float = 15, **args: Any) -> An
               help="the topology's Python dependencies, a pip requirements file [default: the "
                    "project's virtualenvs/<topology>.txt (streamparse), requirements.txt or "
                    "pyproject.toml's [project].dependencies]")
+@click.option("--no-wait", is_flag=True,
+              help="return once nimbus has taken the submission (its name, package and config "
+                   "checked), and let it build the environment and inspect the topology in the "
+                   "background; `stormlet list` shows it preparing, then running, or refused "
+                   "(`stormlet errors NAME` says why)")
 @conf_option("config override")
 @nimbus_target
-def submit(file: Path, name: str | None, requirements_file: Path | None,
+def submit(file: Path, name: str | None, requirements_file: Path | None, no_wait: bool,
            conf_pairs: tuple[str, ...], target: NimbusTarget) -> None:
-    """Submit the topology in FILE to the cluster. Its Python dependencies, if it declares
-    any, are installed in an environment of its own on every node that runs it; nimbus builds
-    it first (or finds it built) and inspects the topology in it, and this waits for that."""
     from ..cluster.code import CodeError, package_topology
     from ..cluster.dependencies import DependencyError, declared
     from ..cluster.environments import BUILD_TIMEOUT_SECS
@@ -223,6 +240,12 @@ def submit(file: Path, name: str | None, requirements_file: Path | None,
         raise click.ClickException(str(exc)) from None
     name = name or file.stem
     timeout = 120.0
+    if no_wait:
+        result = _call(target, "submit", timeout=timeout, name=name, payload=code,
+                       conf=overrides, wait=False)
+        for line in no_wait_lines(name, result["id"], dependencies is not None):
+            click.echo(line)
+        return
     if dependencies is not None:
         count = len(dependencies.requirements)
         click.echo(f"{name} needs {count} Python package{'s' if count != 1 else ''} "
@@ -247,6 +270,15 @@ def submit(file: Path, name: str | None, requirements_file: Path | None,
     click.echo(f"submitted {name} ({result['id']})")
     for line in result.get("warnings", []):
         click.echo(f"warning: {line}", err=True)
+
+
+def no_wait_lines(name: str, topology_id: str, declares_dependencies: bool) -> list[str]:
+    """What ``stormlet submit --no-wait`` prints once nimbus has taken the submission."""
+    work = ("builds its environment (or finds it built) and inspects it"
+            if declares_dependencies else "inspects it")
+    return [f"submitted {name} ({topology_id}) without waiting: nimbus {work} in the background",
+            f"follow it: `stormlet list` shows it {PREPARING}, then active (or {REFUSED}); "
+            f"`stormlet errors {name}` says why if it is {REFUSED}"]
 
 
 def _while_showing_builds(target: NimbusTarget, submit: Callable[[], Any]) -> Any:
@@ -301,25 +333,40 @@ def list_command(target: NimbusTarget) -> None:
     short of free slots (after a host is lost), until nimbus spreads the topology back.
 
     errors counts every error the topology's workers counted since they started (and those of
-    the last worker that exited on each slot); `stormlet errors NAME` shows them."""
-    for line in list_lines(_call(target, "list"), time.time()):
+    the last worker that exited on each slot); `stormlet errors NAME` shows them.
+
+    A topology submitted with --no-wait shows as preparing while nimbus builds its environment
+    and inspects it (uptime: for how long; pip's last line while it builds), then as running,
+    or as refused with the reason's last line (`stormlet errors NAME` has all of it)."""
+    for line in list_lines(_call(target, "list"), time.time(), shows_secrets(target)):
         click.echo(line)
 
 
-def list_lines(rows: list[dict[str, Any]], now: float) -> list[str]:
-    """What ``stormlet list`` prints of nimbus's ``list`` rows. A row holds counts and times,
-    never a topology's config or an error's text, so there is nothing in it to redact."""
+def list_lines(rows: list[dict[str, Any]], now: float, secrets: bool = False) -> list[str]:
+    """What ``stormlet list`` prints of nimbus's ``list`` rows. A topology's row holds counts
+    and times; a submission's (cluster/submissions.py) may quote its refusal or pip, redacted
+    (redaction.py) unless ``secrets``."""
     if not rows:
         return ["no topologies running"]
+    shown = (lambda text: text) if secrets else redact_text
     lines = [f"{'name':<24}{'status':<10}{'workers':>8}{'asked':>6}{'executors':>10}  "
              f"{'uptime':<10}{'errors':>8}  last error"]
     for row in rows:
         last = row.get("last_error")
         last_text = f"{_duration(max(0.0, now - last))} ago" if last else "-"
         asked = row.get("workers_asked")
-        lines.append(f"{row['name']:<24}{row['status']:<10}{row['workers']:>8}"
+        uptime = _duration(row["uptime"])
+        workers, executors = row["workers"], row["executors"]
+        if row["status"] == PREPARING:
+            workers = executors = "-"
+            building = row.get("building")
+            last_text = f"building its environment: {shown(building)}" if building else "-"
+        elif row["status"] == REFUSED:
+            workers = executors = uptime = "-"
+            last_text += f": {shown(str(row.get('refusal') or ''))} (stormlet errors {row['name']})"
+        lines.append(f"{row['name']:<24}{row['status']:<10}{workers:>8}"
                      f"{'-' if asked is None else asked:>6}"
-                     f"{row['executors']:>10}  {_duration(row['uptime']):<10}"
+                     f"{executors:>10}  {uptime:<10}"
                      f"{row.get('errors', 0):>8}  {last_text}")
     return lines
 
@@ -335,7 +382,10 @@ def errors(name: str, limit: int, stack: bool, target: NimbusTarget) -> None:
     """Show a running topology's most recent errors, oldest first: time, component, task,
     worker host:port and the error. Errors of one kind beyond the first few show as one summary
     line per interval ("... and N more like it"). Credentials quoted in an error (a connection
-    URL's password) are shown only to a holder of the cluster secret."""
+    URL's password) are shown only to a holder of the cluster secret.
+
+    For a topology submitted with --no-wait and refused, the refusal, against component
+    (submit) and the nimbus that refused it: pip's last lines, or what the inspection found."""
     rows = _call(target, "errors", name=name, limit=limit)
     for line in error_lines(name, rows, stack, shows_secrets(target)):
         click.echo(line)
@@ -359,8 +409,11 @@ def error_lines(name: str, rows: list[dict[str, Any]], stack: bool,
     for row in reversed(rows):
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(row["time"]))
         worker = f"{row['host']}:{row['port']}"
-        lines.append(f"{when:<20}{row['component']:<16}{row['task']:>5}  {worker:<22}"
-                     f"{shown(str(row['error']))}")
+        # An error of several lines (a refused submission's, ending with pip's last lines)
+        # goes on under its first, indented.
+        first, *more = shown(str(row["error"])).splitlines() or [""]
+        lines.append(f"{when:<20}{row['component']:<16}{row['task']:>5}  {worker:<22}{first}")
+        lines.extend(f"    {line}" for line in more)
         if stack and row.get("detail"):
             lines.append("    " + shown(str(row["detail"])).replace("\n", "\n    "))
     return lines
@@ -379,8 +432,12 @@ def _duration(seconds: float) -> str:
               help="seconds between deactivating and removing (default: the message timeout)")
 @nimbus_target
 def kill(name: str, wait: float | None, target: NimbusTarget) -> None:
-    """Deactivate a topology, wait, then remove it and stop its workers."""
-    _call(target, "kill", name=name, wait=wait)
+    """Deactivate a topology, wait, then remove it and stop its workers. A topology submitted
+    with --no-wait that is being prepared, or was refused, is forgotten at once."""
+    result = _call(target, "kill", name=name, wait=wait)
+    if result.get("status") == "cleared":
+        click.echo(f"cleared {name}: its submission, {result['was']}, is forgotten")
+        return
     click.echo(f"killed {name}: deactivated now, removed after "
                f"{'the message timeout' if wait is None else f'{wait:g}s'}")
 

@@ -32,6 +32,9 @@ REPORT_BYTES = 64 * 1024
 # The component an error is reported against when a topology's environment failed to build on
 # a node, so that none of its workers could start there.
 ENVIRONMENT_COMPONENT = "(environment)"
+# The component nimbus reports a refused submission against (submissions.py): it was accepted
+# without waiting (`stormlet submit --no-wait`), then its environment or inspection failed.
+SUBMIT_COMPONENT = "(submit)"
 # A supervisor report's groups of slots: running workers, the last exited worker of each slot,
 # and slots whose worker could not start.
 REPORT_GROUPS = ("workers", "exited", "unstarted")

@@ -6,6 +6,10 @@ code and every blob (blob_service.py) from the leader so that they can take over
 rest with the leader's address.
 Running topologies do not need nimbus: workers keep going while none is up.
 
+A submit waits while nimbus prepares the topology (builds its environment, inspects it), or,
+with ``wait=False`` (``stormlet submit --no-wait``), is answered at once and prepared in the
+background: see submissions.py, which also says what a failover does to it.
+
 Workers push their metrics to the leader, which keeps them in memory only (``metrics_store``),
 with what the workers it saw replaced had counted, and serves them with ``metrics``: a standby
 has none to serve, and one that becomes leader starts empty (it learns each worker from its next
@@ -17,6 +21,7 @@ report; what workers replaced before then counted is not known to it).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -34,7 +39,7 @@ from ..redaction import redact_config, redact_errors
 from . import rpc
 from .blob_service import BlobService
 from .blob_store import CHUNK_BYTES, BlobStore
-from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack
+from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack, verify
 from .environments import (
     CLEAN_SECS,
     BuildError,
@@ -57,6 +62,16 @@ from .scheduler import (
 from .nimbus_client import fetch_code
 from .repeats import Repeats
 from .security import Security, check_bind_address
+from .submissions import (
+    PREPARING,
+    Preparation,
+    Preparer,
+    Submission,
+    accepted,
+    error_rows,
+    list_row,
+    redact_rows,
+)
 from .tenure import next_assignment
 from .zk_state import (
     CONNECTION_ERRORS,
@@ -137,6 +152,15 @@ class Nimbus:
         # the ZAP thread, which must never wait on ZooKeeper.
         self._topology_ids: frozenset[str] = frozenset()
         self._threads: list[threading.Thread] = []
+        # Under _lock: the names of submits that wait while they are prepared (a submission
+        # prepared in the background holds its name in ZooKeeper instead: submissions.py).
+        self._reserved: set[str] = set()
+        self.preparer = Preparer(
+            lambda: self.state, self._lock, self.is_leader, self.host, self.port,
+            inspect=lambda code, conf, preparation: self._inspect(code, conf, preparation)[0],
+            record=self._record, code=self._submitted_code,
+            drop_code=lambda tid: self._code_path(tid).unlink(missing_ok=True),
+            building=self.environments.building)
 
     # ----- lifecycle
 
@@ -277,7 +301,9 @@ class Nimbus:
             "get_code": Op(self.get_code, worker),
             "report_metrics": Op(self.report_metrics, worker, max_bytes=METRICS_REPORT_BYTES,
                                  max_containers=METRICS_REPORT_CONTAINERS),
-            "list": Op(self.list_topologies, read), "cluster": Op(self.cluster_info, read),
+            # A refused submission's row quotes its refusal.
+            "list": Op(self.list_topologies, read, shown_to_others=redact_rows),
+            "cluster": Op(self.cluster_info, read),
             # An error's text may quote a credential: only an admin gets it as it is.
             "errors": Op(self.errors, read, shown_to_others=redact_errors),
             "metrics": Op(self.metrics, read),
@@ -308,57 +334,93 @@ class Nimbus:
         for tid, record in self.state.topologies().items():
             if record.get("name") == name:
                 return tid, record
-        raise rpc.RpcError(f"no topology named {name!r} is running")
+        raise self._not_running(name)
 
     def _find_any(self, key: str) -> tuple[str, dict]:
         """Like _find, for the read-only ops: ``key`` is a topology's name or its id."""
         for tid, record in self.state.topologies().items():
             if key in (tid, record.get("name")):
                 return tid, record
-        raise rpc.RpcError(f"no topology named {key!r} is running")
+        raise self._not_running(key)
 
-    def submit(self, name: str, payload: bytes = b"", conf: dict | None = None) -> dict:
-        """Inspect the code package (the request's payload; off the lock, so other requests go
-        on meanwhile), then record the topology with its code's digest and schedule it."""
+    def _not_running(self, key: str) -> rpc.RpcError:
+        """The refusal of an action on ``key``, which no running topology is: it says so of a
+        submission being prepared or refused, which an action cannot touch either."""
+        submission = self._submission(key)
+        if submission is None:
+            return rpc.RpcError(f"no topology named {key!r} is running")
+        return rpc.RpcError(f"topology {submission.name!r} is not running: its submission is "
+                            f"{submission.status} (see `stormlet list`; `stormlet kill "
+                            f"{submission.name}` clears it)")
+
+    def _submission(self, key: str) -> Submission | None:
+        """The submission prepared or refused (submissions.py) whose name or id is ``key``."""
+        for tid, submission in self.state.submissions().items():
+            if key in (tid, submission.name):
+                return submission
+        return None
+
+    def submit(self, name: str, payload: bytes = b"", conf: dict | None = None,
+               wait: bool = True) -> dict:
+        """Check at once what can be (the name, the code package, the config's shape), then
+        prepare the topology: build the environment it declares and inspect it in it (off the
+        lock, so other requests go on meanwhile), record it with its code's digest and schedule
+        it. With ``wait`` false, answer {"id", "status": "preparing"} once the checks pass and
+        prepare it in the background (submissions.py)."""
         self._require_leader()
         check_topology_name(name)
         code = payload
         if not code:
             raise rpc.RpcError("the submission carries no code package")
-        if conf is not None and not isinstance(conf, dict):
-            raise rpc.RpcError("conf must be a map of settings")
-        self._refuse_running_name(name)
-        topology_id = new_topology_id(name)
-        summary, environment = self._inspect(code, conf)
+        conf = _checked_conf(name, conf)
+        if not wait:
+            return self._accept(name, code, conf)
         with self._lock:
-            self._refuse_running_name(name)   # again: another submission may have won
-            merged = {**summary["config"], **(conf or {})}
-            # The inspection checked it too, but it ran the topology's own code.
-            problems = cfg.problems(merged)
-            if problems:
-                raise rpc.RpcError(cfg.refusal(name, problems))
-            self.blobs.check_map(name, merged, code)
-            workers = int(merged.get(cfg.TOPOLOGY_WORKERS) or 1)
-            ackers = merged.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
-            # Fixed at submit: the acker count decides task numbering, which never changes.
-            merged[cfg.TOPOLOGY_ACKER_EXECUTORS] = workers if ackers is None else int(ackers)
-            record = {"name": name, "id": topology_id, "status": ACTIVE, "conf": merged,
-                      "launched": time.time(), "workers": workers, "executors": {},
-                      "summary": summary["components"], "structure": summary.get("structure"),
-                      "code_sha256": digest(code), "kill_at": None}
-            self._claim_offsets(name, summary.get("offset_spouts", []))
-            self._store_code(topology_id, code)
-            self.state.set_topology(topology_id, record)
-            self._topology_ids = self._topology_ids | {topology_id}
-            self._schedule(topology_id, record)
-        log.info("submitted %s as %s", name, topology_id)
-        warnings = summary.get("warnings", [])
-        for line in warnings:
-            log.warning("topology %s: %s", name, line)
+            self._refuse_taken_name(name)
+            self._reserved.add(name)
+            self._drop_refusals(name)
+        try:
+            topology_id = new_topology_id(name)
+            summary, environment = self._inspect(code, conf)
+            with self._lock:
+                warnings = self._record(name, topology_id, code, conf, summary)
+        finally:
+            with self._lock:
+                self._reserved.discard(name)
         return {"id": topology_id, "warnings": warnings,
                 "environment": None if environment is None else {
                     "key": environment.key, "built": environment.built,
                     "build_seconds": environment.build_seconds}}
+
+    def _record(self, name: str, topology_id: str, code: bytes, conf: dict,
+                summary: dict) -> list[str]:
+        """Under the lock: record the inspected topology with its code's digest and schedule
+        it, or refuse it (``RpcError``); its warnings."""
+        self._refuse_running_name(name)   # again: another submission may have won
+        merged = {**summary["config"], **conf}
+        # The inspection checked it too, but it ran the topology's own code.
+        problems = cfg.problems(merged)
+        if problems:
+            raise rpc.RpcError(cfg.refusal(name, problems))
+        self.blobs.check_map(name, merged, code)
+        workers = int(merged.get(cfg.TOPOLOGY_WORKERS) or 1)
+        ackers = merged.get(cfg.TOPOLOGY_ACKER_EXECUTORS)
+        # Fixed at submit: the acker count decides task numbering, which never changes.
+        merged[cfg.TOPOLOGY_ACKER_EXECUTORS] = workers if ackers is None else int(ackers)
+        record = {"name": name, "id": topology_id, "status": ACTIVE, "conf": merged,
+                  "launched": time.time(), "workers": workers, "executors": {},
+                  "summary": summary["components"], "structure": summary.get("structure"),
+                  "code_sha256": digest(code), "kill_at": None}
+        self._claim_offsets(name, summary.get("offset_spouts", []))
+        self._store_code(topology_id, code)
+        self.state.set_topology(topology_id, record)
+        self._topology_ids = self._topology_ids | {topology_id}
+        self._schedule(topology_id, record)
+        log.info("submitted %s as %s", name, topology_id)
+        warnings = summary.get("warnings", [])
+        for line in warnings:
+            log.warning("topology %s: %s", name, line)
+        return warnings
 
     def _claim_offsets(self, name: str, spouts: list) -> None:
         """Make the offsets nodes of the topology's offset spouts that commit under the
@@ -382,13 +444,86 @@ class Nimbus:
         if any(r.get("name") == name for r in self.state.topologies().values()):
             raise rpc.RpcError(f"a topology named {name!r} is already running")
 
-    def _inspect(self, code: bytes, conf: dict | None) -> tuple[dict, Environment | None]:
+    def _refuse_taken_name(self, name: str) -> None:
+        """Under the lock: refuse a name that a topology runs under, or that a submission
+        holds while it is prepared (one that waits, or one in the background)."""
+        self._refuse_running_name(name)
+        if name in self._reserved:
+            raise rpc.RpcError(f"a topology named {name!r} is being submitted")
+        if any(s.name == name and s.status == PREPARING
+               for s in self.state.submissions().values()):
+            raise rpc.RpcError(f"a topology named {name!r} is being prepared (submitted without "
+                               f"waiting: `stormlet list` shows it)")
+
+    def _drop_refusals(self, name: str) -> None:
+        """Under the lock: forget the refused submissions of ``name``, submitted again."""
+        for tid, submission in self.state.submissions().items():
+            if submission.name == name and submission.status != PREPARING:
+                self.state.remove_submission(tid)
+
+    # ----- submissions prepared in the background (submissions.py)
+
+    def _accept(self, name: str, code: bytes, conf: dict) -> dict:
+        """Take a submission to prepare in the background once its package unpacks and
+        declares a usable environment and its name is free: store its code, hold its name in
+        ZooKeeper, start preparing it."""
+        self._check_package(code)
+        topology_id = new_topology_id(name)
+        submission = accepted(topology_id, name, conf, digest(code), time.time())
+        with self._lock:
+            self._refuse_taken_name(name)
+            self._drop_refusals(name)
+            self._store_code(topology_id, code)
+            try:
+                self.preparer.accept(submission)
+            except BaseException:
+                self._code_path(topology_id).unlink(missing_ok=True)
+                raise
+        log.info("accepted %s as %s; preparing it in the background", name, topology_id)
+        return {"id": topology_id, "status": PREPARING}
+
+    def _check_package(self, code: bytes) -> None:
+        """Refuse now what preparing the package would refuse before any build: not a
+        package, a member outside it, a manifest whose requirements pip must not read."""
+        staging = Path(tempfile.mkdtemp(prefix="check-", dir=self.data_dir))
+        try:
+            unpack(code, staging)
+            package_spec(staging)
+        except CodeError as exc:
+            raise rpc.RpcError(str(exc)) from None
+        except BuildError as exc:
+            raise rpc.RpcError(f"the topology's Python dependencies cannot be installed: "
+                               f"{exc}") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _submitted_code(self, submission: Submission) -> bytes:
+        """The submission's code package: this nimbus's copy, else a live peer's (copied now:
+        this nimbus took over before its replication pass did); refused when none has it."""
+        path = self._code_path(submission.id)
+        if not path.is_file():
+            self._fetch_code(submission.id, submission.code_sha256,
+                             [a for a in self.state.nimbus_addresses() if a != self.address])
+        try:
+            code = path.read_bytes()
+            verify(code, submission.code_sha256, submission.id)
+        except FileNotFoundError:
+            raise rpc.RpcError("its code package is on no live nimbus: the nimbus that accepted "
+                               "it stopped before another copied it; submit it again") from None
+        except CodeError as exc:
+            raise rpc.RpcError(f"{exc}; submit it again") from None
+        return code
+
+    # ----- preparing a topology
+
+    def _inspect(self, code: bytes, conf: dict,
+                 progress: Preparation | None = None) -> tuple[dict, Environment | None]:
         """The topology's summary, from loading it in the environment it declares (built on
         this node now, or found built), as its workers will run; and that environment."""
         staging = Path(tempfile.mkdtemp(prefix="inspect-", dir=self.data_dir))
         try:
             entry = unpack(code, staging)
-            environment = self._environment(staging)
+            environment = self._environment(staging, progress)
             python = None if environment is None else environment.python
             return inspect_package(entry, overrides=conf, python=python), environment
         except CodeError as exc:
@@ -396,12 +531,17 @@ class Nimbus:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def _environment(self, directory: Path) -> Environment | None:
+    def _environment(self, directory: Path,
+                     progress: Preparation | None = None) -> Environment | None:
         """The environment the package unpacked in ``directory`` declares, or None; a build
         that fails refuses the submission with pip's own last lines."""
         try:
             spec = package_spec(directory)
-            return None if spec is None else self.environments.ensure(spec)
+            if spec is None:
+                return None
+            if progress is not None:
+                progress.environment = spec.key
+            return self.environments.ensure(spec)
         except BuildError as exc:
             raise rpc.RpcError(f"the topology's Python dependencies could not be installed "
                                f"(on nimbus's node, to inspect it): {exc}") from None
@@ -423,18 +563,33 @@ class Nimbus:
 
     def list_topologies(self) -> list[dict]:
         """Answered by standbys too: it only reads ZooKeeper. ``errors`` counts what the
-        topology's workers counted (see cluster/errors.py); ``last_error`` is a time or None."""
+        topology's workers counted (see cluster/errors.py); ``last_error`` is a time or None.
+        Submissions being prepared or refused follow, as rows of their own
+        (``submissions.list_row``)."""
         assignments = self.state.assignments()
         reports = self.state.heartbeats()
-        return [_row(tid, record, assigned_executors(assignments.get(tid)), reports)
-                for tid, record in self.state.topologies().items()]
+        topologies = self.state.topologies()
+        rows = [_row(tid, record, assigned_executors(assignments.get(tid)), reports)
+                for tid, record in topologies.items()]
+        now = time.time()
+        # Submissions prepared in the background, or refused (submissions.py).
+        return rows + [list_row(submission, now, self.preparer.progress(tid))
+                       for tid, submission in self.state.submissions().items()
+                       if tid not in topologies]
 
     def errors(self, name: str, limit: int = 20) -> list[dict]:
         """A topology's newest errors, newest first, as its supervisors last reported them:
-        component, task, time, error, detail, host, port. Answered by standbys too."""
+        component, task, time, error, detail, host, port; for a submission refused (see
+        submissions.py), its refusal. Answered by standbys too."""
         if not isinstance(limit, int) or limit < 1:
             raise rpc.RpcError(f"limit must be a positive number, got {limit!r}")
-        tid, _record = self._find(name)
+        try:
+            tid, _record = self._find(name)
+        except rpc.RpcError:
+            submission = self._submission(name)
+            if submission is None:
+                raise
+            return error_rows(submission)   # its refusal, if it was refused
         return topology_errors(self.state.heartbeats(), tid, min(limit, MAX_ERRORS))
 
     def cluster_info(self) -> dict:
@@ -475,7 +630,12 @@ class Nimbus:
         standby refuses rather than answer with none, and a new leader starts empty. ``name``
         may be the topology's id."""
         self._require_leader()
-        tid, record = self._find_any(name)
+        try:
+            tid, record = self._find_any(name)
+        except rpc.RpcError:
+            if self._submission(name) is None:
+                raise
+            return []   # a submission: no worker yet
         executors = assigned_executors(self.state.checked_assignment(tid))
         interval = float(cfg.merged(record.get("conf"))[cfg.TOPOLOGY_METRICS_REPORT_SECS])
         return self.metrics_store.snapshots(tid, {(e.host, e.port) for e in executors},
@@ -487,8 +647,18 @@ class Nimbus:
         redacted: the read role may call this; see ``topology_conf``), structure, placement
         (each executor as [component, tasks, supervisor, host, port]), each worker slot's
         process as its supervisor last reported it (pid, uptime, restarts), and recent errors
-        as "errors". ``name`` may be the topology's id."""
-        tid, record = self._find_any(name)
+        as "errors". ``name`` may be the topology's id. A submission being prepared or refused
+        has its ``list`` row, its config, none of the rest, and its refusal as its errors."""
+        try:
+            tid, record = self._find_any(name)
+        except rpc.RpcError:
+            submission = self._submission(name)
+            if submission is None:
+                raise
+            row = list_row(submission, time.time(), self.preparer.progress(submission.id))
+            return {**row, "error_count": row["errors"], "conf": redact_config(submission.conf),
+                    "structure": None, "assignment": [], "worker_slots": [],
+                    "errors": error_rows(submission)}
         # A corrupt assignment (logged) shows as none: the leader soon puts a good one back.
         executors = assigned_executors(self.state.checked_assignment(tid))
         reports = self.state.heartbeats()
@@ -501,8 +671,15 @@ class Nimbus:
 
     def topology_conf(self, name: str) -> dict:
         """A topology's config with its credentials, as its workers run with it: the admin's
-        (the UI shows it to a holder of its token). ``name`` may be the topology's id."""
-        return self._find_any(name)[1].get("conf", {})
+        (the UI shows it to a holder of its token). ``name`` may be the topology's id; a
+        submission's is the submit's overrides."""
+        try:
+            return self._find_any(name)[1].get("conf", {})
+        except rpc.RpcError:
+            submission = self._submission(name)
+            if submission is None:
+                raise
+            return submission.conf
 
     def _set_status(self, name: str, status: str, **extra: Any) -> dict:
         self._require_leader()
@@ -522,8 +699,18 @@ class Nimbus:
 
     def kill(self, name: str, wait: float | None = None) -> dict:
         """Deactivate now; remove after ``wait`` seconds (default: the message timeout), as
-        Storm does, so in-flight tuples can finish."""
+        Storm does, so in-flight tuples can finish. A submission being prepared or refused
+        (submissions.py) is removed at once: {"id", "status": "cleared", "was": its status};
+        an environment being built for it finishes, and stays cached for whoever needs it."""
         self._require_leader()
+        with self._lock:
+            submission = self._submission(name)
+            if submission is not None and submission.name == name:
+                self.state.remove_submission(submission.id)
+                self._code_path(submission.id).unlink(missing_ok=True)
+                log.info("cleared the submission of %s (%s), %s", name, submission.id,
+                         submission.status)
+                return {"id": submission.id, "status": "cleared", "was": submission.status}
         _tid, record = self._find(name)
         if wait is None:
             wait = float(record.get("conf", {}).get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
@@ -594,6 +781,7 @@ class Nimbus:
         topologies = self.state.topologies()
         self._topology_ids = frozenset(topologies)
         self.metrics_store.retain(set(topologies))
+        self.preparer.tend(topologies)
         # Per-topology conditions are (what, topology id); the others, plain strings.
         self._repeats.retain(lambda key: isinstance(key, str) or key[1] in topologies)
         for tid, record in topologies.items():
@@ -666,8 +854,10 @@ class Nimbus:
         if self.client.state != KazooState.CONNECTED:
             return
         try:
-            known = set(self.state.topologies())
-            self._topology_ids = frozenset(known)
+            topologies = set(self.state.topologies())
+            self._topology_ids = frozenset(topologies)
+            known = topologies | {tid for tid, s in self.state.submissions().items()
+                                  if s.status == PREPARING}
         except Exception:
             return
         for path in self.code_dir.glob("*.zip"):
@@ -675,12 +865,17 @@ class Nimbus:
                 path.unlink(missing_ok=True)
 
     def _fetch_missing_code(self) -> None:
-        """Copy the code of every topology this nimbus lacks from another live nimbus (standbys
-        keep copies so that one can take over; a new leader fills any gap the same way)."""
+        """Copy the code of every topology, and of every submission being prepared, that this
+        nimbus lacks from another live nimbus (standbys keep copies so that one can take over; a
+        new leader fills any gap the same way)."""
         try:
             missing = {tid: record.get("code_sha256")   # tid -> the digest its code must have
                        for tid, record in self.state.topologies().items()
                        if is_topology_id(tid) and not self._code_path(tid).is_file()}
+            missing.update({tid: submission.code_sha256
+                            for tid, submission in self.state.submissions().items()
+                            if submission.status == PREPARING
+                            and not self._code_path(tid).is_file()})
             if not missing:
                 return
             peers = [a for a in self.state.nimbus_addresses() if a != self.address]
@@ -688,16 +883,38 @@ class Nimbus:
             log.debug("code replication pass failed: %s", exc)
             return
         for tid, expected in missing.items():
-            for address in peers:
-                try:
-                    self._store_code(tid, fetch_code(address, tid, expected, self.security,
-                                                     timeout=10))
-                    log.info("copied the code of %s from %s", tid, address)
-                    break
-                except rpc.RpcError as exc:
-                    log.debug("no code for %s at %s: %s", tid, address, exc)
-                except CodeError as exc:
-                    log.warning("refused the code of %s from %s: %s", tid, address, exc)
+            self._fetch_code(tid, expected, peers)
+
+    def _fetch_code(self, topology_id: str, expected: str | None, peers: list[str]) -> None:
+        """Copy the code of ``topology_id`` (whose digest is ``expected``) from the first of
+        ``peers`` that has it; nothing if none does."""
+        for address in peers:
+            try:
+                self._store_code(topology_id, fetch_code(address, topology_id, expected,
+                                                         self.security, timeout=10))
+                log.info("copied the code of %s from %s", topology_id, address)
+                return
+            except rpc.RpcError as exc:
+                log.debug("no code for %s at %s: %s", topology_id, address, exc)
+            except CodeError as exc:
+                log.warning("refused the code of %s from %s: %s", topology_id, address, exc)
+
+
+def _checked_conf(name: str, conf: Any) -> dict:
+    """A submit's config overrides, if their shape will do (a map of JSON values giving
+    stormlet's settings valid values); else the submit's refusal."""
+    if conf is None:
+        return {}
+    if not isinstance(conf, dict):
+        raise rpc.RpcError("conf must be a map of settings")
+    problems = cfg.problems(conf)
+    if problems:
+        raise rpc.RpcError(cfg.refusal(name, problems))
+    try:
+        json.dumps(conf)
+    except (TypeError, ValueError) as exc:
+        raise rpc.RpcError(f"the submitted config must hold JSON values only ({exc})") from None
+    return conf
 
 
 def _row(topology_id: str, record: dict, executors: list[Executor],

@@ -9,6 +9,8 @@
     <root>/topologies/<tid>       {"name", "status", "conf", "launched", "summary", ...}
     <root>/assignments/<tid>      {"executors": [[component, tasks, supervisor, host, port]], ...}
                                   (each executor an ``Executor`` when read: see assigned_executors)
+    <root>/submissions/<tid>      a topology accepted without waiting, prepared or refused
+                                  (``Submission``, submissions.py); the daemons' alone
     <root>/offsets/<spout>/<p>    an offset spout's commit for one partition (written by
                                   sources/offset_store.py; offsets_path, offset_path)
     <root>/blobs/<key>            a blob store key's current version: {"sha256", "version",
@@ -43,6 +45,7 @@ from kazoo.exceptions import (
 )
 
 from .names import is_digest
+from .submissions import Submission
 from .security import Security, SecurityError, same_acl
 
 if TYPE_CHECKING:
@@ -250,7 +253,8 @@ class ForeignNodeError(SecurityError):
 
 
 #: The nodes under the root that nimbus makes at start, each a parent of records.
-STATE_DIRS = ("nimbus/hosts", "supervisors", "heartbeats", "topologies", "assignments")
+STATE_DIRS = ("nimbus/hosts", "supervisors", "heartbeats", "topologies", "assignments",
+              "submissions")
 
 
 class ClusterState:
@@ -505,6 +509,29 @@ class ClusterState:
     def remove_topology(self, topology_id: str) -> None:
         self._delete(self._path("assignments", topology_id))
         self._delete(self._path("topologies", topology_id))
+
+    # ----- submissions nimbus prepares in the background (submissions.py)
+
+    def set_submission(self, submission: Submission) -> None:
+        """Under the daemons' ACL: workers need none of it, and its config may hold a
+        credential."""
+        self._write(self._path("submissions", submission.id), submission.record())
+
+    def submission(self, topology_id: str) -> Submission | None:
+        path = self._path("submissions", topology_id)
+        return Submission.of(path, self._read(path))
+
+    def submissions(self) -> dict[str, Submission]:
+        """Every well-formed submission by topology id; a malformed one is logged and left out."""
+        found = {}
+        for tid, value in self._children("submissions").items():
+            submission = Submission.of(self._path("submissions", tid), value)
+            if submission is not None and submission.id == tid:
+                found[tid] = submission
+        return found
+
+    def remove_submission(self, topology_id: str) -> None:
+        self._delete(self._path("submissions", topology_id))
 
     # ----- assignments
 
