@@ -23,6 +23,7 @@ from stormlet.cluster.dependencies import normalize
 from stormlet.cluster.environments import DIRECTORY_ENV, MARKER, NO_INDEX
 from stormlet.cluster.errors import SUBMIT_COMPONENT
 from test_cluster_environments import kill_all, versioned_project
+from ui_support import get
 from zookeeper_server import zookeeper_available
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
@@ -52,6 +53,25 @@ def cluster(tmp_path_factory):
                 if name == "nimbus0":
                     cluster.wait_for_leader()   # the first leads, the second stands by
         yield from cluster.serving()
+
+
+@pytest.fixture
+def ui(cluster):
+    """The UI's REST API for the cluster, as `stormlet ui` serves it."""
+    from stormlet.cluster.nimbus_client import NimbusClient
+    from stormlet.ui.app import serve
+    from stormlet.ui.source import ClusterSource
+
+    source = ClusterSource(NimbusClient(cluster.zk.hosts))
+    server = serve(source, "127.0.0.1", 0)
+    yield server
+    server.stop()
+    source.close()
+
+
+def ui_status(ui, name: str) -> str | None:
+    rows = get(ui, "/api/v1/topology/summary")["topologies"]
+    return next((row["status"] for row in rows if row["name"] == name), None)
 
 
 @pytest.fixture(autouse=True)
@@ -120,7 +140,8 @@ def nimbus_daemon(cluster, leading: bool):
                  (f"--port\x00{port}\x00" in "\x00".join(d.args) + "\x00") == leading), None)
 
 
-def test_no_wait_returns_before_the_build_ends_and_the_topology_then_runs(cluster, tmp_path):
+def test_no_wait_returns_before_the_build_ends_and_the_topology_then_runs(cluster, ui,
+                                                                           tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     project, gate = gated_project(cluster, tmp_path / "later", "1.0")
@@ -130,6 +151,7 @@ def test_no_wait_returns_before_the_build_ends_and_the_topology_then_runs(cluste
     # Shown at once, with how long it has been prepared, and pip's progress from the leader.
     row = list_row(cluster, "later")
     assert row.split()[1:5] == ["preparing", "-", "-", "-"], row
+    assert ui_status(ui, "later") == "preparing"
     wait_until(lambda: "building its environment: " in (list_row(cluster, "later") or ""), 20,
                "pip's progress in the list")
     # The name is taken while it is prepared.
@@ -147,7 +169,7 @@ def test_no_wait_returns_before_the_build_ends_and_the_topology_then_runs(cluste
     kill_all(cluster, "later")
 
 
-def test_a_refused_submission_shows_in_list_and_errors_while_another_topology_runs(cluster,
+def test_a_refused_submission_shows_in_list_and_errors_while_another_topology_runs(cluster, ui,
                                                                                   tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -169,6 +191,11 @@ def test_a_refused_submission_shows_in_list_and_errors_while_another_topology_ru
     shown = cluster.cli("errors", "unknown").stdout
     assert SUBMIT_COMPONENT in shown and "pip could not install" in shown, shown
     assert "ERROR: No matching distribution found for stormlet-nope==9.9" in shown
+    # The UI lists it as refused, and its page shows why.
+    assert ui_status(ui, "unknown") == "refused"
+    page = get(ui, "/api/v1/topology/unknown")
+    assert page["status"] == "refused" and page["errors"][0]["component"] == SUBMIT_COMPONENT
+    assert "No matching distribution found for stormlet-nope==9.9" in page["errors"][0]["error"]
 
     # A topology the inspection refuses: its message names the component and the problem.
     broken = tmp_path / "broken.py"
