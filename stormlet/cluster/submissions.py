@@ -22,7 +22,10 @@ preparing itself (it took over, or it restarted) prepares it again from the star
 environment build that was under way on the old leader's node is not reused. If no live nimbus
 holds its code (the leader that accepted it died before a standby copied it), the submission is
 refused saying so: ``stormlet list`` never loses it silently. A nimbus that lost the lead drops
-what it was preparing once done, without recording it: the new leader does that.
+what it was preparing once done, without recording it: the new leader does that. (Why not let a
+failover lose it, which would be simpler: a Storm user takes a topology that ``storm jar``
+accepted to be the cluster's, and Storm's nimbus keeps its code, replicated to
+``topology.min.replication.count`` nimbuses, before it schedules it.)
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..redaction import redact_text
-from ..runtime.errors import clip
+from ..runtime.errors import clip, clip_tail
 from .errors import SUBMIT_COMPONENT
 from .names import is_topology_id
 
@@ -48,8 +51,11 @@ PREPARING, REFUSED = "preparing", "refused"
 # submitted with --no-wait at the end of one day still finds why the next morning. A refusal is
 # one small ZooKeeper node; submitting the name again, or `stormlet kill NAME`, clears it sooner.
 REFUSAL_KEEP_SECS = 24 * 3600.0
-# The longest one-line reason a `list` row carries (the whole refusal is in `errors`).
+# The longest one-line reason a `list` row carries (the whole refusal is in `errors`), and the
+# longest refusal kept: pip's last lines fit many times over, and ZooKeeper holds every node in
+# memory.
 HEADLINE_CHARS = 200
+REFUSAL_CHARS = 16 * 1024
 # The text fields of a `list` row that may quote a credential (a refusal quotes the topology's
 # own error, or pip's).
 TEXT_FIELDS = ("refusal", "building")
@@ -99,7 +105,10 @@ def accepted(topology_id: str, name: str, conf: dict, code_sha256: str,
 
 
 def refused(submission: Submission, why: str, host: str, port: int, now: float) -> Submission:
-    return submission._replace(status=REFUSED, refused=now, refusal=why, host=host, port=port)
+    """The submission refused by the nimbus at ``host``:``port`` for ``why`` (clipped to
+    REFUSAL_CHARS, keeping its end, where pip says why)."""
+    return submission._replace(status=REFUSED, refused=now, refusal=clip_tail(why, REFUSAL_CHARS),
+                               host=host, port=port)
 
 
 def headline(refusal: str) -> str:

@@ -10,7 +10,8 @@
     <root>/assignments/<tid>      {"executors": [[component, tasks, supervisor, host, port]], ...}
                                   (each executor an ``Executor`` when read: see assigned_executors)
     <root>/submissions/<tid>      a topology accepted without waiting, prepared or refused
-                                  (``Submission``, submissions.py); the daemons' alone
+                                  (``Submission``, submissions.py); no worker reads it; made
+                                  with the first, so a cluster without any has no node
     <root>/offsets/<spout>/<p>    an offset spout's commit for one partition (written by
                                   sources/offset_store.py; offsets_path, offset_path)
     <root>/blobs/<key>            a blob store key's current version: {"sha256", "version",
@@ -253,8 +254,7 @@ class ForeignNodeError(SecurityError):
 
 
 #: The nodes under the root that nimbus makes at start, each a parent of records.
-STATE_DIRS = ("nimbus/hosts", "supervisors", "heartbeats", "topologies", "assignments",
-              "submissions")
+STATE_DIRS = ("nimbus/hosts", "supervisors", "heartbeats", "topologies", "assignments")
 
 
 class ClusterState:
