@@ -51,6 +51,10 @@ TOPOLOGY_ENVIRONMENT = "topology.environment"
 TOPOLOGY_WORKER_CHILDOPTS = "topology.worker.childopts"
 TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB = "topology.worker.max.heap.size.mb"
 TOPOLOGY_BLOBSTORE_MAP = "topology.blobstore.map"
+TOPOLOGY_EVENTS_MAX = "topology.events.max"
+# The most events a topology's history may keep: its node's children are listed in one
+# ZooKeeper reply, which must stay far below ZooKeeper's 1 MB limit.
+EVENTS_MAX_LIMIT = 10_000
 
 
 # ----- what a value must be (Storm checks a topology's config at submit the same way: its
@@ -90,6 +94,13 @@ def number(minimum: float, *, above: bool = False, whole: str | None = None,
             return None
         return wanted
     return check
+
+
+def _events_max(value: Any) -> str | None:
+    problem = number(1, whole="events")(value)
+    if problem is None and value > EVENTS_MAX_LIMIT:
+        return f"a whole number of events from 1 to {EVENTS_MAX_LIMIT}"
+    return problem
 
 
 def flag(value: Any) -> str | None:
@@ -448,6 +459,12 @@ DEFAULTS: dict[str, Setting] = {
         "checks every second, and kills and restarts a worker over it, reporting it in "
         "`stormlet errors` (stormlet/cluster/memory_limit.py)",
         number(0, above=True, none_means="for no limit")),
+    TOPOLOGY_EVENTS_MAX: Setting(
+        500,
+        "how many of the topology's newest events (submits, activations, rebalances, "
+        "reassignments, worker exits and restarts: `stormlet events`) its history keeps, in "
+        "ZooKeeper on a cluster (stormlet/cluster/events.py); fixed at submit",
+        _events_max),
 }
 
 

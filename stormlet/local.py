@@ -6,19 +6,22 @@
         cluster.kill("word-count")
 
 The same executors, acker and groupings as a cluster's workers, with in-process queues for
-transport. Every executor thread runs on one CPU, as a pinned worker's do, unless the topology's
+transport. Each topology has an event history as on a cluster (``events``: its submit,
+activations, deactivations and kill), kept in memory. Every executor thread runs on one CPU, as a pinned worker's do, unless the topology's
 ``stormlet.local.one.cpu`` is false (see stormlet/runtime/cpu_affinity.py).
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import config as cfg
+from .cluster import events
 from .runtime.cpu_affinity import local_executor_cpu
 from .runtime.engine import TopologyRuntime
 from .runtime.errors import ErrorRecord
@@ -42,6 +45,7 @@ class LocalCluster:
     def __init__(self) -> None:
         self._running: dict[str, TopologyRuntime] = {}
         self._lock = threading.Lock()
+        self._events = events.MemoryEvents(f"local:{socket.gethostname()}")
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -66,8 +70,12 @@ class LocalCluster:
             runtime = TopologyRuntime(name, topology, conf or {},
                                       executor_cpu=local_executor_cpu() if one_cpu else None)
             self._running[name] = runtime
+        topology_id = runtime.conf[cfg.STORMLET_TOPOLOGY_ID]
+        self._events.open(topology_id, name, conf)
         runtime.start(active=True)
         log.info("topology %s started", name)
+        self._events.record(topology_id, events.SUBMITTED,
+                            f"submitted {name} in this process, active")
 
     def _get(self, name: str) -> TopologyRuntime:
         runtime = self._running.get(name)
@@ -80,17 +88,45 @@ class LocalCluster:
         """Deactivate, wait for in-flight tuples (up to ``wait_secs``, default the message
         timeout), then stop and clean up. Returns the final metrics and errors."""
         runtime = self._get(name)
+        topology_id = runtime.conf[cfg.STORMLET_TOPOLOGY_ID]
+        wait = runtime.timeout_secs if wait_secs is None else wait_secs
+        self._events.record(topology_id, events.KILLED, f"killed: deactivated now, removed once "
+                            f"nothing is in flight or after {wait:g} s", wait=wait)
         runtime.stop(wait_secs)
         with self._lock:
             self._running.pop(name, None)
         log.info("topology %s killed", name)
+        self._events.removed(topology_id, "removed: its executors stopped")
         return FinalReport(runtime.summary(), runtime.errors())
 
     def activate(self, name: str) -> None:
-        self._get(name).activate()
+        runtime = self._get(name)
+        runtime.activate()
+        self._events.record(runtime.conf[cfg.STORMLET_TOPOLOGY_ID], events.ACTIVATED,
+                            "activated: its spouts emit again")
 
     def deactivate(self, name: str) -> None:
-        self._get(name).deactivate()
+        runtime = self._get(name)
+        runtime.deactivate()
+        self._events.record(runtime.conf[cfg.STORMLET_TOPOLOGY_ID], events.DEACTIVATED,
+                            "deactivated: its spouts stop emitting; tuples in flight finish")
+
+    def events(self, key: str, limit: int = events.DEFAULT_READ, since: int | None = None,
+               kind: str | None = None) -> dict[str, Any]:
+        """The event history of the topology named (or with the id) ``key``, running or
+        killed (the last few killed are kept), as nimbus's ``events`` answers
+        (cluster/events.py): its newest ``limit`` events after seq ``since``, of ``kind`` if
+        given, oldest first. ``UnknownTopologyError`` if none has that name."""
+        try:
+            return self._events.history(key, limit, since, kind, status=self._status)
+        except events.NoHistory as exc:
+            raise UnknownTopologyError(str(exc)) from None
+
+    def _status(self, topology_id: str) -> str | None:
+        for runtime in list(self._running.values()):
+            if runtime.conf[cfg.STORMLET_TOPOLOGY_ID] == topology_id:
+                return "active" if runtime.is_active() else "inactive"
+        return None
 
     def topologies(self) -> list[str]:
         return sorted(self._running)

@@ -6,6 +6,7 @@ per group of commands:
                  errors, kill, activate, deactivate, rebalance)
     worker.py    stormlet worker, hidden: the worker process a supervisor starts
     inspect.py   stormlet inspect, hidden: nimbus's look at a submitted topology, in a subprocess
+    events.py    stormlet events: a topology's event history
     log.py       stormlet log create | append | describe
     failed.py    stormlet failed ls | show | convert
     replay.py    stormlet replay
@@ -38,6 +39,7 @@ from .cluster import (
     supervisor,
     ui,
 )
+from .events import events
 from .failed import failed
 from .inspect import inspect
 from .local import local
@@ -60,5 +62,5 @@ def main(log_level: str) -> None:
 
 for _command in (local, nimbus, supervisor, worker, inspect, submit, list_command, errors, kill,
                  activate, deactivate, rebalance, ui, failed, log_group, backfill, replay,
-                 secret, blob):
+                 secret, blob, events):
     main.add_command(_command)

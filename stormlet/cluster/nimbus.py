@@ -36,7 +36,7 @@ from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
 from ..redaction import redact_config, redact_errors
-from . import rpc
+from . import events, rpc
 from .blob_service import BlobService
 from .blob_store import CHUNK_BYTES, BlobStore
 from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack, verify
@@ -49,6 +49,7 @@ from .environments import (
     package_spec,
 )
 from .errors import topology_error_summary, topology_errors
+from .events import EventService, redact_history, slots_text
 from .metrics_store import MetricsStore
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
 from .scheduler import (
@@ -136,6 +137,8 @@ class Nimbus:
         self.blobs = BlobService(BlobStore(self.data_dir / "blobs"), lambda: self.state,
                                  self._require_leader, self.security, self.address)
         self.nimbus_id = nimbus_id or f"{host}-{port}-{uuid.uuid4().hex[:6]}"
+        # Each topology's event history (events.py): what nimbus decides, and the read op.
+        self.events = EventService(lambda: self.state, f"nimbus:{self.nimbus_id}")
         self.stopping = threading.Event()
         self.is_leader = threading.Event()
         self.session_lost = threading.Event()
@@ -307,6 +310,8 @@ class Nimbus:
             # An error's text may quote a credential: only an admin gets it as it is.
             "errors": Op(self.errors, read, shown_to_others=redact_errors),
             "metrics": Op(self.metrics, read),
+            # An event's text may quote a credential (a worker's last error): as errors.
+            "events": Op(self.events.history, read, shown_to_others=redact_history),
             "topology_info": Op(self.topology_info, read,
                                 shown_to_others=lambda info: {
                                     **info, "errors": redact_errors(info["errors"])}),
@@ -342,6 +347,12 @@ class Nimbus:
             if key in (tid, record.get("name")):
                 return tid, record
         raise self._not_running(key)
+
+    def record_event(self, topology_id: str, kind: str, text: str, **detail: Any) -> None:
+        """Add an event to the topology's history (events.py): ``kind`` a lowercase word (or
+        words joined by ``-``), ``text`` one line for an operator, ``detail`` fields for
+        scripts. Never raises: a failure is logged, and the operation it describes goes on."""
+        self.events.record(topology_id, kind, text, **detail)
 
     def _not_running(self, key: str) -> rpc.RpcError:
         """The refusal of an action on ``key``, which no running topology is: it says so of a
@@ -413,9 +424,15 @@ class Nimbus:
                   "code_sha256": digest(code), "kill_at": None}
         self._claim_offsets(name, summary.get("offset_spouts", []))
         self._store_code(topology_id, code)
+        self.events.open(topology_id, name, merged)   # before anything records in it
         self.state.set_topology(topology_id, record)
         self._topology_ids = self._topology_ids | {topology_id}
-        self._schedule(topology_id, record)
+        self.record_event(topology_id, events.SUBMITTED,
+                          f"submitted {name} asking for {workers} "
+                          f"worker{'s' if workers != 1 else ''}",
+                          workers=workers, components=len(summary["components"]),
+                          code_sha256=record["code_sha256"])
+        self._schedule(topology_id, record, "at submit")
         log.info("submitted %s as %s", name, topology_id)
         warnings = summary.get("warnings", [])
         for line in warnings:
@@ -692,10 +709,15 @@ class Nimbus:
         return {"id": tid, "status": status}
 
     def activate(self, name: str) -> dict:
-        return self._set_status(name, ACTIVE)
+        result = self._set_status(name, ACTIVE)
+        self.record_event(result["id"], events.ACTIVATED, "activated: its spouts emit again")
+        return result
 
     def deactivate(self, name: str) -> dict:
-        return self._set_status(name, INACTIVE)
+        result = self._set_status(name, INACTIVE)
+        self.record_event(result["id"], events.DEACTIVATED,
+                          "deactivated: its spouts stop emitting; tuples in flight finish")
+        return result
 
     def kill(self, name: str, wait: float | None = None) -> dict:
         """Deactivate now; remove after ``wait`` seconds (default: the message timeout), as
@@ -714,7 +736,11 @@ class Nimbus:
         _tid, record = self._find(name)
         if wait is None:
             wait = float(record.get("conf", {}).get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30))
-        return self._set_status(name, KILLED, kill_at=time.time() + max(0.0, float(wait)))
+        wait = max(0.0, float(wait))
+        result = self._set_status(name, KILLED, kill_at=time.time() + wait)
+        self.record_event(result["id"], events.KILLED,
+                          f"killed: deactivated now, removed in {wait:g} s", wait=wait)
+        return result
 
     def rebalance(self, name: str, workers: int | None = None,
                   executors: dict[str, int] | None = None) -> dict:
@@ -729,10 +755,17 @@ class Nimbus:
             if workers is not None:
                 if not isinstance(workers, int) or workers < 1:
                     raise rpc.RpcError(f"workers must be >= 1, got {workers!r}")
+                before = record.get("workers")
                 record["workers"] = workers
             record["executors"] = {**record.get("executors", {}), **(executors or {})}
             self.state.set_topology(tid, record)
-            self._schedule(tid, record)
+            changes = [] if workers is None else [f"workers {before} -> {workers}"]
+            changes += [f"{component} executors -> {count}"
+                        for component, count in sorted((executors or {}).items())]
+            self.record_event(tid, events.REBALANCED,
+                              f"rebalanced: {', '.join(changes) or 'nothing changed'}",
+                              workers=record["workers"], executors=executors or {})
+            self._schedule(tid, record, "after the rebalance")
         return {"id": tid, "workers": record["workers"]}
 
     # ----- scheduling
@@ -750,7 +783,9 @@ class Nimbus:
                     free.append(slot)
         return free
 
-    def _schedule(self, topology_id: str, record: dict) -> None:
+    def _schedule(self, topology_id: str, record: dict, when: str) -> None:
+        """Place the topology's executors over the workers it asks for (as many as are free);
+        ``when``: why now, for its event ("at submit", "after the rebalance")."""
         n_ackers = int(record["conf"].get(cfg.TOPOLOGY_ACKER_EXECUTORS) or 0)
         plan = plan_from_summary({"components": record["summary"]}, n_ackers, record.get("executors"))
         slots = pick_slots(self._free_slots(exclude_topology=topology_id), record["workers"])
@@ -759,11 +794,21 @@ class Nimbus:
         except SchedulingError as exc:
             self._repeats.warning(("unscheduled", topology_id), "cannot schedule %s yet: %s; it "
                                   "waits for a supervisor with free slots", topology_id, exc)
+            self.events.condition(("unscheduled", topology_id), topology_id, events.WAITING,
+                                  f"cannot be placed yet: {exc}; it waits for a supervisor with "
+                                  f"free slots")
             return
         self._repeats.clear(("unscheduled", topology_id))
+        self.events.over(("unscheduled", topology_id))
         self.state.set_assignment(
             topology_id, next_assignment(self.state.assignment(topology_id), executors))
         log.info("assigned %s to %d workers", topology_id, len(slots))
+        asked = record["workers"]
+        short = f" (of {asked} asked for: no more slots are free)" if len(slots) < asked else ""
+        workers = f"{len(slots)} worker{'s' if len(slots) != 1 else ''}{short}"
+        self.record_event(topology_id, events.ASSIGNED, f"assigned {when} to {workers}: "
+                          f"{slots_text((s.host, s.port) for s in slots)}",
+                          slots=[list(s) for s in slots], executors=len(executors))
 
     def _monitor(self) -> None:
         live = set(self.state.supervisors())
@@ -777,6 +822,9 @@ class Nimbus:
             previous = self._good_assignments[tid]
             assignments[tid] = {**previous, "version": previous.get("version", 0) + 1}
             self.state.set_assignment(tid, assignments[tid])
+            self.record_event(tid, events.REASSIGNED, "reassigned: its assignment in ZooKeeper "
+                              "was corrupt, and was rewritten from the last good one (no "
+                              "worker moves)", reason=events.CORRUPT_ASSIGNMENT)
         self._good_assignments = assignments
         topologies = self.state.topologies()
         self._topology_ids = frozenset(topologies)
@@ -790,10 +838,11 @@ class Nimbus:
                 if is_topology_id(tid):
                     self._code_path(tid).unlink(missing_ok=True)
                 log.info("removed killed topology %s", tid)
+                self.events.removed(tid, "removed: its workers stop and its code is deleted")
                 continue
             assignment = assignments.get(tid)
             if assignment is None:
-                self._schedule(tid, record)
+                self._schedule(tid, record, "once slots were free")
                 continue
             try:
                 repaired = repair(assigned_executors(assignment), live, self._free_slots())
@@ -802,12 +851,20 @@ class Nimbus:
                                       "supervisors and nowhere to move them: %s; their executors "
                                       "run nowhere until a supervisor with free slots joins",
                                       tid, exc)
+                self.events.condition(("unrepaired", tid), tid, events.WAITING,
+                                      f"{_lost_text(assigned_executors(assignment), live)}, and "
+                                      f"its workers there have nowhere to move ({exc}): their "
+                                      f"executors run nowhere until a supervisor with free "
+                                      f"slots joins", reason=events.LOST_SUPERVISOR)
                 continue
             self._repeats.clear(("unrepaired", tid))
+            self.events.over(("unrepaired", tid))
             if repaired is not None:
                 log.info("reassigning %s: it had workers on dead supervisors; their executors "
                          "move, the others stay", tid)
                 self.state.set_assignment(tid, next_assignment(assignment, repaired))
+                self._record_move(tid, events.LOST_SUPERVISOR, assigned_executors(assignment),
+                                  repaired, _lost_text(assigned_executors(assignment), live))
                 continue
             executors = assigned_executors(assignment)
             spread = spread_back(executors, int(record.get("workers") or 1),
@@ -816,6 +873,24 @@ class Nimbus:
                 log.info("spreading %s back over %d workers (it asked for %s) now that slots "
                          "are free", tid, len({e.slot for e in spread}), record.get("workers"))
                 self.state.set_assignment(tid, next_assignment(assignment, spread))
+                self._record_move(tid, events.SPREAD_BACK, executors, spread,
+                                  f"slots are free again for the {record.get('workers')} "
+                                  f"workers it asked for")
+        self.events.tidy(topologies)
+
+    def _record_move(self, topology_id: str, reason: str, before: list[Executor],
+                     after: list[Executor], why: str) -> None:
+        """A REASSIGNED event: ``why`` nimbus moved executors, and between which slots."""
+        old, new = {e.slot for e in before}, {e.slot for e in after}
+        moved = sum(a.slot != b.slot for a, b in zip(before, after))
+        gone, added = old - new, new - old
+        text = (f"reassigned: {why}; {moved} executor{'s' if moved != 1 else ''} moved"
+                + (f" off {slots_text((s.host, s.port) for s in gone)}" if gone else "")
+                + (f" to {slots_text((s.host, s.port) for s in added)}" if added
+                   else " to the other workers"))
+        self.record_event(topology_id, events.REASSIGNED, text, reason=reason, moved=moved,
+                          stopped=[list(s) for s in sorted(gone)],
+                          started=[list(s) for s in sorted(added)])
 
     # ----- standby: keep a copy of every topology's code and every blob
 
@@ -915,6 +990,13 @@ def _checked_conf(name: str, conf: Any) -> dict:
     except (TypeError, ValueError) as exc:
         raise rpc.RpcError(f"the submitted config must hold JSON values only ({exc})") from None
     return conf
+
+
+def _lost_text(executors: list[Executor], live: set[str]) -> str:
+    """Which supervisors (and hosts) of an assignment are gone, for its events."""
+    lost = sorted({(e.supervisor, e.host) for e in executors if e.supervisor not in live})
+    names = ", ".join(f"{sid} on {host}" for sid, host in lost)
+    return f"supervisors {names} are gone" if len(lost) > 1 else f"supervisor {names} is gone"
 
 
 def _row(topology_id: str, record: dict, executors: list[Executor],

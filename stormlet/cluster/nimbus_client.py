@@ -24,7 +24,7 @@ from .zk_state import DEFAULT_HOSTS, DEFAULT_ROOT
 
 # Requests a standby answers too; everything else needs the leader.
 READ_ONLY_OPS = frozenset({"list", "cluster", "errors", "topology_info", "metrics",
-                           "blob_list"})
+                           "blob_list", "events"})
 # How long a change needing the leader waits out a leadership change (a leader that just died
 # stays registered until its ZooKeeper session expires).
 LEADER_WAIT_SECS = 15.0

@@ -35,13 +35,14 @@ from pathlib import Path
 from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
-from . import rpc
+from . import events, rpc
 from .blob_cache import DEFAULT_KEEP_SECS, BlobCache
 from .blob_transfer import download
 from .code import CodeError, unpack
 from .cpu_pinning import CpuPinning
 from .environments import BuildError, Builds, Environments, EnvironmentSettings
 from .errors import cap_report, report_errors, unstarted_entry
+from .events import EventRecorder, EventStore, exit_text
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
 from .memory_limit import Overruns, overrun_text, resident_mb
 from .names import check_topology_id
@@ -138,6 +139,9 @@ class Supervisor:
         self.blob_cache = BlobCache(self.data_dir / "blobs", self._code_dir, self._fetch_blob,
                                     blob_keep_secs)
         self._blob_maps: dict[str, dict[str, str]] = {}   # tid -> its topology.blobstore.map
+        # Worker starts, exits and stops, in their topology's event history (events.py).
+        self._events = EventRecorder(lambda: EventStore(self.client, self.zk_root),
+                                     f"supervisor:{self.supervisor_id}@{self.host}")
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
@@ -163,6 +167,18 @@ class Supervisor:
         self._thread.start()
         log.info("supervisor %s on %s with slots %s; workers %s", self.supervisor_id, self.host,
                  self.slots, self.pinning.describe())
+
+    def record_event(self, topology_id: str, kind: str, text: str, **detail: object) -> None:
+        """Add an event to the topology's history (events.py), as ``Nimbus.record_event``
+        does; never raises. A topology whose history is gone gets none."""
+        self._events.record(topology_id, kind, text, **detail)
+
+    def _worker_event(self, kind: str, port: int, worker: WorkerProcess, text: str,
+                      **detail: object) -> None:
+        """An event of the worker on ``port``: its text begins with the worker's name."""
+        self.record_event(worker.topology_id, kind, f"worker {self.host}:{port} {text}",
+                          host=self.host, port=port, supervisor=self.supervisor_id,
+                          pid=worker.process.pid, **detail)
 
     def _kill_orphans(self) -> None:
         """Workers a previous run of this supervisor left behind hold our ports and answer to
@@ -219,7 +235,7 @@ class Supervisor:
         self._thread.join(timeout=10)
         if kill_workers:
             for port in list(self.workers):
-                self._kill(port, "supervisor stopping")
+                self._kill(port, "the supervisor is stopping", cause=events.SUPERVISOR_STOPPING)
         self.client.stop()
         self.client.close()
 
@@ -283,10 +299,15 @@ class Supervisor:
         for port in list(self.workers):
             running = self.workers[port]
             wanted = want.get(port)
-            if wanted is None or wanted[0] != running.topology_id:
-                self._kill(port, "no longer assigned here")
+            if wanted is None and running.topology_id not in self._assignments:
+                self._kill(port, "its topology is no longer assigned (killed)",
+                           cause=events.UNASSIGNED)
+            elif wanted is None or wanted[0] != running.topology_id:
+                self._kill(port, "the topology's new assignment moved it off this slot",
+                           cause=events.MOVED)
             elif wanted[1] != running.tenure:
-                self._kill(port, "its slot left the assignment and was given again")
+                self._kill(port, "its slot left the assignment and was given again (fenced: a "
+                           "new worker takes the new tenure)", cause=events.FENCED)
         for port, (tid, tenure) in want.items():
             running = self.workers.get(port)
             if running is None:
@@ -299,16 +320,23 @@ class Supervisor:
                 # A worker that dies young is restarted with growing delays, not in a tight loop;
                 # one killed by SIGKILL (an operator, the OOM killer) is no crash loop: at once.
                 delay = self._restart_delay(port, running, exit_code != -signal.SIGKILL)
+                last_words = self._keep_last_words(port, running, exit_code)
                 log.warning("worker %s:%d of %s exited with %s; restarting in %.0fs%s",
-                            self.host, port, tid, exit_code, delay,
-                            self._keep_last_words(port, running, exit_code))
+                            self.host, port, tid, exit_code, delay, last_words)
+                self._worker_event(events.WORKER_EXITED, port, running,
+                                   f"{exit_text(exit_code)} after "
+                                   f"{time.time() - running.started:.0f} s; restarting "
+                                   f"{f'in {delay:.0f} s' if delay else 'at once'}{last_words}",
+                                   exit_code=exit_code, restart_in=delay,
+                                   uptime=time.time() - running.started)
                 del self.workers[port]
                 self.not_before[port] = time.monotonic() + delay
             elif self._heartbeat_stale(running):
                 log.warning("worker %s:%d of %s stopped heartbeating; killing and restarting%s",
                             self.host, port, tid,
                             self._keep_last_words(port, running, "no heartbeat"))
-                self._kill(port, "heartbeat timed out", hard=True)
+                self._kill(port, f"no heartbeat for {self.worker_timeout:g} s (hung, or too busy "
+                           f"to write one); restarting it", hard=True, cause=events.HEARTBEAT)
                 self._launch(port, tid, tenure)
             else:
                 self._check_memory(port, running)
@@ -337,7 +365,10 @@ class Supervisor:
                             delay)
         self._keep_last_words(port, worker, "stopped over its memory limit")
         self.overruns.overrun(port, worker.topology_id, text)
-        self._kill(port, f"using {used:.0f} MB, over its memory limit", hard=True)
+        self._kill(port, f"using {used:.0f} MB, over its memory limit of "
+                   f"{worker.memory_limit_mb:g} MB ({cfg.TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB}); "
+                   f"restarting it{f' in {delay:.0f} s' if delay >= 1 else ''}", hard=True,
+                   cause=events.MEMORY)
         self.not_before[port] = time.monotonic() + delay
 
     def _remove_unused_code(self) -> None:
@@ -478,6 +509,10 @@ class Supervisor:
         self.restarts[(tid, port)] = restarts
         self.workers[port] = WorkerProcess(tid, tenure, process, heartbeat, restarts=restarts,
                                            memory_limit_mb=limit)
+        again = f" again (restart {restarts} on this slot)" if restarts else ""
+        self._worker_event(events.WORKER_STARTED, port, self.workers[port],
+                           f"started{again}, pid {process.pid}", restarts=restarts,
+                           tenure=tenure)
         log.info("started worker %s:%d for %s (pid %d)%s", self.host, port, tid, process.pid,
                  f" with Python options {' '.join(options)}" if options else "")
 
@@ -495,6 +530,10 @@ class Supervisor:
             failures = self.builds.failures(code_dir)
             if self.unstarted.get(port, {}).get("failures") != failures:
                 self.unstarted[port] = unstarted_entry(tid, str(exc), failures)
+                self.record_event(tid, events.ENVIRONMENT_FAILED,
+                                  f"worker {self.host}:{port} cannot start: its environment "
+                                  f"failed to build: {exc}", host=self.host, port=port,
+                                  supervisor=self.supervisor_id, failures=failures)
             return None
         if python is None:
             self._repeats.warning(("environment", tid), "worker %s:%d of %s waits for its "
@@ -526,7 +565,9 @@ class Supervisor:
     def _credentials_dir(self) -> Path:
         return self.data_dir / "credentials"
 
-    def _kill(self, port: int, reason: str, hard: bool = False) -> None:
+    def _kill(self, port: int, reason: str, hard: bool = False, cause: str = "") -> None:
+        """Stop the worker on ``port`` (SIGTERM, or SIGKILL if ``hard``), recording ``reason``
+        (``cause``: a word for scripts, events.py) in its topology's events."""
         worker = self.workers.pop(port, None)
         if worker is None:
             return
@@ -539,6 +580,9 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        self._worker_event(events.WORKER_STOPPED, port, worker,
+                           f"stopped by its supervisor: {reason} ({exit_text(process.returncode)})",
+                           cause=cause, reason=reason, exit_code=process.returncode)
 
     def _keep_last_words(self, port: int, worker: WorkerProcess, exit_code: object) -> str:
         """Keep what an ending worker last reported (before a new worker's start deletes its

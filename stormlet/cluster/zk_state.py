@@ -17,6 +17,11 @@
     <root>/blobs/<key>            a blob store key's current version: {"sha256", "version",
                                   "size", "created", "updated"} (blob_service.py); made with
                                   the first blob, so a cluster without blobs has no node
+    <root>/events/<tid>           a topology's event history (events.py; events_path): {"name",
+                                  "limit", "submitted", "removed"}, made by nimbus at submit
+                                  and deleted events.KEEP_SECS after the topology's removal
+    <root>/events/<tid>/e-<seq>   one event, a sequential node: {"time", "kind", "text",
+                                  "writer", "detail"}, written by nimbus or a supervisor
 
 Only small state lives here. Topology code and blobs stay with nimbus (they can exceed
 ZooKeeper's 1 MB node limit). A node that does not parse is logged with its path and skipped, never fatal.
@@ -25,7 +30,9 @@ With a cluster secret every node carries a digest ACL (``Security``): the daemon
 theirs (read-only clients read them, workers read only where the leader is); a topology's record
 and assignment are readable by its own identity and no other topology's; the offsets root is the
 daemons', and nimbus makes each spout id's node there for the topology that commits under it
-(``claim_offsets``), so no topology's workers can create, read or write another's offsets.
+(``claim_offsets``), so no topology's workers can create, read or write another's offsets. Event
+histories have the daemons' ACL: nimbus and supervisors write them, read-only clients read them,
+workers need not.
 Nimbus refuses a root it did not make (``check_root``): a node planted before it started, with
 an ACL of someone else's, is never adopted.
 """
@@ -86,6 +93,12 @@ def offsets_path(root: str | None = DEFAULT_ROOT) -> str:
     """Where offset spouts of the cluster under ``root`` commit:
     ``<root>/offsets/<spout_id>/<partition>`` (see ``sources/offset_store.py``)."""
     return f"{cluster_root(root)}/offsets"
+
+
+def events_path(root: str | None = DEFAULT_ROOT) -> str:
+    """Where topologies' event histories are kept: ``<root>/events/<topology id>/e-<seq>``
+    (see ``events.py``, which owns what is under it)."""
+    return f"{cluster_root(root)}/events"
 
 
 def spout_offsets_path(offsets_root: str, spout_id: str) -> str:

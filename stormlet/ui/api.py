@@ -6,6 +6,9 @@
     GET  /api/v1/topology/summary                 {"topologies": [...]}
     GET  /api/v1/topology/<id>?window=W           one topology: stats, components, graph, errors
     GET  /api/v1/topology/<id>/component/<c>?window=W    one component: per task rows, partitions
+    GET  /api/v1/topology/<id>/events?limit=N&since=S&kind=K   its event history, oldest first:
+                                                  the newest N (default 50) after seq S, of kind K
+                                                  (kept a while after a kill: cluster/events.py)
     POST /api/v1/topology/<id>/activate | /deactivate
     POST /api/v1/topology/<id>/rebalance/<wait>   body {"workers": n, "executors": {comp: n}}
     POST /api/v1/topology/<id>/kill/<wait>
@@ -14,9 +17,10 @@ Every POST must carry the header ``X-Requested-By: stormlet-ui`` (403 without it
 sends no custom header cross-origin without a CORS preflight, which this server never grants,
 so another site's form or script cannot act on a topology through a visitor's browser.
 
-A topology's ``configuration`` and its errors' text have their credentials redacted
-(redaction.py) unless the request presented the UI's access token (access.py): a page or script
-that may only read, or any reader of a UI without a token, sees ``<redacted>`` in their place.
+A topology's ``configuration``, its errors' text and its events' text and detail have their
+credentials redacted (redaction.py) unless the request presented the UI's access token
+(access.py): a page or script that may only read, or any reader of a UI without a token, sees
+``<redacted>`` in their place.
 
 ``<id>`` is a topology's id or name. ``W`` is 600, 10800, 86400 or ``:all-time`` (the default)
 as in Storm. Errors are ``{"error": message}`` with 400 (bad request), 403 (POST without the
@@ -31,6 +35,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from ..metrics.views import component_stats, edge_rates, topology_stats, worker_stats
+from ..cluster.events import DEFAULT_READ, check_query, redact_events
 from ..redaction import redact_config, redact_errors
 from .access import holds_admin_token
 from .source import ActionRefused, SourceUnavailable, UiSource, UnknownTopology
@@ -142,6 +147,19 @@ def api_blueprint(source: UiSource) -> Blueprint:
                       "errors": _shown_errors([e for e in data["recent_errors"]
                                                if e["component"] == component])})
 
+    @api.get("/topology/<key>/events")
+    def events(key: str) -> Response:
+        limit, since = _whole("limit", DEFAULT_READ), _whole("since", None)
+        kind = request.args.get("kind") or None
+        try:
+            check_query(limit, since, kind)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        history = source.events(key, limit, since, kind)
+        shown = history["events"] if holds_admin_token() else redact_events(history["events"])
+        return jsonify(topologyId=history["id"], topologyName=history["name"],
+                       status=history["status"], removed=history["removed"], events=shown)
+
     @api.post("/topology/<key>/activate")
     def activate(key: str) -> Response:
         source.activate(key)
@@ -183,6 +201,17 @@ def _window() -> str:
     if value not in WINDOWS:
         raise BadRequest(f"window must be one of 600, 10800, 86400 or :all-time; got {value!r}")
     return WINDOWS[value]
+
+
+def _whole(name: str, default: int | None) -> int | None:
+    """The query parameter ``name`` as a whole number, or ``default`` when it is not given."""
+    text = request.args.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number, got {text!r}") from None
 
 
 def _storm_window(window: str) -> str:

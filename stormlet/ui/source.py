@@ -15,6 +15,10 @@ which one they show:
     snapshots(row)    -> just the "snapshots" of the topology of a ``topologies()`` row
     config(key)       -> the topology's config with its credentials, as its workers run with it
                          (``topology``'s "conf" may have them redacted: nimbus redacts them)
+    events(key, limit, since, kind)
+                      -> the topology's event history, running or killed a while ago:
+                         {"id", "name", "status", "removed", "events": [{"seq", "time", "kind",
+                         "text", "writer", "detail"}]}, oldest first (cluster/events.py)
     activate(key), deactivate(key), rebalance(key, wait, workers, executors), kill(key, wait)
 
 ``key`` is a topology's id or its name. Failures are the exceptions below, each of which the API
@@ -60,6 +64,8 @@ class UiSource(Protocol):
     def topology(self, key: str) -> dict[str, Any]: ...
     def snapshots(self, row: dict[str, Any]) -> list[dict[str, Any]]: ...
     def config(self, key: str) -> dict[str, Any]: ...
+    def events(self, key: str, limit: int, since: int | None,
+               kind: str | None) -> dict[str, Any]: ...
     def activate(self, key: str) -> None: ...
     def deactivate(self, key: str) -> None: ...
     def rebalance(self, key: str, wait: float, workers: int | None,
@@ -136,17 +142,26 @@ class LocalSource:
     def config(self, key: str) -> dict[str, Any]:
         return self._find(key)[1].conf
 
+    def events(self, key: str, limit: int, since: int | None,
+               kind: str | None) -> dict[str, Any]:
+        try:
+            return self.cluster.events(key, limit, since, kind)
+        except UnknownTopologyError as exc:
+            raise UnknownTopology(str(exc)) from None
+
+    # Through the cluster, which records them in the topology's events.
     def activate(self, key: str) -> None:
-        self._live(key).activate()
+        self.cluster.activate(self._live(key))
 
     def deactivate(self, key: str) -> None:
-        self._live(key).deactivate()
+        self.cluster.deactivate(self._live(key))
 
-    def _live(self, key: str) -> Any:
+    def _live(self, key: str) -> str:
+        """The name of the topology ``key``, which must not be being killed."""
         name, runtime = self._find(key)
         if self._being_killed(name, runtime):
             raise ActionRefused(f"topology {name!r} is being killed")
-        return runtime
+        return name
 
     def rebalance(self, key: str, wait: float, workers: int | None,
                   executors: dict[str, int]) -> None:
@@ -255,6 +270,10 @@ class ClusterSource:
         # topology_info's "conf" has the credentials redacted for every caller; this one asks
         # for them as the admin (refused to read-only credentials).
         return self._call("topology_conf", name=key)
+
+    def events(self, key: str, limit: int, since: int | None,
+               kind: str | None) -> dict[str, Any]:
+        return self._call("events", topology=key, limit=limit, since=since, kind=kind)
 
     def activate(self, key: str) -> None:
         self._call("activate", name=self._name(key))
