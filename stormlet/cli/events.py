@@ -24,6 +24,8 @@ from .options import NimbusTarget, nimbus_target
 
 # How often -f asks nimbus for new events.
 FOLLOW_SECS = 1.0
+# The writer column: "supervisor:<id>@<host>", or "nimbus:<host>-<port>-<6 hex>" (29).
+WRITER_WIDTH = 30
 
 
 @click.command()
@@ -86,10 +88,10 @@ def event_lines(rows: list[dict[str, Any]], secrets: bool, header: bool = True) 
     if not rows:
         return ["no events recorded"] if header else []
     shown = (lambda text: text) if secrets else redact_text
-    lines = [f"{'time':<20}{'kind':<20}{'writer':<28}event"] if header else []
+    lines = [f"{'time':<20}{'kind':<20}{'writer':<{WRITER_WIDTH}}  event"] if header else []
     for row in rows:
-        lines.append(f"{_when(row['time']):<20}{row['kind']:<20}{row['writer']:<28}"
-                     f"{shown(str(row['text']))}")
+        lines.append(f"{_when(row['time']):<20}{row['kind']:<20}"
+                     f"{row['writer']:<{WRITER_WIDTH}}  {shown(str(row['text']))}")
     return lines
 
 
