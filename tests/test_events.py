@@ -1,18 +1,20 @@
 """Event histories in a real ZooKeeper (stormlet/cluster/events.py): order, reads after a seq
 and of one kind, writers on several sessions at once losing nothing, the bound, a history kept
 after its topology and then deleted, a recorder that never raises, who may read with security
-on, and redaction for readers without admin access."""
+on, redaction for readers without admin access, and nimbus's `events` op answering each role."""
 
 from __future__ import annotations
 
 import json
 import logging
 import threading
+import time
 
 import pytest
 from kazoo.exceptions import NoAuthError
 
-from stormlet.cluster import events
+from cluster_support import wait_until
+from stormlet.cluster import events, rpc
 from stormlet.cluster.events import (
     EventRecorder,
     EventService,
@@ -21,9 +23,10 @@ from stormlet.cluster.events import (
     redact_history,
     trim_above,
 )
+from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.security import Security
 from stormlet.cluster.zk_state import ClusterState, connect, events_path
-from zookeeper_server import ZooKeeperServer, zookeeper_available
+from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
 
 pytestmark = [pytest.mark.zookeeper,
               pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")]
@@ -329,3 +332,46 @@ def test_readers_without_admin_access_get_credentials_redacted():
     assert shown["text"].endswith("redis://app:<redacted>@cache:6379/0")
     assert shown["detail"]["port"] == 6700
     assert answer["events"][0]["detail"]["password"] == "hunter2"   # the original is untouched
+
+
+def test_nimbus_answers_events_redacted_to_readers_whole_to_its_admin_and_not_to_workers(
+        zk, tmp_path, root):
+    secret = tmp_path / "secret"
+    Security.generate(secret)
+    security = Security.load(secret)
+    nimbus = Nimbus(zk.hosts, port=free_port(), data_dir=tmp_path / "nimbus", zk_root=root,
+                    nimbus_id="n1", security=security)
+    nimbus.start()
+    try:
+        wait_until(nimbus.is_leader.is_set, 20, "nimbus to lead")
+        # A topology with nowhere to run (no supervisor): nimbus says so once, not every pass.
+        nimbus.state.set_topology(TID, {
+            "name": "word_count", "status": "active", "workers": 1, "executors": {},
+            "conf": {"topology.acker.executors": 0},
+            "summary": {"numbers": {"tasks": 1, "executors": 1, "spout": True}}})
+        nimbus.record_event(TID, "worker-exited", "its last error: cannot reach "
+                            "redis://app:hunter2@cache:6379/0", password="hunter2")
+        wait_until(lambda: "waiting" in [e.kind for e in EventStore(nimbus.client, root).read(
+            TID, 10)], 10, "nimbus to record that the topology waits for slots")
+        time.sleep(2.5)   # two more monitor passes find it waiting still
+
+        def ask(keys) -> dict:
+            return rpc.call(nimbus.address, "events", timeout=10, credentials=keys,
+                            topology="word_count", limit=10)
+
+        whole = ask(security.rpc_client_keys("admin"))
+        assert [e["kind"] for e in whole["events"]] == ["worker-exited", "waiting"]
+        assert "hunter2" in json.dumps(whole["events"][0])
+        assert whole["events"][1]["text"].startswith("cannot be placed yet: no free worker slots")
+        assert whole["events"][1]["writer"] == "nimbus:n1"
+
+        redacted = ask(security.rpc_client_keys("read"))
+        assert "hunter2" not in json.dumps(redacted)
+        assert redacted["events"][0]["detail"] == {"password": "<redacted>"}
+
+        credentials = tmp_path / "worker.json"
+        credentials.write_text(json.dumps(security.worker_credentials(TID, "word_count")))
+        with pytest.raises(rpc.RpcError, match="permission denied"):
+            ask(Security.for_worker(credentials).rpc_client_keys())
+    finally:
+        nimbus.stop()
