@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 from cluster_support import LEDGER, REPO, after_test, serve_cluster, wait_until

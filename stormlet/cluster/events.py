@@ -73,7 +73,7 @@ log = logging.getLogger(__name__)
 SUBMITTED, ACTIVATED, DEACTIVATED = "submitted", "activated", "deactivated"
 REBALANCED, KILLED, REMOVED = "rebalanced", "killed", "removed"
 # Where the executors run: placed at submit or rebalance; moved by nimbus itself, with a
-# ``reason`` in the detail (REASONS); cannot be placed yet (no free slot).
+# ``reason`` in the detail (below); cannot be placed yet (no free slot).
 ASSIGNED, REASSIGNED, WAITING = "assigned", "reassigned", "waiting"
 WORKER_STARTED, WORKER_EXITED, WORKER_STOPPED = "worker-started", "worker-exited", "worker-stopped"
 ENVIRONMENT_FAILED = "environment-failed"
