@@ -25,6 +25,7 @@ from stormlet.cluster.events import (
 )
 from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.security import Security
+from stormlet.cluster.submissions import accepted
 from stormlet.cluster.zk_state import ClusterState, connect, events_path
 from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
 
@@ -373,5 +374,16 @@ def test_nimbus_answers_events_redacted_to_readers_whole_to_its_admin_and_not_to
         credentials.write_text(json.dumps(security.worker_credentials(TID, "word_count")))
         with pytest.raises(rpc.RpcError, match="permission denied"):
             ask(Security.for_worker(credentials).rpc_client_keys())
+
+        # A submission not yet a topology (submit --no-wait) has no events yet, and says so.
+        later = "later-1700000000-abcdef"
+        nimbus.state.set_submission(accepted(later, "later", {}, "0" * 64, time.time()))
+        answer = rpc.call(nimbus.address, "events", timeout=10, topology="later",
+                          credentials=security.rpc_client_keys("read"))
+        assert (answer["id"], answer["events"]) == (later, [])
+        assert answer["status"] in ("preparing", "refused")
+        with pytest.raises(rpc.RpcError, match="no topology named 'nope'"):
+            rpc.call(nimbus.address, "events", timeout=10, topology="nope",
+                     credentials=security.rpc_client_keys("read"))
     finally:
         nimbus.stop()

@@ -49,7 +49,7 @@ from .environments import (
     package_spec,
 )
 from .errors import topology_error_summary, topology_errors
-from .events import EventService, redact_history, slots_text
+from .events import EventService, history_answer, redact_history, slots_text
 from .metrics_store import MetricsStore
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
 from .scheduler import (
@@ -311,7 +311,7 @@ class Nimbus:
             "errors": Op(self.errors, read, shown_to_others=redact_errors),
             "metrics": Op(self.metrics, read),
             # An event's text may quote a credential (a worker's last error): as errors.
-            "events": Op(self.events.history, read, shown_to_others=redact_history),
+            "events": Op(self.event_history, read, shown_to_others=redact_history),
             "topology_info": Op(self.topology_info, read,
                                 shown_to_others=lambda info: {
                                     **info, "errors": redact_errors(info["errors"])}),
@@ -353,6 +353,18 @@ class Nimbus:
         words joined by ``-``), ``text`` one line for an operator, ``detail`` fields for
         scripts. Never raises: a failure is logged, and the operation it describes goes on."""
         self.events.record(topology_id, kind, text, **detail)
+
+    def event_history(self, topology: str, limit: int = events.DEFAULT_READ,
+                      since: int | None = None, kind: str | None = None) -> dict:
+        """The ``events`` op (``EventService.history``); a submission being prepared or refused
+        (submissions.py) has none yet: its answer says so with no events."""
+        try:
+            return self.events.history(topology, limit, since, kind)
+        except events.NoHistory:
+            submission = self._submission(topology)
+            if submission is None:
+                raise
+            return history_answer(submission.id, submission.name, submission.status, None, [])
 
     def _not_running(self, key: str) -> rpc.RpcError:
         """The refusal of an action on ``key``, which no running topology is: it says so of a
