@@ -51,6 +51,11 @@ TOPOLOGY_ENVIRONMENT = "topology.environment"
 TOPOLOGY_WORKER_CHILDOPTS = "topology.worker.childopts"
 TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB = "topology.worker.max.heap.size.mb"
 TOPOLOGY_BLOBSTORE_MAP = "topology.blobstore.map"
+STORMLET_LOG_MAX_BYTES = "stormlet.log.max.bytes"
+STORMLET_LOG_BACKUPS = "stormlet.log.backups"
+STORMLET_LOG_FORMAT = "stormlet.log.format"
+#: The formats of a log file: lines for people, or one JSON object a line for log shippers.
+LOG_FORMATS = ("text", "json")
 
 
 # ----- what a value must be (Storm checks a topology's config at submit the same way: its
@@ -270,6 +275,11 @@ def blobstore_map(value: Any) -> dict[str, str]:
     return names
 
 
+def log_format(value: Any) -> str | None:
+    """One of LOG_FORMATS."""
+    return None if value in LOG_FORMATS else " or ".join(LOG_FORMATS)
+
+
 def _blobstore_map_check(value: Any) -> str | None:
     try:
         blobstore_map(value)
@@ -448,6 +458,24 @@ DEFAULTS: dict[str, Setting] = {
         "checks every second, and kills and restarts a worker over it, reporting it in "
         "`stormlet errors` (stormlet/cluster/memory_limit.py)",
         number(0, above=True, none_means="for no limit")),
+    STORMLET_LOG_MAX_BYTES: Setting(
+        20 * 1024 * 1024,
+        "on a cluster, a worker's log file (worker.log) is rotated when it reaches this size, "
+        "and its raw output (worker.out) is cut to its last part; daemons take it as "
+        "--log-max-bytes (stormlet/cluster/logging_setup.py)",
+        number(1024, whole="bytes")),
+    STORMLET_LOG_BACKUPS: Setting(
+        5,
+        "rotated log files kept besides the current one (worker.log.1 ... .N), so a worker's "
+        "logs take at most (1 + this) times stormlet.log.max.bytes; daemons take it as "
+        "--log-backups",
+        number(1, whole="files")),
+    STORMLET_LOG_FORMAT: Setting(
+        "text",
+        "how a worker writes its log: text, one line per event naming its topology, component "
+        "and task, or json, one JSON object per line with the same fields, for log shippers; "
+        "daemons take it as --log-format",
+        log_format),
 }
 
 

@@ -176,7 +176,8 @@ class LoopbackCluster(Cluster):
         daemon = Daemon(sid, ["--log-level", "INFO", "supervisor", "--zk", self.zk.hosts, "--id",
                               sid, "--slots", ports, "--data-dir", str(self.base / sid),
                               "--worker-timeout", str(self.worker_timeout),
-                              *self.session_args()],
+                              # Several supervisors share this host: any free port each.
+                              "--service-port", "0", *self.session_args()],
                         self.base / f"{sid}.log", self.daemon_env).start()
         self.supervisors[sid] = daemon
         return daemon

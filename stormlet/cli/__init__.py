@@ -7,6 +7,7 @@ per group of commands:
     worker.py    stormlet worker, hidden: the worker process a supervisor starts
     inspect.py   stormlet inspect, hidden: nimbus's look at a submitted topology, in a subprocess
     log.py       stormlet log create | append | describe
+    logs.py      stormlet logs: a topology's worker logs across the cluster
     failed.py    stormlet failed ls | show | convert
     replay.py    stormlet replay
     secret.py    stormlet secret generate
@@ -42,6 +43,7 @@ from .failed import failed
 from .inspect import inspect
 from .local import local
 from .log import log_group
+from .logs import logs
 from .replay import replay
 from .secret import secret
 from .worker import worker
@@ -60,5 +62,5 @@ def main(log_level: str) -> None:
 
 for _command in (local, nimbus, supervisor, worker, inspect, submit, list_command, errors, kill,
                  activate, deactivate, rebalance, ui, failed, log_group, backfill, replay,
-                 secret, blob):
+                 secret, blob, logs):
     main.add_command(_command)
