@@ -7,10 +7,11 @@ records, so that a filter judges a traceback with the line it belongs to and pag
 
 - a chunk that begins inside a line starts at the next one; one read from the end also skips
   the lines that continue a record begun before it;
-- a chunk that ends before the file does stops before its last record, which may go on in the
-  next chunk (unless that is its only one: a record larger than a read comes in pieces), and
-  never returns a line without its newline: that one is still being written, unless the file
-  has not changed for ``SETTLED_SECS`` (a crash's last words need no newline);
+- a line without its newline is still being written, and is left for the next read, unless
+  the file has not changed for ``SETTLED_SECS`` (a crash's last words need no newline);
+- a chunk that stops before the end of the file (or before such a line) stops before its last
+  record, which may go on after it (unless that is its only one: a record larger than a read
+  comes in pieces);
 - ``next`` is where the following read begins.
 
 Patterns are the reader's and the file is the node's: they run under a time limit (the
