@@ -6,6 +6,7 @@ others are served."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -23,7 +24,7 @@ from stormlet.cluster.log_files import (
     worker_out_file,
 )
 from stormlet.cluster.log_service import LogService, shown_to_readers
-from stormlet.cluster.node_service import NodeService
+from stormlet.cluster.node_service import NodeService, NodeServiceError
 from stormlet.cluster.security import ADMIN_USER, DAEMON_USER, READ_USER, Security
 
 TID = "wc-1764493200-a1b2c3"
@@ -96,14 +97,12 @@ def test_names_that_are_no_file_of_its_logs_directory_are_refused_with_the_reaso
 
 
 def test_only_daemons_may_ask(node, security, tmp_path):
-    for user in (READ_USER,):
-        with pytest.raises(rpc.RpcError, match="permission denied: read may not call read_file"):
-            call(node, security, "read_file", user=user, file=worker_file_name(TID, 6700))
+    with pytest.raises(rpc.RpcError, match="permission denied: read may not call read_file"):
+        call(node, security, "read_file", user=READ_USER, file=worker_file_name(TID, 6700))
     # The admin holds the secret, and may do what a daemon does.
     assert call(node, security, "list_files", user=ADMIN_USER)
     # A worker's credentials, and another cluster's, get no further than the handshake.
     credentials = tmp_path / "worker.json"
-    import json
     credentials.write_text(json.dumps(security.worker_credentials(TID, "wc")))
     worker = Security.for_worker(credentials)
     other = tmp_path / "other.secret"
@@ -206,3 +205,11 @@ def test_nimbus_lists_across_nodes_and_reports_the_one_that_does_not_answer(
     # A reader without admin access gets the credentials in the text redacted.
     shown = shown_to_readers(logs.read("wc", "s1", worker_file_name(TID, 6700)))["data"]
     assert b"hunter2" not in shown and b"password=<redacted>" in shown
+
+
+def test_a_taken_port_is_refused_saying_what_to_do(node, security, tmp_path):
+    port = int(node.address.rsplit(":", 1)[1])
+    second = NodeService(tmp_path / "other", "127.0.0.1", port, "127.0.0.1", security)
+    with pytest.raises(NodeServiceError, match=f"cannot listen on 127.0.0.1:{port}: .*choose "
+                                               f"another --service-port"):
+        second.start()

@@ -58,11 +58,10 @@ def nimbus(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str 
     """Run a nimbus (the leader, or a standby if one leads already)."""
     from ..cluster.nimbus import Nimbus
 
-    _log_to_file("nimbus", data_dir, log_settings)
     run_until_signal(_daemon(lambda security: Nimbus(
         zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root, security=security,
         bind=bind, zk_session_timeout=zk_session_timeout, environments=environments),
-        secret_file))
+        secret_file, ("nimbus", data_dir, log_settings)))
 
 
 def _log_to_file(role: str, data_dir: str | Path, settings: LogSettings) -> None:
@@ -79,33 +78,40 @@ def _log_to_file(role: str, data_dir: str | Path, settings: LogSettings) -> None
                                    f"{exc}") from None
 
 
-def _daemon(make: Callable[[Security], Any], secret_file: str | None) -> Any:
+def _daemon(make: Callable[[Security], Any], secret_file: str | None,
+            log: tuple[str, str | Path, LogSettings] | None = None) -> Any:
     """``make(security)``, made to refuse with the command's error what security forbids (at
     construction or at start: a ZooKeeper root the cluster did not make, say). The files it
-    makes are private to its user and group (``restrict_new_files``)."""
+    makes are private to its user and group (``restrict_new_files``). ``log``: its role, data
+    directory and log settings, for its own log file, begun once it is made (a daemon refused
+    leaves no file behind)."""
     from ..cluster.security import SecurityError, restrict_new_files
 
     restrict_new_files()
     security = load_security(secret_file)
     try:
-        return _RefusingStart(make(security))
+        daemon = _RefusingStart(make(security))
     except SecurityError as exc:
         raise click.ClickException(str(exc)) from None
+    if log is not None:
+        _log_to_file(*log)
+    return daemon
 
 
 class _RefusingStart:
-    """A daemon whose ``start`` turns a ``SecurityError`` into the command's error: one line
-    that says what to do, no traceback."""
+    """A daemon whose ``start`` turns a ``SecurityError`` (or a supervisor's taken service port)
+    into the command's error: one line that says what to do, no traceback."""
 
     def __init__(self, daemon: Any):
         self.daemon = daemon
 
     def start(self) -> None:
+        from ..cluster.node_service import NodeServiceError
         from ..cluster.security import SecurityError
 
         try:
             self.daemon.start()
-        except SecurityError as exc:
+        except (SecurityError, NodeServiceError) as exc:
             raise click.ClickException(str(exc)) from None
 
     def stop(self) -> None:
@@ -155,13 +161,12 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: 
     except ValueError:
         raise click.BadParameter(f"{slots!r} is not a comma-separated list of ports",
                                  param_hint="--slots") from None
-    _log_to_file("supervisor", data_dir, log_settings)
     run_until_signal(_daemon(lambda security: Supervisor(
         zk, ports, data_dir=data_dir, host=host, zk_root=zk_root, supervisor_id=supervisor_id,
         worker_timeout=worker_timeout, security=security, bind=bind, pin_workers=pin_workers,
         zk_session_timeout=zk_session_timeout, environments=environments,
         blob_keep_secs=blob_keep_secs, service_port=service_port, log_settings=log_settings),
-        secret_file))
+        secret_file, ("supervisor", data_dir, log_settings)))
 
 
 @click.command()
@@ -172,12 +177,13 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: 
 @click.option("--protect-reads", is_flag=True,
               help="with a cluster secret, need the access token for pages, reads and /metrics "
                    "too (actions always need it)")
-@click.option("--data-dir", default="ui-data", show_default=True, type=click.Path(),
-              help="where the UI writes its own log (logs/ui.log)")
+@click.option("--data-dir", default=None, type=click.Path(),
+              help="where the UI writes its own log, DIR/logs/ui.log, besides stderr "
+                   "[default: stderr only]")
 @log_file_options
 @nimbus_target
 def ui(port: int, host: str, allowed_hosts: tuple[str, ...], protect_reads: bool,
-       data_dir: str, log_settings: LogSettings, target: NimbusTarget) -> None:
+       data_dir: str | None, log_settings: LogSettings, target: NimbusTarget) -> None:
     """Serve the web UI and its REST API (/api/v1/) and Prometheus metrics (/metrics) for the
     cluster whose nimbus is found in ZooKeeper (or given with --nimbus)."""
     from ..cluster.security import SECURITY_HINT, SecurityError, check_bind_address, is_loopback
@@ -196,7 +202,8 @@ def ui(port: int, host: str, allowed_hosts: tuple[str, ...], protect_reads: bool
         raise click.ClickException(f"a UI beyond loopback, or with --protect-reads, needs its "
                                    f"access token, made from the cluster secret: "
                                    f"{SECURITY_HINT}")
-    _log_to_file("ui", data_dir, log_settings)
+    if data_dir is not None:
+        _log_to_file("ui", data_dir, log_settings)
     source = ClusterSource(target.client())
     try:
         access = UiAccess.for_host(host, token=token, protect_reads=protect_reads,

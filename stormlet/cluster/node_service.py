@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import zmq
+
 from . import rpc
 from .log_files import (
     MAX_READ_BYTES,
@@ -63,6 +65,10 @@ SCAN_BYTES = 8 * 1024 * 1024
 SCAN_SECS = 3.0
 HOUSEKEEPING_SECS = 5.0
 RETENTION_CHECK_SECS = 3600.0
+
+
+class NodeServiceError(Exception):
+    """The node service cannot serve (its port is taken, say); the message says what to do."""
 
 
 class NodeService:
@@ -96,8 +102,13 @@ class NodeService:
 
     def start(self) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        server = rpc.RpcServer(f"tcp://{self.bind}:{self.port}", self.operations(),
-                               self.stopping, self.security, domain=DOMAIN)
+        try:
+            server = rpc.RpcServer(f"tcp://{self.bind}:{self.port}", self.operations(),
+                                   self.stopping, self.security, domain=DOMAIN)
+        except zmq.ZMQError as exc:
+            raise NodeServiceError(f"this node's service (its logs, for nimbus) cannot listen "
+                                   f"on {self.bind}:{self.port}: {exc}; choose another "
+                                   f"--service-port (0: any free port)") from None
         self.port = int(server.endpoint.rsplit(":", 1)[1])
         self.address = f"tcp://{self.host}:{self.port}"
         for target, name in ((server.serve, "rpc"), (self._keep_bounded, "housekeeping")):

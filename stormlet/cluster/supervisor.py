@@ -14,6 +14,11 @@ given to its Python. Every pass also measures the workers whose topology sets
 ``topology.worker.max.heap.size.mb``, and one over it is killed and started again, which is
 reported as an error of the slot (memory_limit.py).
 
+A worker writes its own log, rotated, in its directory under ``DATA/logs/workers/`` (log_files.py,
+logging_setup.py); the supervisor sends the process's raw output beside it (``worker.out``).
+Its node service (node_service.py), whose address it registers in ZooKeeper, serves those files
+to nimbus (``stormlet logs``) and keeps them bounded.
+
 A ZooKeeper outage does not stop workers: the supervisor keeps the last assignment it read and
 only acts on what it can observe locally until ZooKeeper is back.
 """
