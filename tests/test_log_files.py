@@ -277,3 +277,25 @@ def test_old_workers_of_topologies_gone_are_removed_and_the_others_kept(tmp_path
         os.utime(path, (old, old))
     assert remove_old_workers(root, keep={TID}) == [OTHER]
     assert not (root / "workers" / OTHER).exists() and (root / "workers" / TID).exists()
+
+
+def test_raw_output_and_json_lines_are_records_a_line(tmp_path):
+    """A worker's raw output has no heads: each line is a record, kept from the end too and
+    matched alone; a JSON line (a sample, a JSON log line) is a whole record."""
+    out = tmp_path / "worker.out"
+    out.write_text("".join(f"raw line {i}\n" for i in range(100)))
+    records, _ = whole_records(chunk_of(out, 0, 200, from_end=True), from_end=True)
+    assert records and records[-1].data == b"raw line 99\n"
+    assert all(r.data.count(b"\n") == 1 for r in records)
+    records, _ = whole_records(chunk_of(out), now=time.time() + 60)
+    chosen, _ = select(records, RecordFilter(grep="line 4[0-9]$"), 1 << 20,
+                       time.monotonic() + 10)
+    assert len(chosen) == 10
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(f'{{"time": {1764493200 + i}, "component": "split", '
+                               f'"values": [{i}]}}\n' for i in range(50)))
+    records, _ = whole_records(chunk_of(samples, 0, 300, from_end=True), from_end=True)
+    assert records[-1].data.startswith(b'{"time": 1764493249,')
+    assert all(r.head is not None for r in records)
+    chosen, _ = select(records, RecordFilter(since=1764493248), 1 << 20, time.monotonic() + 10)
+    assert len(chosen) == 2

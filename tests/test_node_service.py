@@ -127,6 +127,9 @@ def test_a_follower_reads_the_rest_of_a_rotated_file_then_the_new_one(node, secu
     assert rest["data"].decode() == line(4, "split", "written before the rotation")
     new = call(node, security, "read_file", file=name)
     assert new["data"].decode() == line(5, "split", "after the rotation")
+    # Cut shorter than the follower's place (a worker's raw output is cut in place): afresh.
+    cut = call(node, security, "read_file", file=name, offset=10_000, inode=new["inode"])
+    assert cut["restarted"] and cut["data"].decode() == line(5, "split", "after the rotation")
     # Its file rotated out of reach: the current one from its start.
     path.with_name("worker.log.1").unlink()
     again = call(node, security, "read_file", file=name, offset=10, inode=first["inode"])

@@ -17,6 +17,7 @@ not answer is reported on stderr; the others are read all the same.
 from __future__ import annotations
 
 import heapq
+import os
 import re
 import sys
 import time
@@ -210,6 +211,9 @@ def logs(name: str, component: str | None, task: int | None, host: str | None,
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass
+    except BrokenPipeError:
+        # Its reader stopped (`| head`): end quietly, without Python's own complaint at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _quietly(records: Iterator[tuple[float, str, bytes]],
@@ -239,7 +243,12 @@ def _follow(reader: Reader, positions: dict[tuple[str, int], dict], kind: str,
         time.sleep(FOLLOW_SECS)
         if time.monotonic() - listed >= RELIST_SECS:
             listed = time.monotonic()
-            listing = reader.listing()
+            try:
+                listing = reader.listing()
+            except RpcError as exc:
+                _warn(f"could not list the files again (it tries every {RELIST_SECS:g} s): "
+                      f"{exc}")
+                listing = {"files": []}
             for worker in worker_files(listing["files"], kind, host):
                 key = (worker.supervisor, worker.port)
                 if key not in positions and worker.current is not None:

@@ -40,27 +40,25 @@ PATTERN_TIMEOUT_SECS = 1.0
 class Record(NamedTuple):
     offset: int          # where it begins in the file
     data: bytes          # its lines
-    head: Head | None    # None: lines continuing a record that began before the chunk
+    head: Head | None    # None: a line without one (raw output, or continuing a record begun
+                         # before the chunk)
 
 
 def split_records(data: bytes, offset: int = 0) -> list[Record]:
     """``data`` (whole lines, from ``offset`` in its file) as records: each line that begins
-    one with the lines after it that continue it."""
-    records: list[Record] = []
-    lines: list[bytes] = []
+    one with the lines after it that continue it. A line that continues nothing here (raw
+    output, the end of a traceback whose head came before) is a record of its own."""
+    starts: list[tuple[int, Head | None]] = []
+    lines: list[list[bytes]] = []
     for line in data.splitlines(keepends=True):
         head = parse_head(line.decode("utf-8", "replace"))
-        if head is not None or not records:
-            if records:
-                records[-1] = records[-1]._replace(data=b"".join(lines))
-            records.append(Record(offset, line, head))
-            lines = [line]
+        if head is None and starts and starts[-1][1] is not None:
+            lines[-1].append(line)
         else:
-            lines.append(line)
+            starts.append((offset, head))
+            lines.append([line])
         offset += len(line)
-    if records:
-        records[-1] = records[-1]._replace(data=b"".join(lines))
-    return records
+    return [Record(start, b"".join(parts), head) for (start, head), parts in zip(starts, lines)]
 
 
 def whole_records(chunk: Chunk, from_end: bool = False,
@@ -86,8 +84,10 @@ def whole_records(chunk: Chunk, from_end: bool = False,
     records = split_records(data[pos:end], start + pos)
     next_offset = start + end
     if from_end:
-        if not (chunk.start == 0 and pos == 0):
-            while records and records[0].head is None:
+        # Lines before the first head continue a record begun before the chunk; in a file
+        # with no heads (raw output) every line is one.
+        if not (chunk.start == 0 and pos == 0) and any(r.head for r in records):
+            while records[0].head is None:
                 records.pop(0)
     elif start + end < chunk.size and len(records) > 1:
         next_offset = records.pop().offset   # it may go on in the next chunk

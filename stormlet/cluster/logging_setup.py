@@ -273,13 +273,18 @@ def parse_head(line: str) -> Head | None:
     """The head of a record if ``line`` begins one (a text line as TextFormatter writes it, or a
     JSON line); None for a line that continues one (a traceback's, a message's next line)."""
     if line.startswith("{"):
+        # A JSON line is a whole record (a log line of JsonFormatter's, a sample): its time is
+        # its "epoch", or a numeric "time".
         try:
             entry = json.loads(line)
-            return Head(float(entry["epoch"]), str(entry.get("level") or ""),
-                        str(entry.get("topology") or ""), str(entry.get("component") or ""),
-                        str(entry.get("task") or ""))
-        except (ValueError, KeyError, TypeError):
+        except ValueError:
             return None
+        if not isinstance(entry, dict):
+            return None
+        when = entry.get("epoch", entry.get("time"))
+        return Head(float(when) if isinstance(when, (int, float)) else 0.0,
+                    str(entry.get("level") or ""), str(entry.get("topology") or ""),
+                    str(entry.get("component") or ""), str(entry.get("task") or ""))
     match = _TEXT_HEAD.match(line)
     if match is None:
         return None

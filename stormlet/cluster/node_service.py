@@ -20,7 +20,7 @@ Operations (add one with a method and a line in ``operations``: a stack dump, a 
   ``SCAN_BYTES`` to find them; ``{"file", "data", "start", "next", "size", "inode", "mtime",
   "eof", "restarted"}``. A reader that follows a file passes the ``inode`` it read: after a
   rotation the rest of that file is read under its rotated name ("file" says which), and if it
-  is gone, the current file from its start ("restarted").
+  is gone, or was cut shorter than ``offset``, the current file from its start ("restarted").
 
 Its own thread keeps the node's logs bounded: every ``HOUSEKEEPING_SECS`` each worker's raw
 output (``worker.out``) is cut to ``max_bytes``; every ``RETENTION_CHECK_SECS`` the directories
@@ -51,6 +51,7 @@ from .log_files import (
 )
 from .log_search import RecordFilter, select, whole_records
 from .names import check_topology_id
+from .repeats import Repeats
 from .security import Security
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ class NodeService:
         self.output_max_bytes = output_max_bytes
         self.stopping = threading.Event()
         self.address: str | None = None   # once started
+        self._repeats = Repeats(log)   # a housekeeping failure that lasts: once a minute
         self._threads: list[threading.Thread] = []
 
     def operations(self) -> dict[str, rpc.Operation]:
@@ -147,6 +149,9 @@ class NodeService:
         length = min(length, SCAN_BYTES if wanted.active else MAX_READ_BYTES)
         try:
             chunk = read_range(path, offset, length, from_end)
+            if inode is not None and not from_end and offset > chunk.size:
+                # Cut shorter than where its follower was (log_files.bound_output): afresh.
+                chunk, restarted = read_range(path, 0, length), True
         except OSError as exc:
             raise ValueError(f"cannot read {file!r}: {exc.strerror}") from None
         records, next_offset = whole_records(chunk, from_end)
@@ -178,6 +183,9 @@ class NodeService:
                     for tid in remove_old_workers(self.logs_dir, self.in_use()):
                         log.info("removed the worker logs of %s: it left this node long ago",
                                  tid)
-            except Exception:
-                log.exception("keeping the logs in %s bounded failed; tries again in %.0f s",
-                              self.logs_dir, HOUSEKEEPING_SECS)
+            except Exception as exc:
+                self._repeats.warning("housekeeping", "keeping the logs in %s bounded failed "
+                                      "(%s: %s); it tries again every %.0f s", self.logs_dir,
+                                      type(exc).__name__, exc, HOUSEKEEPING_SECS)
+            else:
+                self._repeats.clear("housekeeping")
