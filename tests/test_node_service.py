@@ -216,3 +216,18 @@ def test_a_taken_port_is_refused_saying_what_to_do(node, security, tmp_path):
     with pytest.raises(NodeServiceError, match=f"cannot listen on 127.0.0.1:{port}: .*choose "
                                                f"another --service-port"):
         second.start()
+
+
+def test_a_killed_topologys_logs_are_read_by_its_id(node, security):
+    """Its record is gone from ZooKeeper; its workers' files are still on the node."""
+    state = FakeState({"s1": {"host": "h1", "service": node.address}}, [])
+
+    def find(name):
+        raise rpc.RpcError(f"no topology named {name!r} is running")
+
+    logs = LogService(lambda: state, find, security)
+    assert {f["name"] for f in logs.list(TID)["files"]} == {
+        worker_file_name(TID, 6700), worker_file_name(TID, 6700, "worker.out")}
+    assert b"hello" in logs.read(TID, "s1", worker_file_name(TID, 6700))["data"]
+    with pytest.raises(rpc.RpcError, match="no topology named 'wc' is running"):
+        logs.list("wc")

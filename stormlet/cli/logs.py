@@ -178,7 +178,9 @@ def _warn(line: str) -> None:
 def logs(name: str, component: str | None, task: int | None, host: str | None,
          since: str | None, grep: str | None, follow: bool, raw_output: bool, listing: bool,
          target: NimbusTarget) -> None:
-    """Show a topology's worker logs from every node (through nimbus), oldest first."""
+    """Show a topology's worker logs from every node (through nimbus), oldest first. NAME is a
+    running topology's name or id, or the id of one killed (its workers' logs stay on the
+    nodes for a week)."""
     from ..cluster.rpc import RpcError
 
     since_time = parse_since(since, time.time()) if since else None

@@ -6,6 +6,9 @@ node services with its own daemon credentials, having checked the caller's role 
 reads only files under its logs directory, and nimbus asks only for the topology's own worker
 files.
 
+``name`` is a topology's name or id, or the id of a topology that is gone (killed: its workers'
+logs stay on the nodes for a while, and tell why it died).
+
 - ``logs_list(name)``: every file of the topology's workers on every live supervisor, each with
   the supervisor, host and port it is on and the executors the assignment places on that slot
   now (``[component, [task, ...]]``), plus "unanswered": a line for each supervisor that did not
@@ -27,6 +30,7 @@ from typing import Any, Callable
 from ..redaction import redact_text
 from . import rpc
 from .log_files import DAEMON, MAX_READ_BYTES, identify
+from .names import is_topology_id
 from .security import DAEMON_USER, Security
 from .zk_state import ClusterState, assigned_executors
 
@@ -46,10 +50,21 @@ class LogService:
         self._find = find
         self.security = security
 
+    def _topology(self, name: str) -> str:
+        """The id of the topology ``name`` names (its name or id), or ``name`` itself if it is
+        the id of one that is gone: its workers' logs stay on the nodes a while
+        (log_files.RETENTION_SECS), which is when they are wanted most."""
+        try:
+            return self._find(name)[0]
+        except rpc.RpcError:
+            if is_topology_id(name):
+                return name
+            raise
+
     def list(self, name: str) -> dict[str, Any]:
-        topology_id, _record = self._find(name)
+        topology_id = self._topology(name)
         state = self._state()
-        executors = assigned_executors(state.checked_assignment(topology_id))
+        executors = assigned_executors(state.checked_assignment(topology_id) or {})
         placed: dict[tuple[str, int], list] = {}
         for executor in executors:
             placed.setdefault((executor.supervisor, executor.port), []).append(
@@ -82,7 +97,7 @@ class LogService:
              length: int | None = None, from_end: bool = False, inode: int | None = None,
              grep: str | None = None, component: str | None = None, task: int | None = None,
              since: float | None = None) -> dict[str, Any]:
-        topology_id, _record = self._find(name)
+        topology_id = self._topology(name)
         described = identify(file) if isinstance(file, str) else None
         if described is None or described.kind == DAEMON or described.topology_id != topology_id:
             raise rpc.RpcError(f"{file!r} is not a file of {topology_id}'s workers: "
