@@ -20,6 +20,7 @@ import pytest
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
 from stormlet.cluster.log_files import daemon_log_file, worker_log_file
+from stormlet.cluster.log_search import split_records
 from stormlet.cluster.logging_setup import (
     ContextFilter,
     Head,
@@ -207,13 +208,30 @@ def test_what_a_worker_prints_is_logged_naming_who_printed_it(tmp_path):
     log = worker_log_file(tmp_path / "w").read_text()
     assert f"INFO [{TOPOLOGY_ID} split 4] stdout: printed by split\n" in log
     assert f"[{TOPOLOGY_ID} split 4] stdout: in two parts\n" in log
-    # The thread's traceback went through sys.stderr: logged, with its context.
-    assert f"WARNING [{TOPOLOGY_ID} split 4] stderr: Traceback" in log
-    assert "RuntimeError: an uncaught error on an executor's thread" in log
+    # The thread's uncaught exception: one record, its traceback under it, with its context.
+    (uncaught,) = [r for r in split_records(log.encode()) if b"uncaught" in r.data]
+    assert uncaught.head.component == "split" and uncaught.head.level == "ERROR"
+    assert uncaught.data.decode().rstrip().endswith(
+        "RuntimeError: an uncaught error on an executor's thread")
+    assert "stderr:" not in log
     assert "py.warnings" in log and "a warning" in log
     # What bypasses Python's streams is the process's own output (worker.out on a cluster).
     assert "straight to fd 2" not in log and "straight to fd 2" in result.stderr
     assert "printed" not in result.stdout + result.stderr
+
+
+def test_a_workers_last_uncaught_exception_is_logged_and_left_in_its_raw_output(tmp_path):
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        from pathlib import Path
+        from stormlet.cluster.logging_setup import LogSettings, log_worker
+        log_worker(Path("w"), LogSettings(), "{TOPOLOGY_ID}", "h:6700")
+        raise SystemError("the worker's last words")
+        """)], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env={"PYTHONPATH": str(REPO), "STORMLET_PURE_PYTHON": "1"})
+    assert result.returncode == 1
+    log = worker_log_file(tmp_path / "w").read_text()
+    assert " CRITICAL [" in log and log.rstrip().endswith("SystemError: the worker's last words")
+    assert result.stderr.rstrip().endswith("SystemError: the worker's last words")
 
 
 def test_json_lines_carry_the_same_fields_one_object_a_line(tmp_path):

@@ -7,7 +7,8 @@ the topology, component and task that logged it, as text for people or JSON line
 A worker writes ``worker.log`` in its directory (log_files.py), rotated at
 ``stormlet.log.max.bytes`` with ``stormlet.log.backups`` kept, and nothing else: its stdout and
 stderr are the logger's too (``stdout`` and ``stderr`` loggers, as Storm's workers have them),
-so a component's ``print`` lands in the log naming that component. What bypasses Python's
+so a component's ``print`` lands in the log naming that component, and an uncaught exception
+is one record with its traceback (the ``uncaught`` logger's). What bypasses Python's
 streams (a C library writing to fd 2, the interpreter dying) goes to ``worker.out``, where the
 supervisor redirects the process's output and keeps it bounded (node_service.py). A daemon
 writes ``<data dir>/logs/<role>.log``, rotated the same way, besides stderr.
@@ -30,6 +31,7 @@ import logging
 import re
 import sys
 import threading
+import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from logging.handlers import RotatingFileHandler
@@ -187,6 +189,29 @@ def log_worker(log_dir: Path, settings: LogSettings, topology_id: str, worker: s
     logging.captureWarnings(True)
     sys.stdout = LineWriter(logging.getLogger("stdout"), logging.INFO, sys.__stdout__)
     sys.stderr = LineWriter(logging.getLogger("stderr"), logging.WARNING, sys.__stderr__)
+    # An uncaught exception is one record, its traceback under it, rather than a line a record
+    # through sys.stderr: a reader's filter keeps or leaves the traceback whole.
+    threading.excepthook = _log_thread_exception
+    sys.excepthook = _log_exception
+
+
+UNCAUGHT = logging.getLogger("uncaught")
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return   # as Python's own hook: a thread's way to end
+    name = args.thread.name if args.thread is not None else "?"
+    UNCAUGHT.error("uncaught exception in thread %s", name,
+                   exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
+
+
+def _log_exception(exc_type: type[BaseException], value: BaseException, tb: Any) -> None:
+    """The main thread's: logged, and written to the process's own stderr (worker.out) too,
+    where a process's last words are looked for when its log says nothing."""
+    UNCAUGHT.critical("uncaught exception", exc_info=(exc_type, value, tb))
+    if sys.__stderr__ is not None:
+        traceback.print_exception(exc_type, value, tb, file=sys.__stderr__)
 
 
 def log_daemon(role: str, data_dir: Path, settings: LogSettings) -> Path:
