@@ -460,9 +460,9 @@ DEFAULTS: dict[str, Setting] = {
         number(0, above=True, none_means="for no limit")),
     STORMLET_LOG_MAX_BYTES: Setting(
         20 * 1024 * 1024,
-        "on a cluster, a worker's log file (worker.log) is rotated when it reaches this size, "
-        "and its raw output (worker.out) is cut to its last part; daemons take it as "
-        "--log-max-bytes (stormlet/cluster/logging_setup.py)",
+        "on a cluster, a worker's log file (worker.log) is rotated when it reaches this size; "
+        "daemons take it as --log-max-bytes, and a supervisor cuts its workers' raw output "
+        "(worker.out) to its last part at its own (stormlet/cluster/logging_setup.py)",
         number(1024, whole="bytes")),
     STORMLET_LOG_BACKUPS: Setting(
         5,
