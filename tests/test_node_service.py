@@ -231,3 +231,21 @@ def test_a_killed_topologys_logs_are_read_by_its_id(node, security):
     assert b"hello" in logs.read(TID, "s1", worker_file_name(TID, 6700))["data"]
     with pytest.raises(rpc.RpcError, match="no topology named 'wc' is running"):
         logs.list("wc")
+
+
+def test_a_line_being_written_ends_a_read_without_holding_the_reader(node, security):
+    """A reader stops at a line still being written (eof) and gets it once it is complete,
+    with the record it held back before it."""
+    name = worker_file_name(TID, 6700)
+    path = node.logs_dir / name
+    with open(path, "a") as f:
+        f.write("2026-11-30T10:00:09.000+00:00 INFO [x split 3] app: half a li")
+    first = call(node, security, "read_file", file=name, component="split")
+    assert first["eof"] and b"half" not in first["data"]
+    assert first["data"].decode() == line(1, "split", "hello")   # the last whole one waits too
+    with open(path, "a") as f:
+        f.write("ne\n")
+    rest = call(node, security, "read_file", file=name, offset=first["next"],
+                inode=first["inode"], component="split")
+    assert rest["eof"] and rest["data"].decode().endswith("app: half a line\n")
+    assert "password" in rest["data"].decode()

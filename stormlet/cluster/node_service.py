@@ -18,7 +18,7 @@ Operations (add one with a method and a line in ``operations``: a stack dump, a 
   component=None, task=None, since=None)``: whole records of one file from ``offset`` (from
   its end with ``from_end``), with a filter only those wanted (log_search.py), scanning up to
   ``SCAN_BYTES`` to find them; ``{"file", "data", "start", "next", "size", "inode", "mtime",
-  "eof", "restarted"}``. A reader that follows a file passes the ``inode`` it read: after a
+  "eof", "restarted"}``: the next read begins at "next"; "eof": none is worth making now. A reader that follows a file passes the ``inode`` it read: after a
   rotation the rest of that file is read under its rotated name ("file" says which), and if it
   is gone, or was cut shorter than ``offset``, the current file from its start ("restarted").
 
@@ -156,6 +156,7 @@ class NodeService:
             raise ValueError(f"cannot read {file!r}: {exc.strerror}") from None
         records, next_offset = whole_records(chunk, from_end)
         start = records[0].offset if records else chunk.start
+        stopped = None
         if wanted.active:
             records, stopped = select(records, wanted, MAX_READ_BYTES,
                                       time.monotonic() + SCAN_SECS)
@@ -164,7 +165,10 @@ class NodeService:
         return {"file": path.relative_to(self.logs_dir).as_posix(),
                 "data": b"".join(record.data for record in records), "start": start,
                 "next": next_offset, "size": chunk.size, "inode": chunk.inode,
-                "mtime": chunk.mtime, "eof": next_offset >= chunk.size,
+                "mtime": chunk.mtime,
+                # Nothing more to read now: what is held back (a line still being written, and
+                # the record before it) comes with a later read.
+                "eof": chunk.end >= chunk.size and stopped is None,
                 "restarted": restarted}
 
     # ----- keeping the node's logs bounded
