@@ -249,3 +249,17 @@ def test_a_line_being_written_ends_a_read_without_holding_the_reader(node, secur
                 inode=first["inode"], component="split")
     assert rest["eof"] and rest["data"].decode().endswith("app: half a line\n")
     assert "password" in rest["data"].decode()
+
+
+def test_the_supervisor_may_add_operations_before_it_starts(tmp_path, security):
+    service = NodeService(tmp_path, "127.0.0.1", 0, "127.0.0.1", security)
+    service.add_operation("stack", rpc.Operation(lambda port: f"stack of {port}", rpc.DAEMON))
+    service.start()
+    try:
+        assert call(service, security, "stack", port=6700) == "stack of 6700"
+        with pytest.raises(rpc.RpcError, match="permission denied"):
+            call(service, security, "stack", user=READ_USER, port=6700)
+        with pytest.raises(RuntimeError, match="before the node service starts"):
+            service.add_operation("late", rpc.Operation(lambda: 1, rpc.DAEMON))
+    finally:
+        service.stop()

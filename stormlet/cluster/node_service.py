@@ -10,7 +10,7 @@ An ``rpc.RpcServer`` on a port of its own, with the cluster's keys as nimbus's s
 user's own role, then calls here with its daemon credentials (log_service.py). It reads only
 regular files under its logs directory (``log_files.resolve`` says why it refuses a name).
 
-Operations (add one with a method and a line in ``operations``: a stack dump, a profile):
+Operations (more come with ``add_operation``, or a method and a line in ``operations``):
 
 - ``list_files(topology_id=None)``: the files of known kinds (log_files.list_files), every one
   or a topology's workers';
@@ -92,6 +92,7 @@ class NodeService:
         self.address: str | None = None   # once started
         self._repeats = Repeats(log)   # a housekeeping failure that lasts: once a minute
         self._threads: list[threading.Thread] = []
+        self._more: dict[str, rpc.Operation] = {}   # add_operation's
 
     def operations(self) -> dict[str, rpc.Operation]:
         """What it answers: the daemons' only (see the module doc)."""
@@ -100,7 +101,16 @@ class NodeService:
             "list_files": Op(self.list_files, daemon),
             # Slow: a filtered read looks through megabytes; the listing goes on meanwhile.
             "read_file": Op(self.read_file, daemon, slow=True),
+            **self._more,
         }
+
+    def add_operation(self, name: str, operation: rpc.Operation) -> None:
+        """Answer ``name`` with ``operation`` too, from ``start`` on: what the supervisor does
+        for nimbus beyond reading files (a worker's stack dump, a profile), with what only it
+        knows (its workers' pids)."""
+        if self.address is not None:
+            raise RuntimeError(f"add {name} before the node service starts")
+        self._more[name] = operation
 
     def start(self) -> None:
         self.logs_dir.mkdir(parents=True, exist_ok=True)
