@@ -28,7 +28,9 @@ case "$action" in
     bash "$here/zookeeper.sh" start --port "$zk_port" --data-dir "$dir/zookeeper"
     start_daemon nimbus nimbus --data-dir "$dir/nimbus"
     start_daemon supervisor1 supervisor --id supervisor1 --slots 6700,6701 --data-dir "$dir/supervisor1"
-    start_daemon supervisor2 supervisor --id supervisor2 --slots 6702,6703 --data-dir "$dir/supervisor2"
+    # Two supervisors on one machine: a port each for their node services (nimbus reads logs there).
+    start_daemon supervisor2 supervisor --id supervisor2 --slots 6702,6703 --service-port 6629 \
+      --data-dir "$dir/supervisor2"
     echo "cluster up: export STORMLET_ZK=$STORMLET_ZK STORMLET_SECRET_FILE=$STORMLET_SECRET_FILE"
     echo "then: stormlet submit topologies/word_count.py -c topology.workers=4"
     ;;

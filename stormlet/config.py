@@ -55,6 +55,11 @@ TOPOLOGY_EVENTS_MAX = "topology.events.max"
 # The most events a topology's history may keep: its node's children are listed in one
 # ZooKeeper reply, which must stay far below ZooKeeper's 1 MB limit.
 EVENTS_MAX_LIMIT = 10_000
+STORMLET_LOG_MAX_BYTES = "stormlet.log.max.bytes"
+STORMLET_LOG_BACKUPS = "stormlet.log.backups"
+STORMLET_LOG_FORMAT = "stormlet.log.format"
+#: The formats of a log file: lines for people, or one JSON object a line for log shippers.
+LOG_FORMATS = ("text", "json")
 
 
 # ----- what a value must be (Storm checks a topology's config at submit the same way: its
@@ -281,6 +286,11 @@ def blobstore_map(value: Any) -> dict[str, str]:
     return names
 
 
+def log_format(value: Any) -> str | None:
+    """One of LOG_FORMATS."""
+    return None if value in LOG_FORMATS else " or ".join(LOG_FORMATS)
+
+
 def _blobstore_map_check(value: Any) -> str | None:
     try:
         blobstore_map(value)
@@ -465,6 +475,24 @@ DEFAULTS: dict[str, Setting] = {
         "reassignments, worker exits and restarts: `stormlet events`) its history keeps, in "
         "ZooKeeper on a cluster (stormlet/cluster/events.py); fixed at submit",
         _events_max),
+    STORMLET_LOG_MAX_BYTES: Setting(
+        20 * 1024 * 1024,
+        "on a cluster, a worker's log file (worker.log) is rotated when it reaches this size; "
+        "daemons take it as --log-max-bytes, and a supervisor cuts its workers' raw output "
+        "(worker.out) to its last part at its own (stormlet/cluster/logging_setup.py)",
+        number(1024, whole="bytes")),
+    STORMLET_LOG_BACKUPS: Setting(
+        5,
+        "rotated log files kept besides the current one (worker.log.1 ... .N), so a worker's "
+        "logs take at most (1 + this) times stormlet.log.max.bytes; daemons take it as "
+        "--log-backups",
+        number(1, whole="files")),
+    STORMLET_LOG_FORMAT: Setting(
+        "text",
+        "how a worker writes its log: text, one line per event naming its topology, component "
+        "and task, or json, one JSON object per line with the same fields, for log shippers; "
+        "daemons take it as --log-format",
+        log_format),
 }
 
 

@@ -131,9 +131,13 @@ class Cluster:
         wait_until(lambda: name not in self.cli("list").stdout, 20, f"{name} to leave the list")
 
     def logs(self) -> str:
+        """The tail of every daemon's and worker's log, and of each worker's raw output."""
         parts = []
-        for path in sorted(self.base.rglob("*.log")):
-            if path.name.startswith(("acked-", "seen-")):
+        for path in sorted([*self.base.rglob("*.log"), *self.base.rglob("worker.out")]):
+            if path.name.startswith(("acked-", "seen-")) or (
+                    path.parent.name == "logs" and path.suffix == ".log"):
+                continue   # a daemon's own copy of what its output file (base/NAME.log) holds
+            if path.name == "worker.out" and not path.stat().st_size:
                 continue
             parts.append(f"==== {path.relative_to(self.base)}\n" + path.read_text()[-3000:])
         return "\n".join(parts)
@@ -176,7 +180,8 @@ class LoopbackCluster(Cluster):
         daemon = Daemon(sid, ["--log-level", "INFO", "supervisor", "--zk", self.zk.hosts, "--id",
                               sid, "--slots", ports, "--data-dir", str(self.base / sid),
                               "--worker-timeout", str(self.worker_timeout),
-                              *self.session_args()],
+                              # Several supervisors share this host: any free port each.
+                              "--service-port", "0", *self.session_args()],
                         self.base / f"{sid}.log", self.daemon_env).start()
         self.supervisors[sid] = daemon
         return daemon

@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.cpu_pinning import CpuPinning
+from stormlet.cluster.log_files import worker_log_dir, worker_log_file
 from stormlet.cluster.security import Security
 from stormlet.cluster.wire import WIRE_VERSION
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
@@ -365,7 +366,8 @@ def test_the_log_word_count_survives_a_killed_spout_worker_with_no_message_lost(
                "every partition to be committed to its end")
     assert not [p for p in (path / "_failed").rglob("*") if p.is_file()], \
         "nothing may be dead-lettered"
-    restarted = cluster.base / victim_slot[0] / "logs" / f"worker-{victim_slot[1]}.log"
+    restarted = worker_log_file(worker_log_dir(cluster.base / victim_slot[0],
+                                               victim["topology_id"], victim_slot[1]))
     # The new spout resumed from the commit, not from the start.
     wait_until(lambda: "(this topology's commit)" in restarted.read_text(), 20,
                "the restarted spout to say where it resumed")
@@ -619,7 +621,8 @@ def test_a_worker_whose_executor_dies_says_why_before_it_is_restarted(cluster, t
     wait_until(lambda: len(acked_ids(tmp_path)) > progress + 100, 40,
                "the restarted worker to ack again")
     assert death() == [line]   # kept by the supervisor after the new worker started
-    worker_log = (cluster.base / slot[0] / "logs" / f"worker-{slot[1]}.log").read_text()
+    worker_log = worker_log_file(worker_log_dir(cluster.base / slot[0], beat["topology_id"],
+                                                slot[1])).read_text()
     said = f"component explode task {task}: executor "
     assert said in worker_log
     supervisor_log = (cluster.base / f"{slot[0]}.log").read_text()

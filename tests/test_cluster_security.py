@@ -18,6 +18,7 @@ from zookeeper_server import zookeeper_available
 
 from stormlet.cluster import rpc
 from stormlet.cluster.code import package_topology
+from stormlet.cluster.log_files import WORKER_LOG
 from stormlet.cluster.wire import encode_frame
 from stormlet.loader import load_topology_file
 from stormlet.protocol import BACKPRESSURE, SYSTEM_TASK
@@ -144,7 +145,7 @@ def test_code_logs_heartbeats_and_state_are_not_world_readable(cluster, running)
             for path in (cluster.base / daemon).rglob("*")]
     kinds = {"code package": [p for p in made if p.suffix == ".zip"],
              "unpacked code": [p for p in made if p.name == "ledger.py"],
-             "worker log": [p for p in made if p.name.startswith("worker-")],
+             "worker log": [p for p in made if p.name == WORKER_LOG],
              "heartbeat": [p for p in made if p.parent.name == "heartbeats"]}
     for kind, paths in kinds.items():
         assert paths, f"no {kind} found under {cluster.base}"

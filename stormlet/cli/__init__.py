@@ -8,6 +8,7 @@ per group of commands:
     inspect.py   stormlet inspect, hidden: nimbus's look at a submitted topology, in a subprocess
     events.py    stormlet events: a topology's event history
     log.py       stormlet log create | append | describe
+    logs.py      stormlet logs: a topology's worker logs across the cluster
     failed.py    stormlet failed ls | show | convert
     replay.py    stormlet replay
     secret.py    stormlet secret generate
@@ -44,6 +45,7 @@ from .failed import failed
 from .inspect import inspect
 from .local import local
 from .log import log_group
+from .logs import logs
 from .replay import replay
 from .secret import secret
 from .worker import worker
@@ -62,5 +64,5 @@ def main(log_level: str) -> None:
 
 for _command in (local, nimbus, supervisor, worker, inspect, submit, list_command, errors, kill,
                  activate, deactivate, rebalance, ui, failed, log_group, backfill, replay,
-                 secret, blob, events):
+                 secret, blob, events, logs):
     main.add_command(_command)

@@ -13,6 +13,7 @@ import click
 
 from ..cluster.blob_cache import DEFAULT_KEEP_SECS
 from ..cluster.submissions import PREPARING, REFUSAL_KEEP_SECS, REFUSED
+from ..cluster.node_service import DEFAULT_PORT as NODE_SERVICE_PORT
 from ..redaction import redact_text
 from .options import (
     SECRET_OPTION,
@@ -24,6 +25,7 @@ from .options import (
     conf_overrides,
     environment_settings,
     load_security,
+    log_file_options,
     nimbus_target,
 )
 from .signals import run_until_signal
@@ -33,6 +35,7 @@ BUILD_POLL_SECS = 1.0
 
 if TYPE_CHECKING:
     from ..cluster.environments import EnvironmentSettings
+    from ..cluster.logging_setup import LogSettings
     from ..cluster.security import Security
 
 # ----- the daemons
@@ -49,45 +52,67 @@ if TYPE_CHECKING:
 @click.option("--data-dir", default="nimbus-data", show_default=True, type=click.Path())
 @ZK_SESSION_OPTION
 @environment_settings
+@log_file_options
 def nimbus(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
            port: int, data_dir: str, zk_session_timeout: float,
-           environments: EnvironmentSettings) -> None:
+           environments: EnvironmentSettings, log_settings: LogSettings) -> None:
     """Run a nimbus (the leader, or a standby if one leads already)."""
     from ..cluster.nimbus import Nimbus
 
     run_until_signal(_daemon(lambda security: Nimbus(
         zk, port=port, data_dir=data_dir, host=host, zk_root=zk_root, security=security,
         bind=bind, zk_session_timeout=zk_session_timeout, environments=environments),
-        secret_file))
+        secret_file, ("nimbus", data_dir, log_settings)))
 
 
-def _daemon(make: Callable[[Security], Any], secret_file: str | None) -> Any:
+def _log_to_file(role: str, data_dir: str | Path, settings: LogSettings) -> None:
+    """Write this daemon's log to ``<data_dir>/logs/<role>.log`` too (rotated), private to its
+    user and group like the rest of its files."""
+    from ..cluster.logging_setup import log_daemon
+    from ..cluster.security import restrict_new_files
+
+    restrict_new_files()
+    try:
+        log_daemon(role, Path(data_dir), settings)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the {role}'s log under {data_dir}: "
+                                   f"{exc}") from None
+
+
+def _daemon(make: Callable[[Security], Any], secret_file: str | None,
+            log: tuple[str, str | Path, LogSettings] | None = None) -> Any:
     """``make(security)``, made to refuse with the command's error what security forbids (at
     construction or at start: a ZooKeeper root the cluster did not make, say). The files it
-    makes are private to its user and group (``restrict_new_files``)."""
+    makes are private to its user and group (``restrict_new_files``). ``log``: its role, data
+    directory and log settings, for its own log file, begun once it is made (a daemon refused
+    leaves no file behind)."""
     from ..cluster.security import SecurityError, restrict_new_files
 
     restrict_new_files()
     security = load_security(secret_file)
     try:
-        return _RefusingStart(make(security))
+        daemon = _RefusingStart(make(security))
     except SecurityError as exc:
         raise click.ClickException(str(exc)) from None
+    if log is not None:
+        _log_to_file(*log)
+    return daemon
 
 
 class _RefusingStart:
-    """A daemon whose ``start`` turns a ``SecurityError`` into the command's error: one line
-    that says what to do, no traceback."""
+    """A daemon whose ``start`` turns a ``SecurityError`` (or a supervisor's taken service port)
+    into the command's error: one line that says what to do, no traceback."""
 
     def __init__(self, daemon: Any):
         self.daemon = daemon
 
     def start(self) -> None:
+        from ..cluster.node_service import NodeServiceError
         from ..cluster.security import SecurityError
 
         try:
             self.daemon.start()
-        except SecurityError as exc:
+        except (SecurityError, NodeServiceError) as exc:
             raise click.ClickException(str(exc)) from None
 
     def stop(self) -> None:
@@ -115,14 +140,21 @@ class _RefusingStart:
               type=click.FloatRange(min=0), metavar="SECS",
               help="how long a cached blob (`stormlet blob`) that no topology here maps any "
                    "more, or an old version of one, is kept before it is removed")
+@click.option("--service-port", default=NODE_SERVICE_PORT, show_default=True,
+              type=click.IntRange(0, 65535),
+              help="port of this node's service, through which nimbus reads its logs "
+                   "(`stormlet logs`), on --bind; 0: any free port")
 @ZK_SESSION_OPTION
 @environment_settings
+@log_file_options
 def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: str | None,
                slots: str, data_dir: str,
                supervisor_id: str | None, worker_timeout: float,
-               pin_workers: bool | None, blob_keep_secs: float, zk_session_timeout: float,
-               environments: EnvironmentSettings) -> None:
-    """Run a supervisor: start, watch and restart this node's workers."""
+               pin_workers: bool | None, blob_keep_secs: float, service_port: int,
+               zk_session_timeout: float, environments: EnvironmentSettings,
+               log_settings: LogSettings) -> None:
+    """Run a supervisor: start, watch and restart this node's workers, and serve their logs
+    to nimbus."""
     from ..cluster.supervisor import Supervisor
 
     try:
@@ -134,7 +166,8 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: 
         zk, ports, data_dir=data_dir, host=host, zk_root=zk_root, supervisor_id=supervisor_id,
         worker_timeout=worker_timeout, security=security, bind=bind, pin_workers=pin_workers,
         zk_session_timeout=zk_session_timeout, environments=environments,
-        blob_keep_secs=blob_keep_secs), secret_file))
+        blob_keep_secs=blob_keep_secs, service_port=service_port, log_settings=log_settings),
+        secret_file, ("supervisor", data_dir, log_settings)))
 
 
 @click.command()
@@ -145,9 +178,13 @@ def supervisor(zk: str, zk_root: str, secret_file: str | None, host: str, bind: 
 @click.option("--protect-reads", is_flag=True,
               help="with a cluster secret, need the access token for pages, reads and /metrics "
                    "too (actions always need it)")
+@click.option("--data-dir", default=None, type=click.Path(),
+              help="where the UI writes its own log, DIR/logs/ui.log, besides stderr "
+                   "[default: stderr only]")
+@log_file_options
 @nimbus_target
 def ui(port: int, host: str, allowed_hosts: tuple[str, ...], protect_reads: bool,
-       target: NimbusTarget) -> None:
+       data_dir: str | None, log_settings: LogSettings, target: NimbusTarget) -> None:
     """Serve the web UI and its REST API (/api/v1/) and Prometheus metrics (/metrics) for the
     cluster whose nimbus is found in ZooKeeper (or given with --nimbus)."""
     from ..cluster.security import SECURITY_HINT, SecurityError, check_bind_address, is_loopback
@@ -166,6 +203,8 @@ def ui(port: int, host: str, allowed_hosts: tuple[str, ...], protect_reads: bool
         raise click.ClickException(f"a UI beyond loopback, or with --protect-reads, needs its "
                                    f"access token, made from the cluster secret: "
                                    f"{SECURITY_HINT}")
+    if data_dir is not None:
+        _log_to_file("ui", data_dir, log_settings)
     source = ClusterSource(target.client())
     try:
         access = UiAccess.for_host(host, token=token, protect_reads=protect_reads,

@@ -140,3 +140,43 @@ def conf_overrides(pairs: tuple[str, ...]) -> dict[str, Any]:
         return cfg.parse_cli_pairs(pairs)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="-c") from None
+
+
+def log_file_options(command: Callable) -> Callable:
+    """--log-format, --log-max-bytes and --log-backups (config.py's stormlet.log.* settings and
+    their defaults), given to ``command`` as ``log_settings`` (logging_setup.LogSettings): how
+    a daemon, or a worker its supervisor starts, writes its log file."""
+    from ..cluster.logging_setup import (
+        LOG_BACKUPS_OPTION,
+        LOG_FORMAT_OPTION,
+        LOG_MAX_BYTES_OPTION,
+        LogSettings,
+    )
+
+    @functools.wraps(command)
+    def with_settings(*args: Any, log_format: str, log_max_bytes: int, log_backups: int,
+                      **kwargs: Any) -> Any:
+        try:
+            settings = LogSettings(log_max_bytes, log_backups, log_format)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
+        return command(*args, log_settings=settings, **kwargs)
+
+    defaults = cfg.DEFAULTS
+    options = (
+        click.option(LOG_FORMAT_OPTION, "log_format", envvar="STORMLET_LOG_FORMAT",
+                     type=click.Choice(cfg.LOG_FORMATS),
+                     default=defaults[cfg.STORMLET_LOG_FORMAT].default, show_default=True,
+                     help="the log file's lines: text, or json (one object per line, for log "
+                          "shippers) (env STORMLET_LOG_FORMAT)"),
+        click.option(LOG_MAX_BYTES_OPTION, "log_max_bytes", envvar="STORMLET_LOG_MAX_BYTES",
+                     type=int, default=defaults[cfg.STORMLET_LOG_MAX_BYTES].default,
+                     show_default=True, metavar="BYTES",
+                     help="rotate the log file at this size (env STORMLET_LOG_MAX_BYTES)"),
+        click.option(LOG_BACKUPS_OPTION, "log_backups", envvar="STORMLET_LOG_BACKUPS", type=int,
+                     default=defaults[cfg.STORMLET_LOG_BACKUPS].default, show_default=True,
+                     metavar="N", help="rotated log files kept (env STORMLET_LOG_BACKUPS)"),
+    )
+    for option in reversed(options):
+        with_settings = option(with_settings)
+    return with_settings

@@ -2,10 +2,12 @@
 
     python [OPTIONS] -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID \\
         --supervisor-id SID --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE \\
-        --heartbeat-file FILE [--state-dir DIR] [--cpu N]
+        --heartbeat-file FILE [--state-dir DIR] [--cpu N] \
+        [--log-dir DIR --log-format text|json --log-max-bytes N --log-backups N]
 
 (OPTIONS: the topology's ``topology.worker.childopts``, with its ``topology.environment`` in the
-environment: see supervisor.py.)
+environment: see supervisor.py.) With ``--log-dir`` it writes its log there, rotated, its
+stdout and stderr included (cluster/logging_setup.py); without, it logs to stderr.
 
 It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and
 exits 1 when an executor died or the slot had nothing to run, else 0. A signal that comes while
@@ -23,8 +25,9 @@ from pathlib import Path
 import click
 
 from ..cluster.cpu_pinning import CPU_OPTION, pin_this_process
+from ..cluster.logging_setup import LOG_DIR_OPTION, LogSettings
 from ..cluster.worker_command import PORT_OPTION
-from .options import ZK_SESSION_OPTION
+from .options import ZK_SESSION_OPTION, log_file_options
 from .signals import run_until_signal
 
 
@@ -44,10 +47,16 @@ from .signals import run_until_signal
               help="the embedded state store's directory, unless the topology names one")
 @click.option(CPU_OPTION, "cpu", type=int, default=None,
               help="the one CPU to run on (its supervisor's choice: see cpu_pinning.py)")
+@click.option(LOG_DIR_OPTION, "log_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=None, help="the directory its log files go to (its supervisor's choice: "
+                                 "see cluster/log_files.py); without it, it logs to stderr")
+@log_file_options
 def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: int, host: str,
            bind: str | None, code: Path, heartbeat_file: Path, zk_session_timeout: float,
-           state_dir: Path | None, cpu: int | None) -> None:
+           state_dir: Path | None, cpu: int | None, log_dir: Path | None,
+           log_settings: LogSettings) -> None:
     """Run one worker of a topology (supervisors start these)."""
+    from ..cluster.logging_setup import log_worker
     from ..cluster.project_files import project_directory
     from ..cluster.security import Security, SecurityError, restrict_new_files
     from ..cluster.worker import NotAssigned, Worker
@@ -59,11 +68,16 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     # this command was given, before we move there.
     code, heartbeat_file = code.resolve(), heartbeat_file.resolve()
     state_dir = state_dir.resolve() if state_dir is not None else None
+    log_dir = log_dir.resolve() if log_dir is not None else None
     os.chdir(project_directory(code))
 
-    # Every line says which worker: one supervisor's log directory holds several workers' logs.
-    logging.basicConfig(level=logging.getLogger().level, force=True,
-                        format=f"%(asctime)s %(levelname)s worker:{port} %(name)s: %(message)s")
+    if log_dir is not None:
+        # Every line names its topology, component and task; the file is this worker's own.
+        log_worker(log_dir, log_settings, topology_id, f"{host}:{port}")
+    else:
+        logging.basicConfig(level=logging.getLogger().level, force=True,
+                            format=f"%(asctime)s %(levelname)s worker:{port} %(name)s: "
+                                   f"%(message)s")
     if cpu is not None:
         pin_this_process(cpu)   # first: every thread started from here on inherits it
     tune_for_streaming()

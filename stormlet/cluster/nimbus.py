@@ -50,6 +50,7 @@ from .environments import (
 )
 from .errors import topology_error_summary, topology_errors
 from .events import EventService, history_answer, redact_history, slots_text
+from .log_service import LogService, shown_to_readers
 from .metrics_store import MetricsStore
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
 from .scheduler import (
@@ -136,6 +137,7 @@ class Nimbus:
         self.code_dir.mkdir(parents=True, exist_ok=True)
         self.blobs = BlobService(BlobStore(self.data_dir / "blobs"), lambda: self.state,
                                  self._require_leader, self.security, self.address)
+        self.logs = LogService(lambda: self.state, self._find_any, self.security)
         self.nimbus_id = nimbus_id or f"{host}-{port}-{uuid.uuid4().hex[:6]}"
         # Each topology's event history (events.py): what nimbus decides, and the read op.
         self.events = EventService(lambda: self.state, f"nimbus:{self.nimbus_id}")
@@ -327,6 +329,10 @@ class Nimbus:
             "blob_delete": Op(self.blobs.delete, admin),
             "blob_list": Op(self.blobs.list, read),
             "get_blob_chunk": Op(self.blobs.get_chunk, rpc.DAEMON),
+            # A topology's worker logs, read through the supervisors (log_service.py): slow,
+            # as a node out of reach takes seconds to give up on.
+            "logs_list": Op(self.logs.list, read, slow=True),
+            "logs_read": Op(self.logs.read, read, slow=True, shown_to_others=shown_to_readers),
         }
 
     def _require_leader(self) -> None:

@@ -34,6 +34,7 @@ from .security import (
     DAEMON,
     HANDSHAKE_FAILED_EVENTS,
     READ,
+    RPC_DOMAIN,
     WORKER,
     CurveKeys,
     Security,
@@ -180,7 +181,7 @@ class RpcServer:
 
     def __init__(self, address: str, operations: dict[str, Operation],
                  stopping: threading.Event, security: Security | None = None,
-                 topology_ids: Callable[[], set[str]] = set):
+                 topology_ids: Callable[[], set[str]] = set, domain: str = RPC_DOMAIN):
         self.operations = operations
         self.stopping = stopping
         self._secured = security is not None and security.enabled
@@ -188,7 +189,7 @@ class RpcServer:
         self._socket = context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
         if security is not None:
-            security.secure_rpc_server(self._socket, topology_ids)
+            security.secure_rpc_server(self._socket, topology_ids, domain)
         self._socket.setsockopt(zmq.MAXMSGSIZE, max(max(op.max_bytes, op.max_payload_bytes)
                                                     for op in operations.values()))
         self._socket.bind(address)

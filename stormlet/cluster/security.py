@@ -434,12 +434,15 @@ class Security:
                 return user[len(ZK_TOPOLOGY_USER_PREFIX):]
         return None
 
-    def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], set[str]]) -> None:
+    def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], set[str]],
+                          domain: str = RPC_DOMAIN) -> None:
         """Make ``sock`` (not yet bound) nimbus's CURVE server: it admits the role keys and the
         worker keys of the topologies ``topology_ids()`` names, and tags each message with its
         caller (``rpc.caller``). A no-op with security off. ``topology_ids`` runs on the ZAP
         thread at every handshake of a key that is not a role's: it must be quick and must not
-        wait on ZooKeeper (nimbus passes a set it keeps up to date)."""
+        wait on ZooKeeper (nimbus passes a set it keeps up to date). Another server with the
+        same keys (a supervisor's node service) takes a ``domain`` of its own: a context's ZAP
+        handler holds one rule per domain, and nimbus may run in the same process."""
         if not self.enabled:
             return
         public, secret = self._nimbus_keys()
@@ -456,7 +459,7 @@ class Security:
                     return WORKER_USER_PREFIX + tid
             return None
 
-        _serve_curve(sock, RPC_DOMAIN, who, public, secret)
+        _serve_curve(sock, domain, who, public, secret)
 
     def _transport_keys(self, topology_id: str) -> tuple[bytes, bytes]:
         return _keypair(_hmac(self.topology_secret(topology_id), "transport"))

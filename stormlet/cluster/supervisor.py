@@ -14,6 +14,11 @@ given to its Python. Every pass also measures the workers whose topology sets
 ``topology.worker.max.heap.size.mb``, and one over it is killed and started again, which is
 reported as an error of the slot (memory_limit.py).
 
+A worker writes its own log, rotated, in its directory under ``DATA/logs/workers/`` (log_files.py,
+logging_setup.py); the supervisor sends the process's raw output beside it (``worker.out``).
+Its node service (node_service.py), whose address it registers in ZooKeeper, serves those files
+to nimbus (``stormlet logs``) and keeps them bounded.
+
 A ZooKeeper outage does not stop workers: the supervisor keeps the last assignment it read and
 only acts on what it can observe locally until ZooKeeper is back.
 """
@@ -44,8 +49,11 @@ from .environments import BuildError, Builds, Environments, EnvironmentSettings
 from .errors import cap_report, report_errors, unstarted_entry
 from .events import EventRecorder, EventStore, exit_text
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
+from .log_files import logs_dir, worker_log_dir, worker_out_file
+from .logging_setup import LOG_DIR_OPTION, LogSettings
 from .memory_limit import Overruns, overrun_text, resident_mb
 from .names import check_topology_id
+from .node_service import NodeService
 from .nimbus_client import fetch_code
 from .repeats import Repeats
 from .security import (
@@ -96,7 +104,8 @@ class Supervisor:
                  bind: str | None = None, pin_workers: bool | None = None,
                  zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT,
                  environments: EnvironmentSettings | None = None,
-                 blob_keep_secs: float = DEFAULT_KEEP_SECS):
+                 blob_keep_secs: float = DEFAULT_KEEP_SECS, service_port: int = 0,
+                 log_settings: LogSettings | None = None):
         """Peers reach this node's workers at ``host``; they listen on ``bind`` (default:
         ``host``), which without a cluster secret (``security``) must be loopback.
         ``pin_workers``: pin each worker to a CPU always (True), never (False), or by default
@@ -104,7 +113,9 @@ class Supervisor:
         ``zk_state.DEFAULT_SESSION_TIMEOUT``. ``environments``: where and how this node builds
         the environments of topologies that declare dependencies (environments.py).
         ``blob_keep_secs``: how long a cached blob no topology here uses is kept
-        (blob_cache.py)."""
+        (blob_cache.py). ``service_port``: where this node's service (node_service.py: its
+        logs, for nimbus) listens, on ``bind``; 0: any free port. ``log_settings``: this
+        node's (its own log's, and the bound on each worker's raw output)."""
         self.zk_session_timeout = zk_session_timeout
         self.security = security or Security()
         self.bind = bind or host
@@ -142,6 +153,11 @@ class Supervisor:
         # Worker starts, exits and stops, in their topology's event history (events.py).
         self._events = EventRecorder(lambda: EventStore(self.client, self.zk_root),
                                      f"supervisor:{self.supervisor_id}@{self.host}")
+        self.node_service = NodeService(
+            logs_dir(self.data_dir), self.bind, service_port, host, self.security,
+            in_use=lambda: set(self._assignments) | {w.topology_id for w in
+                                                     list(self.workers.values())},
+            output_max_bytes=(log_settings or LogSettings()).max_bytes)
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
@@ -157,6 +173,7 @@ class Supervisor:
         try:
             # Refuses a root this cluster did not make, as nimbus does.
             self.state = ClusterState(self.client, self.zk_root, self.security)
+            self.node_service.start()
         except BaseException:
             self.client.stop()
             self.client.close()
@@ -205,7 +222,8 @@ class Supervisor:
 
     def _register(self) -> None:
         self.state.register_supervisor(self.supervisor_id, {
-            "host": self.host, "slots": self.slots, "started": time.time()})
+            "host": self.host, "slots": self.slots, "started": time.time(),
+            "service": self.node_service.address})
 
     def _on_connection(self, state: str) -> None:
         if state == KazooState.LOST:
@@ -232,6 +250,7 @@ class Supervisor:
 
     def stop(self, kill_workers: bool = True) -> None:
         self.stopping.set()
+        self.node_service.stop()
         self._thread.join(timeout=10)
         if kill_workers:
             for port in list(self.workers):
@@ -480,6 +499,7 @@ class Supervisor:
             options = cfg.worker_python_options(conf)
             limit = cfg.worker_memory_limit_mb(conf)
             environment = self._worker_environment(tid, str(record.get("name", "")), conf)
+            log_settings = LogSettings.from_conf(conf)
             entry = self._code_entry(tid)
             self.blob_cache.link(tid)
         except Exception as exc:
@@ -488,8 +508,8 @@ class Supervisor:
         python = self._worker_python(port, tid)
         if python is None:
             return
-        logs = self.data_dir / "logs"
-        logs.mkdir(exist_ok=True)
+        log_dir = worker_log_dir(self.data_dir, tid, port)
+        log_dir.mkdir(parents=True, exist_ok=True)
         heartbeat = heartbeat_path(self.data_dir, port)
         heartbeat.parent.mkdir(exist_ok=True)
         heartbeat.unlink(missing_ok=True)
@@ -500,8 +520,10 @@ class Supervisor:
             "--host", self.host, "--bind", self.bind, "--code", str(entry),
             "--heartbeat-file", str(heartbeat),
             # Outside the code directory: state outlives a topology instance.
-            "--state-dir", str((self.data_dir / "state").resolve())])
-        with open(logs / f"worker-{port}.log", "ab") as log_file:
+            "--state-dir", str((self.data_dir / "state").resolve()),
+            # It writes its log there itself (logging_setup.py); its raw output goes beside.
+            LOG_DIR_OPTION, str(log_dir.resolve()), *log_settings.options()])
+        with open(worker_out_file(log_dir), "ab") as log_file:
             process = self.pinning.start(command, lambda argv: subprocess.Popen(
                 argv, stdout=log_file, stderr=subprocess.STDOUT, cwd=str(entry.parent),
                 env=environment, start_new_session=True))

@@ -18,6 +18,8 @@ import traceback
 from collections.abc import Generator
 from typing import Any
 
+from .. import config as cfg
+from . import log_context
 from .inbox import Inbox
 from .metrics import TaskMetrics
 from .transfer import Transfer
@@ -77,6 +79,10 @@ class Executor:
         self.wants_input = True
         self.woken = False
         self.runner: Any = None   # the thread running it, once started
+        # What its log lines name (its runner enters it: log_context.py).
+        conf = getattr(tasks[0], "conf", None) if tasks else None
+        self.log_context = log_context.of_tasks(
+            str((conf or {}).get(cfg.STORMLET_TOPOLOGY_ID) or ""), tasks)
 
     @property
     def ident(self) -> int | None:

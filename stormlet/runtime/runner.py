@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 from .. import config as cfg
 from .cpu_affinity import pin_executor_thread
+from . import log_context
 from .executor import FOREVER, NOW, Executor
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class OwnThread(threading.Thread):
     def run(self) -> None:
         executor = self.executor
         pin_executor_thread(self.cpu, self.name)
+        log_context.enter(executor.log_context)
         inbox = executor.inbox
         get, get_nowait = inbox.get, inbox.get_nowait
         try:
@@ -141,6 +143,7 @@ class SharedThread(threading.Thread):
 
     def run(self) -> None:
         pin_executor_thread(self.cpu, self.name)
+        enter_context = log_context.enter
         if self._turns is None:
             self._turns = [[executor, None, NOW] for executor in self.executors]
         while self._turns:
@@ -150,6 +153,7 @@ class SharedThread(threading.Thread):
                     self._current, self._current_since = turn, time.monotonic()
                     self._current_limit = (STARTING_BLOCKED_SECS if turn[1] is None
                                            else BLOCKED_SECS)
+                enter_context(turn[0].log_context)   # what its log lines name
                 try:
                     if self._take_turn(turn):
                         progressed = True
