@@ -2,7 +2,7 @@
 
     python [OPTIONS] -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID \\
         --supervisor-id SID --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE \\
-        --heartbeat-file FILE [--state-dir DIR] [--cpu N]
+        --heartbeat-file FILE [--state-dir DIR] [--cpu N] [--log-dir DIR]
 
 (OPTIONS: the topology's ``topology.worker.childopts``, with its ``topology.environment`` in the
 environment: see supervisor.py.)
@@ -10,7 +10,8 @@ environment: see supervisor.py.)
 It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and
 exits 1 when an executor died or the slot had nothing to run, else 0. A signal that comes while
 the worker is still starting (a supervisor rebalancing a worker it has just launched) stops it the
-same way, once it has started (see signals.py).
+same way, once it has started (see signals.py). From its first moment it answers its
+supervisor's request for its threads' stacks, written to its ``--log-dir`` (worker_stacks.py).
 """
 
 from __future__ import annotations
@@ -44,16 +45,23 @@ from .signals import run_until_signal
               help="the embedded state store's directory, unless the topology names one")
 @click.option(CPU_OPTION, "cpu", type=int, default=None,
               help="the one CPU to run on (its supervisor's choice: see cpu_pinning.py)")
+@click.option("--log-dir", type=click.Path(path_type=Path), default=None,
+              help="this worker's own files: the stack dumps its supervisor asks for")
 def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: int, host: str,
            bind: str | None, code: Path, heartbeat_file: Path, zk_session_timeout: float,
-           state_dir: Path | None, cpu: int | None) -> None:
+           state_dir: Path | None, cpu: int | None, log_dir: Path | None) -> None:
     """Run one worker of a topology (supervisors start these)."""
     from ..cluster.project_files import project_directory
     from ..cluster.security import Security, SecurityError, restrict_new_files
     from ..cluster.worker import NotAssigned, Worker
+    from ..cluster.worker_stacks import allow_supervisor_to_trace, install_stacks_handler
     from ..runtime.tuning import tune_for_streaming
 
     restrict_new_files()   # its supervisor's already; a worker started by hand too
+    # First, so that a worker still starting (or stuck starting) can be looked into too.
+    if log_dir is not None:
+        install_stacks_handler(log_dir.resolve())
+    allow_supervisor_to_trace()   # py-spy, its supervisor's child (worker_introspection.py)
     # The topology's relative paths resolve against its project directory, as nimbus's
     # inspection and `stormlet local` started there do (cluster/project_files.py): the paths
     # this command was given, before we move there.

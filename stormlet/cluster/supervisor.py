@@ -57,6 +57,7 @@ from .security import (
 from .tenure import slot_tenure
 from .worker_command import (PORT_OPTION, PROC, command_line, is_worker, option_value,
                              worker_command)
+from .worker_introspection import DEFAULT_RESTART_TIMEOUT_SECS, Restarts
 from .zk_state import (
     CONNECTION_ERRORS,
     DEFAULT_ROOT,
@@ -138,6 +139,8 @@ class Supervisor:
         self.blob_cache = BlobCache(self.data_dir / "blobs", self._code_dir, self._fetch_blob,
                                     blob_keep_secs)
         self._blob_maps: dict[str, dict[str, str]] = {}   # tid -> its topology.blobstore.map
+        # Restarts asked for (the node service's), carried out by the loop (_sync).
+        self.restart_requests = Restarts()
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
@@ -278,7 +281,14 @@ class Supervisor:
                                                             executor.port))
         return want
 
+    def restart_worker(self, topology_id: str, port: int, reason: str,
+                       timeout: float = DEFAULT_RESTART_TIMEOUT_SECS) -> dict:
+        """Stop the worker of ``topology_id`` on ``port``, logging ``reason``, and start it
+        again at once; returns once it has stopped (worker_introspection.Restarts)."""
+        return self.restart_requests.ask(topology_id, port, reason, timeout)
+
     def _sync(self) -> None:
+        self.restart_requests.serve(self.workers, self._kill, self.host)
         want = self.desired()
         for port in list(self.workers):
             running = self.workers[port]
