@@ -223,6 +223,15 @@ def test_a_process_that_is_gone_is_said_to_be_gone(tmp_path):
         stack_dump(ended.pid, tmp_path)
 
 
+def test_a_worker_names_its_supervisor_as_its_tracer_where_yama_is():
+    """Yama's prctl takes the parent's pid (it fails with EINVAL where there is no Yama: this
+    kernel may have none, and then nothing needs it)."""
+    done = subprocess.run([sys.executable, "-c", "from stormlet.cluster.worker_stacks import "
+                           "allow_supervisor_to_trace as a; print(a())"],
+                          capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == str(wi.YAMA_PTRACE_SCOPE.exists())
+
+
 # ----- profiles
 
 

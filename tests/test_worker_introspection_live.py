@@ -84,7 +84,7 @@ builder.set_bolt("busy", Busy()).shuffle_grouping("numbers").add_configurations(
 topology = builder.build()
 '''
 TID = "introspect-1"
-BUSY_THREAD = f'"introspect:busy:2-2"'
+BUSY_THREAD = '"introspect:busy:2-2"'
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ process's memory through ptrace.
 A profile is py-spy's (``py-spy record``), a dependency of stormlet: a sampling profiler of
 Benfred's, maintained since 2018 and shipped on PyPI as a static binary in a wheel for every
 common platform, that reads a running interpreter from outside, so the worker needs no change,
-no restart and no profiling hook, and pays only the pauses of its samples (tens of microseconds,
-a hundred times a second by default). Its flame graphs have a tower per thread (``--threads``),
+no restart and no profiling hook, and pays only the short pauses in which each sample is read
+(a hundred a second by default). Its flame graphs have a tower per thread (``--threads``),
 and a worker's executor threads are named after their component and task (runtime/runner.py).
 Python code compiled by Cython shows as the Python frame that called it, unless ``native``.
 
@@ -58,7 +58,7 @@ from .worker_stacks import STACKS_FILE, STACKS_SIGNAL
 log = logging.getLogger(__name__)
 
 # A profile's length, in whole seconds: long enough to be worth a flame graph, short enough
-# that a forgotten one ends (Storm's profiler takes minutes too).
+# that one asked for by mistake ends soon, and that a request for it can wait for its answer.
 MIN_PROFILE_SECS = 1
 MAX_PROFILE_SECS = 300
 # py-spy's samples per second: its default, and the bounds it accepts usefully.
@@ -177,9 +177,10 @@ def profile(pid: int, seconds: int, *, rate: int = DEFAULT_PROFILE_RATE, idle: b
             native: bool = False) -> bytes:
     """A CPU profile of worker ``pid`` over the next ``seconds`` (1 to 300), sampled ``rate``
     times a second, as an SVG flame graph with a tower per thread. ``idle``: include the
-    threads waiting (for tuples, a lock, the network), left out by default, which show where
-    time goes rather than where the CPU goes. ``native``: unwind C and Cython frames too
-    (slower; Linux and a few other platforms)."""
+    samples of threads waiting (for tuples, a lock, the network), which py-spy leaves out by
+    default as best it can tell them: they show where time goes rather than where the CPU
+    goes. ``native``: unwind C and Cython frames too (slower; Linux and a few other
+    platforms). A worker that exits meanwhile gives the profile of its last moments."""
     seconds = check_profile_seconds(seconds)
     if (isinstance(rate, bool) or not isinstance(rate, int)
             or not 1 <= rate <= MAX_PROFILE_RATE):
