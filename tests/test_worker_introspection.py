@@ -55,17 +55,20 @@ elif mode == "deaf":
     signal.signal(STACKS_SIGNAL, lambda signum, frame: None)
 
 
-def spin_in_bolt():
+def spin_in_bolt(started):
+    started.set()
     n = 0
     while True:
         n += 1
 
 
-def wait_in_spout():
+def wait_in_spout(started):
+    started.set()
     threading.Event().wait()
 
 
-def count_ticks():
+def count_ticks(started):
+    started.set()
     ticks = 0
     while True:
         ticks += 1
@@ -74,9 +77,12 @@ def count_ticks():
         time.sleep(0.005)
 
 
+# Ready once every thread is in its function (a thread that has started may not be there yet).
 for target, name in [(spin_in_bolt, "wc-1:count:3-3"), (wait_in_spout, "wc-1:words:1-1"),
                      (count_ticks, "wc-1:ticker")]:
-    threading.Thread(target=target, name=name, daemon=True).start()
+    started = threading.Event()
+    threading.Thread(target=target, args=(started,), name=name, daemon=True).start()
+    started.wait()
 (here / "ready").touch()
 threading.Event().wait()
 '''
@@ -149,16 +155,27 @@ def test_a_worker_writes_every_threads_stack_with_its_name_when_asked(target):
     worker = target("answer")
     assert catches_signal(worker.pid, STACKS_SIGNAL)
 
-    text = stack_dump(worker.pid, worker.directory)
+    dumps = []
 
-    for expected in WORKER_THREADS:
-        assert expected in text, text
-    assert "Written by the process itself on SIGUSR1" in text
-    assert "py-spy" not in text
-    # The main thread shows where it waits, not the handler that wrote the dump.
-    main = text.split('"MainThread"', 1)[1].split("Thread ", 1)[0]
-    assert "Event.wait" in main and "format_stacks" not in main, main
-    assert (worker.directory / STACKS_FILE).read_text() == text   # kept among its files
+    def main_thread_waits() -> bool:
+        dumps.append(stack_dump(worker.pid, worker.directory))
+        return "Event.wait" in main_thread(dumps[-1])
+
+    # The main thread shows where it waits (once it is there: it says it is ready just before).
+    wait_until(main_thread_waits, 10, "a dump of the main thread waiting")
+    for text in dumps:
+        for expected in WORKER_THREADS:
+            assert expected in text, text
+        assert "Written by the process itself on SIGUSR1" in text
+        assert "py-spy" not in text
+        # Where it was interrupted, not the handler that wrote the dump.
+        assert "install_stacks_handler" not in main_thread(text), text
+    assert (worker.directory / STACKS_FILE).read_text() == dumps[-1]   # kept among its files
+
+
+def main_thread(dump: str) -> str:
+    """The main thread's stack in ``dump``."""
+    return dump.split('"MainThread"', 1)[1].split("\nThread ", 1)[0]
 
 
 def test_stack_dumps_do_not_disturb_the_worker(target):
