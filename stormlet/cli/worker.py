@@ -12,7 +12,8 @@ stdout and stderr included (cluster/logging_setup.py); without, it logs to stder
 It runs a ``cluster.worker.Worker`` until the worker ends itself or gets SIGTERM or SIGINT, and
 exits 1 when an executor died or the slot had nothing to run, else 0. A signal that comes while
 the worker is still starting (a supervisor rebalancing a worker it has just launched) stops it the
-same way, once it has started (see signals.py).
+same way, once it has started (see signals.py). From its first moment it answers its
+supervisor's request for its threads' stacks, written to its ``--log-dir`` (worker_stacks.py).
 """
 
 from __future__ import annotations
@@ -60,9 +61,14 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     from ..cluster.project_files import project_directory
     from ..cluster.security import Security, SecurityError, restrict_new_files
     from ..cluster.worker import NotAssigned, Worker
+    from ..cluster.worker_stacks import allow_supervisor_to_trace, install_stacks_handler
     from ..runtime.tuning import tune_for_streaming
 
     restrict_new_files()   # its supervisor's already; a worker started by hand too
+    # First, so that a worker still starting (or stuck starting) can be looked into too.
+    if log_dir is not None:
+        install_stacks_handler(log_dir.resolve())
+    allow_supervisor_to_trace()   # py-spy, its supervisor's child (worker_introspection.py)
     # The topology's relative paths resolve against its project directory, as nimbus's
     # inspection and `stormlet local` started there do (cluster/project_files.py): the paths
     # this command was given, before we move there.

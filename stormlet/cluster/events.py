@@ -85,8 +85,9 @@ KINDS = (SUBMITTED, ACTIVATED, DEACTIVATED, REBALANCED, ASSIGNED, REASSIGNED, WA
 LOST_SUPERVISOR, SPREAD_BACK, CORRUPT_ASSIGNMENT = (
     "lost-supervisor", "spread-back", "corrupt-assignment")
 # Why a supervisor stopped a worker (a WORKER_STOPPED event's detail "cause").
-HEARTBEAT, MEMORY, UNASSIGNED, MOVED, FENCED, SUPERVISOR_STOPPING = (
-    "heartbeat", "memory", "unassigned", "moved", "fenced", "supervisor-stopping")
+HEARTBEAT, MEMORY, UNASSIGNED, MOVED, FENCED, SUPERVISOR_STOPPING, RESTART_ASKED = (
+    "heartbeat", "memory", "unassigned", "moved", "fenced", "supervisor-stopping",
+    "restart-asked")
 
 #: How long a history outlives its topology's removal.
 KEEP_SECS = 3600.0

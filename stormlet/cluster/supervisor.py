@@ -47,7 +47,7 @@ from .code import CodeError, unpack
 from .cpu_pinning import CpuPinning
 from .environments import BuildError, Builds, Environments, EnvironmentSettings
 from .errors import cap_report, report_errors, unstarted_entry
-from .events import EventRecorder, EventStore, exit_text
+from .events import RESTART_ASKED, EventRecorder, EventStore, exit_text
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
 from .log_files import logs_dir, worker_log_dir, worker_out_file
 from .logging_setup import LOG_DIR_OPTION, LogSettings
@@ -66,6 +66,7 @@ from .security import (
 from .tenure import slot_tenure
 from .worker_command import (PORT_OPTION, PROC, command_line, is_worker, option_value,
                              worker_command)
+from .worker_introspection import DEFAULT_RESTART_TIMEOUT_SECS, Restarts
 from .zk_state import (
     CONNECTION_ERRORS,
     DEFAULT_ROOT,
@@ -158,6 +159,8 @@ class Supervisor:
             in_use=lambda: set(self._assignments) | {w.topology_id for w in
                                                      list(self.workers.values())},
             output_max_bytes=(log_settings or LogSettings()).max_bytes)
+        # Restarts asked for (the node service's), carried out by the loop (_sync).
+        self.restart_requests = Restarts()
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.
@@ -313,7 +316,16 @@ class Supervisor:
                                                             executor.port))
         return want
 
+    def restart_worker(self, topology_id: str, port: int, reason: str,
+                       timeout: float = DEFAULT_RESTART_TIMEOUT_SECS) -> dict:
+        """Stop the worker of ``topology_id`` on ``port``, logging ``reason``, and start it
+        again at once; returns once it has stopped (worker_introspection.Restarts)."""
+        return self.restart_requests.ask(topology_id, port, reason, timeout)
+
     def _sync(self) -> None:
+        self.restart_requests.serve(
+            self.workers, lambda port, reason: self._kill(port, reason, cause=RESTART_ASKED),
+            self.host)
         want = self.desired()
         for port in list(self.workers):
             running = self.workers[port]
