@@ -39,6 +39,7 @@ from ..redaction import redact_config, redact_errors
 from . import events, rpc
 from .blob_service import BlobService
 from .blob_store import CHUNK_BYTES, BlobStore
+from .chart_service import ChartService
 from .code import MAX_PACKAGE_BYTES, CodeError, digest, inspect_package, unpack, verify
 from .environments import (
     CLEAN_SECS,
@@ -150,6 +151,8 @@ class Nimbus:
         self._repeats = Repeats(log)
         self._live_since: dict[str, float] = {}   # supervisor -> since when this nimbus saw it
         self.metrics_store = MetricsStore()
+        # Each topology's metrics over time, from the same reports (the UI's charts).
+        self.charts = ChartService(self._require_leader, self._find_any)
         self.environments = Environments(environments)
         self._environments_cleaned = time.monotonic()
         # The topologies whose workers nimbus admits (with security on). Kept current by the
@@ -314,6 +317,7 @@ class Nimbus:
             "metrics": Op(self.metrics, read),
             # An event's text may quote a credential (a worker's last error): as errors.
             "events": Op(self.event_history, read, shown_to_others=redact_history),
+            "metrics_history": Op(self.charts.read, read),
             "topology_info": Op(self.topology_info, read,
                                 shown_to_others=lambda info: {
                                     **info, "errors": redact_errors(info["errors"])}),
@@ -656,6 +660,7 @@ class Nimbus:
         except ValueError as exc:
             log.warning("rejected a metrics report from %s:%s: %s", host, port, exc)
             raise rpc.RpcError(f"malformed metrics report: {exc}") from None
+        self.charts.feed(topology_id, snapshot)
 
     def metrics(self, name: str) -> list[dict]:
         """The newest snapshot of each of the topology's assigned workers that reported within
@@ -848,6 +853,7 @@ class Nimbus:
         self._topology_ids = frozenset(topologies)
         self.metrics_store.retain(set(topologies))
         self.preparer.tend(topologies)
+        self.charts.retain(topologies)
         # Per-topology conditions are (what, topology id); the others, plain strings.
         self._repeats.retain(lambda key: isinstance(key, str) or key[1] in topologies)
         for tid, record in topologies.items():

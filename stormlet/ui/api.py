@@ -9,6 +9,7 @@
     GET  /api/v1/topology/<id>/events?limit=N&since=S&kind=K   its event history, oldest first:
                                                   the newest N (default 50) after seq S, of kind K
                                                   (kept a while after a kill: cluster/events.py)
+    GET  /api/v1/topology/<id>/history?resolution=R      metrics over time, per component
     POST /api/v1/topology/<id>/activate | /deactivate
     POST /api/v1/topology/<id>/rebalance/<wait>   body {"workers": n, "executors": {comp: n}}
     POST /api/v1/topology/<id>/kill/<wait>
@@ -23,8 +24,13 @@ credentials redacted (redaction.py) unless the request presented the UI's access
 ``<redacted>`` in their place.
 
 ``<id>`` is a topology's id or name. ``W`` is 600, 10800, 86400 or ``:all-time`` (the default)
-as in Storm. Errors are ``{"error": message}`` with 400 (bad request), 403 (POST without the
-header), 404 (unknown topology or component), 409 (action refused) or 503 (nimbus unavailable).
+as in Storm. ``R`` is ``fine`` (the default: the last hour) or ``coarse`` (the topology's whole
+life, at a resolution that coarsens as it ages); the answer is ``metrics.history``'s series:
+``{"topologyId", "topologyName", "resolution", "step", "times": [epoch seconds], "components":
+{c: {"kind", "emitted", "executed", "acked", "failed" (per second), "complete_p50_ms",
+"complete_p99_ms", "capacity", "backpressure": [value or null per time]}}}``. Errors are
+``{"error": message}`` with 400 (bad request), 403 (POST without the header), 404 (unknown
+topology or component), 409 (action refused) or 503 (nimbus unavailable).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
+from ..metrics.history import FINE, RESOLUTIONS
 from ..metrics.views import component_stats, edge_rates, topology_stats, worker_stats
 from ..cluster.events import DEFAULT_READ, check_query, redact_events
 from ..redaction import redact_config, redact_errors
@@ -159,6 +166,15 @@ def api_blueprint(source: UiSource) -> Blueprint:
         shown = history["events"] if holds_admin_token() else redact_events(history["events"])
         return jsonify(topologyId=history["id"], topologyName=history["name"],
                        status=history["status"], removed=history["removed"], events=shown)
+    @api.get("/topology/<key>/history")
+    def history(key: str) -> Response:
+        resolution = request.args.get("resolution", FINE)
+        if resolution not in RESOLUTIONS:
+            raise BadRequest(f"resolution must be one of {', '.join(RESOLUTIONS)}; "
+                             f"got {resolution!r}")
+        series = source.history(key, resolution)
+        return jsonify({"topologyId": series["id"], "topologyName": series["name"],
+                        **{k: series[k] for k in ("resolution", "step", "times", "components")}})
 
     @api.post("/topology/<key>/activate")
     def activate(key: str) -> Response:

@@ -19,6 +19,9 @@ which one they show:
                       -> the topology's event history, running or killed a while ago:
                          {"id", "name", "status", "removed", "events": [{"seq", "time", "kind",
                          "text", "writer", "detail"}]}, oldest first (cluster/events.py)
+    history(key, resolution) -> its metrics over time per component ("fine": the last hour;
+                         "coarse": its whole life), as ``MetricsHistory.series`` answers, with
+                         its "id" and "name" (kept by nimbus; in local mode, by ``LocalHistory``)
     activate(key), deactivate(key), rebalance(key, wait, workers, executors), kill(key, wait)
 
 ``key`` is a topology's id or its name. Failures are the exceptions below, each of which the API
@@ -32,11 +35,14 @@ import os
 import socket
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import config as cfg
 from ..local import LocalCluster, UnknownTopologyError
+from ..metrics.history import MetricsHistory
+from .local_history import LocalHistory
 
 if TYPE_CHECKING:
     from ..cluster.nimbus_client import NimbusClient
@@ -66,6 +72,7 @@ class UiSource(Protocol):
     def config(self, key: str) -> dict[str, Any]: ...
     def events(self, key: str, limit: int, since: int | None,
                kind: str | None) -> dict[str, Any]: ...
+    def history(self, key: str, resolution: str) -> dict[str, Any]: ...
     def activate(self, key: str) -> None: ...
     def deactivate(self, key: str) -> None: ...
     def rebalance(self, key: str, wait: float, workers: int | None,
@@ -78,8 +85,11 @@ class LocalSource:
 
     mode = "local"
 
-    def __init__(self, cluster: LocalCluster):
+    def __init__(self, cluster: LocalCluster, history: MetricsHistory | None = None):
+        """``history``: where the charts' series are kept (default: nimbus's resolutions)."""
         self.cluster = cluster
+        self.charts = LocalHistory(cluster, history)
+        weakref.finalize(self, self.charts.close)   # its sampler thread ends with this source
         self.started = time.time()
         self.host = socket.gethostname()
         self._lock = threading.Lock()
@@ -141,6 +151,11 @@ class LocalSource:
 
     def config(self, key: str) -> dict[str, Any]:
         return self._find(key)[1].conf
+
+    def history(self, key: str, resolution: str) -> dict[str, Any]:
+        name, runtime = self._find(key)
+        tid = runtime.conf[cfg.STORMLET_TOPOLOGY_ID]
+        return {"id": tid, "name": name, **self.charts.series(tid, resolution)}
 
     def events(self, key: str, limit: int, since: int | None,
                kind: str | None) -> dict[str, Any]:
@@ -274,6 +289,8 @@ class ClusterSource:
     def events(self, key: str, limit: int, since: int | None,
                kind: str | None) -> dict[str, Any]:
         return self._call("events", topology=key, limit=limit, since=since, kind=kind)
+    def history(self, key: str, resolution: str) -> dict[str, Any]:
+        return self._call("metrics_history", name=key, resolution=resolution)
 
     def activate(self, key: str) -> None:
         self._call("activate", name=self._name(key))
