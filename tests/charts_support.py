@@ -3,7 +3,8 @@ topologies report twice a second, so that a chart has points within seconds.
 
 ``waves`` is a topology whose numbers move, for charts worth looking at (the README's
 screenshot): its spout's rate rises and falls over a minute, its bolt works a millisecond a
-tuple (capacity follows the rate), and its sink fails one tuple in fifty (replayed).
+tuple (capacity follows the rate), and its sink fails one tuple in fifty, once (its replay is
+acked).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ class Waves(Spout):
     def next_tuple(self):
         ran = time.monotonic() - self.started
         # Tuples due by now at 150 ± 100 a second, rising and falling over WAVE_SECS.
-        due = 150 * ran - 100 * WAVE_SECS / (2 * math.pi) * (math.cos(2 * math.pi * ran / WAVE_SECS) - 1)
+        phase = 2 * math.pi * ran / WAVE_SECS
+        due = 150 * ran + 100 * WAVE_SECS / (2 * math.pi) * (1 - math.cos(phase))
         if self.sent >= due:
             time.sleep(0.002)
             return
@@ -64,9 +66,11 @@ class Work(BasicBolt):
 class FailSome(Bolt):
     def prepare(self, conf, context, collector):
         self.collector = collector
+        self.failed_once = set()
 
     def execute(self, tup):
-        if tup[0] % 50 == 0:
+        if tup[0] % 50 == 0 and tup[0] not in self.failed_once:   # its replay is acked
+            self.failed_once.add(tup[0])
             self.collector.fail(tup)
         else:
             self.collector.ack(tup)
@@ -85,14 +89,15 @@ TOPOLOGIES = {"finite": (FINITE, topology), "steady": (STEADY, topology),
 
 
 @contextmanager
-def charts_cluster(*names: str, **serve_options: Any) -> Iterator[tuple[LocalCluster, Any]]:
+def charts_cluster(*names: str, step: float = STEP,
+                   **serve_options: Any) -> Iterator[tuple[LocalCluster, Any]]:
     """The named topologies (of ``TOPOLOGIES``) on a LocalCluster, reporting every half second
-    to a history of one-second buckets, and the UI serving them; all stopped at the end."""
+    to a history of ``step``-second buckets, and the UI serving them; all stopped at the end."""
     with LocalCluster() as cluster:
         for name in names:
             conf, build = TOPOLOGIES[name]
             cluster.submit(name, {**conf, **REPORT}, build())
-        source = LocalSource(cluster, MetricsHistory(step=STEP, coarse_step=COARSE_STEP))
+        source = LocalSource(cluster, MetricsHistory(step=step, coarse_step=COARSE_STEP * step))
         server = serve(source, "127.0.0.1", 0, **serve_options)
         try:
             yield cluster, server

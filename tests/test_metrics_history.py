@@ -121,7 +121,8 @@ def test_rates_are_the_counters_rates_however_the_reports_fall():
     spout, bolt_a, bolt_b = Task("source", 1), Task("count", 2, "bolt"), Task("count", 3, "bolt")
     bolt_a.busy, bolt_b.busy, bolt_a.throttled = 0.5, 0.2, 0.125
     bolt_b.rate = 30.0
-    workers = [Worker(history, clock, 6700, [spout, bolt_a]), Worker(history, clock, 6701, [bolt_b])]
+    workers = [Worker(history, clock, 6700, [spout, bolt_a]),
+               Worker(history, clock, 6701, [bolt_b])]
     assert task_row_problem(spout.row(0.0)) is None   # the rows are as nimbus accepts them
     run(clock, workers, 600, every=5, jitter=2.0)
     series = history.series(TID, "fine")
@@ -233,7 +234,8 @@ def test_the_fine_series_holds_the_last_hour_and_the_coarse_one_the_whole_life()
     history = MetricsHistory(clock)
     run(clock, [Worker(history, clock, 6700, [Task("source", 1)])], 2 * HOUR_SECS, every=5)
     fine, coarse = history.series(TID, "fine"), history.series(TID, "coarse")
-    assert clock.now - HOUR_SECS - STEP_SECS <= fine["times"][0] <= clock.now - HOUR_SECS + STEP_SECS
+    hour_ago = clock.now - HOUR_SECS
+    assert hour_ago - STEP_SECS <= fine["times"][0] <= hour_ago + STEP_SECS
     assert len(fine["times"]) <= HOUR_SECS / STEP_SECS + 1
     assert coarse["times"][0] <= start < coarse["times"][0] + coarse["step"]
     rates = values(coarse, "source", "emitted")
