@@ -4,18 +4,21 @@ same ``MetricsHistory`` nimbus keeps, fed by local mode's sampler), and nimbus's
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from charts_support import COARSE_STEP, STEP, charts_cluster
 from cluster_support import LEDGER, LoopbackCluster
+from metrics_feed import HOST, TID, Clock, Task, Worker, run
 from ui_support import COMPONENTS, get, request, wait_until
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster import rpc
 from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.nimbus_client import NimbusClient
-from stormlet.metrics.history import METRICS
+from stormlet.cluster.security import READ_USER, Security
+from stormlet.metrics.history import METRICS, MetricsHistory
 from stormlet.ui.source import ClusterSource
 
 
@@ -104,9 +107,61 @@ def test_the_whole_life_series_and_the_errors(ui):
     assert status == 404 and "nope" in body["error"]
 
 
-def test_nimbus_answers_the_history_to_the_read_role(tmp_path):
-    nimbus = Nimbus("127.0.0.1:1", port=0, data_dir=tmp_path)
+class OneTopology:
+    """The ZooKeeper reads ``report_metrics`` and ``metrics_history`` make: one topology, whose
+    one worker is at HOST:6700."""
+
+    def topologies(self) -> dict[str, dict]:
+        return {TID: {"name": "wc", "status": "active"}}
+
+    def checked_assignment(self, _tid: str) -> dict:
+        return {"executors": [["source", [1], "s1", HOST, 6700]]}
+
+
+class ToNimbus:
+    """Sends a synthetic worker's reports as its reporter would: ``report_metrics``."""
+
+    def __init__(self, nimbus: Nimbus):
+        self.nimbus = nimbus
+
+    def add(self, topology_id: str, snapshot: dict) -> None:
+        worker = snapshot["worker"]
+        self.nimbus.report_metrics(topology_id, worker["host"], worker["port"], snapshot)
+
+
+def test_with_security_on_nimbus_serves_the_history_to_read_credentials(tmp_path):
+    """A leading nimbus (no ZooKeeper: OneTopology) that a worker reported to for 40 s, its
+    operations served over CURVE: a holder of read-only keys gets the series."""
+    security = Security(cluster_secret=bytes(range(32)))
+    nimbus = Nimbus("unused:2181", data_dir=tmp_path, security=security)
+    nimbus.state = OneTopology()
+    nimbus.is_leader.set()
+    clock = Clock()
+    nimbus.charts.history = MetricsHistory(clock)
+    run(clock, [Worker(ToNimbus(nimbus), clock, 6700, [Task("source", 1)])], 40, every=5)
     assert nimbus._operations()["metrics_history"].role == rpc.READ
+    stopping = threading.Event()
+    server = rpc.RpcServer("tcp://127.0.0.1:*", nimbus._operations(), stopping,
+                           security=security, topology_ids=set)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        read = security.rpc_client_keys(READ_USER)
+        series = rpc.call(server.endpoint, "metrics_history", timeout=5, credentials=read,
+                          name="wc", resolution="fine")
+        assert (series["id"], series["name"], series["resolution"]) == (TID, "wc", "fine")
+        assert series["components"]["source"]["emitted"][-1] == pytest.approx(10.0)
+        assert rpc.call(server.endpoint, "metrics_history", timeout=5, credentials=read,
+                        name=TID, resolution="coarse")["resolution"] == "coarse"
+        with pytest.raises(rpc.RpcError, match="resolution must be one of fine, coarse"):
+            rpc.call(server.endpoint, "metrics_history", timeout=5, credentials=read,
+                     name="wc", resolution="daily")
+        with pytest.raises(rpc.RpcError, match="no topology named 'nope'"):
+            rpc.call(server.endpoint, "metrics_history", timeout=5, credentials=read,
+                     name="nope")
+    finally:
+        stopping.set()
+        thread.join(5)
 
 
 LEDGER_MESSAGES = 4000
