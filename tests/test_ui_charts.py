@@ -4,6 +4,7 @@ same ``MetricsHistory`` nimbus keeps, fed by local mode's sampler), and nimbus's
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -14,12 +15,13 @@ from metrics_feed import HOST, TID, Clock, Task, Worker, run
 from ui_support import COMPONENTS, get, request, wait_until
 from zookeeper_server import zookeeper_available
 
+from stormlet import LocalCluster
 from stormlet.cluster import rpc
 from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.nimbus_client import NimbusClient
 from stormlet.cluster.security import READ_USER, Security
 from stormlet.metrics.history import METRICS, MetricsHistory
-from stormlet.ui.source import ClusterSource
+from stormlet.ui.source import ClusterSource, LocalSource
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +107,21 @@ def test_the_whole_life_series_and_the_errors(ui):
     assert status == 400 and "fine, coarse" in body["error"]
     status, body = request(server, "/api/v1/topology/nope/history")
     assert status == 404 and "nope" in body["error"]
+
+
+def test_local_modes_sampler_ends_with_its_source():
+    """The thread that feeds local mode's history stops when the UI's source is closed or
+    collected, so a LocalCluster outliving its UI is not sampled for ever."""
+    with LocalCluster() as cluster:
+        closed = LocalSource(cluster)
+        closed.charts.close()
+        collected = LocalSource(cluster)
+        thread = collected.charts._thread
+        del collected
+        gc.collect()
+        for sampler in (closed.charts._thread, thread):
+            sampler.join(5)
+            assert not sampler.is_alive()
 
 
 class OneTopology:
