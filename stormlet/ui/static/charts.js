@@ -91,7 +91,8 @@ Charts.options = function (chart, lines, width) {
     series: [{label: "Time", value: (u, t) => (t === null ? "-" : Charts.timeLabel(t, 1))},
              ...lines.map(line => ({label: line.label, stroke: line.colour, width: 1.75,
                                     dash: line.dash, fill: single ? `${line.colour}1a` : undefined,
-                                    points: {show: false},
+                                    // dots only while a line is too short to see
+                                    points: {show: (u, s, i0, i1) => i1 - i0 < 3},
                                     value: (u, v) => Charts.format(v, chart.unit)}))],
   };
 };
