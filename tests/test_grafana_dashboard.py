@@ -15,7 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from ui_support import COUNT, SPOUT_TASKS, get, ui_cluster, wait_until
 
-DASHBOARD = Path(__file__).resolve().parent.parent / "deploy" / "grafana" / "stormlet-dashboard.json"
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARD = ROOT / "deploy" / "grafana" / "stormlet-dashboard.json"
 GRID_WIDTH = 24   # Grafana's grid is 24 columns wide
 # Grafana's own variables, which a dashboard uses without defining them.
 BUILTIN_VARIABLES = {"__rate_interval", "__interval", "__range", "__range_s"}

@@ -20,7 +20,7 @@ from stormlet.cluster import rpc
 from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.nimbus_client import NimbusClient
 from stormlet.cluster.security import READ_USER, Security
-from stormlet.metrics.history import METRICS, MetricsHistory
+from stormlet.metrics.history import COARSE_STEP_SECS, METRICS, STEP_SECS, MetricsHistory
 from stormlet.ui.source import ClusterSource, LocalSource
 
 
@@ -205,13 +205,13 @@ def test_on_a_cluster_nimbus_keeps_the_history_from_its_workers_reports(tmp_path
                 wait_until(lambda: len(ledger()["times"]) >= 2, 60,
                            "two points of the ledger's history on nimbus")
                 series = ledger()
-                assert series["name"] == "ledger" and series["step"] == 10
+                assert series["name"] == "ledger" and series["step"] == STEP_SECS   # nimbus's
                 assert set(series["components"]) == {"source", "relay", "sink"}
                 # Both workers' tasks add up: the two spout tasks emit 50 a second each.
                 assert series["components"]["source"]["emitted"][-1] == pytest.approx(100, rel=0.3)
                 assert series["components"]["sink"]["acked"][-1] > 0
                 coarse = source.history("ledger", "coarse")
-                assert coarse["resolution"] == "coarse" and coarse["step"] == 60
+                assert coarse["resolution"] == "coarse" and coarse["step"] == COARSE_STEP_SECS
             finally:
                 source.close()
         except BaseException:
