@@ -134,6 +134,9 @@ class OneTopology:
     def checked_assignment(self, _tid: str) -> dict:
         return {"executors": [["source", [1], "s1", HOST, 6700]]}
 
+    def submissions(self) -> dict:
+        return {}   # none being prepared or refused
+
 
 class ToNimbus:
     """Sends a synthetic worker's reports as its reporter would: ``report_metrics``."""
