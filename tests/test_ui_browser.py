@@ -6,11 +6,10 @@ error. Every test also fails on a JavaScript error in the page's console."""
 from __future__ import annotations
 
 import base64
-import os
 import re
-from pathlib import Path
 
 import pytest
+from browser_support import chromium, require_browser, watched_page
 from ui_support import (
     COMPONENTS,
     LOG_CONF,
@@ -23,16 +22,9 @@ from ui_support import (
     write_log,
 )
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+require_browser()
 
-if not CHROMIUM.exists() and os.environ.get("STORMLET_REQUIRE_BROWSER") != "1":
-    pytest.skip(f"{CHROMIUM} is missing: run deploy/chromium.sh (or set "
-                f"STORMLET_REQUIRE_BROWSER=1 to make this a failure)", allow_module_level=True)
-
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page
 
 ACTIVE = re.compile(r"^active$")   # has_text matches substrings: "inactive" contains "active"
 # Pages refresh every second here (?refresh=1), so live numbers change quickly.
@@ -47,23 +39,16 @@ def ui():
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
 def page(browser, ui):
     _cluster, server = ui
-    context = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda exc: problems.append(str(exc)))
-    yield page
-    context.close()
-    assert problems == [], f"errors in the page's console: {problems}"
+    with watched_page(browser, server.url) as (page, problems):
+        yield page
+        assert problems == [], f"errors in the page's console: {problems}"
 
 
 def loaded(page: Page) -> str:

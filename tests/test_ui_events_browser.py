@@ -5,23 +5,15 @@ Every test also fails on a JavaScript error in the page's console."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
+from browser_support import chromium, require_browser, watched_page
 from ui_support import get, ui_cluster, wait_until
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
+require_browser()
 
-if not CHROMIUM.exists() and os.environ.get("STORMLET_REQUIRE_BROWSER") != "1":
-    pytest.skip(f"{CHROMIUM} is missing: run deploy/chromium.sh (or set "
-                f"STORMLET_REQUIRE_BROWSER=1 to make this a failure)", allow_module_level=True)
-
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page
 
 REFRESH = "refresh=1"   # the page reads the API every second
 
@@ -34,10 +26,8 @@ def ui():
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 # The one request of the page that may fail: the topology's own, once it is gone (topology.js
@@ -50,16 +40,11 @@ FAILED_LOAD = "Failed to load resource: the server responded with a status of 40
 @pytest.fixture
 def page(browser, ui):
     _cluster, server = ui
-    context = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    problems: list[str] = []
-    failed: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda exc: problems.append(str(exc)))
-    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400
-            else None)
-    yield page
-    context.close()
+    with watched_page(browser, server.url) as (page, problems):
+        failed: list[str] = []
+        page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400
+                else None)
+        yield page
     unexpected = [f for f in failed if not (f.startswith("404 ") and GONE_TOPOLOGY.search(f))]
     assert unexpected == [], f"requests of the page that failed: {unexpected}"
     problems = [p for p in problems if not (p.startswith(FAILED_LOAD) and failed)]
