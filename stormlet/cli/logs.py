@@ -37,8 +37,6 @@ if TYPE_CHECKING:
 # elsewhere since, a rebalance).
 FOLLOW_SECS = 1.0
 RELIST_SECS = 10.0
-# One read's wait for nimbus, which waits on a node scanning a file.
-READ_TIMEOUT_SECS = 30.0
 _AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([smhd])")
 _UNIT_SECS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -100,11 +98,15 @@ class Reader:
         self.filters = filters
 
     def listing(self) -> dict:
-        return self.client.call("logs_list", timeout=READ_TIMEOUT_SECS, name=self.name)
+        from ..cluster.log_service import CALLER_TIMEOUT_SECS
+
+        return self.client.call("logs_list", timeout=CALLER_TIMEOUT_SECS, name=self.name)
 
     def read(self, worker: WorkerFiles, file: str, offset: int = 0,
              inode: int | None = None) -> dict:
-        return self.client.call("logs_read", timeout=READ_TIMEOUT_SECS, name=self.name,
+        from ..cluster.log_service import CALLER_TIMEOUT_SECS
+
+        return self.client.call("logs_read", timeout=CALLER_TIMEOUT_SECS, name=self.name,
                                 supervisor=worker.supervisor, file=file, offset=offset,
                                 inode=inode, **self.filters)
 

@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 # How long nimbus waits for one node's answer (they are asked at once, so a listing takes this
 # long at most however many are out of reach).
 NODE_TIMEOUT_SECS = 5.0
+# How long a caller of logs_list or logs_read waits for nimbus: its wait on a node, which may
+# be scanning a file for a filter (node_service.SCAN_SECS), with room to spare.
+CALLER_TIMEOUT_SECS = 30.0
 MAX_PARALLEL_NODES = 16
 
 

@@ -10,6 +10,12 @@
                                                   the newest N (default 50) after seq S, of kind K
                                                   (kept a while after a kill: cluster/events.py)
     GET  /api/v1/topology/<id>/history?resolution=R      metrics over time, per component
+    GET  /api/v1/topology/<id>/logs               its workers' log files: host, port, executors,
+                                                  files and sizes (ui/log_viewer.py, as the next)
+    GET  /api/v1/topology/<id>/logs/page?supervisor=S&file=F&start=N|before=N&length=L&inode=I
+         &grep=RE&component=C&task=T              a page of one: its last, from N on, or up to N
+    GET  /api/v1/topology/<id>/logs/download?supervisor=S&file=F   the whole file (its last
+                                                  DOWNLOAD_MAX_BYTES at most), an attachment
     POST /api/v1/topology/<id>/activate | /deactivate
     POST /api/v1/topology/<id>/rebalance/<wait>   body {"workers": n, "executors": {comp: n}}
     POST /api/v1/topology/<id>/kill/<wait>
@@ -18,10 +24,10 @@ Every POST must carry the header ``X-Requested-By: stormlet-ui`` (403 without it
 sends no custom header cross-origin without a CORS preflight, which this server never grants,
 so another site's form or script cannot act on a topology through a visitor's browser.
 
-A topology's ``configuration``, its errors' text and its events' text and detail have their
-credentials redacted (redaction.py) unless the request presented the UI's access token
-(access.py): a page or script that may only read, or any reader of a UI without a token, sees
-``<redacted>`` in their place.
+A topology's ``configuration``, its errors' text, its events' text and detail and its log
+lines have their credentials redacted (redaction.py) unless the request presented the UI's
+access token (access.py): a page or script that may only read, or any reader of a UI without a
+token, sees ``<redacted>`` in their place.
 
 ``<id>`` is a topology's id or name. ``W`` is 600, 10800, 86400 or ``:all-time`` (the default)
 as in Storm. ``R`` is ``fine`` (the default: the last hour) or ``coarse`` (the topology's whole
@@ -30,7 +36,7 @@ life, at a resolution that coarsens as it ages); the answer is ``metrics.history
 {c: {"kind", "emitted", "executed", "acked", "failed" (per second), "complete_p50_ms",
 "complete_p99_ms", "capacity", "backpressure": [value or null per time]}}}``. Errors are
 ``{"error": message}`` with 400 (bad request), 403 (POST without the header), 404 (unknown
-topology or component), 409 (action refused) or 503 (nimbus unavailable).
+topology or component, or a log file gone), 409 (action refused) or 503 (nimbus unavailable).
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from ..metrics.views import component_stats, edge_rates, topology_stats, worker_
 from ..cluster.events import DEFAULT_READ, check_query, redact_events
 from ..redaction import redact_config, redact_errors
 from .access import holds_admin_token
+from .log_viewer import add_log_routes
 from .source import ActionRefused, SourceUnavailable, UiSource, UnknownTopology
 
 # Storm's ?window= values, and the snapshot's window keys they map to.
@@ -175,6 +182,8 @@ def api_blueprint(source: UiSource) -> Blueprint:
         series = source.history(key, resolution)
         return jsonify({"topologyId": series["id"], "topologyName": series["name"],
                         **{k: series[k] for k in ("resolution", "step", "times", "components")}})
+
+    add_log_routes(api, source)
 
     @api.post("/topology/<key>/activate")
     def activate(key: str) -> Response:

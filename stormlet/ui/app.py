@@ -31,7 +31,7 @@ from .source import UiSource
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
-PAGES = ("index.html", "topology.html", "component.html", "login.html")
+PAGES = ("index.html", "topology.html", "component.html", "login.html", "logs.html")
 # How long the serving loop waits for socket events before checking whether to stop.
 POLL_SECS = 0.2
 

@@ -22,11 +22,17 @@ which one they show:
     history(key, resolution) -> its metrics over time per component ("fine": the last hour;
                          "coarse": its whole life), as ``MetricsHistory.series`` answers, with
                          its "id" and "name" (kept by nimbus; in local mode, by ``LocalHistory``)
+    logs(key)         -> the files of its workers: nimbus's ``logs_list`` answer
+                         (cluster/log_service.py) plus "notice": why there are none to read
+                         (local mode), or None
+    log_read(key, supervisor, file, **read)
+                      -> one read of one of them: nimbus's ``logs_read`` (``read``: offset,
+                         length, from_end, inode, grep, component, task)
     activate(key), deactivate(key), rebalance(key, wait, workers, executors), kill(key, wait)
 
 ``key`` is a topology's id or its name. Failures are the exceptions below, each of which the API
 turns into one status code. Neither redacts what it returns for whoever reads the API: the API
-does, in one place (api.py, by redaction.py's rules).
+does (api.py, and log_viewer.py for log lines, by redaction.py's rules).
 """
 
 from __future__ import annotations
@@ -73,6 +79,8 @@ class UiSource(Protocol):
     def events(self, key: str, limit: int, since: int | None,
                kind: str | None) -> dict[str, Any]: ...
     def history(self, key: str, resolution: str) -> dict[str, Any]: ...
+    def logs(self, key: str) -> dict[str, Any]: ...
+    def log_read(self, key: str, supervisor: str, file: str, **read: Any) -> dict[str, Any]: ...
     def activate(self, key: str) -> None: ...
     def deactivate(self, key: str) -> None: ...
     def rebalance(self, key: str, wait: float, workers: int | None,
@@ -163,6 +171,21 @@ class LocalSource:
             return self.cluster.events(key, limit, since, kind)
         except UnknownTopologyError as exc:
             raise UnknownTopology(str(exc)) from None
+
+    def logs(self, key: str) -> dict[str, Any]:
+        # A local topology's components log through this process's logging, wherever it goes:
+        # there are no worker files to list (ui/log_viewer.py).
+        return {"topology_id": self._find(key)[1].conf[cfg.STORMLET_TOPOLOGY_ID], "files": [],
+                "unanswered": [], "notice": self._no_logs()}
+
+    def log_read(self, key: str, supervisor: str, file: str, **read: Any) -> dict[str, Any]:
+        self._find(key)
+        raise ActionRefused(self._no_logs())
+
+    def _no_logs(self) -> str:
+        return (f"local mode: the topology runs inside this process (pid {os.getpid()} on "
+                f"{self.host}), whose components log where the process logs (its stderr); "
+                f"worker log files, read and searched here, are a cluster's")
 
     # Through the cluster, which records them in the topology's events.
     def activate(self, key: str) -> None:
@@ -291,6 +314,17 @@ class ClusterSource:
         return self._call("events", topology=key, limit=limit, since=since, kind=kind)
     def history(self, key: str, resolution: str) -> dict[str, Any]:
         return self._call("metrics_history", name=key, resolution=resolution)
+
+    def logs(self, key: str) -> dict[str, Any]:
+        from ..cluster.log_service import CALLER_TIMEOUT_SECS
+
+        return {**self._call("logs_list", timeout=CALLER_TIMEOUT_SECS, name=key), "notice": None}
+
+    def log_read(self, key: str, supervisor: str, file: str, **read: Any) -> dict[str, Any]:
+        from ..cluster.log_service import CALLER_TIMEOUT_SECS
+
+        return self._call("logs_read", timeout=CALLER_TIMEOUT_SECS, name=key,
+                          supervisor=supervisor, file=file, **read)
 
     def activate(self, key: str) -> None:
         self._call("activate", name=self._name(key))
