@@ -44,6 +44,8 @@ async function load() {
   back.textContent = c.topologyName;
   back.href = `/topology.html?id=${encodeURIComponent(c.topologyId)}&window=${encodeURIComponent(windowValue())}`;
   UI.setText("crumb-component", c.id);
+  document.getElementById("logs-link").href =
+    `/logs.html?id=${encodeURIComponent(c.topologyId)}&component=${encodeURIComponent(c.id)}`;
   UI.setText("name", c.id);
   UI.setText("type", c.type);
   UI.setText("executors", UI.num(c.stats.executors));

@@ -10,6 +10,10 @@ const componentLink = id =>
   `/component.html?id=${encodeURIComponent(topologyId)}&component=${encodeURIComponent(id)}` +
   `&window=${encodeURIComponent(windowValue())}`;
 
+// A worker's log page (logs.html), from its row.
+const logsLink = w => `/logs.html?id=${encodeURIComponent(topologyId)}` +
+  `&host=${encodeURIComponent(w.host || "")}&port=${encodeURIComponent(w.port ?? "")}`;
+
 const FAIL_KINDS = {timeout: "timeout", fail: "failed by a bolt", error: "error in a bolt"};
 
 const LATENCY = field => ({title: "", field: `${field}.mean`, format: UI.ms});
@@ -113,7 +117,8 @@ async function load() {
     {title: "Restarts", field: "restarts"},
     {title: "Peers unreachable", field: "peers_unreachable",
      format: v => (v && v.length ? v.join(", ") : "-"), cls: v => (v && v.length ? "bad" : null)},
-  ], t.workers, null, "no worker reported yet");
+    {title: "Logs", field: "logs", format: () => "logs", link: logsLink},
+  ], t.workers, w => ({"data-worker": `${w.host}:${w.port}`}), "no worker reported yet");
 
   UI.table("errors", [
     {title: "Time", field: "time", format: UI.time},
