@@ -162,6 +162,9 @@ Logs.run = async function (action, append) {
     if (pages.length && !(append && pages.every(p => !p.page.records.length))) {
       Logs.show(pages, append, action);
     }
+    if (pages.length) {
+      document.getElementById("redacted").hidden = !pages.some(p => p.page.redacted);
+    }
     Logs.describe();
   } catch (e) {
     UI.showProblem(e.message);
