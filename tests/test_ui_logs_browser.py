@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from cluster_support import REPO, after_test, serve_cluster, wait_until
 from test_ui_browser import CHROMIUM, CHROMIUM_ARGS
+from ui_support import ui_cluster
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.log_files import worker_log_dir, worker_log_file
@@ -276,3 +277,22 @@ def test_download_is_the_workers_file(page, cluster, talk):
     assert redact_text(on_disk).startswith(text)
     assert len(text) > PAGE and "said: first words password=<redacted>" in text
     no_problem_shown(page)
+
+
+def test_in_local_mode_the_page_says_where_the_logs_are(browser):
+    with ui_cluster("steady") as (_cluster, server):
+        context = browser.new_context(base_url=server.url)
+        page = context.new_page()
+        problems: list[str] = []
+        page.on("pageerror", lambda exc: problems.append(str(exc)))
+        try:
+            page.goto(f"/topology.html?id=steady&{REFRESH}")
+            page.locator("#worker-table a", has_text="logs").first.click()
+            page.locator(".banner.notice", has_text="local mode").wait_for()
+            assert "cluster" in page.locator(".banner").inner_text()
+            assert not page.locator("#viewer").is_visible()
+            assert not page.locator("#choices").is_visible()
+            assert page.locator("#title").inner_text() == "Logs"
+        finally:
+            context.close()
+        assert problems == []

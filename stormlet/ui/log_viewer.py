@@ -17,8 +17,8 @@ through for matches (``SEARCH_BYTES``). A reader passes the ``inode`` of the fil
 when the file is rotated meanwhile, the page comes from the file it was reading under the
 name it has now (the answer's "file"). Its answer::
 
-    {"topologyId", "supervisor", "host", "port", "file", "inode", "size", "mtime", "start",
-     "next", "eof", "restarted", "redacted",
+    {"supervisor", "host", "port", "file", "inode", "size", "mtime", "start", "next", "eof",
+     "restarted", "redacted",
      "records": [{"offset", "time", "level", "component", "task", "text"}]}
 
 "offset" is where a record begins in the file (None in a filtered page: the node sends only
@@ -43,6 +43,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from ..cluster.log_files import LOG, MAX_READ_BYTES, OUT, SAMPLES_KIND
 from ..cluster.log_search import Record, RecordFilter, split_records
+from ..cluster.logging_setup import NONE
 from ..cluster.node_service import SCAN_BYTES
 from ..redaction import redact_text
 from .access import holds_admin_token
@@ -101,7 +102,7 @@ def add_log_routes(api: Blueprint, source: UiSource) -> None:
             answer = reader.read_before(before, length, wanted)
         else:
             answer = reader.read_last(length, wanted)
-        return jsonify(page(key, answer, wanted, redact=not holds_admin_token()))
+        return jsonify(page(answer, wanted, redact=not holds_admin_token()))
 
     @api.get("/topology/<key>/logs/download")
     def log_download(key: str) -> Response:
@@ -196,7 +197,7 @@ class Reader:
                           f"rotated out of the files kept; open the newest page")
 
 
-def page(key: str, answer: dict[str, Any], wanted: Wanted, redact: bool) -> dict[str, Any]:
+def page(answer: dict[str, Any], wanted: Wanted, redact: bool) -> dict[str, Any]:
     """A page as the API serves it (the module doc)."""
     records: list[Record] = []
     # Offsets are known only of contiguous data: an unfiltered read (in up to two pieces).
@@ -214,10 +215,10 @@ def page(key: str, answer: dict[str, Any], wanted: Wanted, redact: bool) -> dict
         rows.append({"offset": None if wanted.active else record.offset,
                      "time": head.time if head else None,
                      "level": head.level if head else None,
-                     "component": head.component if head and head.component != "-" else None,
-                     "task": head.task if head and head.task != "-" else None,
+                     "component": _said(head.component) if head else None,
+                     "task": _said(head.task) if head else None,
                      "text": text})
-    return {"topologyId": key, "supervisor": answer.get("supervisor"),
+    return {"supervisor": answer.get("supervisor"),
             "host": answer.get("host"), "port": answer.get("port"), "file": answer["file"],
             "inode": answer["inode"], "size": answer["size"], "mtime": answer["mtime"],
             "start": answer["start"], "next": answer["next"], "eof": answer["eof"],
@@ -247,6 +248,11 @@ def download(reader: Reader, begin: int, end: int, redact: bool) -> Iterator[byt
         if answer["next"] <= offset:
             return   # what is left is a line still being written
         offset = answer["next"]
+
+
+def _said(field: str) -> str | None:
+    """A context field of a record's head, or None where the line names none."""
+    return None if field in ("", NONE) else field
 
 
 # ----- the query

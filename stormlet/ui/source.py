@@ -184,8 +184,9 @@ class LocalSource:
 
     def _no_logs(self) -> str:
         return (f"local mode: the topology runs inside this process (pid {os.getpid()} on "
-                f"{self.host}), whose components log where the process logs (its stderr); "
-                f"worker log files, read and searched here, are a cluster's")
+                f"{self.host}) and its components log where the process does (its stderr), "
+                f"not to worker log files; the log pages read those of a cluster's workers "
+                f"(stormlet ui for a cluster)")
 
     # Through the cluster, which records them in the topology's events.
     def activate(self, key: str) -> None:

@@ -392,12 +392,12 @@ Logs.start = async function () {
   if (!Logs.topologyId) throw new Error("open this page as logs.html?id=TOPOLOGY&host=H&port=P " +
                                         "or logs.html?id=TOPOLOGY&component=C");
   const listing = await Logs.relist();
-  if (listing.notice) {
+  if (listing.notice) {   // local mode: no worker files to read
     UI.showNotice(listing.notice);
-    UI.setText("title", "Logs");
-    document.getElementById("viewer").hidden = true;
     Logs.fillHeader(listing);
-    UI.table("files", [{title: "File", field: "name"}], [], null, "no worker log files here");
+    for (const id of ["viewer", "files-section", "facts", "choices"]) {
+      document.getElementById(id).hidden = true;
+    }
     return;
   }
   Logs.workers = Logs.chosenWorkers(listing.workers);
@@ -444,7 +444,16 @@ document.getElementById("clear").addEventListener("click", () => {
   Logs.remember();
   Logs.go("newest");
 });
-document.getElementById("component-filter").addEventListener("change", () => Logs.fillTasks());
+// A component or task chosen applies at once, as a search does.
+document.getElementById("component-filter").addEventListener("change", () => {
+  Logs.fillTasks();
+  Logs.remember();
+  Logs.go("newest");
+});
+document.getElementById("task-filter").addEventListener("change", () => {
+  Logs.remember();
+  Logs.go("newest");
+});
 for (const action of ["oldest", "older", "newer", "newest"]) {
   document.getElementById(action).addEventListener("click", () => {
     if (action !== "newest") Logs.follow(false);
