@@ -276,6 +276,6 @@ def test_local_mode_says_its_logs_are_not_files_to_read_here():
         listing = client.get("/api/v1/topology/finite/logs").get_json()
         assert listing["workers"] == [] and listing["topologyName"] == "finite"
         assert listing["notice"].startswith("local mode") and "cluster" in listing["notice"]
-        refused = client.get(f"/api/v1/topology/finite/logs/page?supervisor=local&file=x")
+        refused = client.get("/api/v1/topology/finite/logs/page?supervisor=local&file=x")
         assert refused.status_code == 409 and refused.get_json()["error"] == listing["notice"]
         assert client.get("/api/v1/topology/nope/logs").status_code == 404

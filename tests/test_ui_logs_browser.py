@@ -16,23 +16,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser_support import chromium, require_browser, watched_page
 from cluster_support import REPO, after_test, serve_cluster, wait_until
-from test_ui_browser import CHROMIUM, CHROMIUM_ARGS
 from ui_support import ui_cluster
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.log_files import worker_log_dir, worker_log_file
 from stormlet.cluster.nimbus_client import NimbusClient
-from stormlet.redaction import redact_text
 from stormlet.cluster.security import Security
+from stormlet.redaction import redact_text
 from stormlet.ui.access import UiAccess
 from stormlet.ui.app import serve
 from stormlet.ui.source import ClusterSource
 
+require_browser()
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
-from playwright.sync_api import Page, sync_playwright  # noqa: E402
+from playwright.sync_api import Page  # noqa: E402
 
 TALKER = Path(__file__).resolve().parent / "cluster_topologies" / "talker.py"
 # Words a second the spout emits: each talker task logs one line in 50 it hears, so a worker's
@@ -118,23 +119,15 @@ def server(cluster):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture
 def page(browser, server, talk):
-    context = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900},
-                                  accept_downloads=True)
-    page = context.new_page()
-    problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda exc: problems.append(str(exc)))
-    yield page
-    context.close()
-    assert problems == [], f"errors in the page's console: {problems}"
+    with watched_page(browser, server.url) as (page, problems):
+        yield page
+        assert problems == [], f"errors in the page's console: {problems}"
 
 
 def records(page: Page) -> list[str]:
@@ -280,19 +273,13 @@ def test_download_is_the_workers_file(page, cluster, talk):
 
 
 def test_in_local_mode_the_page_says_where_the_logs_are(browser):
-    with ui_cluster("steady") as (_cluster, server):
-        context = browser.new_context(base_url=server.url)
-        page = context.new_page()
-        problems: list[str] = []
-        page.on("pageerror", lambda exc: problems.append(str(exc)))
-        try:
-            page.goto(f"/topology.html?id=steady&{REFRESH}")
-            page.locator("#worker-table a", has_text="logs").first.click()
-            page.locator(".banner.notice", has_text="local mode").wait_for()
-            assert "cluster" in page.locator(".banner").inner_text()
-            assert not page.locator("#viewer").is_visible()
-            assert not page.locator("#choices").is_visible()
-            assert page.locator("#title").inner_text() == "Logs"
-        finally:
-            context.close()
-        assert problems == []
+    with ui_cluster("steady") as (_cluster, server), \
+            watched_page(browser, server.url) as (page, problems):
+        page.goto(f"/topology.html?id=steady&{REFRESH}")
+        page.locator("#worker-table a", has_text="logs").first.click()
+        page.locator(".banner.notice", has_text="local mode").wait_for()
+        assert "cluster" in page.locator(".banner").inner_text()
+        assert not page.locator("#viewer").is_visible()
+        assert not page.locator("#choices").is_visible()
+        assert page.locator("#title").inner_text() == "Logs"
+        assert problems == [], f"errors in the page's console: {problems}"

@@ -44,7 +44,6 @@ from flask import Blueprint, Response, jsonify, request
 from ..cluster.log_files import LOG, MAX_READ_BYTES, OUT, SAMPLES_KIND
 from ..cluster.log_search import Record, RecordFilter, split_records
 from ..cluster.logging_setup import NONE
-from ..cluster.node_service import SCAN_BYTES
 from ..redaction import redact_text
 from .access import holds_admin_token
 from .source import UiSource
@@ -285,6 +284,10 @@ def _wanted() -> Wanted:
 
 def _length(wanted: Wanted) -> int:
     """The page's span: a reader's ``length``, within what one read on a node does."""
+    # Here: the node service's module brings the cluster's transport, which local mode's UI
+    # does not otherwise load.
+    from ..cluster.node_service import SCAN_BYTES
+
     most = SCAN_BYTES if wanted.active else MAX_READ_BYTES
     length = _whole("length")
     if length is None:
