@@ -208,6 +208,26 @@ def test_nimbus_lists_across_nodes_and_reports_the_one_that_does_not_answer(
     # A reader without admin access gets the credentials in the text redacted.
     shown = shown_to_readers(logs.read("wc", "s1", worker_file_name(TID, 6700)))["data"]
     assert b"hunter2" not in shown and b"password=<redacted>" in shown
+    # And its search is matched against that redacted text: no pattern probes the password.
+    probe = worker_file_name(TID, 6700)
+    assert b"hunter2" in logs.read("wc", "s1", probe, grep="password=hunt")["data"]
+    assert logs.read("wc", "s1", probe, grep="password=hunt", redacted=True)["data"] == b""
+    assert b"<redacted>" in shown_to_readers(logs.read("wc", "s1", probe, grep="password=<red",
+                                                       redacted=True))["data"]
+
+
+def test_a_caller_but_the_admin_gets_the_arguments_the_operation_imposes():
+    seen = []
+
+    def handler(**arguments):
+        seen.append(arguments)
+        return "result"
+
+    operation = rpc.Operation(handler, shown_to_others=lambda r: f"shown {r}",
+                              others_arguments={"redacted": True})
+    others = rpc._shown_to_others(operation)
+    assert others.handler(grep="x", redacted=False) == "shown result"
+    assert seen == [{"grep": "x", "redacted": True}]   # the caller's own False is overruled
 
 
 def test_a_taken_port_is_refused_saying_what_to_do(node, security, tmp_path):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, NamedTuple
 
+from ..redaction import redact_text
 from .log_files import Chunk
 from .logging_setup import Head, component_token, parse_head, task_in
 
@@ -96,13 +97,16 @@ def whole_records(chunk: Chunk, from_end: bool = False,
 
 class RecordFilter:
     """What a reader wants: records matching ``grep`` (a regular expression, searched in the
-    whole record), logged by ``component`` (and ``task``), at or after ``since`` (epoch
+    whole record, or with ``redacted`` in the record as a reader without admin access sees it:
+    a pattern matched against hidden text would let such a reader find a password one
+    character at a time), logged by ``component`` (and ``task``), at or after ``since`` (epoch
     seconds). Continuation lines without their record's head say nothing of who or when: they
     pass only a filter that asks neither."""
 
     def __init__(self, grep: str | None = None, component: str | None = None,
-                 task: int | None = None, since: float | None = None):
+                 task: int | None = None, since: float | None = None, redacted: bool = False):
         self.pattern = _compile(grep) if grep else None
+        self.redacted = bool(redacted)
         self.component = component_token(component) if component else None
         if task is not None and (isinstance(task, bool) or not isinstance(task, int)):
             raise ValueError(f"task must be a whole number, not {task!r}")
@@ -129,6 +133,8 @@ class RecordFilter:
                 return False
         if self.pattern is not None:
             text = record.data.decode("utf-8", "replace")
+            if self.redacted:
+                text = redact_text(text)
             try:
                 return self.pattern.search(text, timeout=PATTERN_TIMEOUT_SECS) is not None
             except TimeoutError:

@@ -18,7 +18,8 @@ logs stay on the nodes for a while, and tell why it died).
   grep=None, component=None, task=None, since=None)``: one read of one file (its name as the
   listing gives it), as the node service answers it (node_service.py), with the supervisor, host
   and port. A caller who is not the admin gets its text with credentials redacted, as with
-  ``errors``.
+  ``errors``, and its ``grep`` matched against that redacted text (``redacted``, imposed by the
+  operation), so that no pattern can probe for what it may not read.
 """
 
 from __future__ import annotations
@@ -99,7 +100,7 @@ class LogService:
     def read(self, name: str, supervisor: str, file: str, offset: int = 0,
              length: int | None = None, from_end: bool = False, inode: int | None = None,
              grep: str | None = None, component: str | None = None, task: int | None = None,
-             since: float | None = None) -> dict[str, Any]:
+             since: float | None = None, redacted: bool = False) -> dict[str, Any]:
         topology_id = self._topology(name)
         described = identify(file) if isinstance(file, str) else None
         if described is None or described.kind == DAEMON or described.topology_id != topology_id:
@@ -112,7 +113,7 @@ class LogService:
         answer = self._call(supervisor, info, "read_file", file=file, offset=offset,
                             length=MAX_READ_BYTES if length is None else length,
                             from_end=from_end, inode=inode, grep=grep, component=component,
-                            task=task, since=since)
+                            task=task, since=since, redacted=redacted)
         return {**answer, "supervisor": supervisor, "host": info.get("host"),
                 "port": described.port}
 

@@ -336,7 +336,8 @@ class Nimbus:
             # A topology's worker logs, read through the supervisors (log_service.py): slow,
             # as a node out of reach takes seconds to give up on.
             "logs_list": Op(self.logs.list, read, slow=True),
-            "logs_read": Op(self.logs.read, read, slow=True, shown_to_others=shown_to_readers),
+            "logs_read": Op(self.logs.read, read, slow=True, shown_to_others=shown_to_readers,
+                            others_arguments={"redacted": True}),
         }
 
     def _require_leader(self) -> None:

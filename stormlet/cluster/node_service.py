@@ -15,8 +15,10 @@ Operations (more come with ``add_operation``, or a method and a line in ``operat
 - ``list_files(topology_id=None)``: the files of known kinds (log_files.list_files), every one
   or a topology's workers';
 - ``read_file(file, offset=0, length=MAX_READ_BYTES, from_end=False, inode=None, grep=None,
-  component=None, task=None, since=None)``: whole records of one file from ``offset`` (from
-  its end with ``from_end``), with a filter only those wanted (log_search.py), scanning up to
+  component=None, task=None, since=None, redacted=False)``: whole records of one file from
+  ``offset`` (from its end with ``from_end``), with a filter only those wanted (log_search.py;
+  ``redacted``: ``grep`` matched against the text as a reader without admin access sees it),
+  scanning up to
   ``SCAN_BYTES`` to find them; ``{"file", "data", "start", "next", "size", "inode", "mtime",
   "eof", "restarted"}``: the next read begins at "next"; "eof": none is worth making now. A reader that follows a file passes the ``inode`` it read: after a
   rotation the rest of that file is read under its rotated name ("file" says which), and if it
@@ -144,8 +146,8 @@ class NodeService:
     def read_file(self, file: str, offset: int = 0, length: int = MAX_READ_BYTES,
                   from_end: bool = False, inode: int | None = None, grep: str | None = None,
                   component: str | None = None, task: int | None = None,
-                  since: float | None = None) -> dict[str, Any]:
-        wanted = RecordFilter(grep, component, task, since)
+                  since: float | None = None, redacted: bool = False) -> dict[str, Any]:
+        wanted = RecordFilter(grep, component, task, since, redacted)
         path = resolve(self.logs_dir, file)
         restarted = False
         if inode is not None and not from_end:

@@ -84,13 +84,18 @@ class Operation:
     # What a caller other than an admin gets of the result (credentials redacted, say); None:
     # the result as it is.
     shown_to_others: Callable[[Any], Any] | None = None
+    # Arguments the handler gets, over the caller's own, for a caller other than an admin (a
+    # search that must match only what such a caller may see, say).
+    others_arguments: dict[str, Any] | None = None
 
 
 def _shown_to_others(operation: Operation) -> Operation:
     """``operation`` answering with what its ``shown_to_others`` makes of its result."""
     handler, shown = operation.handler, operation.shown_to_others
     assert shown is not None
-    return replace(operation, handler=lambda **arguments: shown(handler(**arguments)))
+    imposed = operation.others_arguments or {}
+    return replace(operation,
+                   handler=lambda **arguments: shown(handler(**{**arguments, **imposed})))
 
 
 def call(address: str, op: str, timeout: float = 30.0, payload: bytes | None = None,
