@@ -98,6 +98,7 @@ class OwnThread(threading.Thread):
         except BaseException as exc:
             executor.died(exc)
         finally:
+            log_context.enter(None)   # run() here on a caller's thread (tests) leaves none
             executor.ended()
 
 
