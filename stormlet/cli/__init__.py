@@ -9,6 +9,7 @@ per group of commands:
     events.py    stormlet events: a topology's event history
     log.py       stormlet log create | append | describe
     logs.py      stormlet logs: a topology's worker logs across the cluster
+    workers.py   stormlet stack | profile | restart-worker: one worker looked into, or restarted
     failed.py    stormlet failed ls | show | convert
     replay.py    stormlet replay
     secret.py    stormlet secret generate
@@ -49,6 +50,7 @@ from .logs import logs
 from .replay import replay
 from .secret import secret
 from .worker import worker
+from .workers import profile, restart_worker, stack
 
 
 @click.group()
@@ -64,5 +66,5 @@ def main(log_level: str) -> None:
 
 for _command in (local, nimbus, supervisor, worker, inspect, submit, list_command, errors, kill,
                  activate, deactivate, rebalance, ui, failed, log_group, backfill, replay,
-                 secret, blob, events, logs):
+                 secret, blob, events, logs, stack, profile, restart_worker):
     main.add_command(_command)

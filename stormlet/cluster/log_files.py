@@ -6,6 +6,9 @@ Under a daemon's data directory, ``logs/`` holds (Storm's ``workers-artifacts`` 
     logs/workers/<topology id>/<port>/worker.log    a worker's log, rotated: worker.log.1 ... .N
     logs/workers/<topology id>/<port>/worker.out    its process's raw stdout and stderr (.1)
     logs/workers/<topology id>/<port>/samples.jsonl its sampled tuples (.1)
+    logs/workers/<topology id>/<port>/stacks.txt    its threads' stacks, the last dump asked for
+    logs/workers/<topology id>/<port>/profile-<UTC time>.svg   its last CPU profiles, as flame
+                                                    graphs (node_introspection.py keeps a few)
 
 A file is named by its path relative to ``logs/`` ("workers/wc-1764493200-a1b2c3/6700/worker.log"),
 the one thing readers send back. ``resolve`` refuses any name that is not a regular file under
@@ -30,9 +33,14 @@ WORKERS_DIR = "workers"
 WORKER_LOG = "worker.log"
 WORKER_OUT = "worker.out"
 SAMPLES = "samples.jsonl"
-# A file's kind, by its base name: a worker's log, its raw output, its samples; a daemon's log.
-LOG, OUT, SAMPLES_KIND, DAEMON = "log", "out", "samples", "daemon"
-_WORKER_KINDS = {WORKER_LOG: LOG, WORKER_OUT: OUT, SAMPLES: SAMPLES_KIND}
+STACKS = "stacks.txt"
+# A profile's file: PROFILE_PREFIX, its UTC time (PROFILE_TIME_FORMAT), PROFILE_SUFFIX.
+PROFILE_PREFIX, PROFILE_SUFFIX, PROFILE_TIME_FORMAT = "profile-", ".svg", "%Y%m%dT%H%M%SZ"
+# A file's kind, by its base name: a worker's log, its raw output, its samples, its last stack
+# dump, one of its profiles; a daemon's log.
+LOG, OUT, SAMPLES_KIND, STACKS_KIND, PROFILE, DAEMON = (
+    "log", "out", "samples", "stacks", "profile", "daemon")
+_WORKER_KINDS = {WORKER_LOG: LOG, WORKER_OUT: OUT, SAMPLES: SAMPLES_KIND, STACKS: STACKS_KIND}
 DAEMON_SUFFIX = ".log"
 # The most one read returns.
 MAX_READ_BYTES = 1024 * 1024
@@ -61,6 +69,16 @@ def worker_out_file(log_dir: Path) -> Path:
 
 def samples_file(log_dir: Path) -> Path:
     return log_dir / SAMPLES
+
+
+def profile_file_name(when: float) -> str:
+    """The base name of a profile taken at ``when`` (epoch seconds): names sort by time."""
+    return f"{PROFILE_PREFIX}{time.strftime(PROFILE_TIME_FORMAT, time.gmtime(when))}{PROFILE_SUFFIX}"
+
+
+def is_profile_name(base: str) -> bool:
+    return (base.startswith(PROFILE_PREFIX) and base.endswith(PROFILE_SUFFIX)
+            and len(base) > len(PROFILE_PREFIX) + len(PROFILE_SUFFIX) and "/" not in base)
 
 
 def daemon_log_file(data_dir: str | Path, role: str) -> Path:
@@ -105,6 +123,8 @@ def identify(name: str) -> LogFile | None:
     parts = name.split("/")
     if len(parts) == 4 and parts[0] == WORKERS_DIR and is_topology_id(parts[1]) \
             and parts[2].isdigit():
+        if is_profile_name(parts[3]):   # never rotated: each is a file of its own
+            return LogFile(name, PROFILE, parts[1], int(parts[2]), None, 0)
         base, generation = _generation(parts[3])
         kind = _WORKER_KINDS.get(base)
         if kind is not None:

@@ -51,6 +51,7 @@ from .environments import (
 )
 from .errors import topology_error_summary, topology_errors
 from .events import EventService, history_answer, redact_history, slots_text
+from .introspection_service import IntrospectionService
 from .log_service import LogService, shown_to_readers
 from .metrics_store import MetricsStore
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
@@ -139,6 +140,9 @@ class Nimbus:
         self.blobs = BlobService(BlobStore(self.data_dir / "blobs"), lambda: self.state,
                                  self._require_leader, self.security, self.address)
         self.logs = LogService(lambda: self.state, self._find_any, self.security)
+        # Stack dumps, profiles and restarts of a topology's workers (introspection_service.py).
+        self.introspection = IntrospectionService(lambda: self.state, self._find_any,
+                                                  self.security, self.record_event)
         self.nimbus_id = nimbus_id or f"{host}-{port}-{uuid.uuid4().hex[:6]}"
         # Each topology's event history (events.py): what nimbus decides, and the read op.
         self.events = EventService(lambda: self.state, f"nimbus:{self.nimbus_id}")
@@ -338,6 +342,12 @@ class Nimbus:
             "logs_list": Op(self.logs.list, read, slow=True),
             "logs_read": Op(self.logs.read, read, slow=True, shown_to_others=shown_to_readers,
                             others_arguments={"redacted": True}),
+            # A worker looked into, through its supervisor (introspection_service.py): a
+            # profile is started here and taken on a thread of its own, then polled.
+            "worker_stacks": Op(self.introspection.stacks, admin, slow=True),
+            "worker_profile": Op(self.introspection.profile, admin),
+            "worker_profile_result": Op(self.introspection.profile_result, admin),
+            "worker_restart": Op(self.introspection.restart, admin, slow=True),
         }
 
     def _require_leader(self) -> None:

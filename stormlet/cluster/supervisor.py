@@ -17,7 +17,8 @@ reported as an error of the slot (memory_limit.py).
 A worker writes its own log, rotated, in its directory under ``DATA/logs/workers/`` (log_files.py,
 logging_setup.py); the supervisor sends the process's raw output beside it (``worker.out``).
 Its node service (node_service.py), whose address it registers in ZooKeeper, serves those files
-to nimbus (``stormlet logs``) and keeps them bounded.
+to nimbus (``stormlet logs``) and keeps them bounded; it also dumps a worker's stacks, profiles
+it and restarts it when nimbus asks (node_introspection.py).
 
 A ZooKeeper outage does not stop workers: the supervisor keeps the last assignment it read and
 only acts on what it can observe locally until ZooKeeper is back.
@@ -53,6 +54,7 @@ from .log_files import logs_dir, worker_log_dir, worker_out_file
 from .logging_setup import LOG_DIR_OPTION, LogSettings
 from .memory_limit import Overruns, overrun_text, resident_mb
 from .names import check_topology_id
+from .node_introspection import NodeIntrospection
 from .node_service import NodeService
 from .nimbus_client import fetch_code
 from .repeats import Repeats
@@ -161,6 +163,13 @@ class Supervisor:
             output_max_bytes=(log_settings or LogSettings()).max_bytes)
         # Restarts asked for (the node service's), carried out by the loop (_sync).
         self.restart_requests = Restarts()
+        # Stack dumps, profiles and restarts of its workers, for nimbus (node_introspection.py).
+        introspection = NodeIntrospection(
+            lambda port: self.workers.get(port),
+            lambda tid, port: worker_log_dir(self.data_dir, tid, port),
+            self.restart_worker, host)
+        for name, operation in introspection.operations().items():
+            self.node_service.add_operation(name, operation)
 
     def _stored_id(self) -> str:
         # The same node keeps its id across restarts, so nimbus sees it come back, not a stranger.

@@ -173,6 +173,15 @@ def check_profile_seconds(seconds: object) -> int:
     return int(seconds)
 
 
+def check_profile_rate(rate: object) -> int:
+    """``rate`` as a profile's samples a second, or ``IntrospectionError`` saying the bounds."""
+    if (isinstance(rate, bool) or not isinstance(rate, int)
+            or not 1 <= rate <= MAX_PROFILE_RATE):
+        raise IntrospectionError(f"a profile samples 1 to {MAX_PROFILE_RATE} times a second, "
+                                 f"not {rate!r}")
+    return rate
+
+
 def profile(pid: int, seconds: int, *, rate: int = DEFAULT_PROFILE_RATE, idle: bool = False,
             native: bool = False) -> bytes:
     """A CPU profile of worker ``pid`` over the next ``seconds`` (1 to 300), sampled ``rate``
@@ -182,10 +191,7 @@ def profile(pid: int, seconds: int, *, rate: int = DEFAULT_PROFILE_RATE, idle: b
     goes. ``native``: unwind C and Cython frames too (slower; Linux and a few other
     platforms). A worker that exits meanwhile gives the profile of its last moments."""
     seconds = check_profile_seconds(seconds)
-    if (isinstance(rate, bool) or not isinstance(rate, int)
-            or not 1 <= rate <= MAX_PROFILE_RATE):
-        raise IntrospectionError(f"a profile samples 1 to {MAX_PROFILE_RATE} times a second, "
-                                 f"not {rate!r}")
+    check_profile_rate(rate)
     _check_alive(pid)
     with _tracing(pid, wait=0), tempfile.TemporaryDirectory(prefix="stormlet-profile-") as tmp:
         output = Path(tmp) / "profile.svg"

@@ -37,13 +37,15 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from .log_files import STACKS
+
 log = logging.getLogger(__name__)
 
 # SIGUSR1's default action ends a process: a supervisor sends it only to a worker that has
 # installed this handler, which it reads in /proc (worker_introspection.catches_signal).
 STACKS_SIGNAL = signal.SIGUSR1
 # In the worker's log directory.
-STACKS_FILE = "stacks.txt"
+STACKS_FILE = STACKS
 
 # prctl(2) options of Linux's Yama security module (linux/prctl.h).
 _PR_SET_PTRACER = 0x59616D61
