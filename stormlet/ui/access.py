@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from flask import Flask, Response, g, jsonify, redirect, request
 
 SESSION_COOKIE = "stormlet_ui_session"
-# Where a request's check leaves whether it presented the token (see holds_admin_token).
-_ADMIN_FLAG = "stormlet_ui_admin"
+# Where a request's check leaves whether it presented the token (see holds_admin_token), and
+# whether it may do what an action may (see may_act).
+_ADMIN_FLAG, _ACT_FLAG = "stormlet_ui_admin", "stormlet_ui_may_act"
 LOGIN_PAGE = "/login.html"
 # Reachable without the token even when reads are protected: the sign-in itself.
 OPEN_PATHS = frozenset({LOGIN_PAGE, "/login", "/static/style.css", "/static/favicon.svg"})
@@ -81,6 +82,7 @@ class UiAccess:
             return Response("unknown Host\n", status=400, mimetype="text/plain")
         # _signed_in() is true of everyone when there is no token: that proves nothing.
         setattr(g, _ADMIN_FLAG, self.token is not None and self._signed_in())
+        setattr(g, _ACT_FLAG, self.token is None or getattr(g, _ADMIN_FLAG))
         if self.token is None or request.path in OPEN_PATHS:
             return None
         is_action = request.method == "POST"
@@ -106,6 +108,13 @@ def holds_admin_token() -> bool:
     """Whether the request being served presented the UI's access token (a bearer header or
     the session cookie), so may see a topology's credentials. False without a token."""
     return bool(g.get(_ADMIN_FLAG, False))
+
+
+def may_act() -> bool:
+    """Whether the request being served may do what an action (a POST) may: always on a UI
+    without a token, else only with it. For a read that is an action's result (a profile
+    asked for with a POST), which a reader without the token must not fetch either."""
+    return bool(g.get(_ACT_FLAG, False))
 
 
 def _with_security_headers(response: Response) -> Response:

@@ -19,6 +19,13 @@
     POST /api/v1/topology/<id>/activate | /deactivate
     POST /api/v1/topology/<id>/rebalance/<wait>   body {"workers": n, "executors": {comp: n}}
     POST /api/v1/topology/<id>/kill/<wait>
+    POST /api/v1/topology/<id>/worker/<host:port>/stacks    every thread's stack of one worker
+    POST /api/v1/topology/<id>/worker/<host:port>/profile   body {"seconds": n}: starts a CPU
+                                                  profile; {"profile": its id} at once
+    GET  /api/v1/topology/<id>/profile/<profile>[/svg]      its state; its flame graph (SVG)
+    POST /api/v1/topology/<id>/worker/<host:port>/restart   body {"reason": text}
+                                                  (these four: a cluster's workers only, the
+                                                  admin's: workers_api.py)
 
 Every POST must carry the header ``X-Requested-By: stormlet-ui`` (403 without it): a browser
 sends no custom header cross-origin without a CORS preflight, which this server never grants,
@@ -53,6 +60,7 @@ from ..redaction import redact_config, redact_errors
 from .access import holds_admin_token
 from .log_viewer import add_log_routes
 from .source import ActionRefused, SourceUnavailable, UiSource, UnknownTopology
+from .workers_api import add_worker_routes
 
 # Storm's ?window= values, and the snapshot's window keys they map to.
 WINDOWS = {"600": "600", "10800": "10800", "86400": "86400", ":all-time": "all", "all": "all"}
@@ -218,6 +226,7 @@ def api_blueprint(source: UiSource) -> Blueprint:
         source.kill(key, _wait(wait))
         return _done(key, "kill")
 
+    add_worker_routes(api, source, BadRequest)
     return api
 
 

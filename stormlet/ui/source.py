@@ -29,6 +29,10 @@ which one they show:
                       -> one read of one of them: nimbus's ``logs_read`` (``read``: offset,
                          length, from_end, inode, grep, component, task)
     activate(key), deactivate(key), rebalance(key, wait, workers, executors), kill(key, wait)
+    worker_stacks(key, worker, asked_by), worker_profile(key, worker, seconds, asked_by),
+    profile_result(profile, svg), worker_restart(key, worker, reason, asked_by)
+                      -> one worker ("HOST:PORT") looked into or restarted, on a cluster only
+                         (cluster/introspection_service.py says what each answers)
 
 ``key`` is a topology's id or its name. Failures are the exceptions below, each of which the API
 turns into one status code. Neither redacts what it returns for whoever reads the API: the API
@@ -86,6 +90,12 @@ class UiSource(Protocol):
     def rebalance(self, key: str, wait: float, workers: int | None,
                   executors: dict[str, int]) -> None: ...
     def kill(self, key: str, wait: float) -> None: ...
+    def worker_stacks(self, key: str, worker: str, asked_by: str) -> dict[str, Any]: ...
+    def worker_profile(self, key: str, worker: str, seconds: int,
+                       asked_by: str) -> dict[str, Any]: ...
+    def profile_result(self, profile: str, svg: bool) -> dict[str, Any]: ...
+    def worker_restart(self, key: str, worker: str, reason: str | None,
+                       asked_by: str) -> dict[str, Any]: ...
 
 
 class LocalSource:
@@ -227,6 +237,14 @@ class LocalSource:
         except BaseException as exc:   # handed to whoever waits on the kill
             future.set_exception(exc)
 
+    def _for_a_cluster(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        pid = os.getpid()
+        raise ActionRefused(f"worker stacks, profiles and restarts are for a cluster's workers: "
+                            f"a local topology runs in this process (pid {pid}); py-spy dump "
+                            f"--pid {pid} shows its threads")
+
+    worker_stacks = worker_profile = profile_result = worker_restart = _for_a_cluster
+
     def killed(self, name: str) -> Future | None:
         """The FinalReport of ``name``'s latest kill from the UI, or None if the UI did not
         kill it. Kept after the kill is done, for whoever waits on it (``stormlet local``)."""
@@ -246,11 +264,11 @@ class ClusterSource:
     def close(self) -> None:
         self.client.close()
 
-    def _call(self, op: str, **args: Any) -> Any:
+    def _call(self, op: str, timeout: float = 15, **args: Any) -> Any:
         from ..cluster.rpc import NimbusUnavailable, RpcError
 
         try:
-            return self.client.call(op, **args)
+            return self.client.call(op, timeout=timeout, **args)
         except NimbusUnavailable as exc:
             raise SourceUnavailable(str(exc)) from None
         except RpcError as exc:
@@ -341,6 +359,27 @@ class ClusterSource:
 
     def kill(self, key: str, wait: float) -> None:
         self._call("kill", name=self._name(key), wait=wait)
+
+    def worker_stacks(self, key: str, worker: str, asked_by: str) -> dict[str, Any]:
+        from ..cluster.introspection_service import CALL_SLACK_SECS, STACKS_CALL_SECS
+
+        return self._call("worker_stacks", STACKS_CALL_SECS + CALL_SLACK_SECS, name=key,
+                          worker=worker, asked_by=asked_by)
+
+    def worker_profile(self, key: str, worker: str, seconds: int,
+                       asked_by: str) -> dict[str, Any]:
+        return self._call("worker_profile", name=key, worker=worker, seconds=seconds,
+                          asked_by=asked_by)
+
+    def profile_result(self, profile: str, svg: bool) -> dict[str, Any]:
+        return self._call("worker_profile_result", profile=profile, svg=svg)
+
+    def worker_restart(self, key: str, worker: str, reason: str | None,
+                       asked_by: str) -> dict[str, Any]:
+        from ..cluster.introspection_service import CALL_SLACK_SECS, RESTART_CALL_SECS
+
+        return self._call("worker_restart", RESTART_CALL_SECS + CALL_SLACK_SECS, name=key,
+                          worker=worker, reason=reason, asked_by=asked_by)
 
 
 def _count(slots: Any) -> int:
