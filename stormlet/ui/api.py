@@ -20,8 +20,8 @@
     POST /api/v1/topology/<id>/rebalance/<wait>   body {"workers": n, "executors": {comp: n}}
     POST /api/v1/topology/<id>/kill/<wait>
     POST /api/v1/topology/<id>/worker/<host:port>/stacks    every thread's stack of one worker
-    POST /api/v1/topology/<id>/worker/<host:port>/profile   body {"seconds": n}: starts a CPU
-                                                  profile; {"profile": its id} at once
+    POST /api/v1/topology/<id>/worker/<host:port>/profile   body {"seconds": n, "idle": bool}:
+                                                  starts a CPU profile; {"profile": id} at once
     GET  /api/v1/topology/<id>/profile/<profile>[/svg]      its state; its flame graph (SVG)
     POST /api/v1/topology/<id>/worker/<host:port>/restart   body {"reason": text}
                                                   (these four: a cluster's workers only, the

@@ -29,7 +29,7 @@ which one they show:
                       -> one read of one of them: nimbus's ``logs_read`` (``read``: offset,
                          length, from_end, inode, grep, component, task)
     activate(key), deactivate(key), rebalance(key, wait, workers, executors), kill(key, wait)
-    worker_stacks(key, worker, asked_by), worker_profile(key, worker, seconds, asked_by),
+    worker_stacks(key, worker, asked_by), worker_profile(key, worker, seconds, idle, asked_by),
     profile_result(profile, svg), worker_restart(key, worker, reason, asked_by)
                       -> one worker ("HOST:PORT") looked into or restarted, on a cluster only
                          (cluster/introspection_service.py says what each answers)
@@ -91,7 +91,7 @@ class UiSource(Protocol):
                   executors: dict[str, int]) -> None: ...
     def kill(self, key: str, wait: float) -> None: ...
     def worker_stacks(self, key: str, worker: str, asked_by: str) -> dict[str, Any]: ...
-    def worker_profile(self, key: str, worker: str, seconds: int,
+    def worker_profile(self, key: str, worker: str, seconds: int, idle: bool,
                        asked_by: str) -> dict[str, Any]: ...
     def profile_result(self, profile: str, svg: bool) -> dict[str, Any]: ...
     def worker_restart(self, key: str, worker: str, reason: str | None,
@@ -366,10 +366,10 @@ class ClusterSource:
         return self._call("worker_stacks", STACKS_CALL_SECS + CALL_SLACK_SECS, name=key,
                           worker=worker, asked_by=asked_by)
 
-    def worker_profile(self, key: str, worker: str, seconds: int,
+    def worker_profile(self, key: str, worker: str, seconds: int, idle: bool,
                        asked_by: str) -> dict[str, Any]:
         return self._call("worker_profile", name=key, worker=worker, seconds=seconds,
-                          asked_by=asked_by)
+                          idle=idle, asked_by=asked_by)
 
     def profile_result(self, profile: str, svg: bool) -> dict[str, Any]:
         return self._call("worker_profile_result", profile=profile, svg=svg)

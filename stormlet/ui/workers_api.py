@@ -2,8 +2,10 @@
 looked into or restarted, through nimbus (cluster/introspection_service.py), on a cluster only.
 
     POST /api/v1/topology/<id>/worker/<host:port>/stacks     every thread's stack now
-    POST /api/v1/topology/<id>/worker/<host:port>/profile    body {"seconds": n}: starts a CPU
-                                                             profile, answers its id at once
+    POST /api/v1/topology/<id>/worker/<host:port>/profile    body {"seconds": n, "idle": bool}:
+                                                             starts a CPU profile (with idle,
+                                                             waiting threads' samples too),
+                                                             answers its id at once
     GET  /api/v1/topology/<id>/profile/<profile>             its state: running, done, failed
     GET  /api/v1/topology/<id>/profile/<profile>/svg         its flame graph, once done
     POST /api/v1/topology/<id>/worker/<host:port>/restart    body {"reason": text}
@@ -45,7 +47,10 @@ def add_worker_routes(api: Blueprint, source: UiSource, bad_request: type[Except
             seconds = check_profile_seconds(body.get("seconds"))
         except IntrospectionError as exc:
             raise bad_request(str(exc)) from None
-        answer = source.worker_profile(key, worker, seconds, _asked_by())
+        idle = body.get("idle", False)
+        if not isinstance(idle, bool):
+            raise bad_request(f"idle must be true or false, not {idle!r}")
+        answer = source.worker_profile(key, worker, seconds, idle, _asked_by())
         return jsonify(**_place(answer), profile=answer["profile"], seconds=answer["seconds"])
 
     @api.get("/topology/<key>/profile/<profile>")

@@ -101,15 +101,19 @@ Workers.profile = async function (worker) {
   const form = UI.el("div", {class: "form"},
     UI.el("label", {class: "field"}, "Seconds",
           UI.el("input", {id: "profile-seconds", type: "number", min: 1, max: 300, step: 1,
-                          value: Workers.DEFAULT_SECONDS})));
+                          value: Workers.DEFAULT_SECONDS})),
+    UI.el("label", {class: "check"},
+          UI.el("input", {id: "profile-idle", type: "checkbox"}),
+          " waiting threads too (where time goes, not only the CPU)"));
   if (!await UI.confirm("Profile", `Profile worker ${worker} with py-spy? It samples every ` +
                         "thread for the seconds below (the worker pauses a moment each time).",
                         form)) return;
   const seconds = Number(document.getElementById("profile-seconds").value);
+  const idle = document.getElementById("profile-idle").checked;
   const title = `Profile of worker ${worker}`;
   let started;
   try {
-    started = await UI.post(Workers.workerApi(worker, "profile"), {seconds});
+    started = await UI.post(Workers.workerApi(worker, "profile"), {seconds, idle});
   } catch (e) {
     Workers.failed(title, e);
     return;
