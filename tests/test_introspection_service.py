@@ -168,7 +168,8 @@ def test_a_profile_runs_on_its_own_thread_and_its_flame_graph_is_polled_for(clus
     # Kept among the worker's files: the log reading path lists and reads it.
     kept = [f for f in cluster.node.list_files(TID) if f["kind"] == PROFILE_KIND]
     assert [f["name"] for f in kept] == [done["file"]] and kept[0]["size"] == done["size"]
-    assert cluster.node.read_file(done["file"])["data"].startswith(b"<?xml")
+    read = cluster.node.read_file(done["file"])
+    assert read["eof"] and read["data"] == done["svg"] and done["svg"].endswith(b"</svg>\n")
     [(_tid, kind, text, detail)] = cluster.events
     assert kind == PROFILE and text.startswith(
         f"worker 127.0.0.1:6700 (pid {cluster.target.pid}) profiled for 1 s, asked by alice: "

@@ -114,7 +114,8 @@ class NodeIntrospection:
         pid = worker.process.pid
         log.info("profiling worker %s:%d of %s (pid %d) for %d s%s", self.host, port,
                  topology_id, pid, seconds, _by(asked_by))
-        svg = profile(pid, seconds, rate=rate, idle=bool(idle), native=bool(native))
+        svg = _whole_lines(profile(pid, seconds, rate=rate, idle=bool(idle),
+                                   native=bool(native)))
         directory = self._log_dir(topology_id, port)
         path = keep_profile(directory, svg, time.time())
         return {"topology_id": topology_id, "port": port, "pid": pid,
@@ -146,6 +147,12 @@ def keep_profile(directory: Path, svg: bytes, when: float) -> Path:
     for old in kept[:-PROFILES_KEPT]:
         old.unlink(missing_ok=True)
     return path
+
+
+def _whole_lines(svg: bytes) -> bytes:
+    """``svg`` ending with a newline, as py-spy's does not: the log reading path hands out whole
+    lines only (log_search.whole_records), and would keep its last one back."""
+    return svg if svg.endswith(b"\n") else svg + b"\n"
 
 
 def one_line(text: object, what: str) -> str:
