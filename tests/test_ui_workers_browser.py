@@ -7,11 +7,11 @@ browser to sign in. Every test also fails on a JavaScript error in the page's co
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
+from browser_support import chromium, require_browser, watched_page
 from cluster_support import LEDGER, after_test, serve_cluster, wait_until
 from zookeeper_server import zookeeper_available
 
@@ -21,19 +21,12 @@ from stormlet.ui.access import UiAccess
 from stormlet.ui.app import serve
 from stormlet.ui.source import ClusterSource
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync"]
-
-if not CHROMIUM.exists() and os.environ.get("STORMLET_REQUIRE_BROWSER") != "1":
-    pytest.skip(f"{CHROMIUM} is missing: run deploy/chromium.sh (or set "
-                f"STORMLET_REQUIRE_BROWSER=1 to make this a failure)", allow_module_level=True)
+require_browser()
 if not zookeeper_available():
     pytest.skip("ZooKeeper is not installed: run deploy/zookeeper.sh install",
                 allow_module_level=True)
 
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 NAME = "looked"
 # The table is drawn again on every refresh: slowly here, so that a click finds its button.
@@ -80,33 +73,20 @@ def _after(request, cluster):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    with chromium() as browser:
         yield browser
-        browser.close()
-
-
-def new_page(browser, server) -> tuple[Page, list[str]]:
-    context = browser.new_context(base_url=server.url, viewport={"width": 1280, "height": 900},
-                                  accept_downloads=True)
-    page = context.new_page()
-    problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda exc: problems.append(str(exc)))
-    return page, problems
 
 
 @pytest.fixture
 def page(browser, ui):
     """A page signed in with the UI's token."""
     server, token = ui
-    page, problems = new_page(browser, server)
-    page.goto("/login.html")
-    page.fill("input[name=token]", token)
-    page.click("button[type=submit], input[type=submit]")
-    page.wait_for_url(re.compile(r"/index\.html"))
-    yield page
-    page.context.close()
+    with watched_page(browser, server.url) as (page, problems):
+        page.goto("/login.html")
+        page.fill("input[name=token]", token)
+        page.click("button[type=submit]")
+        page.wait_for_url(re.compile(r"/index\.html"))
+        yield page
     assert problems == [], f"errors in the page's console: {problems}"
 
 
@@ -169,9 +149,7 @@ def test_restart_after_confirmation_gives_the_slot_a_new_worker(page, cluster):
 
 def test_without_the_token_stack_sends_the_browser_to_sign_in(browser, ui):
     server, _token = ui
-    page, _problems = new_page(browser, server)   # its 401 is logged in the console: expected
-    try:
+    # Its refused request shows in the console as an error: expected here.
+    with watched_page(browser, server.url) as (page, _problems):
         worker_row(page).locator('button[data-action="stack"]').click()
         page.wait_for_url(re.compile(r"/login\.html"), timeout=15_000)
-    finally:
-        page.context.close()
