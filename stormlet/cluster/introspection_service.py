@@ -50,7 +50,8 @@ from typing import Any, Callable
 from . import rpc
 from .events import RESTART_ASKED as _RESTART_CAUSE
 from .node_introspection import PROFILE_OP, RESTART_OP, STACKS_OP, one_line
-from .security import DAEMON_USER, Security
+from .node_service import call_node
+from .security import Security
 from .worker_introspection import (
     DEFAULT_PROFILE_RATE,
     DEFAULT_RESTART_TIMEOUT_SECS,
@@ -355,21 +356,12 @@ class IntrospectionService:
     def _call(self, slot: WorkerSlot, op: str, timeout: float, **args: Any) -> Any:
         """``op`` on the node service of ``slot``'s supervisor; RpcError saying which node and
         why."""
-        where = f"{slot.host} (supervisor {slot.supervisor})"
         info = self._state().supervisors().get(slot.supervisor)
         if info is None:
-            raise rpc.RpcError(f"{where}, which runs worker {slot.where}, is not running")
-        address = info.get("service")
-        if not isinstance(address, str):
-            raise rpc.RpcError(f"{where} runs no node service: a stormlet too old to look "
-                               f"into its workers")
-        try:
-            return rpc.call(address, op, timeout=timeout,
-                            credentials=self.security.rpc_client_keys(DAEMON_USER), **args)
-        except rpc.NimbusUnavailable:
-            raise rpc.RpcError(f"{where} did not answer within {timeout:g} s") from None
-        except rpc.RpcError as exc:
-            raise rpc.RpcError(f"{where}: {exc}") from None
+            raise rpc.RpcError(f"{slot.host} (supervisor {slot.supervisor}), which runs worker "
+                               f"{slot.where}, is not running")
+        return call_node(self.security, slot.supervisor, {**info, "host": slot.host}, op,
+                         timeout, "look into its workers", **args)
 
     def _event(self, slot: WorkerSlot, kind: str, text: str, who: str,
                **detail: Any) -> None:

@@ -32,7 +32,8 @@ from ..redaction import redact_text
 from . import rpc
 from .log_files import DAEMON, MAX_READ_BYTES, identify
 from .names import is_topology_id
-from .security import DAEMON_USER, Security
+from .node_service import call_node
+from .security import Security
 from .zk_state import ClusterState, assigned_executors
 
 log = logging.getLogger(__name__)
@@ -118,19 +119,8 @@ class LogService:
                 "port": described.port}
 
     def _call(self, supervisor: str, info: dict, op: str, **args: Any) -> Any:
-        """``op`` on a supervisor's node service; RpcError saying which node and why."""
-        where = f"{info.get('host')} (supervisor {supervisor})"
-        address = info.get("service")
-        if not isinstance(address, str):
-            raise rpc.RpcError(f"{where} runs no node service: a stormlet too old to serve "
-                               f"its logs")
-        try:
-            return rpc.call(address, op, timeout=NODE_TIMEOUT_SECS,
-                            credentials=self.security.rpc_client_keys(DAEMON_USER), **args)
-        except rpc.NimbusUnavailable:
-            raise rpc.RpcError(f"{where} did not answer within {NODE_TIMEOUT_SECS:g} s") from None
-        except rpc.RpcError as exc:
-            raise rpc.RpcError(f"{where}: {exc}") from None
+        return call_node(self.security, supervisor, info, op, NODE_TIMEOUT_SECS,
+                         "serve its logs", **args)
 
 
 def shown_to_readers(answer: dict[str, Any]) -> dict[str, Any]:

@@ -54,7 +54,7 @@ from .log_files import (
 from .log_search import RecordFilter, select, whole_records
 from .names import check_topology_id
 from .repeats import Repeats
-from .security import Security
+from .security import DAEMON_USER, Security
 
 log = logging.getLogger(__name__)
 
@@ -205,3 +205,22 @@ class NodeService:
                                       type(exc).__name__, exc, HOUSEKEEPING_SECS)
             else:
                 self._repeats.clear("housekeeping")
+
+
+def call_node(security: Security, supervisor: str, info: dict, op: str, timeout: float,
+              purpose: str, **args: Any) -> Any:
+    """``op`` on the node service of ``supervisor`` (``info``: its record in ZooKeeper), as a
+    daemon: how nimbus reads a node's logs and looks into its workers for a user whose role it
+    checked. ``RpcError`` saying which node and why; ``purpose`` ends the message for a node
+    that serves nothing ("serve its logs")."""
+    where = f"{info.get('host')} (supervisor {supervisor})"
+    address = info.get("service")
+    if not isinstance(address, str):
+        raise rpc.RpcError(f"{where} runs no node service: a stormlet too old to {purpose}")
+    try:
+        return rpc.call(address, op, timeout=timeout,
+                        credentials=security.rpc_client_keys(DAEMON_USER), **args)
+    except rpc.NimbusUnavailable:
+        raise rpc.RpcError(f"{where} did not answer within {timeout:g} s") from None
+    except rpc.RpcError as exc:
+        raise rpc.RpcError(f"{where}: {exc}") from None
