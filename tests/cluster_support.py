@@ -209,6 +209,20 @@ class LoopbackCluster(Cluster):
         self.zk.stop(hard=True)
 
 
+def stormlet_command(*args: str) -> list[str]:
+    """The ``stormlet`` command line with ``args``, as a test runs it (its own warnings only)."""
+    return [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", *args]
+
+
+def new_secret_file(directory: Path) -> Path:
+    """A cluster secret made by ``stormlet secret generate`` in ``directory``."""
+    path = directory / "cluster.secret"
+    result = subprocess.run(stormlet_command("secret", "generate", str(path)),
+                            capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    return path
+
+
 def serve_cluster(base: Path, nimbuses: int = 1, supervisors: dict[str, int] | None = None,
                   secret_file: Path | None = None) -> Iterator[LoopbackCluster]:
     """For a module fixture: ``yield from serve_cluster(base, 2, {"s1": 2})`` yields a cluster

@@ -9,12 +9,18 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
-from cluster_support import REPO, after_test, serve_cluster, wait_until
+from cluster_support import (
+    REPO,
+    after_test,
+    new_secret_file,
+    serve_cluster,
+    stormlet_command as stormlet,
+    wait_until,
+)
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.log_files import daemon_log_file, worker_log_dir, worker_log_file
@@ -25,17 +31,9 @@ pytestmark = pytest.mark.skipif(not zookeeper_available(),
 TALKER = Path(__file__).resolve().parent / "cluster_topologies" / "talker.py"
 
 
-def stormlet(*args: str) -> list[str]:
-    return [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", *args]
-
-
 @pytest.fixture(scope="module")
 def secret_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("secret") / "cluster.secret"
-    result = subprocess.run(stormlet("secret", "generate", str(path)), capture_output=True,
-                            text=True, cwd=REPO)
-    assert result.returncode == 0, result.stderr
-    return path
+    return new_secret_file(tmp_path_factory.mktemp("secret"))
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import zmq
-from cluster_support import LEDGER, REPO, serve_cluster, wait_until
+from cluster_support import LEDGER, REPO, new_secret_file, serve_cluster, wait_until
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster import rpc
@@ -42,10 +42,7 @@ def stormlet(*args: str, env: dict | None = None) -> subprocess.CompletedProcess
 
 @pytest.fixture(scope="module")
 def secret_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("secret") / "cluster.secret"
-    result = stormlet("secret", "generate", str(path))
-    assert result.returncode == 0, result.stderr
-    return path
+    return new_secret_file(tmp_path_factory.mktemp("secret"))
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,19 @@ from __future__ import annotations
 import getpass
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from cluster_support import LEDGER, REPO, acked_ids, after_test, serve_cluster, wait_until
+from cluster_support import (
+    LEDGER,
+    REPO,
+    acked_ids,
+    after_test,
+    new_secret_file,
+    serve_cluster,
+    stormlet_command as stormlet,
+    wait_until,
+)
 from test_cluster_events import history, in_order
 from zookeeper_server import zookeeper_available
 
@@ -24,17 +32,9 @@ MESSAGES = 30_000
 RATE = 500   # a second, per spout task: two tasks, about 30 s of messages
 
 
-def stormlet(*args: str) -> list[str]:
-    return [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", *args]
-
-
 @pytest.fixture(scope="module")
 def secret_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("secret") / "cluster.secret"
-    result = subprocess.run(stormlet("secret", "generate", str(path)), capture_output=True,
-                            text=True, cwd=REPO)
-    assert result.returncode == 0, result.stderr
-    return path
+    return new_secret_file(tmp_path_factory.mktemp("secret"))
 
 
 @pytest.fixture(scope="module")

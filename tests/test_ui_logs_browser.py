@@ -11,13 +11,11 @@ error in the page's console."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from browser_support import chromium, require_browser, watched_page
-from cluster_support import REPO, after_test, serve_cluster, wait_until
+from cluster_support import after_test, new_secret_file, serve_cluster, wait_until
 from ui_support import ui_cluster
 from zookeeper_server import zookeeper_available
 
@@ -47,11 +45,7 @@ REFRESH = "refresh=1"
 
 @pytest.fixture(scope="module")
 def secret_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("secret") / "cluster.secret"
-    result = subprocess.run([sys.executable, "-m", "stormlet.cli", "secret", "generate",
-                             str(path)], capture_output=True, text=True, cwd=REPO)
-    assert result.returncode == 0, result.stderr
-    return path
+    return new_secret_file(tmp_path_factory.mktemp("secret"))
 
 
 @pytest.fixture(scope="module")
