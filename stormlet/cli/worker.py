@@ -2,7 +2,7 @@
 
     python [OPTIONS] -m stormlet worker --zk HOSTS --zk-root ROOT --topology-id ID \\
         --supervisor-id SID --port PORT [--host HOST] [--bind ADDRESS] --code ENTRY_FILE \\
-        --heartbeat-file FILE [--state-dir DIR] [--cpu N]
+        --heartbeat-file FILE [--state-dir DIR] [--cpu N] [--log-dir DIR]
 
 (OPTIONS: the topology's ``topology.worker.childopts``, with its ``topology.environment`` in the
 environment: see supervisor.py.)
@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from ..cluster.cpu_pinning import CPU_OPTION, pin_this_process
+from ..cluster.log_files import LOG_DIR_OPTION
 from ..cluster.worker_command import PORT_OPTION
 from .options import ZK_SESSION_OPTION
 from .signals import run_until_signal
@@ -44,9 +45,11 @@ from .signals import run_until_signal
               help="the embedded state store's directory, unless the topology names one")
 @click.option(CPU_OPTION, "cpu", type=int, default=None,
               help="the one CPU to run on (its supervisor's choice: see cpu_pinning.py)")
+@click.option(LOG_DIR_OPTION, "log_dir", type=click.Path(path_type=Path), default=None,
+              help="this worker's directory of files (its tuple samples: see log_files.py)")
 def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: int, host: str,
            bind: str | None, code: Path, heartbeat_file: Path, zk_session_timeout: float,
-           state_dir: Path | None, cpu: int | None) -> None:
+           state_dir: Path | None, cpu: int | None, log_dir: Path | None) -> None:
     """Run one worker of a topology (supervisors start these)."""
     from ..cluster.project_files import project_directory
     from ..cluster.security import Security, SecurityError, restrict_new_files
@@ -59,6 +62,7 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     # this command was given, before we move there.
     code, heartbeat_file = code.resolve(), heartbeat_file.resolve()
     state_dir = state_dir.resolve() if state_dir is not None else None
+    log_dir = log_dir.resolve() if log_dir is not None else None
     os.chdir(project_directory(code))
 
     # Every line says which worker: one supervisor's log directory holds several workers' logs.
@@ -72,7 +76,7 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     except SecurityError as exc:
         raise SystemExit(str(exc)) from None
     daemon = Worker(zk, zk_root, topology_id, supervisor_id, port, host, code, heartbeat_file,
-                    security, bind, state_dir, zk_session_timeout)
+                    security, bind, state_dir, zk_session_timeout, log_dir=log_dir)
     try:
         run_until_signal(daemon, end=daemon.end, ended=daemon.wait)
     except NotAssigned as exc:   # from start: nothing was started

@@ -56,6 +56,7 @@ from .scheduler import (
 )
 from .nimbus_client import fetch_code
 from .repeats import Repeats
+from .runtime_settings import RuntimeSettings
 from .security import Security, check_bind_address
 from .tenure import next_assignment
 from .zk_state import (
@@ -130,6 +131,10 @@ class Nimbus:
         self._repeats = Repeats(log)
         self._live_since: dict[str, float] = {}   # supervisor -> since when this nimbus saw it
         self.metrics_store = MetricsStore()
+        # Log levels and tuple sampling while a topology runs (runtime_settings.py).
+        self.runtime_settings = RuntimeSettings(lambda: self.state, self._require_leader,
+                                                self._lock, self._find_any, self.record_event,
+                                                self.metrics)
         self.environments = Environments(environments)
         self._environments_cleaned = time.monotonic()
         # The topologies whose workers nimbus admits (with security on). Kept current by the
@@ -296,7 +301,11 @@ class Nimbus:
             "blob_delete": Op(self.blobs.delete, admin),
             "blob_list": Op(self.blobs.list, read),
             "get_blob_chunk": Op(self.blobs.get_chunk, rpc.DAEMON),
+            **self.runtime_settings.operations(),
         }
+
+    def record_event(self, topology_id: str, kind: str, text: str, **detail: Any) -> None:
+        pass  # events.py fills this in
 
     def _require_leader(self) -> None:
         if not self.is_leader.is_set():
@@ -603,6 +612,7 @@ class Nimbus:
                     self._code_path(tid).unlink(missing_ok=True)
                 log.info("removed killed topology %s", tid)
                 continue
+            self.runtime_settings.expire(tid, record)
             assignment = assignments.get(tid)
             if assignment is None:
                 self._schedule(tid, record)

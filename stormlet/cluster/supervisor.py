@@ -43,6 +43,7 @@ from .cpu_pinning import CpuPinning
 from .environments import BuildError, Builds, Environments, EnvironmentSettings
 from .errors import cap_report, report_errors, unstarted_entry
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
+from .log_files import LOG_DIR_OPTION, worker_log_dir
 from .memory_limit import Overruns, overrun_text, resident_mb
 from .names import check_topology_id
 from .nimbus_client import fetch_code
@@ -468,6 +469,7 @@ class Supervisor:
             "--supervisor-id", self.supervisor_id, PORT_OPTION, str(port),
             "--host", self.host, "--bind", self.bind, "--code", str(entry),
             "--heartbeat-file", str(heartbeat),
+            LOG_DIR_OPTION, str(worker_log_dir(self.data_dir, tid, port).resolve()),
             # Outside the code directory: state outlives a topology instance.
             "--state-dir", str((self.data_dir / "state").resolve())])
         with open(logs / f"worker-{port}.log", "ab") as log_file:

@@ -9,6 +9,13 @@
     POST /api/v1/topology/<id>/activate | /deactivate
     POST /api/v1/topology/<id>/rebalance/<wait>   body {"workers": n, "executors": {comp: n}}
     POST /api/v1/topology/<id>/kill/<wait>
+    GET  /api/v1/topology/<id>/logconfig           log levels set while it runs (debug_api.py)
+    POST /api/v1/topology/<id>/logconfig           body {"namedLoggerLevels": {logger:
+                                                   {"target_level": "DEBUG", "timeout": 30}}}
+    GET  /api/v1/topology/<id>/debug               tuple sampling in force
+    POST /api/v1/topology/<id>[/component/<c>]/debug/<enable|disable>/<percent>
+                                                   body {"timeout": seconds}
+    GET  /api/v1/topology/<id>/component/<c>/samples?limit=N    sampled tuples, oldest first
 
 Every POST must carry the header ``X-Requested-By: stormlet-ui`` (403 without it): a browser
 sends no custom header cross-origin without a CORS preflight, which this server never grants,
@@ -33,6 +40,7 @@ from flask import Blueprint, Response, jsonify, request
 from ..metrics.views import component_stats, edge_rates, topology_stats, worker_stats
 from ..redaction import redact_config, redact_errors
 from .access import holds_admin_token
+from .debug_api import add_debug_routes
 from .source import ActionRefused, SourceUnavailable, UiSource, UnknownTopology
 
 # Storm's ?window= values, and the snapshot's window keys they map to.
@@ -175,6 +183,7 @@ def api_blueprint(source: UiSource) -> Blueprint:
         source.kill(key, _wait(wait))
         return _done(key, "kill")
 
+    add_debug_routes(api, source)
     return api
 
 

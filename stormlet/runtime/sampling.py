@@ -1,0 +1,206 @@
+"""Tuple sampling (``stormlet debug``): a share of the tuples a component emits is recorded
+while it runs, as Storm's event logger does (its docs/Eventlogging.md): when, which component,
+task and stream, the values, the tasks it went to, and the message id and root of a spout's
+emit (the roots of a bolt's).
+
+Off, it costs nothing: the collectors' emits are their own. On, a task's ``emit`` is swapped for
+its collector's ``sampled_emit`` (collector.py), which after each emit counts down to the next
+sample; the gaps are drawn from the geometric distribution, so each emit is sampled with the
+percentage's probability, independently, and no emit pays for a random number.
+
+A sample is made on the executor's thread, and only there is anything of the emit read: its
+values are copied, cut to a size (``shown_values``), so that a later change to the emitted list,
+a huge value or one JSON cannot hold never reaches a reader. Then it goes into two bounded
+buffers and the executor goes on; nothing here blocks or takes a lock:
+
+- the newest KEPT samples of each component, for ``stormlet debug --show`` and the UI;
+- samples not yet in the file (at most PENDING; beyond that the oldest are dropped, counted),
+  which the settings thread appends to ``samples.jsonl`` in the worker's log directory, one JSON
+  object a line, renamed to ``samples.jsonl.1`` once past MAX_FILE_BYTES (one old file kept).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# The newest samples kept in memory for each component.
+KEPT = 100
+# Samples waiting for the file: beyond this the oldest are dropped (the disk is too slow).
+PENDING = 10_000
+# samples.jsonl is renamed to samples.jsonl.1 (the one old file kept) past this size.
+MAX_FILE_BYTES = 16 * 1024 * 1024
+# The characters of a sample's values shown: the rest is cut, and the sample says so.
+VALUES_CHARS = 1024
+# A message id that is not a plain value is shown as its repr, cut to this.
+MSG_ID_CHARS = 200
+# What the reader of a truncated sample is told.
+CUT_NOTE = f"values cut to {VALUES_CHARS} characters"
+BYTES_NOTE = "bytes shown as their repr"
+
+
+class Sampler:
+    """The sampling of one task's emits at ``percent`` (0 < percent <= 100): the collector
+    calls ``take`` when its countdown (``gap``) runs out, and counts down anew from what it
+    returns. Only the task's executor thread calls it."""
+
+    def __init__(self, percent: float, component: str, task: int, sink: SampleSink,
+                 rng: random.Random | None = None):
+        self.percent = percent
+        self.component = component
+        self.task = task
+        self.sink = sink
+        self._rng = rng or random.Random(os.urandom(8))
+        self._log_keep = math.log1p(-percent / 100) if percent < 100 else 0.0
+
+    def gap(self) -> int:
+        """How many emits from here to the next sample (1: the next): geometric, so that
+        every emit is sampled with probability ``percent`` / 100."""
+        if not self._log_keep:
+            return 1
+        # 1 - random() is in (0, 1]: its log is finite.
+        return int(math.log(1.0 - self._rng.random()) / self._log_keep) + 1
+
+    def take(self, values: Any, stream: str, tasks: list[int], msg_id: Any,
+             roots: list[int] | None) -> int:
+        """Record one emit (``roots``: the tree roots the emitted tuple belongs to, None when
+        untracked); the gap to the next sample."""
+        shown, note = shown_values(values)
+        sample = {"time": time.time(), "component": self.component, "task": self.task,
+                  "stream": stream, "values": shown, "to_tasks": list(tasks)}
+        if msg_id is not None:
+            sample["msg_id"] = shown_id(msg_id)
+        if roots:
+            sample["roots"] = [f"{root:016x}" for root in roots]
+        if note:
+            sample["note"] = note
+        self.sink.add(sample)
+        return self.gap()
+
+
+def shown_values(values: Any) -> tuple[Any, str | None]:
+    """A copy of an emit's ``values`` that JSON holds, and what was changed to make it so (None:
+    nothing). Text past VALUES_CHARS in all is cut; bytes become their repr; a float that is
+    not finite, or anything else, its repr."""
+    budget = [VALUES_CHARS]
+    notes: set[str] = set()
+    shown = _shown(values, budget, notes)
+    return shown, "; ".join(sorted(notes)) or None
+
+
+def _shown(value: Any, budget: list[int], notes: set[str]) -> Any:
+    if budget[0] <= 0:
+        notes.add(CUT_NOTE)
+        return "..."
+    if value is None or isinstance(value, bool) or type(value) is int:
+        budget[0] -= 8
+        return value
+    if type(value) is float:
+        budget[0] -= 8
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, str):
+        return _cut(value, budget, notes)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        notes.add(BYTES_NOTE)
+        return _cut(repr(bytes(value[:VALUES_CHARS])), budget, notes)
+    if isinstance(value, (list, tuple)):
+        return [_shown(item, budget, notes) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _shown(item, budget, notes) for key, item in value.items()}
+    return _cut(repr(value), budget, notes)
+
+
+def _cut(text: str, budget: list[int], notes: set[str]) -> str:
+    if len(text) > budget[0]:
+        notes.add(CUT_NOTE)
+        text = text[:max(0, budget[0])] + "..."
+    budget[0] -= len(text)
+    return text
+
+
+def shown_id(msg_id: Any) -> Any:
+    """A spout's message id as JSON holds it."""
+    if msg_id is None or isinstance(msg_id, (bool, int, str)) or (
+            type(msg_id) is float and math.isfinite(msg_id)):
+        return msg_id if not isinstance(msg_id, str) else msg_id[:MSG_ID_CHARS]
+    return repr(msg_id)[:MSG_ID_CHARS]
+
+
+class SampleSink:
+    """Where a process's samples go: see the module docstring. ``add`` is the executors'
+    (any number of threads, no lock: each step is one operation on a deque or a dict, atomic
+    in CPython); ``write`` and ``latest`` are other threads'."""
+
+    def __init__(self, path: Path | None = None, kept: int = KEPT,
+                 max_file_bytes: int = MAX_FILE_BYTES):
+        self.path = path
+        self.kept = kept
+        self.max_file_bytes = max_file_bytes
+        self._latest: dict[str, deque[dict]] = {}
+        self._pending: deque[dict] | None = deque(maxlen=PENDING) if path is not None else None
+        self.dropped = 0   # samples the file never got (approximate: threads race on it)
+        self._write_failed = False
+
+    def add(self, sample: dict) -> None:
+        latest = self._latest.get(sample["component"])
+        if latest is None:
+            latest = self._latest.setdefault(sample["component"], deque(maxlen=self.kept))
+        latest.append(sample)
+        pending = self._pending
+        if pending is not None:
+            if len(pending) == PENDING:
+                self.dropped += 1
+            pending.append(sample)
+
+    def components(self) -> list[str]:
+        """The components that have samples."""
+        return list(self._latest)
+
+    def latest(self, component: str | None = None, limit: int = KEPT,
+               since: float = 0.0) -> list[dict]:
+        """The newest ``limit`` samples (of ``component``, or of all), taken after ``since``
+        (epoch seconds), oldest first."""
+        groups = ([self._latest.get(component, ())] if component is not None
+                  else list(self._latest.values()))
+        found = [s for group in groups for s in list(group) if s["time"] > since]
+        found.sort(key=lambda s: s["time"])
+        return found[-limit:] if limit > 0 else []
+
+    def write(self) -> int:
+        """Append the pending samples to the file (rotating it past its size); how many."""
+        pending = self._pending
+        if pending is None or not pending:
+            return 0
+        lines = []
+        while pending:
+            try:
+                lines.append(json.dumps(pending.popleft(), allow_nan=False, default=repr))
+            except (IndexError, ValueError):
+                break
+        if not lines:
+            return 0
+        assert self.path is not None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists() and self.path.stat().st_size >= self.max_file_bytes:
+                os.replace(self.path, self.path.with_name(self.path.name + ".1"))
+            with open(self.path, "a", encoding="utf-8") as out:
+                out.write("\n".join(lines) + "\n")
+            self._write_failed = False
+        except OSError as exc:
+            self.dropped += len(lines)
+            if not self._write_failed:   # one line a run of failures, not one a pass
+                self._write_failed = True
+                log.warning("could not write tuple samples to %s: %s; they are kept in "
+                            "memory only until it works again", self.path, exc)
+            return 0
+        return len(lines)
