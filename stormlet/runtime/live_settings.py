@@ -36,8 +36,11 @@ ALL_COMPONENTS = "*"
 # The most loggers one topology may have set at once.
 MAX_LOGGERS = 100
 # How often the settings thread looks for executors started since (a worker taking on more)
-# and writes the samples made since to their file.
+# and writes the samples made since to their file; while sampling is on, every
+# SAMPLING_TICK_SECS, so that even 100 % of a fast component's emits fit the buffer between
+# two writes (sampling.PENDING).
 TICK_SECS = 1.0
+SAMPLING_TICK_SECS = 0.1
 # A worker's metrics report carries the newest samples of each component, made in the last
 # REPORTED_SECS: what nimbus answers ``samples`` with until it can read the files.
 REPORTED = 20
@@ -227,10 +230,11 @@ class LiveSettings:
     def _run(self) -> None:
         while not self._stopping.is_set():
             with self._lock:
-                ends = next_expiry(in_force(self._log_levels, self.clock()),
-                                   in_force(self._sampling, self.clock()))
-            wait = TICK_SECS if ends is None else min(TICK_SECS, max(0.0, ends - self.clock()))
-            self._wake.wait(wait)
+                now = self.clock()
+                sampling = in_force(self._sampling, now)
+                ends = next_expiry(in_force(self._log_levels, now), sampling)
+            tick = SAMPLING_TICK_SECS if sampling else TICK_SECS
+            self._wake.wait(tick if ends is None else min(tick, max(0.0, ends - self.clock())))
             self._wake.clear()
             try:
                 with self._lock:

@@ -39,6 +39,8 @@ KEPT = 100
 PENDING = 10_000
 # samples.jsonl is renamed to samples.jsonl.1 (the one old file kept) past this size.
 MAX_FILE_BYTES = 16 * 1024 * 1024
+# Dropped samples are logged at most once in this long.
+DROPPED_NOTE_SECS = 60.0
 # The characters of a sample's values shown: the rest is cut, and the sample says so.
 VALUES_CHARS = 1024
 # A message id that is not a plain value is shown as its repr, cut to this.
@@ -148,6 +150,8 @@ class SampleSink:
         self._latest: dict[str, deque[dict]] = {}
         self._pending: deque[dict] | None = deque(maxlen=PENDING) if path is not None else None
         self.dropped = 0   # samples the file never got (approximate: threads race on it)
+        self._dropped_said = 0   # the count last logged, and when
+        self._dropped_said_at = 0.0
         self._write_failed = False
 
     def add(self, sample: dict) -> None:
@@ -177,6 +181,7 @@ class SampleSink:
 
     def write(self) -> int:
         """Append the pending samples to the file (rotating it past its size); how many."""
+        self._note_dropped()
         pending = self._pending
         if pending is None or not pending:
             return 0
@@ -204,3 +209,12 @@ class SampleSink:
                             "memory only until it works again", self.path, exc)
             return 0
         return len(lines)
+
+    def _note_dropped(self) -> None:
+        """One line, at most every DROPPED_NOTE_SECS, when samples were dropped since."""
+        now = time.monotonic()
+        if self.dropped > self._dropped_said and now - self._dropped_said_at >= DROPPED_NOTE_SECS:
+            log.warning("%d tuple samples were not written to %s (so far): they came faster "
+                        "than the file took them; sample a smaller percentage",
+                        self.dropped, self.path)
+            self._dropped_said, self._dropped_said_at = self.dropped, now

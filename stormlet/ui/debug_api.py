@@ -104,7 +104,12 @@ def _debug(source: UiSource, key: str, component: str | None, action: str,
     percent = None
     if action == "enable":
         try:
-            percent = live.check_percent(float(percent_text))
+            try:
+                percent = float(percent_text)
+            except ValueError:
+                raise ValueError(f"the sampling percentage must be a number more than 0 and at "
+                                 f"most 100, got {percent_text!r}") from None
+            percent = live.check_percent(percent)
             seconds = check_seconds(timeout, "sampling")
         except ValueError as exc:
             raise BadSetting(str(exc)) from None
