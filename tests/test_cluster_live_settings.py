@@ -3,7 +3,8 @@
 operator drives it: ``stormlet set-log-level`` makes a bolt's DEBUG lines appear in its worker's
 log and stop when the time runs out (or at once when cleared); ``stormlet debug`` samples a
 component's emitted tuples, which its worker writes to samples.jsonl and ``stormlet debug
---show`` prints; read-only credentials may look, not change."""
+--show`` prints; read-only credentials may look, not change; the UI on the cluster makes the
+same changes and shows the samples, with its token."""
 
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ from cluster_topologies import chatty
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.log_files import SAMPLES_FILE
+from stormlet.cluster.nimbus_client import NimbusClient
+from stormlet.cluster.security import Security
+from stormlet.ui.access import UiAccess
+from stormlet.ui.app import serve
+from stormlet.ui.source import ClusterSource
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
@@ -173,3 +179,45 @@ def test_debug_samples_a_components_tuples_into_its_workers_file_and_shows_them(
 
     # It ends by itself, on the worker's clock.
     wait_until(spout_samples_stopped, 20, "the spout's sampling to end after its 3 s")
+
+
+def test_the_ui_on_the_cluster_changes_them_with_its_token_and_shows_the_samples(
+        cluster, running, secret_file):
+    from ui_support import request
+
+    security = Security.load(secret_file)
+    source = ClusterSource(NimbusClient(cluster.zk.hosts, security=security))
+    token = security.ui_token()
+    server = serve(source, "127.0.0.1", 0, access=UiAccess.for_host("127.0.0.1", token=token))
+    signed = {"Content-Type": "application/json", "X-Requested-By": "stormlet-ui",
+              "Authorization": f"Bearer {token}"}
+    debug = "/api/v1/topology/chatty/component/chatty/debug"
+    try:
+        assert request(server, f"{debug}/enable/100", "POST", {})[0] == 401
+        status, reply = request(server, f"{debug}/enable/100", "POST", {"timeout": 60},
+                                headers=signed)
+        assert status == 200 and reply["sampling"]["chatty"]["percent"] == 100, reply
+        samples = "/api/v1/topology/chatty/component/chatty/samples?limit=5"
+        wait_until(lambda: len(request(server, samples)[1]["samples"]) == 5, 20,
+                   "the UI to show the worker's samples")
+        rows = request(server, samples)[1]["samples"]
+        assert all(r["host"] == "127.0.0.1" and r["values"][0].startswith("WORD") for r in rows)
+        status, _ = request(server, f"{debug}/disable/0", "POST", {}, headers=signed)
+        assert status == 200
+
+        levels = {"namedLoggerLevels": {chatty.CHATTY_LOGGER: {"target_level": "DEBUG",
+                                                               "timeout": 30}}}
+        status, reply = request(server, "/api/v1/topology/chatty/logconfig", "POST", levels,
+                                headers=signed)
+        assert status == 200, reply
+        shown = request(server, "/api/v1/topology/chatty/logconfig")[1]["namedLoggerLevels"]
+        assert shown[chatty.CHATTY_LOGGER]["target_level"] == "DEBUG"
+        before = chatty_lines(cluster)
+        wait_until(lambda: chatty_lines(cluster) > before + 5, 20, "the bolt's debug lines")
+        clear = {"namedLoggerLevels": {chatty.CHATTY_LOGGER: {"target_level": None}}}
+        assert request(server, "/api/v1/topology/chatty/logconfig", "POST", clear,
+                       headers=signed)[0] == 200
+        wait_until(lambda: quiet(cluster), 10, "the debug lines to stop")
+    finally:
+        server.stop()
+        source.close()

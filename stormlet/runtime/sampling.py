@@ -28,6 +28,7 @@ import os
 import random
 import time
 from collections import deque
+from time import time as time_now
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,10 @@ DROPPED_NOTE_SECS = 60.0
 VALUES_CHARS = 1024
 # A message id that is not a plain value is shown as its repr, cut to this.
 MSG_ID_CHARS = 200
+# A list of at most _SHORT values, none of them longer text than _SHORT_CHARS, is within
+# VALUES_CHARS however it is written.
+_SHORT = 8
+_SHORT_CHARS = VALUES_CHARS // _SHORT - 16
 # What the reader of a truncated sample is told.
 CUT_NOTE = f"values cut to {VALUES_CHARS} characters"
 BYTES_NOTE = "bytes shown as their repr"
@@ -77,8 +82,8 @@ class Sampler:
         """Record one emit (``roots``: the tree roots the emitted tuple belongs to, None when
         untracked); the gap to the next sample."""
         shown, note = shown_values(values)
-        sample = {"time": time.time(), "component": self.component, "task": self.task,
-                  "stream": stream, "values": shown, "to_tasks": list(tasks)}
+        sample = {"time": time_now(), "component": self.component, "task": self.task,
+                  "stream": stream, "values": shown, "to_tasks": tasks[:]}
         if msg_id is not None:
             sample["msg_id"] = shown_id(msg_id)
         if roots:
@@ -93,6 +98,20 @@ def shown_values(values: Any) -> tuple[Any, str | None]:
     """A copy of an emit's ``values`` that JSON holds, and what was changed to make it so (None:
     nothing). Text past VALUES_CHARS in all is cut; bytes become their repr; a float that is
     not finite, or anything else, its repr."""
+    if type(values) is list and len(values) <= _SHORT:
+        # The usual tuple, a few short words and numbers, is copied as it is.
+        for value in values:
+            kind = type(value)
+            if kind is str:
+                if len(value) > _SHORT_CHARS:
+                    break
+            elif kind is float:
+                if not math.isfinite(value):
+                    break
+            elif kind is not int and value is not None and kind is not bool:
+                break
+        else:
+            return values[:], None
     budget = [VALUES_CHARS]
     notes: set[str] = set()
     shown = _shown(values, budget, notes)
@@ -135,6 +154,11 @@ def shown_id(msg_id: Any) -> Any:
             type(msg_id) is float and math.isfinite(msg_id)):
         return msg_id if not isinstance(msg_id, str) else msg_id[:MSG_ID_CHARS]
     return repr(msg_id)[:MSG_ID_CHARS]
+
+
+# One encoder for every line (json.dumps makes one a call when given options). Samples hold
+# only what JSON can (see shown_values); anything else would be written as its repr.
+_ENCODER = json.JSONEncoder(allow_nan=False, default=repr)
 
 
 class SampleSink:
@@ -188,7 +212,7 @@ class SampleSink:
         lines = []
         while pending:
             try:
-                lines.append(json.dumps(pending.popleft(), allow_nan=False, default=repr))
+                lines.append(_ENCODER.encode(pending.popleft()))
             except (IndexError, ValueError):
                 break
         if not lines:
