@@ -23,7 +23,7 @@ from stormlet.cluster.runtime_settings import RuntimeSettings
 from stormlet.runtime import live_settings as live
 from stormlet.runtime.log_levels import LogLevels, check_level, check_logger, parse_setting
 from stormlet.runtime.sampling import (CUT_NOTE, VALUES_CHARS, Sampler, SampleSink,
-                                       shown_values)
+                                       shown_roots, shown_values)
 
 # ----- what an operator types
 
@@ -201,13 +201,14 @@ def test_a_sample_is_a_copy_json_holds_cut_to_size():
 
 
 def test_a_sampler_records_what_it_is_given_and_the_sink_keeps_the_newest(tmp_path):
-    sink = SampleSink(tmp_path / "w" / "samples.jsonl", kept=3)
+    sink = SampleSink(tmp_path / "w" / "samples.jsonl", keep=3)
     sampler = Sampler(100.0, "spout", 1, sink)
     for i in range(5):
         assert sampler.take([i], "default", [4, 5], msg_id=i, roots=[2**64 - 1 - i]) == 1
     latest = sink.latest("spout")
     assert [s["values"] for s in latest] == [[2], [3], [4]]
-    assert latest[-1]["msg_id"] == 4 and latest[-1]["roots"] == ["fffffffffffffffb"]
+    assert latest[-1]["msg_id"] == 4 and latest[-1]["roots"] == [2**64 - 5]
+    assert shown_roots(latest[-1])["roots"] == ["fffffffffffffffb"]
     assert latest[-1]["to_tasks"] == [4, 5] and latest[-1]["task"] == 1
     assert sink.latest("spout", limit=1) == latest[-1:] and sink.latest("nope") == []
     assert sink.write() == 5 and sink.write() == 0

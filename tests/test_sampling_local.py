@@ -16,6 +16,7 @@ from support import wait_until
 
 from stormlet import BasicBolt, Bolt, LocalCluster, OutputFieldsDeclarer, Spout, TopologyBuilder
 from stormlet.runtime.live_settings import LiveSettings
+from stormlet.runtime.sampling import SampleSink
 
 N = 4000   # tuples the spout emits on each of its two streams
 
@@ -126,8 +127,11 @@ def sampled(path) -> Counter:
 
 
 def run_sampled(cluster, tmp_path, sampling: dict) -> tuple[Counter, list[dict]]:
-    """Sample the whole run as ``sampling`` says; the samples written, by path, and all."""
-    settings = LiveSettings(cluster.runtime("s"), tmp_path / "samples.jsonl").start()
+    """Sample the whole run as ``sampling`` says; the samples written, by path, and all.
+    Every sample of the run fits the buffer, however slowly the writing thread gets its turns
+    on a busy machine: the counts are the sampling's alone."""
+    sink = SampleSink(tmp_path / "samples.jsonl", pending=len(PATHS) * N)
+    settings = LiveSettings(cluster.runtime("s"), samples=sink).start()
     try:
         settings.follow({"sampling": sampling})
         Gate.go.set()
@@ -171,7 +175,8 @@ def test_one_components_own_percentage_wins_over_every_components(cluster, tmp_p
 def test_turned_off_or_run_out_nothing_more_is_sampled(cluster, tmp_path):
     path = tmp_path / "samples.jsonl"
     Gate.pause = 0.0005   # N emits take 2 s at least: the changes come while it runs
-    settings = LiveSettings(cluster.runtime("s"), path).start()
+    sink = SampleSink(path, pending=len(PATHS) * N)
+    settings = LiveSettings(cluster.runtime("s"), samples=sink).start()
     try:
         settings.follow({"sampling": {"plain": {"percent": 100, "until": None},
                                       "basic": {"percent": 100, "until": time.time() + 0.3}}})

@@ -14,6 +14,7 @@ import click
 
 from ..runtime import live_settings as live
 from ..runtime.log_levels import CLEAR, ROOT, parse_setting
+from ..runtime.sampling import shown_roots
 from .cluster import _call
 from .options import NimbusTarget, nimbus_target
 
@@ -103,7 +104,8 @@ def sampling_lines(topology: str, sampling: dict[str, dict], now: float) -> list
 
 
 def sample_lines(rows: list[dict], as_json: bool) -> list[str]:
-    """What ``debug --show`` prints of nimbus's samples (oldest first)."""
+    """What ``debug --show`` prints of nimbus's samples (oldest first), roots in hex."""
+    rows = [shown_roots(row) for row in rows]
     if as_json:
         return [json.dumps(row, sort_keys=True) for row in rows]
     if not rows:

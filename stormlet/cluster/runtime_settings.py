@@ -127,7 +127,7 @@ class RuntimeSettings:
     def samples(self, name: str, component: str | None = None, limit: int = 100) -> list[dict]:
         """The newest ``limit`` tuple samples (of ``component``, or every one), oldest first:
         each {"time", "component", "task", "stream", "values", "to_tasks"} and, where known,
-        "msg_id", "roots", "note" (what was cut), with the worker's "host" and "port". See the
+        "msg_id", "roots" (ints), "note" (what was cut), with the worker's "host" and "port". See the
         module docstring for where they come from."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise rpc.RpcError(f"limit must be a positive whole number, got {limit!r}")

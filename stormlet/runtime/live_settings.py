@@ -160,11 +160,12 @@ class LiveSettings:
     the samples to ``samples_file`` (None: memory only, as in local mode)."""
 
     def __init__(self, runtime: Any, samples_file: Path | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, samples: SampleSink | None = None):
+        """``samples``: where the samples go, if not a SampleSink of ``samples_file``."""
         self.runtime = runtime
         self.clock = clock
         self.log_levels = levels.LogLevels()
-        self.samples = SampleSink(samples_file)
+        self.samples = samples or SampleSink(samples_file)
         self._lock = threading.Lock()
         self._log_levels: dict[str, dict] = {}
         self._sampling: dict[str, dict] = {}

@@ -13,7 +13,8 @@ and tuple sampling (Storm's ``debug``), and the samples (see api.py for the whol
                                                action "enable" (sample spct percent) or
                                                "disable"; body {"timeout": seconds} optional
     GET  /api/v1/topology/<id>/component/<c>/samples?limit=N
-                                               {"samples": [...], oldest first, "sampling"}
+                                               {"samples": [...], oldest first (roots as hex
+                                               text), "sampling"}
 
 The checks are the ones nimbus and local mode make (runtime/live_settings.py): a request they
 refuse is a 400 here before it is sent.
@@ -28,6 +29,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from ..runtime import live_settings as live
 from ..runtime.log_levels import check_seconds
+from ..runtime.sampling import shown_roots
 from .source import UiSource
 
 # The most samples one request answers.
@@ -91,7 +93,7 @@ def add_debug_routes(api: Blueprint, source: UiSource) -> None:
             limit = 0
         if not 1 <= limit <= MAX_LIMIT:
             raise BadSetting(f"limit must be a whole number from 1 to {MAX_LIMIT}")
-        return jsonify(samples=source.samples(key, component, limit),
+        return jsonify(samples=[shown_roots(s) for s in source.samples(key, component, limit)],
                        sampling=_sampling(source.live_settings(key)))
 
 
