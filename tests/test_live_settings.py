@@ -201,7 +201,7 @@ def test_a_sample_is_a_copy_json_holds_cut_to_size():
 
 
 def test_a_sampler_records_what_it_is_given_and_the_sink_keeps_the_newest(tmp_path):
-    sink = SampleSink(tmp_path / "w" / "samples.jsonl", keep=3)
+    sink = SampleSink(tmp_path / "w" / "samples.jsonl", keep=3, written_per_sec=None)
     sampler = Sampler(100.0, "spout", 1, sink)
     for i in range(5):
         assert sampler.take([i], "default", [4, 5], msg_id=i, roots=[2**64 - 1 - i]) == 1
@@ -218,7 +218,7 @@ def test_a_sampler_records_what_it_is_given_and_the_sink_keeps_the_newest(tmp_pa
 
 def test_the_samples_file_is_rotated_past_its_size_keeping_one_old_file(tmp_path):
     path = tmp_path / "samples.jsonl"
-    sink = SampleSink(path, max_file_bytes=2000)
+    sink = SampleSink(path, max_file_bytes=2000, written_per_sec=None)
     sampler = Sampler(100.0, "c", 1, sink)
     for round_ in range(6):
         for i in range(20):
@@ -229,6 +229,22 @@ def test_the_samples_file_is_rotated_past_its_size_keeping_one_old_file(tmp_path
     assert old.is_file() and not path.with_name("samples.jsonl.2").exists()
     rounds = {json.loads(line)["values"][0] for line in path.read_text().splitlines()}
     assert max(rounds) == 5
+
+
+def test_the_file_takes_at_most_its_rate_spread_evenly_and_memory_takes_all(tmp_path, caplog):
+    sink = SampleSink(tmp_path / "samples.jsonl", written_per_sec=1000)
+    sampler = Sampler(100.0, "c", 1, sink)
+    time.sleep(0.2)   # room for 200
+    for i in range(1000):
+        sampler.take([i], "default", [], None, None)
+    written = sink.write()
+    assert 200 <= written <= 260 and sink.thinned == 1000 - written
+    lines = [json.loads(line)["values"][0]
+             for line in (tmp_path / "samples.jsonl").read_text().splitlines()]
+    assert lines[0] == 0 and lines[-1] > 900   # spread over all of them, in order
+    assert lines == sorted(lines)
+    assert [s["values"][0] for s in sink.latest("c")] == list(range(900, 1000))
+    assert "beyond 1000 a second" in caplog.text
 
 
 def test_an_unwritable_file_loses_the_samples_but_never_the_sink(tmp_path, caplog):

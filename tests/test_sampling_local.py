@@ -128,9 +128,9 @@ def sampled(path) -> Counter:
 
 def run_sampled(cluster, tmp_path, sampling: dict) -> tuple[Counter, list[dict]]:
     """Sample the whole run as ``sampling`` says; the samples written, by path, and all.
-    Every sample of the run fits the buffer, however slowly the writing thread gets its turns
-    on a busy machine: the counts are the sampling's alone."""
-    sink = SampleSink(tmp_path / "samples.jsonl", pending=len(PATHS) * N)
+    Every sample of the run fits the buffer and is written, however slowly the writing thread
+    gets its turns on a busy machine: the counts are the sampling's alone."""
+    sink = SampleSink(tmp_path / "samples.jsonl", pending=len(PATHS) * N, written_per_sec=None)
     settings = LiveSettings(cluster.runtime("s"), samples=sink).start()
     try:
         settings.follow({"sampling": sampling})
@@ -175,7 +175,7 @@ def test_one_components_own_percentage_wins_over_every_components(cluster, tmp_p
 def test_turned_off_or_run_out_nothing_more_is_sampled(cluster, tmp_path):
     path = tmp_path / "samples.jsonl"
     Gate.pause = 0.0005   # N emits take 2 s at least: the changes come while it runs
-    sink = SampleSink(path, pending=len(PATHS) * N)
+    sink = SampleSink(path, pending=len(PATHS) * N, written_per_sec=None)
     settings = LiveSettings(cluster.runtime("s"), samples=sink).start()
     try:
         settings.follow({"sampling": {"plain": {"percent": 100, "until": None},

@@ -17,6 +17,11 @@ buffers and the executor goes on; nothing here blocks or takes a lock:
 - samples not yet in the file (at most PENDING; beyond that the oldest are dropped, counted),
   which the settings thread appends to ``samples.jsonl`` in the worker's log directory, one JSON
   object a line, renamed to ``samples.jsonl.1`` once past MAX_FILE_BYTES (one old file kept).
+
+The file takes at most WRITTEN_PER_SEC samples a second, evenly spread over those made: at 1 %
+of a million emits a second a worker samples ten thousand a second, and writing each would cost
+more than all the rest of sampling (two thirds of it, measured) while the file, rotated every
+few seconds, would hold only the last seconds. The memory buffers get every sample.
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ import os
 import random
 import time
 from collections import deque
-from time import time as time_now
+from math import log as ln
 from pathlib import Path
+from time import time as time_now
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -40,6 +46,9 @@ KEPT = 100
 PENDING = 10_000
 # samples.jsonl is renamed to samples.jsonl.1 (the one old file kept) past this size.
 MAX_FILE_BYTES = 16 * 1024 * 1024
+# The most samples written to the file a second (see the module docstring): 16 MiB then hold
+# the last minutes.
+WRITTEN_PER_SEC = 1000
 # Dropped samples are logged at most once in this long.
 DROPPED_NOTE_SECS = 60.0
 # The characters of a sample's values shown: the rest is cut, and the sample says so.
@@ -67,16 +76,15 @@ class Sampler:
         self.task = task
         self.sink = sink
         self._keep = sink.kept(component).append
-        self._rng = rng or random.Random(os.urandom(8))
+        self._random = (rng or random.Random(os.urandom(8))).random
         self._log_keep = math.log1p(-percent / 100) if percent < 100 else 0.0
 
     def gap(self) -> int:
         """How many emits from here to the next sample (1: the next): geometric, so that
         every emit is sampled with probability ``percent`` / 100."""
-        if not self._log_keep:
-            return 1
+        log_keep = self._log_keep
         # 1 - random() is in (0, 1]: its log is finite.
-        return int(math.log(1.0 - self._rng.random()) / self._log_keep) + 1
+        return int(ln(1.0 - self._random()) / log_keep) + 1 if log_keep else 1
 
     def take(self, values: Any, stream: str, tasks: list[int], msg_id: Any,
              roots: list[int] | None) -> int:
@@ -99,7 +107,8 @@ class Sampler:
             if len(pending) == pending.maxlen:
                 sink.dropped += 1
             pending.append(sample)
-        return self.gap()
+        log_keep = self._log_keep   # gap(), without its call
+        return int(ln(1.0 - self._random()) / log_keep) + 1 if log_keep else 1
 
 
 def shown_values(values: Any) -> tuple[Any, str | None]:
@@ -194,10 +203,15 @@ class SampleSink:
     a dict, atomic in CPython); ``write`` and ``latest`` are other threads'."""
 
     def __init__(self, path: Path | None = None, keep: int = KEPT, pending: int = PENDING,
-                 max_file_bytes: int = MAX_FILE_BYTES):
+                 max_file_bytes: int = MAX_FILE_BYTES,
+                 written_per_sec: float | None = WRITTEN_PER_SEC):
+        """``written_per_sec`` None: every sample goes to the file."""
         self.path = path
         self.keep = keep   # samples kept in memory per component
         self.max_file_bytes = max_file_bytes
+        self.written_per_sec = written_per_sec
+        self._written_at = time.monotonic()
+        self.thinned = 0   # samples left out of the file by WRITTEN_PER_SEC
         self._latest: dict[str, deque[dict]] = {}
         # Samples waiting for the file (None: memory only); Sampler.take appends.
         self.pending: deque[dict] | None = deque(maxlen=pending) if path is not None else None
@@ -228,17 +242,36 @@ class SampleSink:
         return found[-limit:] if limit > 0 else []
 
     def write(self) -> int:
-        """Append the pending samples to the file (rotating it past its size); how many."""
+        """Append the pending samples to the file (rotating it past its size, at most
+        ``written_per_sec`` a second since the last write); how many."""
+        written = self._write()
         self._note_dropped()
+        return written
+
+    def _write(self) -> int:
         pending = self.pending
+        now = time.monotonic()
+        elapsed, self._written_at = min(1.0, now - self._written_at), now
         if pending is None or not pending:
             return 0
-        lines = []
+        taken = []
         while pending:
             try:
-                lines.append(_encoded(pending.popleft()))
-            except (IndexError, ValueError):
+                taken.append(pending.popleft())
+            except IndexError:   # pragma: no cover (only this thread takes)
                 break
+        if self.written_per_sec is not None:
+            room = max(1, int(self.written_per_sec * elapsed))
+            if len(taken) > room:   # every len/room-th, evenly over the pass's samples
+                step = len(taken) / room
+                self.thinned += len(taken) - room
+                taken = [taken[int(i * step)] for i in range(room)]
+        lines = []
+        for sample in taken:
+            try:
+                lines.append(_encoded(sample))
+            except ValueError:   # pragma: no cover (shown_values made it JSON's)
+                continue
         if not lines:
             return 0
         assert self.path is not None
@@ -261,8 +294,10 @@ class SampleSink:
     def _note_dropped(self) -> None:
         """One line, at most every DROPPED_NOTE_SECS, when samples were dropped since."""
         now = time.monotonic()
-        if self.dropped > self._dropped_said and now - self._dropped_said_at >= DROPPED_NOTE_SECS:
-            log.warning("%d tuple samples were not written to %s (so far): they came faster "
-                        "than the file took them; sample a smaller percentage",
-                        self.dropped, self.path)
-            self._dropped_said, self._dropped_said_at = self.dropped, now
+        unwritten = self.dropped + self.thinned
+        if unwritten > self._dropped_said and now - self._dropped_said_at >= DROPPED_NOTE_SECS:
+            log.warning("%d tuple samples were not written to %s (so far: %d beyond %s a "
+                        "second, %d while it could not keep up): a smaller percentage samples "
+                        "fewer; the newest of each component are in memory all the same",
+                        unwritten, self.path, self.thinned, self.written_per_sec, self.dropped)
+            self._dropped_said, self._dropped_said_at = unwritten, now
