@@ -33,7 +33,7 @@ import os
 import random
 import time
 from collections import deque
-from math import log as ln
+from math import log1p
 from pathlib import Path
 from time import time as time_now
 from typing import Any
@@ -83,8 +83,8 @@ class Sampler:
         """How many emits from here to the next sample (1: the next): geometric, so that
         every emit is sampled with probability ``percent`` / 100."""
         log_keep = self._log_keep
-        # 1 - random() is in (0, 1]: its log is finite.
-        return int(ln(1.0 - self._random()) / log_keep) + 1 if log_keep else 1
+        # log(1 - random()), of a number in (0, 1]: finite.
+        return int(log1p(-self._random()) / log_keep) + 1 if log_keep else 1
 
     def take(self, values: Any, stream: str, tasks: list[int], msg_id: Any,
              roots: list[int] | None) -> int:
@@ -108,7 +108,7 @@ class Sampler:
                 sink.dropped += 1
             pending.append(sample)
         log_keep = self._log_keep   # gap(), without its call
-        return int(ln(1.0 - self._random()) / log_keep) + 1 if log_keep else 1
+        return int(log1p(-self._random()) / log_keep) + 1 if log_keep else 1
 
 
 def shown_values(values: Any) -> tuple[Any, str | None]:
