@@ -18,10 +18,12 @@ buffers and the executor goes on; nothing here blocks or takes a lock:
   which the settings thread appends to ``samples.jsonl`` in the worker's log directory, one JSON
   object a line, renamed to ``samples.jsonl.1`` once past MAX_FILE_BYTES (one old file kept).
 
-The file takes at most WRITTEN_PER_SEC samples a second, evenly spread over those made: at 1 %
-of a million emits a second a worker samples ten thousand a second, and writing each would cost
-more than all the rest of sampling (two thirds of it, measured) while the file, rotated every
-few seconds, would hold only the last seconds. The memory buffers get every sample.
+The file takes at most WRITTEN_PER_SEC samples a second: at 1 % of a million emits a second a
+worker samples ten thousand a second, and writing each would cost more than all the rest of
+sampling (two thirds of it, measured) while the file, rotated every few seconds, would hold only
+the last seconds. Each writing pass grants the samplers room for what the rate allows until the
+next (a pass every SAMPLING_TICK_SECS: live_settings.py), and a sample finding none is counted,
+not queued; the memory buffers get every sample.
 """
 
 from __future__ import annotations
@@ -104,9 +106,14 @@ class Sampler:
         sink = self.sink
         pending = sink.pending
         if pending is not None:
-            if len(pending) == pending.maxlen:
-                sink.dropped += 1
-            pending.append(sample)
+            # Threads race on these counts: the file may take a few more than its room.
+            if sink.room <= 0:
+                sink.thinned += 1
+            else:
+                sink.room -= 1
+                if len(pending) == pending.maxlen:
+                    sink.dropped += 1
+                pending.append(sample)
         log_keep = self._log_keep   # gap(), without its call
         return int(log1p(-self._random()) / log_keep) + 1 if log_keep else 1
 
@@ -210,8 +217,11 @@ class SampleSink:
         self.keep = keep   # samples kept in memory per component
         self.max_file_bytes = max_file_bytes
         self.written_per_sec = written_per_sec
-        self._written_at = time.monotonic()
-        self.thinned = 0   # samples left out of the file by WRITTEN_PER_SEC
+        # How many more samples the file takes until the next pass grants more; samplers count
+        # it down. A second's worth at most, and to start with.
+        self.room = math.inf if written_per_sec is None else written_per_sec
+        self._granted_at = time.monotonic()
+        self.thinned = 0   # samples left out of the file for want of room
         self._latest: dict[str, deque[dict]] = {}
         # Samples waiting for the file (None: memory only); Sampler.take appends.
         self.pending: deque[dict] | None = deque(maxlen=pending) if path is not None else None
@@ -242,16 +252,19 @@ class SampleSink:
         return found[-limit:] if limit > 0 else []
 
     def write(self) -> int:
-        """Append the pending samples to the file (rotating it past its size, at most
-        ``written_per_sec`` a second since the last write); how many."""
+        """Append the pending samples to the file (rotating it past its size), and grant the
+        samplers room for ``written_per_sec`` a second since the last pass; how many."""
         written = self._write()
+        if self.written_per_sec is not None:
+            now = time.monotonic()
+            elapsed, self._granted_at = now - self._granted_at, now
+            self.room = min(self.written_per_sec,
+                            max(0, self.room) + self.written_per_sec * elapsed)
         self._note_dropped()
         return written
 
     def _write(self) -> int:
         pending = self.pending
-        now = time.monotonic()
-        elapsed, self._written_at = min(1.0, now - self._written_at), now
         if pending is None or not pending:
             return 0
         taken = []
@@ -260,12 +273,6 @@ class SampleSink:
                 taken.append(pending.popleft())
             except IndexError:   # pragma: no cover (only this thread takes)
                 break
-        if self.written_per_sec is not None:
-            room = max(1, int(self.written_per_sec * elapsed))
-            if len(taken) > room:   # every len/room-th, evenly over the pass's samples
-                step = len(taken) / room
-                self.thinned += len(taken) - room
-                taken = [taken[int(i * step)] for i in range(room)]
         lines = []
         for sample in taken:
             try:
