@@ -3,12 +3,18 @@
     with LocalCluster() as cluster:
         cluster.submit("word-count", {"topology.max.spout.pending": 1000}, topology)
         cluster.wait_for(lambda: cluster.metrics("word-count")["count"]["executed"] > 100)
+        cluster.debug("word-count", 10, component="split", seconds=60)   # sample 10% of emits
+        cluster.set_log_levels("word-count", {"myproject": {"level": "DEBUG", "seconds": 30}})
         cluster.kill("word-count")
 
 The same executors, acker and groupings as a cluster's workers, with in-process queues for
 transport. Each topology has an event history as on a cluster (``events``: its submit,
 activations, deactivations and kill), kept in memory. Every executor thread runs on one CPU, as a pinned worker's do, unless the topology's
 ``stormlet.local.one.cpu`` is false (see stormlet/runtime/cpu_affinity.py).
+
+Log levels and tuple sampling change while a topology runs as on a cluster, by the same rules
+(runtime/live_settings.py), with the record kept here; its samples stay in memory. Loggers are
+the process's, so a level set for one local topology is the level of every one.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from . import config as cfg
 from .cluster import events
 from .runtime.cpu_affinity import local_executor_cpu
 from .runtime.engine import TopologyRuntime
+from .runtime import live_settings as live
 from .runtime.errors import ErrorRecord
 from .topology import Topology, TopologyError
 
@@ -46,6 +53,8 @@ class LocalCluster:
         self._running: dict[str, TopologyRuntime] = {}
         self._lock = threading.Lock()
         self._events = events.MemoryEvents(f"local:{socket.gethostname()}")
+        # name -> its run-time settings, once one was changed (see live_settings.py).
+        self._live: dict[str, live.LiveSettings] = {}
 
     def __enter__(self) -> LocalCluster:
         return self
@@ -95,6 +104,9 @@ class LocalCluster:
         runtime.stop(wait_secs)
         with self._lock:
             self._running.pop(name, None)
+            settings = self._live.pop(name, None)
+        if settings is not None:
+            settings.close()   # puts back the loggers it set
         log.info("topology %s killed", name)
         self._events.removed(topology_id, "removed: its executors stopped")
         return FinalReport(runtime.summary(), runtime.errors())
@@ -160,6 +172,53 @@ class LocalCluster:
     def instances(self, name: str, component: str) -> list[Any]:
         """The component objects of every task, as they run (for tests and debugging)."""
         return self._get(name).instances(component)
+
+    # ----- run-time settings: log levels and tuple sampling (as nimbus's runtime_settings.py)
+
+    def set_log_levels(self, name: str, levels: dict) -> dict:
+        """Set or clear loggers' levels while ``name`` runs: ``levels`` is ``{logger: {"level":
+        "DEBUG", "seconds": 30} or None}`` (None: back to its own now; no seconds: until
+        cleared). ValueError says what is wrong. Returns the settings in force."""
+        changes = live.log_level_changes(levels)
+        return self._change(name, lambda record, now: {
+            live.LOG_LEVELS: live.with_log_levels(record[live.LOG_LEVELS], changes, now)})
+
+    def debug(self, name: str, percent: float | None, component: str | None = None,
+              seconds: float | None = None) -> dict:
+        """Sample ``percent`` of the tuples ``component`` (None: every one) emits, for
+        ``seconds`` (None: until turned off); ``percent`` None turns it off. Returns the
+        settings in force."""
+        runtime = self._get(name)
+        if component is not None and component not in runtime.topology.components:
+            raise ValueError(f"topology {name!r} has no component {component!r} (it has "
+                             f"{', '.join(sorted(runtime.topology.components))})")
+        return self._change(name, lambda record, now: {
+            live.SAMPLING: live.with_sampling(record[live.SAMPLING], component, percent,
+                                              seconds, now)})
+
+    def live_settings(self, name: str) -> dict:
+        """The log levels and sampling in force for ``name``, as a record holds them."""
+        self._get(name)
+        settings = self._live.get(name)
+        return settings.record() if settings else {live.LOG_LEVELS: {}, live.SAMPLING: {}}
+
+    def samples(self, name: str, component: str | None = None, limit: int = 100) -> list[dict]:
+        """The newest ``limit`` tuple samples of ``name`` (of ``component``, or every one),
+        oldest first (see runtime/sampling.py for what each holds)."""
+        self._get(name)
+        settings = self._live.get(name)
+        return settings.latest_samples(component, limit) if settings else []
+
+    def _change(self, name: str, change: Callable[[dict, float], dict]) -> dict:
+        runtime = self._get(name)
+        with self._lock:
+            settings = self._live.get(name)
+            if settings is None:
+                settings = self._live[name] = live.LiveSettings(runtime).start()
+            record = settings.record()
+            record.update(change(record, time.time()))
+            settings.follow(record)
+        return settings.record()
 
     def wait_for(self, condition: Callable[[], bool], timeout: float = 30.0,
                  interval: float = 0.01) -> None:

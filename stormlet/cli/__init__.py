@@ -14,6 +14,7 @@ per group of commands:
     replay.py    stormlet replay
     secret.py    stormlet secret generate
     blob.py      stormlet blob upload | update | list | delete
+    debug.py     stormlet set-log-level, stormlet debug: log levels and tuple sampling at run time
     backfill.py  stormlet backfill
     options.py   the options several commands share
     signals.py   how the daemons end: on SIGTERM or SIGINT, through their own stop
@@ -41,6 +42,7 @@ from .cluster import (
     supervisor,
     ui,
 )
+from .debug import debug, set_log_level
 from .events import events
 from .failed import failed
 from .inspect import inspect
@@ -66,5 +68,6 @@ def main(log_level: str) -> None:
 
 for _command in (local, nimbus, supervisor, worker, inspect, submit, list_command, errors, kill,
                  activate, deactivate, rebalance, ui, failed, log_group, backfill, replay,
-                 secret, blob, events, logs, stack, profile, restart_worker):
+                 secret, blob, events, logs, stack, profile, restart_worker,
+                 set_log_level, debug):
     main.add_command(_command)

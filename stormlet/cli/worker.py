@@ -92,7 +92,7 @@ def worker(zk: str, zk_root: str, topology_id: str, supervisor_id: str, port: in
     except SecurityError as exc:
         raise SystemExit(str(exc)) from None
     daemon = Worker(zk, zk_root, topology_id, supervisor_id, port, host, code, heartbeat_file,
-                    security, bind, state_dir, zk_session_timeout)
+                    security, bind, state_dir, zk_session_timeout, log_dir=log_dir)
     try:
         run_until_signal(daemon, end=daemon.end, ended=daemon.wait)
     except NotAssigned as exc:   # from start: nothing was started

@@ -65,6 +65,7 @@ from .scheduler import (
 )
 from .nimbus_client import fetch_code
 from .repeats import Repeats
+from .runtime_settings import RuntimeSettings
 from .security import Security, check_bind_address
 from .submissions import (
     PREPARING,
@@ -157,6 +158,10 @@ class Nimbus:
         self.metrics_store = MetricsStore()
         # Each topology's metrics over time, from the same reports (the UI's charts).
         self.charts = ChartService(self._require_leader, self._find_any)
+        # Log levels and tuple sampling while a topology runs (runtime_settings.py).
+        self.runtime_settings = RuntimeSettings(lambda: self.state, self._require_leader,
+                                                self._lock, self._find_any, self.record_event,
+                                                self.metrics)
         self.environments = Environments(environments)
         self._environments_cleaned = time.monotonic()
         # The topologies whose workers nimbus admits (with security on). Kept current by the
@@ -348,7 +353,11 @@ class Nimbus:
             "worker_profile": Op(self.introspection.profile, admin),
             "worker_profile_result": Op(self.introspection.profile_result, admin),
             "worker_restart": Op(self.introspection.restart, admin, slow=True),
+            **self.runtime_settings.operations(),
         }
+
+    def record_event(self, topology_id: str, kind: str, text: str, **detail: Any) -> None:
+        pass  # events.py fills this in
 
     def _require_leader(self) -> None:
         if not self.is_leader.is_set():
@@ -875,6 +884,7 @@ class Nimbus:
                 log.info("removed killed topology %s", tid)
                 self.events.removed(tid, "removed: its workers stop and its code is deleted")
                 continue
+            self.runtime_settings.expire(tid, record)
             assignment = assignments.get(tid)
             if assignment is None:
                 self._schedule(tid, record, "once slots were free")

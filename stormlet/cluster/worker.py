@@ -45,9 +45,11 @@ from .. import config as cfg
 from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
 from ..runtime.errors import TaskErrors
+from ..runtime.live_settings import LiveSettings
 from .backpressure import OverloadWatch
 from .errors import heartbeat_errors
 from .heartbeat import HEARTBEAT_SECS, write_heartbeat
+from .log_files import samples_file
 from .metrics_reporter import MetricsReporter
 from .security import Security, release
 from .tenure import Fence, assignment_version, slot_key, slot_tenure
@@ -93,10 +95,13 @@ class Worker:
                  port: int, host: str, code_entry: Path, heartbeat_file: Path,
                  security: Security | None = None, bind: str | None = None,
                  state_dir: Path | None = None,
-                 zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT):
+                 zk_session_timeout: float = DEFAULT_SESSION_TIMEOUT,
+                 log_dir: Path | None = None):
         """``security``: the topology's credentials its supervisor handed over, if any. The
         worker listens on ``bind`` (default: ``host``, the address peers reach it at).
-        ``state_dir``: where the embedded state store is, unless the topology says."""
+        ``state_dir``: where the embedded state store is, unless the topology says.
+        ``log_dir``: this worker's directory of files (log_files.py), if it has one."""
+        self.log_dir = log_dir
         self.state_dir = state_dir
         self.zk_session_timeout = zk_session_timeout
         self.security = security or Security()
@@ -153,6 +158,7 @@ class Worker:
         self.sender.start()
         self.runtime.start(active=False)
         self._running = True
+        self.live_settings.start()
         try:
             for target, name in ((self._activate_when_peers_reached, "peer-wait"),
                                  (self._heartbeat, "heartbeat"),
@@ -221,6 +227,9 @@ class Worker:
                                  on_fenced=self._on_fenced, link_times=self.link_times)
         self.status = record.get("status")
         self.started = time.time()
+        # Log levels and tuple sampling, as the record says while it runs (live_settings.py).
+        self.live_settings = LiveSettings(
+            self.runtime, None if self.log_dir is None else samples_file(self.log_dir))
         self.reporter = MetricsReporter(
             self.metrics_snapshot,
             self.state.leader, self.topology_id, self.host, self.port,
@@ -252,6 +261,7 @@ class Worker:
         self.runtime.stop(wait_secs=min(5.0, self.runtime.timeout_secs))
         # The final counts, while this slot may still be assigned (its supervisor stopping, say).
         self.reporter.report(lookup=False)
+        self.live_settings.close()
         self.stopping.set()
         self.sender.join(timeout=2)
         self.receiver.join(timeout=2)
@@ -267,6 +277,9 @@ class Worker:
         snapshot["worker"]["frames_fenced"] = self.receiver.frames_fenced
         snapshot["worker"]["peers_unreachable"] = sorted(
             address.removeprefix("tcp://") for address in self.sender.unreachable())
+        samples = self.live_settings.reported_samples()   # nimbus's `samples` reads them
+        if samples:
+            snapshot["samples"] = samples
         return snapshot
 
     def _on_link(self, address: str, down_secs: float | None) -> None:
@@ -348,6 +361,7 @@ class Worker:
             self._apply_activation()
 
     def _on_topology(self, record: dict) -> None:
+        self.live_settings.follow(record)
         status = record.get("status")
         with self._activation:
             if status == self.status:

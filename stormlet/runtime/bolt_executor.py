@@ -22,7 +22,7 @@ from ..components import BasicBolt
 from ..protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
 from ..tuples import StreamInfo, Tuple
 from ..collectors import BasicOutputCollector
-from .collector import BasicCollector, BoltCollector
+from .collector import BasicCollector, BoltCollector, SampledBasicCollector
 from .executor import FLUSH_EVERY, FOREVER, Executor, TaskBase
 from .inbox import ROOM_RECHECK_SECS as HELD_RECHECK_SECS
 
@@ -38,11 +38,30 @@ class BoltTask(TaskBase):
         self.broken: BaseException | None = None
         if isinstance(self.obj, BasicBolt):
             self.execute = self._basic_execute
-            self._basic = (BasicOutputCollector(collector) if collector.logs_emits
-                           else BasicCollector(collector))
+            self._choose_basic()
             self._basic_user_execute = self.obj.execute   # looked up once, as for any bolt
         else:
             self.execute = self.obj.execute
+
+    def _choose_basic(self) -> None:
+        """The collector a basic bolt's emits go through: with ``topology.debug`` the plain
+        one, over the collector's emit as it is now (logged, sampled or not); else a C call
+        into the collector's emit, sampled or not."""
+        collector = self.collector
+        if collector.logs_emits:
+            self._basic = BasicOutputCollector(collector)
+        elif collector.sampler is not None:
+            self._basic = SampledBasicCollector(collector)
+        else:
+            self._basic = BasicCollector(collector)
+
+    def sample_with(self, sampler: Any) -> None:
+        """Sample this task's emits with ``sampler``, or stop (None): see
+        ``_Emitter.sample_with``. A basic bolt's collector changes with it (one attribute
+        store: ``_basic_execute`` reads it once a tuple)."""
+        self.collector.sample_with(sampler)
+        if isinstance(self.obj, BasicBolt):
+            self._choose_basic()
 
     def prepare(self) -> None:
         try:

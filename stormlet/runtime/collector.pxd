@@ -1,5 +1,6 @@
 # Types stormlet/runtime/collector.py when it is compiled (see stormlet/build_mode.py). Every
-# attribute its __init__ methods set is declared here; __dict__ is for debug mode's logged emit.
+# attribute its __init__ methods set is declared here; __dict__ is for debug mode's logged emit
+# and sampling's emit (see _Emitter.sample_with).
 
 cimport cython
 from cpython.array cimport array, resize_smart
@@ -38,6 +39,9 @@ cdef class _Emitter:
     cdef public bint logs_emits
     cdef object _last_stream
     cdef StreamRoute _last_route
+    cdef public object sampler
+    cdef long long _countdown
+    cdef _sample(self, object values, object stream, object tasks, object msg_id)
 
 cdef inline StreamRoute _route_of(_Emitter emitter, object stream, object to_task)
 cdef inline object _tasks_of(_Emitter emitter, StreamRoute route, object values, object to_task)
@@ -60,6 +64,7 @@ cdef class SpoutCollector(_Emitter):
     cdef public bint closed
     cdef public Py_ssize_t refused
     cdef public Py_ssize_t emits
+    cdef list _emit(self, object values, object msg_id, object stream, object _to_task)
 
 @cython.final
 cdef class BoltCollector(_Emitter):
@@ -74,10 +79,14 @@ cdef class BoltCollector(_Emitter):
     cdef double _timeout_secs
     cdef object _process_latency
     cdef list _emit(self, object values, object anchors, object stream, object _to_task)
+    cdef list _sampled_emit(self, object values, object anchors, object stream, object _to_task)
     cpdef ack(self, Tuple tup)
     cpdef settle_acks(self)
     @cython.locals(pairs=array, n=Py_ssize_t)
     cdef _add_ack(self, unsigned long long root, unsigned long long value)
 
 cdef class BasicCollector(BasicOutputCollector):
+    pass
+
+cdef class SampledBasicCollector(BasicOutputCollector):
     pass

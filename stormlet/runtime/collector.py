@@ -109,8 +109,50 @@ class _Emitter:
         self._last_stream: Any = _NO_STREAM
         self._last_route: StreamRoute | None = None
         self.logs_emits = debug
+        # Tuple sampling (runtime/sampling.py), off: see sample_with.
+        self.sampler = None
+        self._countdown = 0
         if debug:
             self.emit = self._logged(self.emit)  # type: ignore[method-assign]
+
+    def sample_with(self, sampler: Any) -> None:
+        """Sample this task's emits with ``sampler`` (a ``sampling.Sampler``), or stop (None).
+
+        Off, every emit is the class's own and costs nothing more. On, ``emit`` is
+        ``sampled_emit`` in this instance's ``__dict__`` (where an attribute lookup finds it
+        before the class's method, as the debug log's wrapper is): it emits, then counts down
+        to the next sample. ``emit_direct`` goes through ``emit`` and a basic bolt's collector
+        is chosen again (BoltTask.sample_with), so every emit path is sampled; an emit bound
+        by user code before this (``emit = collector.emit``) is not.
+
+        Safe from another thread while the executor runs: each step below is one attribute
+        store, and an emit under way finishes with the emit it looked up. Turned off while a
+        sampled emit counts down, that emit finds no sampler and samples nothing."""
+        self.sampler = sampler
+        self._countdown = sampler.gap() if sampler is not None else 0
+        emit = self.sampled_emit if sampler is not None else type(self).emit.__get__(self)
+        if self.logs_emits:
+            self.emit = self._logged(emit)  # type: ignore[method-assign]
+        elif sampler is not None:
+            self.emit = emit  # type: ignore[method-assign]
+        else:
+            vars(self).pop("emit", None)
+
+    def _sample(self, values: Any, stream: str, tasks: list[int], msg_id: Any) -> None:
+        """The countdown ran out: hand this emit (its tuple is the last of its first
+        destination's buffer) to the sampler, and count down from the next gap."""
+        sampler = self.sampler
+        if sampler is None:
+            return   # turned off meanwhile
+        roots = None
+        if tasks:
+            tup = self._data[tasks[0]][-1]
+            values = tup.values
+            if tup.root:
+                roots = [tup.root]
+            elif tup.many is not None:
+                roots = list(tup.many[::2])
+        self._countdown = sampler.take(values, stream, tasks, msg_id, roots)
 
     def _logged(self, emit):
         # Both collectors' emit take (values, anchors or msg_id, stream, *, _to_task).
@@ -212,12 +254,24 @@ class SpoutCollector(_Emitter):
             log.warning("%s:%d: %d emits were refused while the topology was stopping",
                         self.component_id, self.task, self.refused)
 
+    def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
+             _to_task: int | None = None) -> list[int]:
+        return self._emit(values, msg_id, stream, _to_task)
+
+    def sampled_emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
+                     _to_task: int | None = None) -> list[int]:
+        # ``emit`` while sampling is on (see _Emitter.sample_with).
+        tasks = self._emit(values, msg_id, stream, _to_task)
+        self._countdown -= 1
+        if self._countdown <= 0:
+            self._sample(values, stream, tasks, msg_id)
+        return tasks
+
     @cython.locals(route=StreamRoute, data=list, ids=EdgeIds, root=cython.ulonglong,
                    edge=cython.ulonglong, xor=cython.ulonglong, info=StreamInfo,
                    root_key=object, t=cython.Py_ssize_t)
-    def emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
-             _to_task: int | None = None) -> list[int]:
-        # Every spout emit; emit_direct names the task in _to_task.
+    def _emit(self, values: Any, msg_id: Any, stream: str, _to_task: int | None) -> list[int]:
+        # Every spout emit: emit, emit_direct (naming the task in _to_task), sampled or not.
         if self.closed:
             return self._refuse(values)
         route = _route_of(self, stream, _to_task)
@@ -292,12 +346,25 @@ class BoltCollector(_Emitter):
              stream: str = DEFAULT_STREAM, *, _to_task: int | None = None) -> list[int]:
         return self._emit(values, anchors, stream, _to_task)
 
+    def sampled_emit(self, values: Any, anchors: Tuple | Iterable[Tuple] = (),
+                     stream: str = DEFAULT_STREAM, *, _to_task: int | None = None) -> list[int]:
+        # ``emit`` while sampling is on (see _Emitter.sample_with).
+        return self._sampled_emit(values, anchors, stream, _to_task)
+
+    def _sampled_emit(self, values: Any, anchors: Any, stream: str,
+                      _to_task: int | None) -> list[int]:
+        tasks = self._emit(values, anchors, stream, _to_task)
+        self._countdown -= 1
+        if self._countdown <= 0:
+            self._sample(values, stream, tasks, None)
+        return tasks
+
     @cython.locals(route=StreamRoute, data=list, anchor=Tuple, ids=EdgeIds, root=cython.ulonglong,
                    edge=cython.ulonglong, info=StreamInfo, t=cython.Py_ssize_t)
     def _emit(self, values: Any, anchors: Any, stream: str, _to_task: int | None) -> list[int]:
-        # Every bolt emit: emit, emit_direct (naming the task in _to_task) and a basic bolt's
-        # (BasicCollector, a C call when compiled). One anchor with one root (the usual case)
-        # takes the short branch; several anchors or roots are merged by _anchor.
+        # Every bolt emit, sampled or not: emit, emit_direct (naming the task in _to_task) and a
+        # basic bolt's (BasicCollector, a C call when compiled). One anchor with one root (the
+        # usual case) takes the short branch; several anchors or roots are merged by _anchor.
         route = _route_of(self, stream, _to_task)
         values = checked(values, route.info, self.component_id)
         tasks = _tasks_of(self, route, values, _to_task)
@@ -455,7 +522,8 @@ class BasicCollector(BasicOutputCollector):
     """The ``BasicOutputCollector`` the runtime gives a basic bolt: its emits go straight into
     its ``BoltCollector``'s emit (a C call when compiled), so a basic bolt's emit costs what an
     explicitly anchoring bolt's does. (With ``topology.debug`` the runtime gives the plain
-    ``BasicOutputCollector`` instead, whose emits go through the logged ``emit``.)"""
+    ``BasicOutputCollector`` instead, whose emits go through the logged ``emit``; while tuple
+    sampling is on, a ``SampledBasicCollector``.)"""
 
     @cython.locals(bolt=BoltCollector)
     def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
@@ -466,3 +534,18 @@ class BasicCollector(BasicOutputCollector):
     def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         bolt = self._collector
         return bolt._emit(values, self.input, stream, task)
+
+
+class SampledBasicCollector(BasicOutputCollector):
+    """A basic bolt's collector while tuple sampling is on: ``BasicCollector`` through the
+    bolt collector's sampled emit (see _Emitter.sample_with)."""
+
+    @cython.locals(bolt=BoltCollector)
+    def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
+        bolt = self._collector
+        return bolt._sampled_emit(values, self.input, stream, None)
+
+    @cython.locals(bolt=BoltCollector)
+    def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
+        bolt = self._collector
+        return bolt._sampled_emit(values, self.input, stream, task)

@@ -46,6 +46,11 @@ class TaskBase:
         self.transfer = transfer
         self.metrics = metrics
 
+    def sample_with(self, sampler: Any) -> None:
+        """Sample the tuples this task emits with ``sampler`` (runtime/sampling.py), or stop
+        (None). Tasks that emit (spouts', bolts') have a collector that does it."""
+        self.collector.sample_with(sampler)
+
     def report(self, what: str, error: BaseException, on: Any = None) -> None:
         """Count, and log and record unless throttled, an error at ``what`` (a fixed phrase,
         "execute raised"), optionally on tuple ``on``. Cheap when throttled: see errors.py."""

@@ -26,6 +26,13 @@
     POST /api/v1/topology/<id>/worker/<host:port>/restart   body {"reason": text}
                                                   (these four: a cluster's workers only, the
                                                   admin's: workers_api.py)
+    GET  /api/v1/topology/<id>/logconfig           log levels set while it runs (debug_api.py)
+    POST /api/v1/topology/<id>/logconfig           body {"namedLoggerLevels": {logger:
+                                                   {"target_level": "DEBUG", "timeout": 30}}}
+    GET  /api/v1/topology/<id>/debug               tuple sampling in force
+    POST /api/v1/topology/<id>[/component/<c>]/debug/<enable|disable>/<percent>
+                                                   body {"timeout": seconds}
+    GET  /api/v1/topology/<id>/component/<c>/samples?limit=N    sampled tuples, oldest first
 
 Every POST must carry the header ``X-Requested-By: stormlet-ui`` (403 without it): a browser
 sends no custom header cross-origin without a CORS preflight, which this server never grants,
@@ -59,6 +66,7 @@ from ..cluster.events import DEFAULT_READ, check_query, redact_events
 from ..redaction import redact_config, redact_errors
 from .access import holds_admin_token
 from .log_viewer import add_log_routes
+from .debug_api import add_debug_routes
 from .source import ActionRefused, SourceUnavailable, UiSource, UnknownTopology
 from .workers_api import add_worker_routes
 
@@ -227,6 +235,7 @@ def api_blueprint(source: UiSource) -> Blueprint:
         return _done(key, "kill")
 
     add_worker_routes(api, source, BadRequest)
+    add_debug_routes(api, source)
     return api
 
 

@@ -33,6 +33,9 @@ which one they show:
     profile_result(profile, svg), worker_restart(key, worker, reason, asked_by)
                       -> one worker ("HOST:PORT") looked into or restarted, on a cluster only
                          (cluster/introspection_service.py says what each answers)
+    live_settings(key) -> {"log_levels", "sampling"} in force (runtime/live_settings.py)
+    set_log_levels(key, levels), debug(key, component, percent, seconds) -> the same, changed
+    samples(key, component, limit) -> the newest sampled tuples, oldest first
 
 ``key`` is a topology's id or its name. Failures are the exceptions below, each of which the API
 turns into one status code. Neither redacts what it returns for whoever reads the API: the API
@@ -96,6 +99,11 @@ class UiSource(Protocol):
     def profile_result(self, profile: str, svg: bool) -> dict[str, Any]: ...
     def worker_restart(self, key: str, worker: str, reason: str | None,
                        asked_by: str) -> dict[str, Any]: ...
+    def live_settings(self, key: str) -> dict[str, Any]: ...
+    def set_log_levels(self, key: str, levels: dict[str, Any]) -> dict[str, Any]: ...
+    def debug(self, key: str, component: str | None, percent: float | None,
+              seconds: float | None) -> dict[str, Any]: ...
+    def samples(self, key: str, component: str, limit: int) -> list[dict[str, Any]]: ...
 
 
 class LocalSource:
@@ -251,6 +259,29 @@ class LocalSource:
         kill = self._kills.get(name)
         return kill[1] if kill else None
 
+    # ----- run-time settings (LocalCluster's; a ValueError is a refusal)
+
+    def live_settings(self, key: str) -> dict[str, Any]:
+        return self.cluster.live_settings(self._find(key)[0])
+
+    def set_log_levels(self, key: str, levels: dict[str, Any]) -> dict[str, Any]:
+        return self._settle(lambda name: self.cluster.set_log_levels(name, levels), key)
+
+    def debug(self, key: str, component: str | None, percent: float | None,
+              seconds: float | None) -> dict[str, Any]:
+        return self._settle(lambda name: self.cluster.debug(name, percent, component, seconds),
+                            key)
+
+    def samples(self, key: str, component: str, limit: int) -> list[dict[str, Any]]:
+        return self.cluster.samples(self._find(key)[0], component, limit)
+
+    def _settle(self, change: Any, key: str) -> dict[str, Any]:
+        name, _runtime = self._find(key)
+        try:
+            return change(name)
+        except ValueError as exc:
+            raise ActionRefused(str(exc)) from None
+
 
 class ClusterSource:
     """A cluster, through its nimbus: ``client`` (a ``NimbusClient``) finds it and holds the
@@ -380,6 +411,22 @@ class ClusterSource:
 
         return self._call("worker_restart", RESTART_CALL_SECS + CALL_SLACK_SECS, name=key,
                           worker=worker, reason=reason, asked_by=asked_by)
+
+    # ----- run-time settings (nimbus's runtime_settings.py; each takes an id or a name)
+
+    def live_settings(self, key: str) -> dict[str, Any]:
+        return self._call("live_settings", name=key)
+
+    def set_log_levels(self, key: str, levels: dict[str, Any]) -> dict[str, Any]:
+        return self._call("set_log_levels", name=key, levels=levels)
+
+    def debug(self, key: str, component: str | None, percent: float | None,
+              seconds: float | None) -> dict[str, Any]:
+        return self._call("debug", name=key, component=component, percent=percent,
+                          seconds=seconds)
+
+    def samples(self, key: str, component: str, limit: int) -> list[dict[str, Any]]:
+        return self._call("samples", name=key, component=component, limit=limit)
 
 
 def _count(slots: Any) -> int:

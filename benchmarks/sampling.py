@@ -1,0 +1,116 @@
+"""What tuple sampling (``stormlet debug``) costs: the local word count (benchmarks/wordcount.py)
+with sampling off, at 1 % and at 100 % of every component's emitted tuples.
+
+    python benchmarks/sampling.py [--seconds 4] [--rounds 7] [--basic]
+
+Each run samples as a worker does (runtime/live_settings.py): the samples go to the in-memory
+buffers and to a samples.jsonl file, written by the settings thread. Every run is a process of
+its own (a run leaves garbage and a grown heap behind, which would slow the next one in the same
+process), and each round runs the three settings in another order, so that neither order nor a
+machine growing busier or quieter weighs on one of them. Each round's change is against its own
+run with sampling off, and the figure is the median of the rounds' changes (and of their rates):
+on a shared machine the rate with sampling off alone varies by a fifth from run to run.
+``--basic`` runs the split as a BasicBolt (the README's idiom: its emits go through the basic
+collector), else as a Bolt anchoring by hand. Run it on a quiet machine.
+
+Instructions are steadier than seconds: benchmarks/peers/instructions.py counts the executors'
+own with sampling off (as a change of the collectors must leave them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from stormlet import LocalCluster, build_mode
+from stormlet.runtime.live_settings import LiveSettings
+from stormlet.runtime.tuning import tune_for_streaming
+from wordcount import WORDS_PER_SENTENCE, build
+
+SETTINGS = {"off": None, "1 %": 1.0, "100 %": 100.0}
+
+
+def run(seconds: float, percent: float | None, basic: bool) -> dict:
+    """Words per second counted while every component's emits are sampled at ``percent``
+    (None: off), how many samples were made and how many written to the file."""
+    tune_for_streaming()   # as `stormlet local` and workers do
+    conf = {"topology.max.spout.pending": 2000, "topology.acker.executors": 1}
+    with tempfile.TemporaryDirectory(prefix="stormlet-sampling-") as directory, \
+            LocalCluster() as cluster:
+        path = Path(directory) / "samples.jsonl"
+        cluster.submit("bench", conf, build(True, None, basic=basic))
+        settings = LiveSettings(cluster.runtime("bench"), path).start()
+        try:
+            if percent is not None:
+                settings.follow({"sampling": {"*": {"percent": percent, "until": None}}})
+            time.sleep(1.0)   # warm up
+            start_words = cluster.metrics("bench")["count"]["executed"]
+            start = time.monotonic()
+            time.sleep(seconds)
+            words = cluster.metrics("bench")["count"]["executed"] - start_words
+            elapsed = time.monotonic() - start
+            settings.follow({"sampling": {}})
+            cluster.kill("bench", wait_secs=5)
+        finally:
+            settings.close()
+        written = sum(1 for _ in path.open()) if path.exists() else 0
+        sink = settings.samples
+    return {"words_per_sec": words / elapsed, "written": written,
+            "made": written + sink.thinned + sink.dropped}
+
+
+def in_own_process(seconds: float, name: str, basic: bool) -> dict:
+    command = [sys.executable, __file__, "--one", name, "--seconds", str(seconds)]
+    out = subprocess.run(command + (["--basic"] if basic else []), capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--basic", action="store_true", help="the split as a BasicBolt")
+    parser.add_argument("--one", choices=list(SETTINGS), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:   # one run, in this process, for main's loop
+        print(json.dumps(run(args.seconds, SETTINGS[args.one], args.basic)))
+        return
+    split = "a BasicBolt" if args.basic else "a Bolt anchoring by hand"
+    print(f"tuple sampling's cost: word count, local mode, acking on, split as {split}, "
+          f"{WORDS_PER_SENTENCE} words/sentence, {args.seconds:g} s per run, {args.rounds} "
+          f"rounds, a process per run, python {sys.version.split()[0]}; "
+          f"{build_mode.describe()}", flush=True)
+    names = list(SETTINGS)
+    rates: dict[str, list[float]] = {name: [] for name in names}
+    changes: dict[str, list[float]] = {name: [] for name in names}
+    for round_ in range(args.rounds):
+        order = names[round_ % len(names):] + names[:round_ % len(names)]
+        results = {name: in_own_process(args.seconds, name, args.basic) for name in order}
+        off = results["off"]["words_per_sec"]
+        line = []
+        for name in names:
+            rate = results[name]["words_per_sec"]
+            rates[name].append(rate)
+            changes[name].append(100 * (rate - off) / off)
+            line.append(f"{name} {rate:>10,.0f}" + ("" if name == "off" else
+                        f" ({changes[name][-1]:+.1f} %, {results[name]['made']:,} samples, "
+                        f"{results[name]['written']:,} written)"))
+        print(f"  round {round_ + 1}: " + "  ".join(line), flush=True)
+    print("median of the rounds:")
+    for name in names:
+        change = ("" if name == "off" else
+                  f"  {statistics.median(changes[name]):+.1f} % against off (median of the "
+                  f"rounds' changes)")
+        print(f"  sampling {name:<6} {statistics.median(rates[name]):>10,.0f} words/s{change}")
+
+
+if __name__ == "__main__":
+    main()
