@@ -19,7 +19,7 @@ from cluster_support import REPO, after_test, serve_cluster, wait_until
 from cluster_topologies import chatty
 from zookeeper_server import zookeeper_available
 
-from stormlet.cluster.log_files import SAMPLES_FILE
+from stormlet.cluster.log_files import SAMPLES
 from stormlet.cluster.nimbus_client import NimbusClient
 from stormlet.cluster.security import Security
 from stormlet.ui.access import UiAccess
@@ -128,7 +128,7 @@ def test_a_bad_level_is_refused_and_read_only_credentials_only_look(cluster, run
 def samples_on_disk(cluster) -> list[dict]:
     """Every sample in the samples.jsonl files of the node's workers."""
     found = []
-    for path in (cluster.base / "s1" / "logs" / "workers").rglob(SAMPLES_FILE):
+    for path in (cluster.base / "s1" / "logs" / "workers").rglob(SAMPLES):
         found += [json.loads(line) for line in path.read_text().splitlines() if line]
     return found
 

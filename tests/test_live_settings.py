@@ -11,7 +11,6 @@ import math
 import random
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -405,10 +404,3 @@ def test_the_commands_print_what_is_in_force_and_the_samples():
 def test_the_commands_refuse_what_cannot_be_before_calling_nimbus(args, said):
     result = CliRunner().invoke(main, args)
     assert result.exit_code != 0 and said in result.output, result.output
-
-
-def test_the_samples_file_name_is_the_one_the_worker_and_node_layout_share():
-    from stormlet.cluster.log_files import SAMPLES_FILE, worker_log_dir
-    assert worker_log_dir(Path("/d"), "wc-1700000000-ab12cd", 6700) == Path(
-        "/d/logs/workers/wc-1700000000-ab12cd/6700")
-    assert SAMPLES_FILE == "samples.jsonl"
