@@ -33,7 +33,9 @@ def browser():
 # The one request of the page that may fail: the topology's own, once it is gone (topology.js
 # then says "no longer running"). Chromium logs it as a console error without its address, so
 # failed responses are checked by address instead.
-GONE_TOPOLOGY = re.compile(r"/api/v1/topology/[^/?]+\?window=")
+# The page's other readers of the topology (debug.js's sampling and log levels) get the same
+# 404 once it is gone.
+GONE_TOPOLOGY = re.compile(r"/api/v1/topology/[^/?]+(\?window=|/debug$|/logconfig$)")
 FAILED_LOAD = "Failed to load resource: the server responded with a status of 404"
 
 
