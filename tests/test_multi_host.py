@@ -9,8 +9,9 @@ message must be processed (lost == 0), every offset below the final commits seen
 none below a commit missing from the sinks when it was made; the rest is printed, and asserted
 only where it holds today.
 
-Each scenario is short, for CI (the file stays within a few minutes on 2 cores). The full form,
-with three times the messages and faults twice as long, runs by hand:
+Each scenario is short, for CI (the file stays within a few minutes on 2 cores), and four whose
+proof the others largely share run in the full form only (``full_form_only``). The full form,
+every scenario with three times the messages and faults twice as long, runs by hand:
 ``STORMLET_MULTI_HOST_FULL=1 python -m pytest -s tests/test_multi_host.py``."""
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ pytestmark = [
 
 RATE = 400   # messages a second; two workers on the 2-core machine keep up with it easily
 FULL = os.environ.get("STORMLET_MULTI_HOST_FULL", "") not in ("", "0")
+
+
+# Scenarios whose proof the others largely share run in the full form only, to keep CI's run
+# short: a slow link (the cut link and the cut-off host prove detection), a crash and return with
+# the data directory (the crashed host's work moving back covers a return), packet loss, and a
+# ZooKeeper ensemble member cut off (the leading nimbus cut off covers losing a quorum peer).
+full_form_only = pytest.mark.skipif(not FULL, reason="the full form's only: "
+                                    "STORMLET_MULTI_HOST_FULL=1 runs it")
 
 
 def scaled(messages: int, down_secs: float) -> tuple[int, float]:
@@ -169,6 +178,7 @@ def test_a_cut_link_between_worker_hosts_is_reported_and_traffic_resumes_soon_af
         report.lines()
 
 
+@full_form_only
 @pytest.mark.multi_host   # its own cluster: the daemons' default session, ZooKeeper's 1 s ticks
 def test_a_slow_link_is_not_taken_for_a_dead_host(tmp_path):
     """Issue 51: with the ZooKeeper session fixed at 6 s, a congested but working link (64 kbit,
@@ -234,6 +244,7 @@ def test_a_worker_cut_off_from_zookeeper_stops_its_spouts_before_its_tasks_run_e
     assert frozen and still == frozen, ("the cut-off worker's spout kept emitting", frozen, still)
 
 
+@full_form_only
 def test_packet_loss_on_a_supervisor_host_loses_nothing(multi_host, tmp_path):
     """15 % of the packets in and out of s1 dropped for 12 s mid-stream (nftables' numgen:
     this kernel has no netem). TCP retransmits under it; what the cluster does about it (move
@@ -251,6 +262,7 @@ def test_packet_loss_on_a_supervisor_host_loses_nothing(multi_host, tmp_path):
     print(f"workers before {before}, after {after}")
 
 
+@full_form_only
 def test_a_host_crash_and_return_with_its_data_directory_loses_nothing(multi_host, tmp_path):
     """s1 loses power mid-stream: off the network and every process on it SIGKILLed, its
     workers with its supervisor. Its tasks move to s2 once its session expires; after 12 s the
@@ -358,6 +370,7 @@ def test_the_leading_nimbus_cut_off_a_standby_leads_and_the_topology_runs_on(tmp
     assert after == before, "a worker moved or restarted because nimbus changed"
 
 
+@full_form_only
 @pytest.mark.multi_host   # its own cluster: a ZooKeeper ensemble of three
 def test_a_zookeeper_ensemble_member_cut_off_loses_nothing(tmp_path):
     """ZooKeeper as an ensemble of three, a member on each of three hosts. The ensemble's
