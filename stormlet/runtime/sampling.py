@@ -1,3 +1,4 @@
+# cython: binding=False
 """Tuple sampling (``stormlet debug``): a share of the tuples a component emits is recorded
 while it runs, as Storm's event logger does (its docs/Eventlogging.md): when, which component,
 task and stream, the values, the tasks it went to, and the message id and root of a spout's
@@ -10,8 +11,10 @@ percentage's probability, independently, and no emit pays for a random number.
 
 A sample is made on the executor's thread, and only there is anything of the emit read: its
 values are copied, cut to a size (``shown_values``), so that a later change to the emitted list,
-a huge value or one JSON cannot hold never reaches a reader. Then it goes into two bounded
-buffers and the executor goes on; nothing here blocks or takes a lock:
+a huge value or one JSON cannot hold never reaches a reader. It is kept as a tuple of
+SAMPLE_FIELDS (a dict of seven keys costs three times as much to make), and readers and the
+file get it as a dict (``as_dict``). Then it goes into two bounded buffers and the executor goes
+on; nothing here blocks or takes a lock:
 
 - the newest KEPT samples of each component, for ``stormlet debug --show`` and the UI;
 - samples not yet in the file (at most PENDING; beyond that the oldest are dropped, counted),
@@ -61,6 +64,10 @@ MSG_ID_CHARS = 200
 # VALUES_CHARS however it is written.
 _SHORT = 8
 _SHORT_CHARS = VALUES_CHARS // _SHORT - 16
+# A sample's fields, in the order it holds them; readers get a dict of those that are not None.
+SAMPLE_FIELDS = ("time", "component", "task", "stream", "values", "to_tasks", "msg_id", "roots",
+                 "note")
+_TIME = SAMPLE_FIELDS.index("time")
 # What the reader of a truncated sample is told.
 CUT_NOTE = f"values cut to {VALUES_CHARS} characters"
 BYTES_NOTE = "bytes shown as their repr"
@@ -94,14 +101,9 @@ class Sampler:
         untracked); the gap to the next sample. (At 1 % of a fast topology's emits this runs
         ten thousand times a second: each step here is counted.)"""
         shown, note = shown_values(values)
-        sample = {"time": time_now(), "component": self.component, "task": self.task,
-                  "stream": stream, "values": shown, "to_tasks": tasks[:]}
-        if msg_id is not None:
-            sample["msg_id"] = shown_id(msg_id)
-        if roots:
-            sample["roots"] = roots   # ints: see shown_roots
-        if note:
-            sample["note"] = note
+        # SAMPLE_FIELDS; roots as ints (see shown_roots).
+        sample = (time_now(), self.component, self.task, stream, shown, tasks[:],
+                  None if msg_id is None else shown_id(msg_id), roots or None, note)
         self._keep(sample)
         sink = self.sink
         pending = sink.pending
@@ -172,6 +174,11 @@ def _cut(text: str, budget: list[int], notes: set[str]) -> str:
     return text
 
 
+def as_dict(sample: tuple) -> dict:
+    """A sample as readers get it: its SAMPLE_FIELDS that are not None."""
+    return {name: value for name, value in zip(SAMPLE_FIELDS, sample) if value is not None}
+
+
 def shown_roots(sample: dict) -> dict:
     """``sample`` with its roots as 16 hex digits: JSON readers in a browser hold numbers as
     doubles, which cannot hold a 64-bit id (a sample keeps them as ints, cheaper to make and
@@ -222,15 +229,15 @@ class SampleSink:
         self.room = math.inf if written_per_sec is None else written_per_sec
         self._granted_at = time.monotonic()
         self.thinned = 0   # samples left out of the file for want of room
-        self._latest: dict[str, deque[dict]] = {}
+        self._latest: dict[str, deque[tuple]] = {}
         # Samples waiting for the file (None: memory only); Sampler.take appends.
-        self.pending: deque[dict] | None = deque(maxlen=pending) if path is not None else None
+        self.pending: deque[tuple] | None = deque(maxlen=pending) if path is not None else None
         self.dropped = 0   # samples the file never got (approximate: threads race on it)
         self._dropped_said = 0   # the count last logged, and when
         self._dropped_said_at = 0.0
         self._write_failed = False
 
-    def kept(self, component: str) -> deque[dict]:
+    def kept(self, component: str) -> deque[tuple]:
         """The newest samples of ``component``, kept in memory."""
         kept = self._latest.get(component)
         if kept is None:
@@ -247,9 +254,9 @@ class SampleSink:
         (epoch seconds), oldest first."""
         groups = ([self._latest.get(component, ())] if component is not None
                   else list(self._latest.values()))
-        found = [s for group in groups for s in list(group) if s["time"] > since]
-        found.sort(key=lambda s: s["time"])
-        return found[-limit:] if limit > 0 else []
+        found = [s for group in groups for s in list(group) if s[_TIME] > since]
+        found.sort(key=lambda s: s[_TIME])
+        return [as_dict(s) for s in found[-limit:]] if limit > 0 else []
 
     def write(self) -> int:
         """Append the pending samples to the file (rotating it past its size), and grant the
@@ -276,7 +283,7 @@ class SampleSink:
         lines = []
         for sample in taken:
             try:
-                lines.append(_encoded(sample))
+                lines.append(_encoded(as_dict(sample)))
             except ValueError:   # pragma: no cover (shown_values made it JSON's)
                 continue
         if not lines:
