@@ -151,9 +151,9 @@ class _Emitter:
             tup = self._data[tasks[0]][-1]
             values = tup.values
             if tup.root:
-                roots = [tup.root]
+                roots = (tup.root,)
             elif tup.many is not None:
-                roots = list(tup.many[::2])
+                roots = tup.many[::2]
         self._countdown = sampler.take(values, stream, tasks, msg_id, roots)
 
     def _logged(self, emit):

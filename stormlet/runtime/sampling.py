@@ -12,8 +12,10 @@ percentage's probability, independently, and no emit pays for a random number.
 A sample is made on the executor's thread, and only there is anything of the emit read: its
 values are copied, cut to a size (``shown_values``), so that a later change to the emitted list,
 a huge value or one JSON cannot hold never reaches a reader. It is kept as a tuple of
-SAMPLE_FIELDS (a dict of seven keys costs three times as much to make), and readers and the
-file get it as a dict (``as_dict``). Then it goes into two bounded buffers and the executor goes
+SAMPLE_FIELDS (a dict of them costs several times as much to make, and most samples are never
+read) whose sequences are tuples too: made of plain values only, the garbage collector stops
+tracking it at its first pass, so that samples living a while do not make the collector's full
+passes come sooner. Readers and the file get it as a dict of lists (``as_dict``). Then it goes into two bounded buffers and the executor goes
 on; nothing here blocks or takes a lock:
 
 - the newest KEPT samples of each component, for ``stormlet debug --show`` and the UI;
@@ -23,8 +25,7 @@ on; nothing here blocks or takes a lock:
 
 The file takes at most WRITTEN_PER_SEC samples a second: at 1 % of a million emits a second a
 worker samples ten thousand a second, and writing each would cost more than all the rest of
-sampling (two thirds of it, measured) while the file, rotated every few seconds, would hold only
-the last seconds. Each writing pass grants the samplers room for what the rate allows until the
+sampling, while the file, rotated every few seconds, would hold only the last seconds. Each writing pass grants the samplers room for what the rate allows until the
 next (a pass every SAMPLING_TICK_SECS: live_settings.py), and a sample finding none is counted,
 not queued; the memory buffers get every sample.
 """
@@ -96,19 +97,20 @@ class Sampler:
         return int(log1p(-self._random()) / log_keep) + 1 if log_keep else 1
 
     def take(self, values: Any, stream: str, tasks: list[int], msg_id: Any,
-             roots: list[int] | None) -> int:
+             roots: tuple[int, ...] | None) -> int:
         """Record one emit (``roots``: the tree roots the emitted tuple belongs to, None when
         untracked); the gap to the next sample. (At 1 % of a fast topology's emits this runs
         ten thousand times a second: each step here is counted.)"""
         shown, note = shown_values(values)
         # SAMPLE_FIELDS; roots as ints (see shown_roots).
-        sample = (time_now(), self.component, self.task, stream, shown, tasks[:],
+        sample = (time_now(), self.component, self.task, stream, shown, tuple(tasks),
                   None if msg_id is None else shown_id(msg_id), roots or None, note)
         self._keep(sample)
         sink = self.sink
         pending = sink.pending
         if pending is not None:
-            # Threads race on these counts: the file may take a few more than its room.
+            # Interpreted, threads may race on these counts (the file then takes a few more
+            # than its room); compiled, each is one C operation under the GIL.
             if sink.room <= 0:
                 sink.thinned += 1
             else:
@@ -137,7 +139,7 @@ def shown_values(values: Any) -> tuple[Any, str | None]:
             elif kind is not int and value is not None and kind is not bool:
                 break
         else:
-            return values[:], None
+            return tuple(values), None
     budget = [VALUES_CHARS]
     notes: set[str] = set()
     shown = _shown(values, budget, notes)
@@ -175,8 +177,9 @@ def _cut(text: str, budget: list[int], notes: set[str]) -> str:
 
 
 def as_dict(sample: tuple) -> dict:
-    """A sample as readers get it: its SAMPLE_FIELDS that are not None."""
-    return {name: value for name, value in zip(SAMPLE_FIELDS, sample) if value is not None}
+    """A sample as readers get it: its SAMPLE_FIELDS that are not None, sequences as lists."""
+    return {name: list(value) if type(value) is tuple else value
+            for name, value in zip(SAMPLE_FIELDS, sample) if value is not None}
 
 
 def shown_roots(sample: dict) -> dict:
