@@ -98,7 +98,8 @@ def instructions(percent_name: str, sentences: int, mode: str, workdir: Path) ->
     sys.path.insert(0, str(PEERS))
     from instructions import COUNTED, event_totals
 
-    out = workdir / f"callgrind.{mode}.{percent_name.replace(' ', '')}"
+    # No "%" in the name: valgrind reads it as a format (%p: the pid).
+    out = workdir / f"callgrind.{mode}.{percent_name.replace(' %', 'pct')}"
     command = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
                *(f"--toggle-collect={pattern}" for pattern in COUNTED["run_stormlet.py"]),
                f"--callgrind-out-file={out}", sys.executable, __file__, "--counted",
