@@ -26,8 +26,8 @@ from stormlet.ui.access import UiAccess
 from stormlet.ui.app import serve
 from stormlet.ui.source import ClusterSource
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 CHATTY = Path(chatty.__file__)
 # The spout emits 20 words a second: this long without a new line means none come.

@@ -15,8 +15,8 @@ a huge value or one JSON cannot hold never reaches a reader. It is kept as a tup
 SAMPLE_FIELDS (a dict of them costs several times as much to make, and most samples are never
 read) whose sequences are tuples too: made of plain values only, the garbage collector stops
 tracking it at its first pass, so that samples living a while do not make the collector's full
-passes come sooner. Readers and the file get it as a dict of lists (``as_dict``). Then it goes into two bounded buffers and the executor goes
-on; nothing here blocks or takes a lock:
+passes come sooner. Readers and the file get it as a dict of lists (``as_dict``). Then it goes
+into two bounded buffers and the executor goes on; nothing here blocks or takes a lock:
 
 - the newest KEPT samples of each component, for ``stormlet debug --show`` and the UI;
 - samples not yet in the file (at most PENDING; beyond that the oldest are dropped, counted),
@@ -25,9 +25,10 @@ on; nothing here blocks or takes a lock:
 
 The file takes at most WRITTEN_PER_SEC samples a second: at 1 % of a million emits a second a
 worker samples ten thousand a second, and writing each would cost more than all the rest of
-sampling, while the file, rotated every few seconds, would hold only the last seconds. Each writing pass grants the samplers room for what the rate allows until the
-next (a pass every SAMPLING_TICK_SECS: live_settings.py), and a sample finding none is counted,
-not queued; the memory buffers get every sample.
+sampling, while the file, rotated every few seconds, would hold only the last seconds. Each
+writing pass grants the samplers room for what the rate allows until the next (a pass every
+SAMPLING_TICK_SECS: live_settings.py), and a sample finding none is counted, not queued; the
+memory buffers get every sample.
 """
 
 from __future__ import annotations
