@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from cluster_support import REPO, after_test, serve_cluster, wait_until
 from cluster_topologies import chatty
+from ui_support import request
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.log_files import SAMPLES_FILE
@@ -183,8 +184,6 @@ def test_debug_samples_a_components_tuples_into_its_workers_file_and_shows_them(
 
 def test_the_ui_on_the_cluster_changes_them_with_its_token_and_shows_the_samples(
         cluster, running, secret_file):
-    from ui_support import request
-
     security = Security.load(secret_file)
     source = ClusterSource(NimbusClient(cluster.zk.hosts, security=security))
     token = security.ui_token()
