@@ -25,6 +25,8 @@ echo
 python benchmarks/environments.py
 echo
 python benchmarks/metrics_cost.py
+python benchmarks/sampling.py
+python benchmarks/sampling.py --instructions || true
 echo
 python benchmarks/offset_spout.py
 echo

@@ -2,6 +2,7 @@
 with sampling off, at 1 % and at 100 % of every component's emitted tuples.
 
     python benchmarks/sampling.py [--seconds 4] [--rounds 7] [--basic]
+    python benchmarks/sampling.py --instructions [--sentences 20000]
 
 Each run samples as a worker does (runtime/live_settings.py): the samples go to the in-memory
 buffers and to a samples.jsonl file, written by the settings thread. Every run is a process of
@@ -13,8 +14,12 @@ on a shared machine the rate with sampling off alone varies by a fifth from run 
 ``--basic`` runs the split as a BasicBolt (the README's idiom: its emits go through the basic
 collector), else as a Bolt anchoring by hand. Run it on a quiet machine.
 
-Instructions are steadier than seconds: benchmarks/peers/instructions.py counts the executors'
-own with sampling off (as a change of the collectors must leave them).
+Instructions are steadier than seconds. ``--instructions`` runs the peer benchmark's word count
+(benchmarks/peers: N sentences, acking on, the split as a BasicBolt and anchoring by hand) under
+valgrind's callgrind with sampling off and at 1 % from the first emit, and prints the
+instructions a word the executors execute (as benchmarks/peers/instructions.py counts them: the
+executors' steps, so the settings thread's writing of the file is not in them) and the change.
+Needs Debian's valgrind and the compiled hot path; about two minutes a run.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from stormlet.runtime.tuning import tune_for_streaming
 from wordcount import WORDS_PER_SENTENCE, build
 
 SETTINGS = {"off": None, "1 %": 1.0, "100 %": 100.0}
+PEERS = Path(__file__).resolve().parent / "peers"
 
 
 def run(seconds: float, percent: float | None, basic: bool) -> dict:
@@ -66,6 +72,56 @@ def run(seconds: float, percent: float | None, basic: bool) -> dict:
             "made": written + sink.thinned + sink.dropped}
 
 
+def counted_run(percent: float | None, sentences: int, mode: str) -> None:
+    """The peer benchmark's word count of ``sentences``, sampled at ``percent`` from its first
+    emit, to the last ack: what ``--instructions`` runs under callgrind."""
+    sys.path.insert(0, str(PEERS))
+    from run_stormlet import build as build_peers, config, shared_sentences
+
+    shared_sentences(sentences)
+    with tempfile.TemporaryDirectory(prefix="stormlet-sampling-") as directory, \
+            LocalCluster() as cluster:
+        cluster.submit("peers", config(mode), build_peers(mode, sentences))
+        cluster.deactivate("peers")   # sampling first: every emit is the sampled one
+        settings = LiveSettings(cluster.runtime("peers"), Path(directory) / "samples.jsonl")
+        settings.start()
+        if percent is not None:
+            settings.follow({"sampling": {"*": {"percent": percent, "until": None}}})
+        spout, = cluster.instances("peers", "sentences")
+        cluster.activate("peers")
+        cluster.wait_for(lambda: spout.finished is not None, timeout=3600, interval=0.05)
+        settings.close()
+
+
+def instructions(percent_name: str, sentences: int, mode: str, workdir: Path) -> int:
+    """Instructions the executors executed in ``counted_run``, counted by callgrind."""
+    sys.path.insert(0, str(PEERS))
+    from instructions import COUNTED, event_totals
+
+    # No "%" in the name: valgrind reads it as a format (%p: the pid).
+    out = workdir / f"callgrind.{mode}.{percent_name.replace(' %', 'pct')}"
+    command = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+               *(f"--toggle-collect={pattern}" for pattern in COUNTED["run_stormlet.py"]),
+               f"--callgrind-out-file={out}", sys.executable, __file__, "--counted",
+               percent_name, "--sentences", str(sentences), "--mode", mode]
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return event_totals(out)["Ir"]
+
+
+def print_instructions(sentences: int) -> None:
+    words = sentences * WORDS_PER_SENTENCE
+    print(f"tuple sampling's cost in instructions a word (callgrind, the executors' steps), "
+          f"{sentences:,} sentences ({words:,} words), python {sys.version.split()[0]}; "
+          f"{build_mode.describe()}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="stormlet-callgrind-") as workdir:
+        for mode, label in (("basic", "split as a BasicBolt"),
+                            ("anchored", "split anchoring by hand")):
+            off = instructions("off", sentences, mode, Path(workdir)) / words
+            on = instructions("1 %", sentences, mode, Path(workdir)) / words
+            print(f"  {label:<26} off {off:8,.0f}   1 % {on:8,.0f}   "
+                  f"{100 * (on - off) / off:+.1f} %", flush=True)
+
+
 def in_own_process(seconds: float, name: str, basic: bool) -> dict:
     command = [sys.executable, __file__, "--one", name, "--seconds", str(seconds)]
     out = subprocess.run(command + (["--basic"] if basic else []), capture_output=True,
@@ -78,10 +134,24 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--basic", action="store_true", help="the split as a BasicBolt")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions under callgrind instead (see above)")
+    parser.add_argument("--sentences", type=int, default=20_000,
+                        help="with --instructions: the sentences of each run")
     parser.add_argument("--one", choices=list(SETTINGS), help=argparse.SUPPRESS)
+    parser.add_argument("--counted", choices=list(SETTINGS), help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="basic", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:   # one run, in this process, for main's loop
         print(json.dumps(run(args.seconds, SETTINGS[args.one], args.basic)))
+        return
+    if args.counted:   # one run under callgrind, for print_instructions
+        counted_run(SETTINGS[args.counted], args.sentences, args.mode)
+        return
+    if args.instructions:
+        if build_mode.mode() != build_mode.COMPILED:
+            sys.exit(f"counts the compiled hot path; {build_mode.describe()}")
+        print_instructions(args.sentences)
         return
     split = "a BasicBolt" if args.basic else "a Bolt anchoring by hand"
     print(f"tuple sampling's cost: word count, local mode, acking on, split as {split}, "

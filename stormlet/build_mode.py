@@ -32,6 +32,7 @@ HOT_MODULES = (
     "stormlet.runtime.routing",
     "stormlet.metrics.histogram",
     "stormlet.runtime.metrics",
+    "stormlet.runtime.sampling",           # a sample's making, while tuple sampling is on
     "stormlet.runtime.collector",
     "stormlet.runtime.transfer",
     "stormlet.runtime.bolt_executor",

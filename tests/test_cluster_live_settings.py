@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from cluster_support import REPO, after_test, serve_cluster, wait_until
 from cluster_topologies import chatty
+from ui_support import request
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.log_files import SAMPLES
@@ -26,8 +27,8 @@ from stormlet.ui.access import UiAccess
 from stormlet.ui.app import serve
 from stormlet.ui.source import ClusterSource
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 CHATTY = Path(chatty.__file__)
 # The spout emits 20 words a second: this long without a new line means none come.
@@ -183,8 +184,6 @@ def test_debug_samples_a_components_tuples_into_its_workers_file_and_shows_them(
 
 def test_the_ui_on_the_cluster_changes_them_with_its_token_and_shows_the_samples(
         cluster, running, secret_file):
-    from ui_support import request
-
     security = Security.load(secret_file)
     source = ClusterSource(NimbusClient(cluster.zk.hosts, security=security))
     token = security.ui_token()

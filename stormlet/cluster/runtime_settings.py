@@ -85,9 +85,10 @@ class RuntimeSettings:
         ``seconds`` (None: until turned off), or turn it off (``percent`` None). Answers the
         settings in force."""
         def change(record: dict, now: float) -> dict:
-            if component is not None and component not in (record.get("summary") or {}):
+            components = sorted(record.get("summary") or {})
+            if component is not None and component not in components:
                 raise ValueError(f"topology {record.get('name')!r} has no component "
-                                 f"{component!r} (it has {', '.join(sorted(record.get('summary') or {}))})")
+                                 f"{component!r} (it has {', '.join(components)})")
             return {live.SAMPLING: live.with_sampling(record.get(live.SAMPLING), component,
                                                       percent, seconds, now)}
 
@@ -127,8 +128,8 @@ class RuntimeSettings:
     def samples(self, name: str, component: str | None = None, limit: int = 100) -> list[dict]:
         """The newest ``limit`` tuple samples (of ``component``, or every one), oldest first:
         each {"time", "component", "task", "stream", "values", "to_tasks"} and, where known,
-        "msg_id", "roots" (ints), "note" (what was cut), with the worker's "host" and "port". See the
-        module docstring for where they come from."""
+        "msg_id", "roots" (ints), "note" (what was cut), with the worker's "host" and "port".
+        See the module docstring for where they come from."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise rpc.RpcError(f"limit must be a positive whole number, got {limit!r}")
         tid, _record = self._find(name)

@@ -11,6 +11,7 @@ from stormlet.runtime.metrics cimport TaskMetrics
 from stormlet.serialization cimport checked
 from stormlet.rotating_map cimport RotatingMap
 from stormlet.collectors cimport BasicOutputCollector
+from stormlet.runtime.sampling cimport Sampler
 
 cdef unsigned long long MASK64, GOLDEN, MIX1, MIX2
 
@@ -41,6 +42,7 @@ cdef class _Emitter:
     cdef StreamRoute _last_route
     cdef public object sampler
     cdef long long _countdown
+    @cython.locals(sampler=Sampler, tup=Tuple)
     cdef _sample(self, object values, object stream, object tasks, object msg_id)
 
 cdef inline StreamRoute _route_of(_Emitter emitter, object stream, object to_task)

@@ -33,6 +33,7 @@ from ..serialization import checked
 from ..tuples import MAX_ID, StreamInfo, Tuple, tracked, untracked
 from .metrics import TaskMetrics
 from .routing import StreamRoute, check_direct_task, check_stream
+from .sampling import Sampler
 from .transfer import Transfer
 
 log = logging.getLogger(__name__)
@@ -140,8 +141,9 @@ class _Emitter:
 
     def _sample(self, values: Any, stream: str, tasks: list[int], msg_id: Any) -> None:
         """The countdown ran out: hand this emit (its tuple is the last of its first
-        destination's buffer) to the sampler, and count down from the next gap."""
-        sampler = self.sampler
+        destination's buffer) to the sampler (a C call when compiled), and count down from the
+        next gap."""
+        sampler: Sampler | None = self.sampler
         if sampler is None:
             return   # turned off meanwhile
         roots = None
@@ -149,9 +151,9 @@ class _Emitter:
             tup = self._data[tasks[0]][-1]
             values = tup.values
             if tup.root:
-                roots = [tup.root]
+                roots = (tup.root,)
             elif tup.many is not None:
-                roots = list(tup.many[::2])
+                roots = tup.many[::2]
         self._countdown = sampler.take(values, stream, tasks, msg_id, roots)
 
     def _logged(self, emit):

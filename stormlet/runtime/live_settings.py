@@ -37,10 +37,10 @@ ALL_COMPONENTS = "*"
 MAX_LOGGERS = 100
 # How often the settings thread looks for executors started since (a worker taking on more)
 # and writes the samples made since to their file; while sampling is on, every
-# SAMPLING_TICK_SECS, so that even 100 % of a fast component's emits fit the buffer between
-# two writes (sampling.PENDING).
+# SAMPLING_TICK_SECS, so that the samples of a pass (sampling.WRITTEN_PER_SEC a second at most)
+# are few, and yet the thread seldom takes the interpreter's lock from the executors.
 TICK_SECS = 1.0
-SAMPLING_TICK_SECS = 0.1
+SAMPLING_TICK_SECS = 0.5
 # A worker's metrics report carries the newest samples of each component, made in the last
 # REPORTED_SECS: what nimbus answers ``samples`` with until it can read the files.
 REPORTED = 20

@@ -1,3 +1,4 @@
+# cython: binding=False
 """Tuple sampling (``stormlet debug``): a share of the tuples a component emits is recorded
 while it runs, as Storm's event logger does (its docs/Eventlogging.md): when, which component,
 task and stream, the values, the tasks it went to, and the message id and root of a spout's
@@ -10,8 +11,12 @@ percentage's probability, independently, and no emit pays for a random number.
 
 A sample is made on the executor's thread, and only there is anything of the emit read: its
 values are copied, cut to a size (``shown_values``), so that a later change to the emitted list,
-a huge value or one JSON cannot hold never reaches a reader. Then it goes into two bounded
-buffers and the executor goes on; nothing here blocks or takes a lock:
+a huge value or one JSON cannot hold never reaches a reader. It is kept as a tuple of
+SAMPLE_FIELDS (a dict of them costs several times as much to make, and most samples are never
+read) whose sequences are tuples too: made of plain values only, the garbage collector stops
+tracking it at its first pass, so that samples living a while do not make the collector's full
+passes come sooner. Readers and the file get it as a dict of lists (``as_dict``). Then it goes
+into two bounded buffers and the executor goes on; nothing here blocks or takes a lock:
 
 - the newest KEPT samples of each component, for ``stormlet debug --show`` and the UI;
 - samples not yet in the file (at most PENDING; beyond that the oldest are dropped, counted),
@@ -20,10 +25,10 @@ buffers and the executor goes on; nothing here blocks or takes a lock:
 
 The file takes at most WRITTEN_PER_SEC samples a second: at 1 % of a million emits a second a
 worker samples ten thousand a second, and writing each would cost more than all the rest of
-sampling (two thirds of it, measured) while the file, rotated every few seconds, would hold only
-the last seconds. Each writing pass grants the samplers room for what the rate allows until the
-next (a pass every SAMPLING_TICK_SECS: live_settings.py), and a sample finding none is counted,
-not queued; the memory buffers get every sample.
+sampling, while the file, rotated every few seconds, would hold only the last seconds. Each
+writing pass grants the samplers room for what the rate allows until the next (a pass every
+SAMPLING_TICK_SECS: live_settings.py), and a sample finding none is counted, not queued; the
+memory buffers get every sample.
 """
 
 from __future__ import annotations
@@ -61,6 +66,10 @@ MSG_ID_CHARS = 200
 # VALUES_CHARS however it is written.
 _SHORT = 8
 _SHORT_CHARS = VALUES_CHARS // _SHORT - 16
+# A sample's fields, in the order it holds them; readers get a dict of those that are not None.
+SAMPLE_FIELDS = ("time", "component", "task", "stream", "values", "to_tasks", "msg_id", "roots",
+                 "note")
+_TIME = SAMPLE_FIELDS.index("time")
 # What the reader of a truncated sample is told.
 CUT_NOTE = f"values cut to {VALUES_CHARS} characters"
 BYTES_NOTE = "bytes shown as their repr"
@@ -89,24 +98,20 @@ class Sampler:
         return int(log1p(-self._random()) / log_keep) + 1 if log_keep else 1
 
     def take(self, values: Any, stream: str, tasks: list[int], msg_id: Any,
-             roots: list[int] | None) -> int:
+             roots: tuple[int, ...] | None) -> int:
         """Record one emit (``roots``: the tree roots the emitted tuple belongs to, None when
         untracked); the gap to the next sample. (At 1 % of a fast topology's emits this runs
         ten thousand times a second: each step here is counted.)"""
         shown, note = shown_values(values)
-        sample = {"time": time_now(), "component": self.component, "task": self.task,
-                  "stream": stream, "values": shown, "to_tasks": tasks[:]}
-        if msg_id is not None:
-            sample["msg_id"] = shown_id(msg_id)
-        if roots:
-            sample["roots"] = roots   # ints: see shown_roots
-        if note:
-            sample["note"] = note
+        # SAMPLE_FIELDS; roots as ints (see shown_roots).
+        sample = (time_now(), self.component, self.task, stream, shown, tuple(tasks),
+                  None if msg_id is None else shown_id(msg_id), roots or None, note)
         self._keep(sample)
         sink = self.sink
         pending = sink.pending
         if pending is not None:
-            # Threads race on these counts: the file may take a few more than its room.
+            # Interpreted, threads may race on these counts (the file then takes a few more
+            # than its room); compiled, each is one C operation under the GIL.
             if sink.room <= 0:
                 sink.thinned += 1
             else:
@@ -135,7 +140,7 @@ def shown_values(values: Any) -> tuple[Any, str | None]:
             elif kind is not int and value is not None and kind is not bool:
                 break
         else:
-            return values[:], None
+            return tuple(values), None
     budget = [VALUES_CHARS]
     notes: set[str] = set()
     shown = _shown(values, budget, notes)
@@ -170,6 +175,12 @@ def _cut(text: str, budget: list[int], notes: set[str]) -> str:
         text = text[:max(0, budget[0])] + "..."
     budget[0] -= len(text)
     return text
+
+
+def as_dict(sample: tuple) -> dict:
+    """A sample as readers get it: its SAMPLE_FIELDS that are not None, sequences as lists."""
+    return {name: list(value) if type(value) is tuple else value
+            for name, value in zip(SAMPLE_FIELDS, sample) if value is not None}
 
 
 def shown_roots(sample: dict) -> dict:
@@ -222,15 +233,15 @@ class SampleSink:
         self.room = math.inf if written_per_sec is None else written_per_sec
         self._granted_at = time.monotonic()
         self.thinned = 0   # samples left out of the file for want of room
-        self._latest: dict[str, deque[dict]] = {}
+        self._latest: dict[str, deque[tuple]] = {}
         # Samples waiting for the file (None: memory only); Sampler.take appends.
-        self.pending: deque[dict] | None = deque(maxlen=pending) if path is not None else None
+        self.pending: deque[tuple] | None = deque(maxlen=pending) if path is not None else None
         self.dropped = 0   # samples the file never got (approximate: threads race on it)
         self._dropped_said = 0   # the count last logged, and when
         self._dropped_said_at = 0.0
         self._write_failed = False
 
-    def kept(self, component: str) -> deque[dict]:
+    def kept(self, component: str) -> deque[tuple]:
         """The newest samples of ``component``, kept in memory."""
         kept = self._latest.get(component)
         if kept is None:
@@ -247,9 +258,9 @@ class SampleSink:
         (epoch seconds), oldest first."""
         groups = ([self._latest.get(component, ())] if component is not None
                   else list(self._latest.values()))
-        found = [s for group in groups for s in list(group) if s["time"] > since]
-        found.sort(key=lambda s: s["time"])
-        return found[-limit:] if limit > 0 else []
+        found = [s for group in groups for s in list(group) if s[_TIME] > since]
+        found.sort(key=lambda s: s[_TIME])
+        return [as_dict(s) for s in found[-limit:]] if limit > 0 else []
 
     def write(self) -> int:
         """Append the pending samples to the file (rotating it past its size), and grant the
@@ -276,7 +287,7 @@ class SampleSink:
         lines = []
         for sample in taken:
             try:
-                lines.append(_encoded(sample))
+                lines.append(_encoded(as_dict(sample)))
             except ValueError:   # pragma: no cover (shown_values made it JSON's)
                 continue
         if not lines:

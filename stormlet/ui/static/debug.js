@@ -17,9 +17,9 @@ Debug.left = function (entry) {
 };
 
 Debug.section = function (id, title, hint, ...children) {
-  const section = UI.el("section", {id},
-                        UI.el("h2", {}, title, hint ? UI.el("span", {class: "hint", text: hint}) : null),
-                        ...children);
+  const heading = UI.el("h2", {}, title,
+                        hint ? UI.el("span", {class: "hint", text: hint}) : null);
+  const section = UI.el("section", {id}, heading, ...children);
   document.querySelector("main").append(section);
   return section;
 };
@@ -133,7 +133,8 @@ Debug.showSamples = function (samples) {
     {title: "Stream", field: "stream", format: String},
     {title: "Values", field: "values", format: v => JSON.stringify(v), cls: () => "message"},
     {title: "To tasks", field: "to_tasks", format: v => (v || []).join(", ")},
-    {title: "Message id", field: "msg_id", format: v => (v === undefined ? "-" : JSON.stringify(v))},
+    {title: "Message id", field: "msg_id",
+     format: v => (v === undefined ? "-" : JSON.stringify(v))},
     {title: "Roots", field: "roots", format: v => (v || []).join(" ") || "-"},
     {title: "Note", field: "note", format: v => v || ""},
     {title: "Worker", field: "host", format: (v, s) => (v ? `${v}:${s.port}` : "local")},
