@@ -7,10 +7,12 @@ with sampling off, at 1 % and at 100 % of every component's emitted tuples.
 Each run samples as a worker does (runtime/live_settings.py): the samples go to the in-memory
 buffers and to a samples.jsonl file, written by the settings thread. Every run is a process of
 its own (a run leaves garbage and a grown heap behind, which would slow the next one in the same
-process), and each round runs the three settings in another order, so that neither order nor a
-machine growing busier or quieter weighs on one of them. Each round's change is against its own
-run with sampling off, and the figure is the median of the rounds' changes (and of their rates):
-on a shared machine the rate with sampling off alone varies by a fifth from run to run.
+process). Each round runs the settings in another order, so that neither order nor a machine
+growing busier or quieter weighs on one of them, and with one hash seed for all its runs. Each
+round's change is against its own run with sampling off, and the figure is the median of the
+rounds' changes (and of their rates), with the middle half of the changes: on this 2-core
+machine the rate with sampling off alone varies by a fifth from run to run, so telling a few per
+cent apart takes twenty rounds or more.
 ``--basic`` runs the split as a BasicBolt (the README's idiom: its emits go through the basic
 collector), else as a Bolt anchoring by hand. Run it on a quiet machine.
 
@@ -72,6 +74,53 @@ def run(seconds: float, percent: float | None, basic: bool) -> dict:
             "made": written + sink.thinned + sink.dropped}
 
 
+def alternating(pairs: int, window: float, percent: float, basic: bool) -> list[tuple]:
+    """One topology in this process, sampled at ``percent`` in every other window of
+    ``window`` seconds (off first and last): each sampled window's rate and its two
+    neighbours' (off). Turned on and off at run time as ``stormlet debug`` does, the two settings
+    share the process, its heap and the machine's moment, which runs of their own do not."""
+    tune_for_streaming()
+    conf = {"topology.max.spout.pending": 2000, "topology.acker.executors": 1}
+    on = {"sampling": {"*": {"percent": percent, "until": None}}}
+    with tempfile.TemporaryDirectory(prefix="stormlet-sampling-") as directory, \
+            LocalCluster() as cluster:
+        cluster.submit("bench", conf, build(True, None, basic=basic))
+        settings = LiveSettings(cluster.runtime("bench"), Path(directory) / "samples.jsonl")
+        settings.start()
+        try:
+            time.sleep(1.0)   # warm up
+            rates = []
+            for index in range(2 * pairs + 1):
+                settings.follow(on if index % 2 else {"sampling": {}})
+                words = cluster.metrics("bench")["count"]["executed"]
+                start = time.monotonic()
+                time.sleep(window)
+                words = cluster.metrics("bench")["count"]["executed"] - words
+                rates.append(words / (time.monotonic() - start))
+            settings.follow({"sampling": {}})
+            cluster.kill("bench", wait_secs=5)
+        finally:
+            settings.close()
+    return [(rates[i - 1], rates[i], rates[i + 1]) for i in range(1, len(rates) - 1, 2)]
+
+
+def print_alternating(pairs: int, window: float, basic: bool) -> None:
+    split = "a BasicBolt" if basic else "a Bolt anchoring by hand"
+    print(f"tuple sampling's cost, off and 1 % alternating in one run: word count, local mode, "
+          f"acking on, split as {split}, {pairs} sampled windows of {window:g} s, python "
+          f"{sys.version.split()[0]}; {build_mode.describe()}", flush=True)
+    windows = alternating(pairs, window, SETTINGS["1 %"], basic)
+    changes = [100 * (on - (before + after) / 2) / ((before + after) / 2)
+               for before, on, after in windows]
+    low, middle, high = statistics.quantiles(changes, n=4)
+    offs = [rate for before, _on, after in windows for rate in (before, after)]
+    print(f"  sampling off  {statistics.median(offs):>10,.0f} words/s (median window)")
+    print(f"  sampling 1 %  {statistics.median(on for _b, on, _a in windows):>10,.0f} words/s "
+          f"(median window)")
+    print(f"  1 % against its neighbours off: {statistics.median(changes):+.1f} % (median of "
+          f"{len(changes)} windows; half of them within {low:+.1f} % to {high:+.1f} %)")
+
+
 def counted_run(percent: float | None, sentences: int, mode: str) -> None:
     """The peer benchmark's word count of ``sentences``, sampled at ``percent`` from its first
     emit, to the last ack: what ``--instructions`` runs under callgrind."""
@@ -122,10 +171,14 @@ def print_instructions(sentences: int) -> None:
                   f"{100 * (on - off) / off:+.1f} %", flush=True)
 
 
-def in_own_process(seconds: float, name: str, basic: bool) -> dict:
+def in_own_process(seconds: float, name: str, basic: bool, seed: int) -> dict:
+    """One run in a process of its own, hashing strings with ``seed``: the runs of a round
+    share it, so that the words' places in the counts' dicts (which move a run's rate by several
+    per cent) are the same for each setting."""
     command = [sys.executable, __file__, "--one", name, "--seconds", str(seconds)]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONHASHSEED": str(seed)}
     out = subprocess.run(command + (["--basic"] if basic else []), capture_output=True,
-                         text=True, check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                         text=True, check=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -134,6 +187,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per run")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--basic", action="store_true", help="the split as a BasicBolt")
+    parser.add_argument("--alternate", type=int, metavar="N",
+                        help="instead: N windows at 1 %% between windows off, in one run")
+    parser.add_argument("--window", type=float, default=2.0,
+                        help="with --alternate: seconds a window")
+    parser.add_argument("--settings", default=",".join(SETTINGS),
+                        help="the settings run beside off, comma-separated (default: 1 %%,100 %%)")
     parser.add_argument("--instructions", action="store_true",
                         help="count instructions under callgrind instead (see above)")
     parser.add_argument("--sentences", type=int, default=20_000,
@@ -148,6 +207,9 @@ def main() -> None:
     if args.counted:   # one run under callgrind, for print_instructions
         counted_run(SETTINGS[args.counted], args.sentences, args.mode)
         return
+    if args.alternate:
+        print_alternating(args.alternate, args.window, args.basic)
+        return
     if args.instructions:
         if build_mode.mode() != build_mode.COMPILED:
             sys.exit(f"counts the compiled hot path; {build_mode.describe()}")
@@ -158,12 +220,14 @@ def main() -> None:
           f"{WORDS_PER_SENTENCE} words/sentence, {args.seconds:g} s per run, {args.rounds} "
           f"rounds, a process per run, python {sys.version.split()[0]}; "
           f"{build_mode.describe()}", flush=True)
-    names = list(SETTINGS)
+    names = ["off"] + [name.strip() for name in args.settings.split(",")
+                       if name.strip() in SETTINGS and name.strip() != "off"]
     rates: dict[str, list[float]] = {name: [] for name in names}
     changes: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(args.rounds):
         order = names[round_ % len(names):] + names[:round_ % len(names)]
-        results = {name: in_own_process(args.seconds, name, args.basic) for name in order}
+        results = {name: in_own_process(args.seconds, name, args.basic, seed=round_ + 1)
+                   for name in order}
         off = results["off"]["words_per_sec"]
         line = []
         for name in names:
@@ -176,9 +240,14 @@ def main() -> None:
         print(f"  round {round_ + 1}: " + "  ".join(line), flush=True)
     print("median of the rounds:")
     for name in names:
-        change = ("" if name == "off" else
-                  f"  {statistics.median(changes[name]):+.1f} % against off (median of the "
-                  f"rounds' changes)")
+        change = ""
+        if name != "off":
+            change = (f"  {statistics.median(changes[name]):+.1f} % against off (median of the "
+                      f"rounds' changes")
+            if args.rounds > 1:
+                low, _middle, high = statistics.quantiles(changes[name], n=4)
+                change += f"; half of them within {low:+.1f} % to {high:+.1f} %"
+            change += ")"
         print(f"  sampling {name:<6} {statistics.median(rates[name]):>10,.0f} words/s{change}")
 
 
