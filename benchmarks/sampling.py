@@ -2,6 +2,7 @@
 with sampling off, at 1 % and at 100 % of every component's emitted tuples.
 
     python benchmarks/sampling.py [--seconds 4] [--rounds 7] [--basic]
+    python benchmarks/sampling.py --alternate 100 [--window 1] [--basic] [--percent 0]
     python benchmarks/sampling.py --instructions [--sentences 20000]
 
 Each run samples as a worker does (runtime/live_settings.py): the samples go to the in-memory
@@ -15,6 +16,12 @@ machine the rate with sampling off alone varies by a fifth from run to run, so t
 cent apart takes twenty rounds or more.
 ``--basic`` runs the split as a BasicBolt (the README's idiom: its emits go through the basic
 collector), else as a Bolt anchoring by hand. Run it on a quiet machine.
+
+``--alternate N`` measures in one run instead: the same topology, sampled at 1 % in N windows
+between windows with sampling off (turned on and off at run time, as ``stormlet debug`` does),
+each sampled window against the mean of its two neighbours; the figure is the median of the N
+changes. The settings then share the process and the machine's moment, which runs of their own
+do not. ``--percent 0`` leaves sampling off in every window: what the method makes of no change.
 
 Instructions are steadier than seconds. ``--instructions`` runs the peer benchmark's word count
 (benchmarks/peers: N sentences, acking on, the split as a BasicBolt and anchoring by hand) under
@@ -81,7 +88,8 @@ def alternating(pairs: int, window: float, percent: float, basic: bool) -> list[
     share the process, its heap and the machine's moment, which runs of their own do not."""
     tune_for_streaming()
     conf = {"topology.max.spout.pending": 2000, "topology.acker.executors": 1}
-    on = {"sampling": {"*": {"percent": percent, "until": None}}}
+    # 0: off in every window, which shows what the method itself makes of no change.
+    on = {"sampling": {"*": {"percent": percent, "until": None}} if percent else {}}
     with tempfile.TemporaryDirectory(prefix="stormlet-sampling-") as directory, \
             LocalCluster() as cluster:
         cluster.submit("bench", conf, build(True, None, basic=basic))
@@ -104,21 +112,23 @@ def alternating(pairs: int, window: float, percent: float, basic: bool) -> list[
     return [(rates[i - 1], rates[i], rates[i + 1]) for i in range(1, len(rates) - 1, 2)]
 
 
-def print_alternating(pairs: int, window: float, basic: bool) -> None:
+def print_alternating(pairs: int, window: float, basic: bool, percent: float) -> None:
     split = "a BasicBolt" if basic else "a Bolt anchoring by hand"
-    print(f"tuple sampling's cost, off and 1 % alternating in one run: word count, local mode, "
+    shown = f"{percent:g} %" if percent else "off (no change: the method's own error)"
+    print(f"tuple sampling's cost, off and {shown} alternating in one run: word count, local mode, "
           f"acking on, split as {split}, {pairs} sampled windows of {window:g} s, python "
           f"{sys.version.split()[0]}; {build_mode.describe()}", flush=True)
-    windows = alternating(pairs, window, SETTINGS["1 %"], basic)
+    windows = alternating(pairs, window, percent, basic)
     changes = [100 * (on - (before + after) / 2) / ((before + after) / 2)
                for before, on, after in windows]
     low, middle, high = statistics.quantiles(changes, n=4)
     offs = [rate for before, _on, after in windows for rate in (before, after)]
     print(f"  sampling off  {statistics.median(offs):>10,.0f} words/s (median window)")
-    print(f"  sampling 1 %  {statistics.median(on for _b, on, _a in windows):>10,.0f} words/s "
-          f"(median window)")
-    print(f"  1 % against its neighbours off: {statistics.median(changes):+.1f} % (median of "
-          f"{len(changes)} windows; half of them within {low:+.1f} % to {high:+.1f} %)")
+    print(f"  sampling {percent:g} %  {statistics.median(on for _b, on, _a in windows):>10,.0f} "
+          f"words/s (median window)")
+    print(f"  {percent:g} % against its neighbours off: {statistics.median(changes):+.1f} % "
+          f"(median of {len(changes)} windows; half of them within {low:+.1f} % to "
+          f"{high:+.1f} %)")
 
 
 def counted_run(percent: float | None, sentences: int, mode: str) -> None:
@@ -188,7 +198,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--basic", action="store_true", help="the split as a BasicBolt")
     parser.add_argument("--alternate", type=int, metavar="N",
-                        help="instead: N windows at 1 %% between windows off, in one run")
+                        help="instead: N windows sampled between windows off, in one run")
+    parser.add_argument("--percent", type=float, default=SETTINGS["1 %"],
+                        help="with --alternate: the sampled windows' percentage (0: off too)")
     parser.add_argument("--window", type=float, default=2.0,
                         help="with --alternate: seconds a window")
     parser.add_argument("--settings", default=",".join(SETTINGS),
@@ -208,7 +220,7 @@ def main() -> None:
         counted_run(SETTINGS[args.counted], args.sentences, args.mode)
         return
     if args.alternate:
-        print_alternating(args.alternate, args.window, args.basic)
+        print_alternating(args.alternate, args.window, args.basic, args.percent)
         return
     if args.instructions:
         if build_mode.mode() != build_mode.COMPILED:
