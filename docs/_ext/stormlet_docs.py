@@ -4,6 +4,7 @@ fact is written once, in the code, and the site cannot drift from it:
 - ``stormlet-config``: every key of ``stormlet.config.DEFAULTS``, its default and meaning;
 - ``stormlet-docstring MODULE``: a module's docstring (where a layout is defined, e.g. the
   ZooKeeper paths), indented blocks kept as written;
+- ``stormlet-records MODULE``: every control message kind and its record's fields;
 - ``stormlet-routes``: every URL rule of the UI's Flask app, the REST API among them.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+import typing
 from typing import Any
 
 from docutils import nodes
@@ -19,7 +21,7 @@ from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
 
-# `text` (Markdown's code span) in a docstring or a setting's meaning: an RST literal here.
+# `text` in a docstring or a setting's meaning: a code span as ``text``, in RST as in Markdown.
 _CODE_SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
 
 
@@ -29,7 +31,7 @@ def _literal(text: str) -> str:
 
 def _cell(text: str) -> nodes.entry:
     entry = nodes.entry()
-    entry += nodes.paragraph(text="", children=[nodes.Text(text)])
+    entry += nodes.paragraph("", text)
     return entry
 
 
@@ -63,6 +65,7 @@ def _table(directive: SphinxDirective, headers: list[str], widths: list[int],
 
 
 def _parsed_cell(directive: SphinxDirective, text: str) -> nodes.entry:
+    """A cell whose text is parsed as the page's markup (its code spans become code)."""
     entry = nodes.entry()
     directive.state.nested_parse(StringList([_literal(text)], "stormlet.config"), 0, entry)
     return entry
@@ -87,21 +90,18 @@ class ConfigDirective(SphinxDirective):
         return [_table(self, ["key", "default", "meaning"], [30, 10, 60], rows)]
 
 
-def docstring_rst(doc: str) -> list[str]:
-    """A module docstring as RST lines: an indented block (a table of paths, a frame's layout)
-    after an unindented line is kept as a literal block rather than reflowed as a quote."""
+def docstring_lines(doc: str) -> list[str]:
+    """A module docstring as the page's markup (Markdown: the site's pages are MyST, and a
+    directive's content is parsed as its page is): an indented block (a table of paths, a
+    frame's layout) stays a block of code, set off by a blank line, instead of running into the
+    paragraph before it."""
     lines = inspect.cleandoc(doc).splitlines()
     out: list[str] = []
-    for i, line in enumerate(lines):
-        indented = line.startswith(" ")
-        starts_block = indented and (i == 0 or not lines[i - 1].strip()
-                                     or not lines[i - 1].startswith(" "))
-        if starts_block and (not out or not out[-1].startswith(" ")):
-            if out and out[-1].strip():
-                out.append("")
-            out.extend(["::", ""])
-        out.append(line)
-    return [_literal(line) if not line.startswith(" ") else line for line in out]
+    for line in lines:
+        if line.startswith(" ") and out and out[-1].strip() and not out[-1].startswith(" "):
+            out.append("")
+        out.append(line if line.startswith(" ") else _literal(line))
+    return out
 
 
 class DocstringDirective(SphinxDirective):
@@ -112,9 +112,30 @@ class DocstringDirective(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         module = importlib.import_module(self.arguments[0])
         container = nodes.container(classes=["stormlet-docstring"])
-        self.state.nested_parse(StringList(docstring_rst(module.__doc__ or ""), module.__name__),
+        self.state.nested_parse(StringList(docstring_lines(module.__doc__ or ""), module.__name__),
                                 0, container)
         return [container]
+
+
+class RecordsDirective(SphinxDirective):
+    """Every control message kind and its record's fields, from the protocol module's
+    ``RECORDS`` (the one definition the writers, the readers and the wire decoder share)."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        module = importlib.import_module(self.arguments[0])
+        kinds = {value: name for name, value in vars(module).items()
+                 if name.isupper() and isinstance(value, int) and value in module.RECORDS}
+        rows = []
+        for kind, record in sorted(module.RECORDS.items()):
+            hints = typing.get_type_hints(record)
+            fields = ", ".join(f"{f}: {getattr(hints[f], '__name__', str(hints[f]))}"
+                               for f in record._fields)
+            rows.append([_code_cell(f"{kinds[kind]} = {kind}"),
+                         _code_cell(f"{record.__name__}({fields})"),
+                         _parsed_cell(self, inspect.getdoc(record) or "")])
+        return [_table(self, ["kind", "record", "meaning"], [20, 40, 40], rows)]
 
 
 class RoutesDirective(SphinxDirective):
@@ -144,4 +165,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("stormlet-config", ConfigDirective)
     app.add_directive("stormlet-docstring", DocstringDirective)
     app.add_directive("stormlet-routes", RoutesDirective)
+    app.add_directive("stormlet-records", RecordsDirective)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
