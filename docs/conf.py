@@ -64,5 +64,6 @@ nitpick_ignore = [("py:class", name) for name in (
     "stormlet.topology.ComponentDeclarer", "stormlet.topology.ComponentSpec",
     "stormlet.groupings.Grouping", "stormlet.local.FinalReport",
     "stormlet.runtime.engine.TopologyRuntime", "stormlet.runtime.errors.ErrorRecord",
+    "stormlet.runtime.task_errors.ErrorRecord",  # ErrorRecord's module after the layout move
     "stormlet.state.store.Store", "stormlet.sources.offset_store.OffsetStore", "Length",
 )]

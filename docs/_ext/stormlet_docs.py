@@ -14,6 +14,7 @@ import importlib
 import inspect
 import re
 import typing
+from types import ModuleType
 from typing import Any
 
 from docutils import nodes
@@ -104,13 +105,26 @@ def docstring_lines(doc: str) -> list[str]:
     return out
 
 
+def first_module(names: list[str]) -> ModuleType:
+    """The first of ``names`` that imports: a page may name a module's new place first and its
+    old one after it while the package's layout moves (issue 57), and drop the old one once the
+    move has landed."""
+    for name in names[:-1]:
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError:
+            continue
+    return importlib.import_module(names[-1])
+
+
 class DocstringDirective(SphinxDirective):
     """A module's docstring, where the module is the one definition of what the page shows."""
 
     required_arguments = 1
+    optional_arguments = 3
 
     def run(self) -> list[nodes.Node]:
-        module = importlib.import_module(self.arguments[0])
+        module = first_module(self.arguments)
         container = nodes.container(classes=["stormlet-docstring"])
         self.state.nested_parse(StringList(docstring_lines(module.__doc__ or ""), module.__name__),
                                 0, container)
@@ -122,9 +136,10 @@ class RecordsDirective(SphinxDirective):
     ``RECORDS`` (the one definition the writers, the readers and the wire decoder share)."""
 
     required_arguments = 1
+    optional_arguments = 3
 
     def run(self) -> list[nodes.Node]:
-        module = importlib.import_module(self.arguments[0])
+        module = first_module(self.arguments)
         kinds = {value: name for name, value in vars(module).items()
                  if name.isupper() and isinstance(value, int) and value in module.RECORDS}
         rows = []
