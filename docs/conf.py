@@ -37,7 +37,7 @@ myst_heading_anchors = 3
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
-autodoc_default_options = {"members": True, "undoc-members": False, "show-inheritance": False}
+autodoc_default_options = {"members": True}
 
 # Strict mode (-n) checks every cross-reference. Builtins, the standard library and third-party
 # types in signatures have no page here (resolving them would need another site's inventory,

@@ -45,7 +45,7 @@ def page_program(page: Path) -> str:
     """The page's examples as one program, each block marked with where it starts."""
     parts = []
     for n, block in enumerate(python_blocks(page), 1):
-        parts.append(f"# --- {page.relative_to(DOCS)}, example {n}\n{block}")
+        parts.append(f"# --- {page.name}, example {n}\n{block}")
     return "\n".join(parts)
 
 
