@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from docs_examples import DOCS, named_commands, page_program, pages, python_blocks
 
 ROOT = DOCS.parent
-EXAMPLE_PAGES = [p for p in pages() if python_blocks(p)]
+# The README's example runs too: it is the first code a visitor copies.
+EXAMPLE_PAGES = [p for p in [*pages(), ROOT / "README.md"] if python_blocks(p)]
 
 
 @pytest.mark.slow  # ~15 s of Sphinx: once per CI run (the compiled one), not in the inner loop
@@ -34,7 +34,7 @@ def test_site_builds_in_strict_mode(tmp_path):
     assert [key for key in config.DEFAULTS if key not in page] == []
 
 
-@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("page", EXAMPLE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_examples_run(page, tmp_path):
     """A page's examples run as one program, in a directory of their own."""
     script = tmp_path / "examples.py"
