@@ -67,7 +67,8 @@ class OffsetOutOfRangeError(SourceError):
 class OffsetSpout(Spout):
     """A reliable spout over any ``Source``; ``LogSpout`` and ``KafkaSpout`` fill in the source.
 
-    Options (all keyword):
+    Options (all keyword)::
+
       spout_id: names the commits; the same id resumes where the last topology left off.
       fields / translate: output fields, and the function turning a ``Record`` into values.
       first_offset: see the module doc; start_over: ``first_offset="earliest"``.
