@@ -24,7 +24,7 @@ from .state.bolt import StatefulBolt
 from .state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM, CheckpointSpout
 from .state.runner import CheckpointForwarder, StatefulBoltRunner, run_bolt
 from .state.wiring import checkpoint_sources
-from .windowing import WindowedBolt, WindowedBoltRunner
+from .windowing import Count, WindowedBolt, WindowedBoltRunner
 
 
 @dataclass
@@ -327,7 +327,23 @@ def _window_problems(specs: Any, conf: dict[str, Any]) -> list[str]:
             timeout = spec.component_conf(conf)[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
             if cfg.problem(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, timeout) is None:  # else reported
                 problems += runner.problems(spec.id, float(timeout))
+            problems += _window_count_problems(spec, runner.bolt, conf)
     return problems
+
+
+def _window_count_problems(spec: ComponentSpec, bolt: Any, conf: dict[str, Any]) -> list[str]:
+    """As Storm's WindowedBoltExecutor: a count window's length plus sliding count must fit in
+    topology.max.spout.pending (read with the bolt's own config, as Storm does), else the
+    spouts stop before the window fills and nothing is ever acked."""
+    pending = spec.component_conf(conf).get(cfg.TOPOLOGY_MAX_SPOUT_PENDING)
+    counts = [x.n for x in (bolt.window_length, bolt.window_sliding) if isinstance(x, Count)]
+    if not pending or not counts or cfg.problem(cfg.TOPOLOGY_MAX_SPOUT_PENDING, pending):
+        return []
+    if sum(counts) > pending:
+        return [f"windowed bolt {spec.id!r}: its window count (length plus sliding interval, "
+                f"{sum(counts)}) is more than {cfg.TOPOLOGY_MAX_SPOUT_PENDING} ({pending:g}): "
+                f"its spouts would stop before the window fills"]
+    return []
 
 
 def _own_conf_problems(spec: ComponentSpec) -> list[str]:
