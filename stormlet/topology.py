@@ -285,6 +285,7 @@ class TopologyBuilder:
             problems.append("a topology needs at least one spout")
         for spec in self._specs.values():
             problems += _subscription_problems(spec, self._specs)
+            problems += _input_problems(spec, self._specs)
         if problems:
             raise TopologyError("invalid topology: " + "; ".join(problems))
         specs = _with_checkpointing(self._specs)
@@ -391,6 +392,22 @@ def _component_problems(spec: ComponentSpec) -> list[str]:
             f"connections in open/prepare, not in __init__"
         )
     return problems
+
+
+def _input_problems(spec: ComponentSpec, specs: dict[str, ComponentSpec]) -> list[str]:
+    """A bolt's own view of its inputs (``input_problems``, as ``JoinBolt``'s: which streams
+    it joins on which fields), given each subscription's declared fields."""
+    obj = spec.obj.bolt if isinstance(spec.obj, WindowedBoltRunner) else spec.obj
+    check = getattr(obj, "input_problems", None)
+    if spec.is_spout or check is None:
+        return []
+    inputs = []
+    for sub in spec.inputs:
+        declared = specs[sub.source].streams.get(sub.stream) if sub.source in specs else None
+        if declared is None:
+            return []   # reported as a subscription problem
+        inputs.append((sub.source, sub.stream, declared.fields))
+    return check(spec.id, inputs)
 
 
 def _subscription_problems(spec: ComponentSpec, specs: dict[str, ComponentSpec]) -> list[str]:
