@@ -4,9 +4,9 @@ semantics (its docs/Joins.md and org.apache.storm.bolt.JoinBolt).
     from stormlet.joins import JoinBolt
     from stormlet.windowing import Duration
 
-    joiner = (JoinBolt("orders", "user_id")                  # from orders
-              .join("users", "id", "orders")                 # inner join users on users.id = orders.user_id
-              .left_join("coupons", "user", "users")         # left join coupons on coupons.user = users.id
+    joiner = (JoinBolt("orders", "user_id")            # from orders
+              .join("users", "id", "orders")           # inner join users on id = orders.user_id
+              .left_join("coupons", "user", "users")   # left join coupons on user = users.id
               .select("user_id, name, orders:total, coupons:code")
               .with_tumbling_window(Duration(seconds=10)))
     builder.set_bolt("joiner", joiner).fields_grouping("orders", ["user_id"]) \\
