@@ -8,10 +8,10 @@ The join alone: ``JoinBolt.join_window`` on a window of N tuples (orders and use
 parts, each order matching one user; for three streams, a third of coupons, left-joined, half
 the users having one), on one thread: ns per input tuple and per output record, the median of
 the runs, in CPU time. Local mode, acking on: one spout emitting orders and users on two
-streams, tracked, into a tumbling Count(1000) window that joins them (JoinBolt, Selector.STREAM, every output
-emitted anchored to its two inputs, to a bolt that acks) or only counts its tuples; acked
-input tuples/s of each and the join's cost per input tuple, the difference of their CPU time
-per tuple.
+streams, tracked, into a tumbling Count(1000) window that joins them (JoinBolt,
+Selector.STREAM, every output emitted anchored to its two inputs, to a bolt that acks) or only
+counts its tuples; acked input tuples/s of each and the join's cost per input tuple, the
+difference of their CPU time per tuple.
 """
 
 from __future__ import annotations
