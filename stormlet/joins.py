@@ -123,6 +123,8 @@ class JoinBolt(WindowedBolt):
     their ``key1``; ``JoinBolt(Selector.STREAM, "stream1", "key1")`` from stream ``stream1``.
     """
 
+    Selector = Selector   # Storm's spelling: JoinBolt.Selector.STREAM
+
     @overload
     def __init__(self, source: str, field: str, /) -> None: ...
     @overload

@@ -95,7 +95,7 @@ def test_nested_fields_and_list_valued_keys():
 
 
 def test_the_stream_selector_joins_by_stream_id_across_components():
-    bolt = (JoinBolt(Selector.STREAM, "orders", "user").join("users", "id", "orders")
+    bolt = (JoinBolt(JoinBolt.Selector.STREAM, "orders", "user").join("users", "id", "orders")
             .select("item, name"))
     window = [order("u1", "book", component="shop", stream="orders"),
               order("u1", "pen", component="app", stream="orders"),
