@@ -27,7 +27,8 @@ Latencies are in milliseconds; a bolt's process and fail latencies are known for
 being executed (from the start of its ``execute``), None for one acked later (a windowed bolt's,
 say), as Storm gives them only for sampled tuples. Hooks cost nothing until a task has one:
 the runtime swaps in the hooked paths when the first is added. Added at any time on the task's
-thread; a component's own hooks are best added in ``open`` or ``prepare``.
+thread; a component's own hooks are best added in ``open`` or ``prepare``. Local mode and
+workers run hooks; Spark backfill and replay do not.
 """
 
 from __future__ import annotations
