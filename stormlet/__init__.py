@@ -8,14 +8,16 @@ from .collectors import BasicOutputCollector, OutputCollector, SpoutOutputCollec
 from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from .context import TopologyContext
 from .fail_reason import FailReason
+from .joins import JoinBolt, Selector
 from .local import LocalCluster
 from .serialization import SerializationError
 from .topology import Topology, TopologyBuilder, TopologyError
 from .tuples import Tuple
 
 __all__ = [
-    "BasicBolt", "BasicOutputCollector", "Bolt", "FailReason", "LocalCluster", "OutputCollector",
-    "OutputFieldsDeclarer", "SerializationError", "Spout", "SpoutOutputCollector", "Topology",
-    "TopologyBuilder", "TopologyContext", "TopologyError", "Tuple",
+    "BasicBolt", "BasicOutputCollector", "Bolt", "FailReason", "JoinBolt", "LocalCluster",
+    "OutputCollector", "OutputFieldsDeclarer", "SerializationError", "Selector", "Spout",
+    "SpoutOutputCollector", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError",
+    "Tuple",
 ]
 __version__ = "0.1.0"

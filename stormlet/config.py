@@ -24,6 +24,7 @@ TOPOLOGY_MESSAGE_TIMEOUT_SECS = "topology.message.timeout.secs"
 TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
 TOPOLOGY_TICK_TUPLE_FREQ_SECS = "topology.tick.tuple.freq.secs"
 TOPOLOGY_DEBUG = "topology.debug"
+TOPOLOGY_AUTO_TASK_HOOKS = "topology.auto.task.hooks"
 TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE = "topology.executor.receive.buffer.size"
 TOPOLOGY_TRANSFER_BATCH_SIZE = "topology.transfer.batch.size"
 TOPOLOGY_SPOUT_WAIT_MS = "topology.spout.wait.ms"
@@ -116,6 +117,14 @@ def flag(value: Any) -> str | None:
 def path_or_none(value: Any) -> str | None:
     """A path (a string or a ``pathlib.Path``), or None."""
     return None if value is None or isinstance(value, (str, os.PathLike)) else "a path or None"
+
+
+def class_paths(value: Any) -> str | None:
+    """A list of class paths (``package.module.Class`` or ``package.module:Class``), or None."""
+    if value is None or (isinstance(value, (list, tuple)) and all(
+            isinstance(p, str) and ("." in p or ":" in p) for p in value)):
+        return None
+    return "a list of class paths (package.module.Class), or None"
 
 
 def anything(_value: Any) -> str | None:
@@ -327,6 +336,11 @@ DEFAULTS: dict[str, Setting] = {
         None, "deliver a tick tuple to a bolt every N seconds",
         number(0, none_means="for no ticks; 0 is none too")),
     TOPOLOGY_DEBUG: Setting(False, "log every emitted tuple", flag),
+    TOPOLOGY_AUTO_TASK_HOOKS: Setting(
+        None,
+        "task hooks (stormlet.hooks.TaskHook subclasses) added to every spout and bolt task, "
+        "each task its own instance made with no arguments, before open or prepare",
+        class_paths),
     TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: Setting(
         2,
         "batches an executor's inbox holds before senders in its worker wait (backpressure); "

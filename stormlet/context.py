@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .metrics.user import Counter, Gauge, Histogram, UserMetrics
 from .protocol import DEFAULT_STREAM, SYSTEM_COMPONENT
+
+if TYPE_CHECKING:
+    from .hooks import TaskHook
 
 
 class RunningTopology(Protocol):
@@ -54,6 +57,21 @@ class TopologyContext:
         self.conf = conf
         self._user_metrics = user_metrics or UserMetrics(
             f"component {self.component_id!r} task {task_id}")
+        self.hooks: list[TaskHook] = []
+        # Set by the runtime running this task: called when the first hook is added, to swap in
+        # the hooked paths (until then hooks cost nothing).
+        self.on_first_hook: Callable[[], None] | None = None
+
+    def add_task_hook(self, hook: TaskHook) -> None:
+        """Run ``hook`` (a ``stormlet.hooks.TaskHook``) on this task's events, from now on;
+        its ``prepare(conf, context)`` is called first, as in Storm's ``addTaskHook``."""
+        hook.prepare(self.conf, self)
+        self.hooks.append(hook)
+        if len(self.hooks) == 1 and self.on_first_hook is not None:
+            self.on_first_hook()
+
+    def get_hooks(self) -> list[TaskHook]:
+        return list(self.hooks)
 
     def register_counter(self, name: str) -> Counter:
         """A count that only goes up: ``counter.inc()`` or ``counter.inc(n)``."""

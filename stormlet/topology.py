@@ -24,7 +24,7 @@ from .state.bolt import StatefulBolt
 from .state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM, CheckpointSpout
 from .state.runner import CheckpointForwarder, StatefulBoltRunner, run_bolt
 from .state.wiring import checkpoint_sources
-from .windowing import WindowedBolt, WindowedBoltRunner
+from .windowing import Count, WindowedBolt, WindowedBoltRunner
 
 
 @dataclass
@@ -285,6 +285,7 @@ class TopologyBuilder:
             problems.append("a topology needs at least one spout")
         for spec in self._specs.values():
             problems += _subscription_problems(spec, self._specs)
+            problems += _input_problems(spec, self._specs)
         if problems:
             raise TopologyError("invalid topology: " + "; ".join(problems))
         specs = _with_checkpointing(self._specs)
@@ -327,7 +328,23 @@ def _window_problems(specs: Any, conf: dict[str, Any]) -> list[str]:
             timeout = spec.component_conf(conf)[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
             if cfg.problem(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, timeout) is None:  # else reported
                 problems += runner.problems(spec.id, float(timeout))
+            problems += _window_count_problems(spec, runner.bolt, conf)
     return problems
+
+
+def _window_count_problems(spec: ComponentSpec, bolt: Any, conf: dict[str, Any]) -> list[str]:
+    """As Storm's WindowedBoltExecutor: a count window's length plus sliding count must fit in
+    topology.max.spout.pending (read with the bolt's own config, as Storm does), else the
+    spouts stop before the window fills and nothing is ever acked."""
+    pending = spec.component_conf(conf).get(cfg.TOPOLOGY_MAX_SPOUT_PENDING)
+    counts = [x.n for x in (bolt.window_length, bolt.window_sliding) if isinstance(x, Count)]
+    if not pending or not counts or cfg.problem(cfg.TOPOLOGY_MAX_SPOUT_PENDING, pending):
+        return []
+    if sum(counts) > pending:
+        return [f"windowed bolt {spec.id!r}: its window count (length plus sliding interval, "
+                f"{sum(counts)}) is more than {cfg.TOPOLOGY_MAX_SPOUT_PENDING} ({pending:g}): "
+                f"its spouts would stop before the window fills"]
+    return []
 
 
 def _own_conf_problems(spec: ComponentSpec) -> list[str]:
@@ -375,6 +392,22 @@ def _component_problems(spec: ComponentSpec) -> list[str]:
             f"connections in open/prepare, not in __init__"
         )
     return problems
+
+
+def _input_problems(spec: ComponentSpec, specs: dict[str, ComponentSpec]) -> list[str]:
+    """A bolt's own view of its inputs (``input_problems``, as ``JoinBolt``'s: which streams
+    it joins on which fields), given each subscription's declared fields."""
+    obj = spec.obj.bolt if isinstance(spec.obj, WindowedBoltRunner) else spec.obj
+    check = getattr(obj, "input_problems", None)
+    if spec.is_spout or check is None:
+        return []
+    inputs = []
+    for sub in spec.inputs:
+        declared = specs[sub.source].streams.get(sub.stream) if sub.source in specs else None
+        if declared is None:
+            return []   # reported as a subscription problem
+        inputs.append((sub.source, sub.stream, declared.fields))
+    return check(spec.id, inputs)
 
 
 def _subscription_problems(spec: ComponentSpec, specs: dict[str, ComponentSpec]) -> list[str]:

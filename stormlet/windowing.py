@@ -94,8 +94,8 @@ class Duration:
         except (TypeError, ValueError):
             raise TopologyError(f"Duration takes numbers, got seconds={seconds!r}, "
                                 f"ms={ms!r}") from None
-        if total < 1:
-            raise TopologyError(f"a Duration must be at least 1 ms, got {total} ms")
+        if total < 0:   # Storm's Duration: any non-negative value (a lag of 0, say)
+            raise TopologyError(f"a Duration cannot be negative, got {total} ms")
         object.__setattr__(self, "ms", total)
 
 
@@ -301,13 +301,15 @@ class WindowedBolt(Bolt):
     late_tuple_stream: str | None = None
 
     def with_window(self, length: Length, sliding: Length | None = None) -> Self:
-        """A window of ``length`` that fires every ``sliding`` (default: ``length``, tumbling)."""
+        """A window of ``length`` that fires every ``sliding`` (default: ``Count(1)``, every
+        tuple, as Storm's ``withWindow(length)``)."""
         for what, value in (("length", length), ("sliding interval", sliding)):
-            if value is not None and not isinstance(value, (Count, Duration)):
-                raise TopologyError(f"a window's {what} must be a Count or a Duration, "
+            if value is not None and (not isinstance(value, (Count, Duration))
+                                      or value == Duration()):   # Storm: "must be positive"
+                raise TopologyError(f"a window's {what} must be a positive Count or Duration, "
                                     f"got {value!r}")
         self.window_length = length
-        self.window_sliding = sliding if sliding is not None else length
+        self.window_sliding = sliding if sliding is not None else Count(1)
         return self
 
     def with_tumbling_window(self, length: Length) -> Self:
@@ -315,11 +317,13 @@ class WindowedBolt(Bolt):
 
     def with_timestamp_field(self, field: str) -> Self:
         """Event time: each tuple's time is its ``field`` (ms since the epoch)."""
+        _one_timestamp(self)
         self.timestamp_field = field
         return self
 
     def with_timestamp_extractor(self, extractor: Callable[[Tuple], int]) -> Self:
         """Event time: each tuple's time is ``extractor(tuple)`` (ms since the epoch)."""
+        _one_timestamp(self)
         self.timestamp_extractor = extractor
         return self
 
@@ -329,7 +333,7 @@ class WindowedBolt(Bolt):
         return self
 
     def with_watermark_interval(self, interval: Duration) -> Self:
-        self.watermark_interval = _duration("watermark interval", interval)
+        self.watermark_interval = _duration("watermark interval", interval, positive=True)
         return self
 
     def with_late_tuple_stream(self, stream: str) -> Self:
@@ -355,10 +359,17 @@ class WindowedBolt(Bolt):
         raise NotImplementedError
 
 
-def _duration(what: str, value: Any) -> Duration:
-    if not isinstance(value, Duration):
-        raise TopologyError(f"a window's {what} must be a Duration, got {value!r}")
+def _duration(what: str, value: Any, positive: bool = False) -> Duration:
+    if not isinstance(value, Duration) or (positive and value.ms == 0):
+        raise TopologyError(f"a window's {what} must be a {'positive ' * positive}Duration, "
+                            f"got {value!r}")
     return value
+
+
+def _one_timestamp(bolt: WindowedBolt) -> None:
+    # As Storm's withTimestampExtractor: a second source of event time is a mistake.
+    if bolt.event_time:
+        raise TopologyError(f"{type(bolt).__name__} already has a timestamp field or extractor")
 
 
 class _WindowCollector(AnchoringCollector):

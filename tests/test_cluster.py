@@ -685,6 +685,41 @@ def test_bolts_feeding_each_other_across_two_workers_complete_every_tree(cluster
     cluster.kill_and_wait("cycle")
 
 
+def test_task_hooks_on_every_task_see_every_event_across_two_workers(cluster, tmp_path):
+    """topology.auto.task.hooks on a cluster: each task's hook (in whichever worker) writes
+    the events it saw; together they hold every emit, execute, ack and fail."""
+    out = tmp_path / "hooks"
+    out.mkdir()
+    n = 100
+    cluster.submit(REPO / "tests" / "cluster_topologies" / "hooked.py", "hooked",
+                   "topology.workers=2", f"hooks.dir={out}", f"hooks.count={n}",
+                   "topology.message.timeout.secs=5")
+    sevens = {i for i in range(n) if i % 10 == 7}
+    rest = set(range(n)) - sevens
+
+    def seen(component: str, event: str) -> list[dict]:
+        return [e for path in out.glob("hooks-*.jsonl") for line in path.read_text().splitlines()
+                if (e := json.loads(line))["component"] == component and e["event"] == event]
+
+    def ids(component: str, event: str) -> set:
+        return {e["id"] for e in seen(component, event)}
+
+    wait_until(lambda: ids("ids", "spout_ack") == rest and ids("tail", "bolt_ack") == rest
+               and sevens <= ids("ids", "spout_fail"), 60, "every verdict in the hooks' files")
+    cluster.kill_and_wait("hooked")
+    assert {e["values"][0] for e in seen("ids", "emit")} == set(range(n))
+    assert {e["kind"] for e in seen("ids", "spout_fail") if e["id"] in sevens} == {"fail"}
+    assert ids("judge", "bolt_fail") >= sevens
+    assert {e["reason"] for e in seen("judge", "bolt_fail") if e["id"] in sevens} == {
+        "ends in 7"}
+    assert ids("judge", "bolt_ack") == rest == ids("tail", "bolt_execute")
+    assert rest <= ids("judge", "bolt_execute")
+    assert {e["values"][0] for e in seen("judge", "emit")} == rest
+    tasks = {e["task"] for e in seen("ids", "emit")} | {e["task"] for e in seen("judge", "emit")}
+    assert len(tasks) == 4 and all(e["from_task"] == e["task"] for e in seen("judge", "emit"))
+    assert all(e["latency"] >= 0 for e in seen("ids", "spout_ack"))
+
+
 def test_a_bolt_on_a_worker_reads_a_data_file_beside_its_topology(cluster, tmp_path):
     """Issue 52: the package carries the project's data files, not only its Python, and a
     worker runs in the unpacked project directory, so ``open("data/words.txt")`` in a bolt's

@@ -420,10 +420,13 @@ def test_bad_state_settings_are_refused_at_submit():
     from stormlet import LocalCluster
     topology = stateful_topology()
     with LocalCluster() as cluster:
-        with pytest.raises(TopologyError, match="checkpoint.interval.ms \\(5000 ms\\) must be "
-                                                "shorter than the message timeout \\(5 s"):
+        # As Storm: an interval equal to the timeout is accepted, a longer one refused.
+        with pytest.raises(TopologyError, match="checkpoint.interval.ms \\(5001 ms\\) must not be "
+                                                "longer than the message timeout \\(5 s"):
             cluster.submit("t", {"topology.message.timeout.secs": 5,
-                                 "topology.state.checkpoint.interval.ms": 5000}, topology)
+                                 "topology.state.checkpoint.interval.ms": 5001}, topology)
+        assert not topology.config_problems({"topology.message.timeout.secs": 5,
+                                             "topology.state.checkpoint.interval.ms": 5000})
         with pytest.raises(TopologyError, match="'rocksdb' is not a state provider"):
             cluster.submit("t", {"topology.state.provider": "rocksdb"}, topology)
 

@@ -23,6 +23,7 @@ from ..protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STR
 from ..tuples import StreamInfo, Tuple
 from ..collectors import BasicOutputCollector
 from .collector import BasicCollector, BoltCollector, SampledBasicCollector
+from . import task_hooks
 from .executor import FLUSH_EVERY, FOREVER, Executor, TaskBase
 from .inbox import ROOM_RECHECK_SECS as HELD_RECHECK_SECS
 
@@ -44,11 +45,11 @@ class BoltTask(TaskBase):
             self.execute = self.obj.execute
 
     def _choose_basic(self) -> None:
-        """The collector a basic bolt's emits go through: with ``topology.debug`` the plain
-        one, over the collector's emit as it is now (logged, sampled or not); else a C call
-        into the collector's emit, sampled or not."""
+        """The collector a basic bolt's emits go through: with ``topology.debug`` or task
+        hooks the plain one, over the collector's emit as it is now (logged, hooked, sampled or
+        not); else a C call into the collector's emit, sampled or not."""
         collector = self.collector
-        if collector.logs_emits:
+        if collector.logs_emits or collector.hooks:   # through the collector's wrapped emit
             self._basic = BasicOutputCollector(collector)
         elif collector.sampler is not None:
             self._basic = SampledBasicCollector(collector)
@@ -63,8 +64,12 @@ class BoltTask(TaskBase):
         if isinstance(self.obj, BasicBolt):
             self._choose_basic()
 
+    def hooks_on(self) -> None:
+        task_hooks.hook_bolt(self)
+
     def prepare(self) -> None:
         try:
+            self.add_auto_hooks()
             if isinstance(self.obj, BasicBolt):
                 self.obj.prepare(self.conf, self.context)
             else:
@@ -137,6 +142,7 @@ class BoltTask(TaskBase):
             self.obj.cleanup()
         except Exception as exc:
             self.report("cleanup failed", exc)
+        self.cleanup_hooks()
 
 
 class BoltExecutor(Executor):

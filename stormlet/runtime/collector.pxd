@@ -42,6 +42,7 @@ cdef class _Emitter:
     cdef StreamRoute _last_route
     cdef public object sampler
     cdef long long _countdown
+    cdef public object hooks
     @cython.locals(sampler=Sampler, tup=Tuple)
     cdef _sample(self, object values, object stream, object tasks, object msg_id)
 

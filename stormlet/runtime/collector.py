@@ -27,6 +27,7 @@ import cython
 
 from ..collectors import BasicOutputCollector
 from ..fail_reason import ERROR, FAIL, FailReason, utf8_text
+from ..hooks import EmitInfo
 from ..protocol import DEFAULT_STREAM, AckFail
 from ..rotating_map import RotatingMap
 from ..serialization import checked
@@ -113,6 +114,8 @@ class _Emitter:
         # Tuple sampling (runtime/sampling.py), off: see sample_with.
         self.sampler = None
         self._countdown = 0
+        # Task hooks (stormlet/hooks.py), none: see hook_with.
+        self.hooks: list | None = None
         if debug:
             self.emit = self._logged(self.emit)  # type: ignore[method-assign]
 
@@ -131,13 +134,41 @@ class _Emitter:
         sampled emit counts down, that emit finds no sampler and samples nothing."""
         self.sampler = sampler
         self._countdown = sampler.gap() if sampler is not None else 0
-        emit = self.sampled_emit if sampler is not None else type(self).emit.__get__(self)
+        self._choose_emit()
+
+    def hook_with(self, hooks: list) -> None:
+        """Run ``hooks`` (the task's ``stormlet.hooks.TaskHook`` list, which may grow) on
+        every emit: ``emit`` becomes a wrapper in this instance's ``__dict__``, as for
+        sampling (see sample_with); with no hooks, the class's own emit costs nothing more."""
+        self.hooks = hooks
+        self._choose_emit()
+
+    def _choose_emit(self) -> None:
+        """``emit``: the class's, or sampled, then hooked, then logged, as each is on. Each
+        choice is one attribute store (see sample_with for why that is thread-safe)."""
+        sampled = self.sampler is not None
+        emit = self.sampled_emit if sampled else type(self).emit.__get__(self)
+        if self.hooks:
+            emit = self._hooked(emit)
         if self.logs_emits:
-            self.emit = self._logged(emit)  # type: ignore[method-assign]
-        elif sampler is not None:
+            emit = self._logged(emit)
+        if sampled or self.hooks or self.logs_emits:
             self.emit = emit  # type: ignore[method-assign]
         else:
             vars(self).pop("emit", None)
+
+    def _hooked(self, emit):
+        hooks = self.hooks
+        task = self.task
+
+        def hooked_emit(values, *args, **kwargs):
+            tasks = emit(values, *args, **kwargs)
+            stream = kwargs.get("stream", args[1] if len(args) > 1 else DEFAULT_STREAM)
+            info = EmitInfo(values, stream, task, tasks)
+            for hook in hooks:
+                hook.emit(info)
+            return tasks
+        return hooked_emit
 
     def _sample(self, values: Any, stream: str, tasks: list[int], msg_id: Any) -> None:
         """The countdown ran out: hand this emit (its tuple is the last of its first

@@ -19,7 +19,8 @@ from collections.abc import Generator
 from typing import Any
 
 from .. import config as cfg
-from . import log_context
+from ..context import TopologyContext
+from . import log_context, task_hooks
 from .inbox import Inbox
 from .metrics import TaskMetrics
 from .transfer import Transfer
@@ -45,6 +46,25 @@ class TaskBase:
         self.context = context
         self.transfer = transfer
         self.metrics = metrics
+        if isinstance(context, TopologyContext):   # its first hook swaps in the hooked paths
+            context.on_first_hook = self.hooks_on
+
+    def hooks_on(self) -> None:
+        """The task's first hook was added: run its hooks from now on (runtime/task_hooks.py;
+        each kind of task knows which of its paths to swap)."""
+
+    def add_auto_hooks(self) -> None:
+        """Add the hooks ``topology.auto.task.hooks`` names (before open or prepare)."""
+        if self.conf.get(cfg.TOPOLOGY_AUTO_TASK_HOOKS):
+            task_hooks.add_auto_hooks(self.context, self.conf)
+
+    def cleanup_hooks(self) -> None:
+        """Once the task stopped: each hook's ``cleanup``."""
+        for hook in getattr(self.context, "hooks", ()):
+            try:
+                hook.cleanup()
+            except Exception as exc:
+                self.report("a task hook's cleanup failed", exc)
 
     def sample_with(self, sampler: Any) -> None:
         """Sample the tuples this task emits with ``sampler`` (runtime/sampling.py), or stop

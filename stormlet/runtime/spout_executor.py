@@ -38,6 +38,7 @@ from ..failed import DeadLetterBox
 from ..protocol import (SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SYSTEM_TASK, WAKE,
                         SpoutFail, records)
 from ..rotating_map import RotatingMap
+from . import task_hooks
 from .collector import InFlight, SpoutCollector
 from .metrics import TaskMetrics
 from .executor import NOW, Executor, TaskBase
@@ -82,8 +83,12 @@ class SpoutTask(TaskBase):
         except Exception as exc:
             self.report(what, exc)
 
+    def hooks_on(self) -> None:
+        task_hooks.hook_spout(self)
+
     def open(self) -> None:
         try:
+            self.add_auto_hooks()
             self.obj.open(self.conf, self.context, self.collector)
             self.opened = True
         except Exception as exc:
@@ -407,5 +412,6 @@ class SpoutExecutor(Executor):
             task.fail_all_in_flight("topology stopped before the tuple tree completed")
             if task.opened:
                 task.call("close raised", task.obj.close)
+            task.cleanup_hooks()
             task.call("closing the dead-letter log failed", task.dead_letters.close)
             task.collector.log_refused()
