@@ -55,6 +55,9 @@ class RedisDataType(enum.Enum):
     GEO = "geo"
 
 
+# Retries of a call on a new connection: one, for a connection Redis dropped while idle.
+DEFAULT_RETRIES = 1
+
 # Data types whose key is a field of one Redis key, the additional key.
 _NEEDS_ADDITIONAL_KEY = frozenset({RedisDataType.HASH, RedisDataType.SORTED_SET,
                                    RedisDataType.GEO})
@@ -182,15 +185,24 @@ class _RedisBolt(Bolt):
 
     what = "redis bolt"
 
-    def __init__(self, config: dict[str, Any], mapper: RedisMapper):
+    def __init__(self, config: dict[str, Any], mapper: RedisMapper,
+                 retries: int = DEFAULT_RETRIES):
         self.config = dict(config)
         self.mapper = mapper
         self.description = mapper.get_data_type_description()
+        self.retries = retries
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
         self.collector = collector
         self.component = context.component_id
         self.client = connect(self.config)
+        # redis-py's default retries back off for seconds, per call: a bolt would stall that
+        # long on every input while Redis is down, where failing it at once lets the spout
+        # replay it (as Storm's Jedis does).
+        self.client.set_retry(Retry(NoBackoff(), self.retries))
 
     def execute(self, tup: Tuple) -> None:
         try:
@@ -240,8 +252,9 @@ class RedisLookupBolt(_RedisBolt):
     """Looks each input's key up and emits the mapper's ``to_tuple(input, value)``, anchored
     (storm-redis's ``RedisLookupBolt``)."""
 
-    def __init__(self, config: dict[str, Any], mapper: RedisLookupMapper):
-        super().__init__(config, mapper)
+    def __init__(self, config: dict[str, Any], mapper: RedisLookupMapper,
+                 retries: int = DEFAULT_RETRIES):
+        super().__init__(config, mapper, retries)
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         self.mapper.declare_output_fields(declarer)   # type: ignore[attr-defined]
@@ -272,7 +285,8 @@ class RedisFilterBolt(_RedisBolt):
     """Passes on (emits, anchored) the inputs whose key Redis holds, and acks every input
     (storm-redis's ``RedisFilterBolt``). LIST is refused: Storm's filter has no LIST test."""
 
-    def __init__(self, config: dict[str, Any], mapper: RedisFilterMapper):
+    def __init__(self, config: dict[str, Any], mapper: RedisFilterMapper,
+                 retries: int = DEFAULT_RETRIES):
         description = mapper.get_data_type_description()
         if description.data_type is RedisDataType.LIST:
             raise ValueError("RedisFilterBolt cannot filter by a LIST (no membership test): "
@@ -280,7 +294,7 @@ class RedisFilterBolt(_RedisBolt):
         if description.data_type is RedisDataType.SET and not description.additional_key:
             raise ValueError("RedisFilterBolt with a SET needs the description's "
                              "additional_key: the set the keys are looked up in")
-        super().__init__(config, mapper)
+        super().__init__(config, mapper, retries)
 
     def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
         self.mapper.declare_output_fields(declarer)   # type: ignore[attr-defined]
