@@ -214,21 +214,21 @@ def complete_topology(topology: Topology, param: CompleteTopologyParam | None = 
         while (left := deadline - time.monotonic()) > 0:
             try:
                 cluster.wait_idle(name, left)
+                if record.done():
+                    break
+                due = cluster.next_tick()
+                if due is None:   # nothing moves by itself but message timeouts (real time)
+                    cluster.wait_for(lambda: record.done() or time.monotonic() >= deadline,
+                                     timeout=left + 1)
+                else:
+                    cluster.advance_time(due - cluster.clock.time(), left)
             except TimeoutError:
                 break
-            if record.done():
-                break
-            due = cluster.next_tick()
-            if due is None:   # nothing moves by itself but message timeouts (real time)
-                cluster.wait_for(lambda: record.done() or time.monotonic() >= deadline,
-                                 timeout=left + 1)
-            else:
-                cluster.advance_time(due - cluster.clock.time(), left)
         if not record.done():
-            cluster.kill(name, 0)
-            with record.lock:
+            with record.lock:   # before the kill, which fails what is in flight
                 unfinished = {s: n - len(record.acked.get(s, ())) - len(record.failed.get(s, ()))
                               for s, n in record.expected.items()}
+            cluster.kill(name, 0)
             raise TimeoutError(
                 f"complete_topology {name!r}: mock tuples unfinished after "
                 f"{param.timeout_secs:g} s: " + ", ".join(
