@@ -76,6 +76,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "rd_kafka_mock_broker_set_up": ([vp, i32], err),
         "rd_kafka_mock_push_request_errors_array": (
             [vp, ctypes.c_int16, ctypes.c_size_t, ctypes.POINTER(err)], None),
+        "rd_kafka_mock_clear_request_errors": ([vp, ctypes.c_int16], None),
     }
     for name, (argtypes, restype) in signatures.items():
         try:
@@ -158,6 +159,10 @@ class MockKafkaCluster:
         codes = (ctypes.c_int * len(errors))(*errors)
         self._lib.rd_kafka_mock_push_request_errors_array(self._mc, _PRODUCE_API_KEY,
                                                           len(errors), codes)
+
+    def clear_produce_errors(self) -> None:
+        """Forget the errors ``fail_produce_requests`` queued that no request has met yet."""
+        self._lib.rd_kafka_mock_clear_request_errors(self._mc, _PRODUCE_API_KEY)
 
     def produce(self, topic: str, values: Iterable[bytes | str], partition: int | None = None,
                 key: bytes | str | None = None, timeout: float = 30.0) -> int:

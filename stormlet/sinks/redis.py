@@ -204,16 +204,23 @@ class _RedisBolt(Bolt):
         # replay it (as Storm's Jedis does).
         self.client.set_retry(Retry(NoBackoff(), self.retries))
 
+    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
+        declare = getattr(self.mapper, "declare_output_fields", None)
+        if declare is not None:   # a lookup's or filter's mapper; a store emits nothing
+            declare(declarer)
+
     def execute(self, tup: Tuple) -> None:
         try:
-            self.process(tup)
+            self.process(tup, self.mapper.get_key_from_tuple(tup),
+                         self.description.additional_key)
         except Exception as exc:   # redis.RedisError, or a mapper's
             self.collector.report_error(exc)
             self.collector.fail(tup, f"redis: {type(exc).__name__}: {exc}")
             return
         self.collector.ack(tup)
 
-    def process(self, tup: Tuple) -> None:
+    def process(self, tup: Tuple, key: str, add: str | None) -> None:
+        """One input's Redis call (``add``: the description's additional key)."""
         raise NotImplementedError
 
     def cleanup(self) -> None:
@@ -226,11 +233,9 @@ class RedisStoreBolt(_RedisBolt):
     """Stores each input's value at its key (storm-redis's ``RedisStoreBolt``; see the module
     doc for the command per data type). Emits nothing."""
 
-    def process(self, tup: Tuple) -> None:
-        key = self.mapper.get_key_from_tuple(tup)
+    def process(self, tup: Tuple, key: str, add: str | None) -> None:
         value = self.mapper.get_value_from_tuple(tup)   # type: ignore[attr-defined]
-        kind, add = self.description.data_type, self.description.additional_key
-        redis = self.client
+        kind, redis = self.description.data_type, self.client
         if kind is RedisDataType.STRING:
             redis.set(key, value)
         elif kind is RedisDataType.LIST:
@@ -256,13 +261,8 @@ class RedisLookupBolt(_RedisBolt):
                  retries: int = DEFAULT_RETRIES):
         super().__init__(config, mapper, retries)
 
-    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
-        self.mapper.declare_output_fields(declarer)   # type: ignore[attr-defined]
-
-    def process(self, tup: Tuple) -> None:
-        key = self.mapper.get_key_from_tuple(tup)
-        kind, add = self.description.data_type, self.description.additional_key
-        redis = self.client
+    def process(self, tup: Tuple, key: str, add: str | None) -> None:
+        kind, redis = self.description.data_type, self.client
         if kind is RedisDataType.STRING:
             value = redis.get(key)
         elif kind is RedisDataType.LIST:
@@ -296,13 +296,8 @@ class RedisFilterBolt(_RedisBolt):
                              "additional_key: the set the keys are looked up in")
         super().__init__(config, mapper, retries)
 
-    def declare_output_fields(self, declarer: OutputFieldsDeclarer) -> None:
-        self.mapper.declare_output_fields(declarer)   # type: ignore[attr-defined]
-
-    def process(self, tup: Tuple) -> None:
-        key = self.mapper.get_key_from_tuple(tup)
-        kind, add = self.description.data_type, self.description.additional_key
-        redis = self.client
+    def process(self, tup: Tuple, key: str, add: str | None) -> None:
+        kind, redis = self.description.data_type, self.client
         if kind is RedisDataType.STRING:
             found = bool(redis.exists(key))
         elif kind is RedisDataType.HASH:
