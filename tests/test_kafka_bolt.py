@@ -11,8 +11,7 @@ from confluent_kafka import KafkaError
 
 from kafka_mock import MockKafkaCluster
 from stormlet import Spout, TopologyBuilder
-from stormlet.sinks.kafka import (DefaultTopicSelector, FieldNameBasedTupleToKafkaMapper,
-                                  FieldNameTopicSelector, KafkaBolt)
+from stormlet.sinks.kafka import FieldNameBasedTupleToKafkaMapper, FieldNameTopicSelector, KafkaBolt
 from stormlet.sources.kafka import KafkaSource
 from stormlet.testing import (BoltHarness, CompleteTopologyParam, MockedSources,
                               complete_topology, make_tuple)

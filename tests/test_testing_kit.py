@@ -9,7 +9,7 @@ from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder, TopologyError
 from stormlet import config as cfg
 from stormlet.serialization import SerializationError
 from stormlet.testing import (BoltHarness, CompleteTopologyParam, MockedSources,
-                              MockOutputCollector, complete_topology, make_tuple, multiset_eq,
+                              MockOutputCollector, complete_topology, make_tuple,
                               simulated_time, tick_tuple)
 from stormlet.windowing import Duration, WindowedBolt
 

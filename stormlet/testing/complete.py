@@ -30,7 +30,6 @@ from typing import Any
 
 import msgpack
 
-from .. import config as cfg
 from .. import groupings as g
 from ..components import Bolt, OutputFieldsDeclarer, Spout, StreamDeclaration
 from ..fail_reason import FailReason
