@@ -25,6 +25,8 @@ from ..context import TopologyContext
 from ..fail_reason import FailReason
 from ..protocol import DEFAULT_STREAM, SYSTEM_COMPONENT, SYSTEM_TASK, TICK_STREAM
 from ..serialization import check_values
+from ..streamparse.adapters import StreamparseBolt
+from ..streamparse.bolt import Bolt as StreamparseBoltClass
 from ..tuples import StreamInfo, Tuple
 from ..windowing import WindowedBolt, WindowedBoltRunner
 from .clock import SimulatedClock, current_clock
@@ -187,7 +189,9 @@ def mock_context(component_id: str = "bolt", task_id: int = 1,
 
 
 class BoltHarness:
-    """One bolt, prepared with a ``MockOutputCollector`` and a ``mock_context``, for unit tests.
+    """One bolt, prepared with a ``MockOutputCollector`` and a ``mock_context``, for unit tests:
+    a stormlet bolt, or a streamparse ``Bolt`` subclass (the class: each task makes its own).
+    ``instance`` is the bolt object itself (the streamparse bolt, the windowed bolt).
 
     ``execute(tup)`` runs it as the runtime does: a ``BasicBolt``'s input is acked after
     ``execute`` returns; an exception from any bolt fails the input (reason: the error) and is
@@ -196,10 +200,13 @@ class BoltHarness:
     ``advance(secs)`` moves the clock and sends a tick, firing the windows due by then.
     """
 
-    def __init__(self, bolt: Bolt | BasicBolt | WindowedBolt, conf: dict[str, Any] | None = None,
-                 component_id: str = "bolt", sources: dict[str, list[str]] | None = None,
+    def __init__(self, bolt: Bolt | BasicBolt | WindowedBolt | type,
+                 conf: dict[str, Any] | None = None, component_id: str = "bolt",
+                 sources: dict[str, list[str]] | None = None,
                  clock: SimulatedClock | None = None):
         self.clock = clock or current_clock() or SimulatedClock()
+        if isinstance(bolt, type) and issubclass(bolt, StreamparseBoltClass):
+            bolt = StreamparseBolt(bolt, bolt.spec(name=component_id).outputs)
         if isinstance(bolt, WindowedBolt):
             runner = WindowedBoltRunner(bolt)
             runner.clock = self.clock.time
@@ -215,6 +222,9 @@ class BoltHarness:
             self._basic = BasicOutputCollector(self.collector)
         else:
             bolt.prepare(self.conf, self.context, self.collector)
+        # What the test reads the bolt's own state from: the user's object, not its runner.
+        self.instance: Any = (bolt.bolt if isinstance(bolt, (StreamparseBolt, WindowedBoltRunner))
+                              else bolt)
 
     def execute(self, tup: Tuple) -> None:
         """Run the bolt's ``execute`` on ``tup`` (see the class doc for acks and errors)."""
