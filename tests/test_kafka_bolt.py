@@ -3,6 +3,7 @@ acked once the broker has its record, or failed with the broker's error."""
 
 from __future__ import annotations
 
+import pickle
 import time
 from collections.abc import Iterator
 
@@ -109,6 +110,8 @@ def test_selector_without_topic_skips_and_bad_values_fail(mock_kafka, topic):
     assert failed is bad and reason.startswith("kafka: TypeError: the record's value must be")
     assert written(mock_kafka, topic) == [(b"a", b"b")]
     assert FieldNameTopicSelector("t", "other").get_topic(good) == "other"
+    copy = pickle.loads(pickle.dumps(KafkaBolt("h:1").with_topic_selector("t")))   # to workers
+    assert copy.topic_selector.get_topic(good) == "t"
 
 
 class Words(Spout):

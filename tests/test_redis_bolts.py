@@ -3,6 +3,8 @@ the commands storm-redis uses, and an outage failing inputs instead of acking th
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from redis_server import RedisServer, redis_server  # noqa: F401
 
@@ -93,7 +95,10 @@ def test_each_data_type_is_stored_looked_up_and_filtered(redis, redis_server):
     assert passed(s, T.GEO, "places", "oslo", "rome") == ["rome"]
 
 
-def test_refusals_name_what_is_missing():
+def test_bolts_pickle_for_workers_and_refusals_name_what_is_missing():
+    mapper = FieldsLookupMapper(RedisDataTypeDescription(T.HASH, "h"), "key")
+    copy = pickle.loads(pickle.dumps(RedisLookupBolt({"host": "h", "port": 1}, mapper)))
+    assert copy.mapper == mapper and copy.config == {"host": "h", "port": 1}
     with pytest.raises(ValueError, match="HASH description needs an additional_key"):
         RedisDataTypeDescription(T.HASH)
     set_without_key = FieldsFilterMapper(RedisDataTypeDescription(T.SET), "key", FIELDS)
