@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _RD_KAFKA_PRODUCER = 0
 _RD_KAFKA_CONF_OK = 0
+_PRODUCE_API_KEY = 0   # Kafka's request type number for Produce
 
 
 class MockKafkaError(RuntimeError):
@@ -73,6 +74,9 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         "rd_kafka_mock_partition_delete_records": ([vp, cp, i32, i64], err),
         "rd_kafka_mock_broker_set_down": ([vp, i32], err),
         "rd_kafka_mock_broker_set_up": ([vp, i32], err),
+        "rd_kafka_mock_push_request_errors_array": (
+            [vp, ctypes.c_int16, ctypes.c_size_t, ctypes.POINTER(err)], None),
+        "rd_kafka_mock_clear_request_errors": ([vp, ctypes.c_int16], None),
     }
     for name, (argtypes, restype) in signatures.items():
         try:
@@ -148,6 +152,17 @@ class MockKafkaCluster:
 
     def broker_up(self, broker_id: int) -> None:
         self._check(self._lib.rd_kafka_mock_broker_set_up(self._mc, broker_id), f"broker {broker_id} up")
+
+    def fail_produce_requests(self, *errors: int) -> None:
+        """Answer the next ``len(errors)`` produce requests (to any broker) with these error
+        codes (``KafkaError.MSG_SIZE_TOO_LARGE``, say), in order: a delivery failure injected."""
+        codes = (ctypes.c_int * len(errors))(*errors)
+        self._lib.rd_kafka_mock_push_request_errors_array(self._mc, _PRODUCE_API_KEY,
+                                                          len(errors), codes)
+
+    def clear_produce_errors(self) -> None:
+        """Forget the errors ``fail_produce_requests`` queued that no request has met yet."""
+        self._lib.rd_kafka_mock_clear_request_errors(self._mc, _PRODUCE_API_KEY)
 
     def produce(self, topic: str, values: Iterable[bytes | str], partition: int | None = None,
                 key: bytes | str | None = None, timeout: float = 30.0) -> int:

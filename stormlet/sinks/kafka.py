@@ -1,0 +1,242 @@
+"""A bolt that writes tuples to Kafka: storm-kafka-client's ``KafkaBolt``.
+
+    bolt = (KafkaBolt("127.0.0.1:9092")
+            .with_topic_selector(DefaultTopicSelector("words"))
+            .with_tuple_to_kafka_mapper(FieldNameBasedTupleToKafkaMapper("word", "count")))
+    builder.set_bolt("to-kafka", bolt).fields_grouping("count", ["word"])
+
+Each input becomes one record: the mapper gives its key and value (``str``, ``bytes`` or None),
+the topic selector its topic. An input is acked only once the broker confirms the record, and
+failed, with the broker's error as the reason (``"kafka MSG_SIZE_TOO_LARGE: ..."``), if
+delivery fails (after librdkafka's own retries); the error is reported too. A topic selector
+that answers None skips the input: acked, with a warning, as in Storm. An input the mapper
+cannot turn into a record is failed and reported. With ``set_fire_and_forget(True)`` every
+input is acked as soon as its record is queued, and delivery is not awaited (Storm's option:
+records may be lost). ``set_async(False)`` waits for each record's delivery before the next
+input (Storm's synchronous mode: one record in flight, slow).
+
+Deliveries are reported on the bolt's own thread: the bolt asks for a tick every
+``poll_secs`` (default 0.1 s) and looks for them then and on every input, so an input is acked
+within about that long of its delivery. On ``cleanup`` it waits up to ``close_timeout_secs``
+for the records still in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .. import config as cfg
+from ..components import Bolt
+from ..tuples import Tuple
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POLL_SECS = 0.1
+DEFAULT_CLOSE_TIMEOUT_SECS = 30.0
+# Storm's FieldNameBasedTupleToKafkaMapper defaults.
+DEFAULT_KEY_FIELD = "key"
+DEFAULT_MESSAGE_FIELD = "message"
+
+
+class TupleToKafkaMapper(Protocol):
+    """How an input tuple becomes a record's key and value (Storm's ``TupleToKafkaMapper``)."""
+
+    def get_key_from_tuple(self, tup: Tuple) -> str | bytes | None: ...
+
+    def get_message_from_tuple(self, tup: Tuple) -> str | bytes | None: ...
+
+
+class KafkaTopicSelector(Protocol):
+    """Which topic an input tuple's record goes to; None skips it (Storm's
+    ``KafkaTopicSelector``)."""
+
+    def get_topic(self, tup: Tuple) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class FieldNameBasedTupleToKafkaMapper:
+    """Key from field ``key_field`` (None if the tuple has no such field), value from field
+    ``message_field``: Storm's defaults are ``key`` and ``message``."""
+
+    key_field: str = DEFAULT_KEY_FIELD
+    message_field: str = DEFAULT_MESSAGE_FIELD
+
+    def get_key_from_tuple(self, tup: Tuple) -> str | bytes | None:
+        return tup.get(self.key_field)
+
+    def get_message_from_tuple(self, tup: Tuple) -> str | bytes | None:
+        return tup[self.message_field]
+
+
+@dataclass(frozen=True)
+class DefaultTopicSelector:
+    """Every record to ``topic``."""
+
+    topic: str
+
+    def get_topic(self, tup: Tuple) -> str | None:
+        return self.topic
+
+
+@dataclass(frozen=True)
+class FieldNameTopicSelector:
+    """The topic named by the tuple's field ``field``, or ``default_topic`` if the tuple has no
+    such field (Storm logs that; so does this)."""
+
+    field: str
+    default_topic: str
+
+    def get_topic(self, tup: Tuple) -> str | None:
+        if self.field in tup.fields:
+            return tup[self.field]
+        log.warning("tuple from %r stream %r has no field %r: its record goes to topic %r",
+                    tup.source_component, tup.stream, self.field, self.default_topic)
+        return self.default_topic
+
+
+@dataclass(frozen=True)
+class FieldIndexTopicSelector:
+    """The topic in the tuple's value at ``index``, or ``default_topic`` if it has fewer."""
+
+    index: int
+    default_topic: str
+
+    def get_topic(self, tup: Tuple) -> str | None:
+        if 0 <= self.index < len(tup):
+            return tup[self.index]
+        log.warning("tuple from %r stream %r has no value %d: its record goes to topic %r",
+                    tup.source_component, tup.stream, self.index, self.default_topic)
+        return self.default_topic
+
+
+def _record_bytes(what: str, value: Any) -> str | bytes | None:
+    if value is None or isinstance(value, (str, bytes)):
+        return value
+    raise TypeError(f"the record's {what} must be str, bytes or None, got "
+                    f"{type(value).__name__} {value!r}: map it in the TupleToKafkaMapper")
+
+
+def _reason(error: Any) -> str:
+    """A fail reason: the client's error code and words, or the exception's."""
+    if hasattr(error, "name") and hasattr(error, "str"):   # a KafkaError
+        return f"kafka {error.name()}: {error.str()}"
+    first = error.args[0] if getattr(error, "args", None) else None
+    if hasattr(first, "name") and hasattr(first, "str"):   # a KafkaException
+        return _reason(first)
+    return f"kafka: {type(error).__name__}: {error}"
+
+
+class KafkaBolt(Bolt):
+    """Writes each input to Kafka and acks it once the broker has it (see the module doc).
+
+    ``producer_config`` is librdkafka's (``bootstrap.servers`` given apart); the producer is
+    made in ``prepare``, one per task."""
+
+    outputs = None   # a sink: it emits nothing
+
+    def __init__(self, bootstrap_servers: str, producer_config: dict[str, Any] | None = None,
+                 poll_secs: float = DEFAULT_POLL_SECS,
+                 close_timeout_secs: float = DEFAULT_CLOSE_TIMEOUT_SECS):
+        self.bootstrap_servers = bootstrap_servers
+        self.producer_config = dict(producer_config or {})
+        self.poll_secs = poll_secs
+        self.close_timeout_secs = close_timeout_secs
+        self.mapper: TupleToKafkaMapper = FieldNameBasedTupleToKafkaMapper()
+        self.topic_selector: KafkaTopicSelector | None = None
+        self.fire_and_forget = False
+        self.is_async = True
+
+    def with_tuple_to_kafka_mapper(self, mapper: TupleToKafkaMapper) -> KafkaBolt:
+        self.mapper = mapper
+        return self
+
+    def with_topic_selector(self, selector: KafkaTopicSelector | str) -> KafkaBolt:
+        """A ``KafkaTopicSelector``, or a topic name for a ``DefaultTopicSelector``."""
+        self.topic_selector = (DefaultTopicSelector(selector) if isinstance(selector, str)
+                               else selector)
+        return self
+
+    def with_producer_properties(self, config: dict[str, Any]) -> KafkaBolt:
+        self.producer_config.update(config)
+        return self
+
+    def set_fire_and_forget(self, fire_and_forget: bool) -> KafkaBolt:
+        """Ack each input once its record is queued, without waiting for the broker."""
+        self.fire_and_forget = fire_and_forget
+        return self
+
+    def set_async(self, is_async: bool) -> KafkaBolt:
+        """False: wait for each record's delivery before taking the next input."""
+        self.is_async = is_async
+        return self
+
+    def get_component_configuration(self) -> dict[str, Any] | None:
+        return {cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS: self.poll_secs}
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        from confluent_kafka import Producer   # only a topology that writes to Kafka needs it
+
+        if self.topic_selector is None:
+            raise ValueError(f"KafkaBolt {context.component_id!r} has no topic selector: call "
+                             f"with_topic_selector(...)")
+        self.collector = collector
+        self.component = context.component_id
+        self.producer = Producer({"logger": log, **self.producer_config,
+                                  "bootstrap.servers": self.bootstrap_servers})
+        self.in_flight = 0   # records sent whose delivery is not yet known
+
+    def execute(self, tup: Tuple) -> None:
+        if not tup.is_tick():
+            self._send(tup)
+        if self.in_flight:
+            self.producer.poll(0)   # runs the delivery callbacks: acks and fails
+
+    def _send(self, tup: Tuple) -> None:
+        try:
+            topic = self.topic_selector.get_topic(tup)
+            if topic is None:
+                log.warning("%s: skipping a tuple from %r: the topic selector gave no topic",
+                            self.component, tup.source_component)
+                self.collector.ack(tup)
+                return
+            key = _record_bytes("key", self.mapper.get_key_from_tuple(tup))
+            value = _record_bytes("value", self.mapper.get_message_from_tuple(tup))
+            callback = None if self.fire_and_forget else self._on_delivery(tup)
+            while True:
+                try:
+                    self.producer.produce(topic, value, key, on_delivery=callback)
+                    break
+                except BufferError:   # the local queue is full: deliveries make room
+                    self.producer.poll(self.poll_secs)
+        except Exception as exc:
+            self.collector.report_error(exc)
+            self.collector.fail(tup, _reason(exc))
+            return
+        if self.fire_and_forget:
+            self.collector.ack(tup)
+            return
+        self.in_flight += 1
+        if not self.is_async:
+            self.producer.flush()
+
+    def _on_delivery(self, tup: Tuple) -> Any:
+        def delivered(err: Any, _msg: Any) -> None:
+            self.in_flight -= 1
+            if err is None:
+                self.collector.ack(tup)
+                return
+            reason = _reason(err)
+            self.collector.report_error(f"{self.component}: record not delivered ({reason})")
+            self.collector.fail(tup, reason)
+        return delivered
+
+    def cleanup(self) -> None:
+        producer = getattr(self, "producer", None)
+        if producer is not None:
+            left = producer.flush(self.close_timeout_secs)
+            if left:
+                log.warning("%s: %d record(s) not delivered within %g s of shutdown: their "
+                            "inputs time out and are replayed", self.component, left,
+                            self.close_timeout_secs)
