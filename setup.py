@@ -1,4 +1,4 @@
-"""Builds stormlet, compiling the hot modules (stormlet/build_mode.py's HOT_MODULES) with Cython.
+"""Builds stormlet, compiling the hot modules (stormlet/runtime/build_mode.py's HOT_MODULES) with Cython.
 
 The compiled modules are the same .py files, typed by the .pxd files beside them; where Cython or
 a C compiler is missing, or STORMLET_PURE_PYTHON=1 is set, the build says so in one line and the
@@ -13,7 +13,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 # Read without importing stormlet: its dependencies are not in the build environment.
-BUILD_MODE = runpy.run_path(os.path.join("stormlet", "build_mode.py"))
+BUILD_MODE = runpy.run_path(os.path.join("stormlet", "runtime", "build_mode.py"))
 HOT_MODULES, PURE_PYTHON_ENV = BUILD_MODE["HOT_MODULES"], BUILD_MODE["PURE_PYTHON_ENV"]
 
 

@@ -23,8 +23,8 @@ import statistics
 import time
 
 from stormlet.cluster.wire import FrameDecoder, encode_frame
-from stormlet.protocol import ACK_ACK, ACK_INIT, SPOUT_ACK, AckInit, Root, ack_pairs
-from stormlet.runtime.layout import TopologyLayout
+from stormlet.runtime.protocol import ACK_ACK, ACK_INIT, SPOUT_ACK, AckInit, Root, ack_pairs
+from stormlet.runtime.numbering import TopologyLayout
 from crossing import TOPOLOGY, word_count_layout   # the word count's layout, as crossing.py builds
 
 

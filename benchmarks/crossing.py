@@ -33,13 +33,14 @@ from collections import Counter
 
 import zmq
 
-from stormlet import TopologyBuilder, build_mode
+from stormlet import TopologyBuilder
+from stormlet.runtime import build_mode
 from stormlet.cluster.transport import Sender
 from stormlet.cluster.wire import FrameDecoder, encode_frame
 from stormlet.runtime.bolt_executor import BoltTask
-from stormlet.runtime.collector import BoltCollector
+from stormlet.runtime.task_collectors import BoltCollector
 from stormlet.runtime.inbox import Inbox
-from stormlet.runtime.layout import TopologyLayout
+from stormlet.runtime.numbering import TopologyLayout
 from stormlet.runtime.metrics import TaskMetrics
 from stormlet.runtime.routing import StreamRoute
 from stormlet.runtime.transfer import Transfer

@@ -16,7 +16,7 @@ import random
 import statistics
 import time
 
-from stormlet import build_mode
+from stormlet.runtime import build_mode
 from stormlet import groupings as g
 from stormlet.runtime.routing import StreamRoute
 from stormlet.tuples import StreamInfo

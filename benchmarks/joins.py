@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from stormlet import Bolt, JoinBolt, LocalCluster, Selector, Spout, TopologyBuilder  # noqa: E402
-from stormlet import build_mode  # noqa: E402
+from stormlet.runtime import build_mode  # noqa: E402
 from stormlet.runtime.tuning import tune_for_streaming  # noqa: E402
 from stormlet.tuples import StreamInfo, Tuple  # noqa: E402
 from stormlet.windowing import Count, WindowedBolt  # noqa: E402

@@ -43,7 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from stormlet import LocalCluster, build_mode
+from stormlet import LocalCluster
+from stormlet.runtime import build_mode
 from stormlet.runtime.live_settings import LiveSettings
 from stormlet.runtime.tuning import tune_for_streaming
 from wordcount import WORDS_PER_SENTENCE, build

@@ -16,7 +16,8 @@ import time
 from itertools import cycle
 from pathlib import Path
 
-from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder, build_mode
+from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet.runtime import build_mode
 from stormlet.loader import load_topology_file
 from stormlet.runtime.tuning import tune_for_streaming
 from stormlet.streamparse import Bolt as StreamparseBolt

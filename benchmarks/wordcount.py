@@ -19,9 +19,10 @@ import sys
 import time
 import tracemalloc
 
-from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder, build_mode
-from stormlet.acker import Acker
-from stormlet.protocol import AckInit
+from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet.runtime import build_mode
+from stormlet.runtime.acker import Acker
+from stormlet.runtime.protocol import AckInit
 from stormlet.runtime.tuning import tune_for_streaming
 
 WORDS = ("the cow jumped over the moon an apple a day keeps the doctor away four score and seven "

@@ -63,7 +63,7 @@ nitpick_ignore = [("py:class", name) for name in (
     "stormlet.metrics.user.Gauge", "stormlet.metrics.user.Histogram",
     "stormlet.topology.ComponentDeclarer", "stormlet.topology.ComponentSpec",
     "stormlet.groupings.Grouping", "stormlet.local.FinalReport",
-    "stormlet.runtime.engine.TopologyRuntime", "stormlet.runtime.errors.ErrorRecord",
+    "stormlet.runtime.engine.TopologyRuntime", "stormlet.runtime.task_errors.ErrorRecord",
     "stormlet.runtime.task_errors.ErrorRecord",  # ErrorRecord's module after the layout move
     "stormlet.state.store.Store", "stormlet.sources.offset_store.OffsetStore", "Length",
 )]

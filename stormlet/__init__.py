@@ -1,6 +1,6 @@
 """stormlet: Storm-style stream processing for Python."""
 
-from . import build_mode
+from .runtime import build_mode
 
 build_mode.select()  # before any hot module loads: compiled, or all from source
 
@@ -10,7 +10,7 @@ from .context import TopologyContext
 from .fail_reason import FailReason
 from .joins import JoinBolt, Selector
 from .local import LocalCluster
-from .serialization import SerializationError
+from .runtime.serialization import SerializationError
 from .topology import Topology, TopologyBuilder, TopologyError
 from .tuples import Tuple
 

@@ -1,4 +1,4 @@
-# Types stormlet/collectors.py when it is compiled (see stormlet/build_mode.py).
+# Types stormlet/collectors.py when it is compiled (see runtime/build_mode.py).
 
 cdef class BasicOutputCollector:
     cdef object _collector

@@ -1,7 +1,7 @@
 """What spouts and bolts emit, ack and fail through: the collector types of the public API.
 
 ``SpoutOutputCollector`` and ``OutputCollector`` are protocols: the runtime implements them
-(``stormlet.runtime.collector``, in local mode and on a cluster alike) and so does backfill's
+(``stormlet.runtime.task_collectors``, in local mode and on a cluster alike) and so does backfill's
 Spark bolt runner, so a component runs unchanged on either. ``BasicOutputCollector``, what a
 ``BasicBolt`` gets, is a small class over any ``OutputCollector``: its emits are anchored to the
 tuple being executed, through the same emit as an explicitly anchoring bolt's.
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from .fail_reason import FailReason
-from .protocol import DEFAULT_STREAM
+from .runtime.protocol import DEFAULT_STREAM
 from .tuples import Tuple
 
 

@@ -428,7 +428,7 @@ DEFAULTS: dict[str, Setting] = {
     STORMLET_EXECUTOR_SHARED_THREAD: Setting(
         True,
         "a process's executors take turns on one thread instead of a thread each: a batch is "
-        "run by the next executor while still in the core's caches (stormlet/runtime/runner.py). "
+        "run by the next executor while still in the core's caches (stormlet/runtime/threads.py). "
         "A component whose own config sets it false keeps a thread of its own: one that blocks "
         "(in I/O, say) would otherwise hold up every executor sharing the thread",
         flag),

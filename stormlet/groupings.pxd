@@ -1,10 +1,10 @@
-# Types stormlet/groupings.py when it is compiled (see stormlet/build_mode.py): a fields
+# Types stormlet/groupings.py when it is compiled (see runtime/build_mode.py): a fields
 # grouping hashes an ASCII str's characters where they are, a shuffle grouping draws its random
 # numbers and a partial-key grouping hashes its keys, with C arithmetic.
 
 cimport cython
 
-from stormlet.serialization cimport is_ascii
+from stormlet.runtime.serialization cimport is_ascii
 
 cdef extern from "Python.h":
     void *PyUnicode_DATA(object text)

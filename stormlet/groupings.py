@@ -24,7 +24,7 @@ from typing import Any, Callable, Protocol
 import cython
 import msgpack
 
-from .serialization import is_ascii
+from .runtime.serialization import is_ascii
 
 SHUFFLE = "shuffle"
 FIELDS = "fields"

@@ -31,7 +31,7 @@ from .cluster import events
 from .runtime.cpu_affinity import local_executor_cpu
 from .runtime.engine import TopologyRuntime
 from .runtime import live_settings as live
-from .runtime.errors import ErrorRecord
+from .runtime.task_errors import ErrorRecord
 from .topology import Topology, TopologyError
 
 log = logging.getLogger(__name__)

@@ -121,7 +121,7 @@ def redact_text(text: str) -> str:
     return _ASSIGNMENT.sub(_hide_assignment, _URL_USERINFO.sub(_hide_userinfo, text))
 
 
-#: The text fields of an error record (cluster/errors.py) that may quote a credential.
+#: The text fields of an error record (cluster/error_reports.py) that may quote a credential.
 ERROR_TEXT_FIELDS = ("error", "detail")
 
 

@@ -18,11 +18,11 @@ from . import config as cfg
 from . import groupings as g
 from .components import BasicBolt, Bolt, Component, Spout, StreamDeclaration, declared_streams
 from .errors import TopologyError
-from .protocol import DEFAULT_STREAM
+from .runtime.protocol import DEFAULT_STREAM
 from .state import providers as state_providers
 from .state.bolt import StatefulBolt
 from .state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM, CheckpointSpout
-from .state.runner import CheckpointForwarder, StatefulBoltRunner, run_bolt
+from .state.wrappers import CheckpointForwarder, StatefulBoltRunner, run_bolt
 from .state.wiring import checkpoint_sources
 from .windowing import Count, WindowedBolt, WindowedBoltRunner
 

@@ -1,4 +1,4 @@
-# Types stormlet/tuples.py when it is compiled (see stormlet/build_mode.py): the collectors and
+# Types stormlet/tuples.py when it is compiled (see runtime/build_mode.py): the collectors and
 # executors read a tuple's slots as C struct fields, and its ids are C integers.
 
 cimport cython

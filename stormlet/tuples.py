@@ -7,7 +7,7 @@ from typing import Any
 
 import cython
 
-from .protocol import TICK_STREAM
+from .runtime.protocol import TICK_STREAM
 
 MAX_ID = (1 << 64) - 1
 

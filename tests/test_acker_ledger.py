@@ -1,4 +1,4 @@
-"""The acker ledger (``stormlet.acker.Acker``) and the rotating map it and the spouts expire with.
+"""The acker ledger (``stormlet.runtime.acker.Acker``) and the rotating map it and the spouts expire with.
 
 Unit tests pin each operation; property-based tests build random tuple DAGs with the runtime's
 own collectors (tests/ledger_model.py checks every emit, ack and fail they make against a model of
@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
-from stormlet.acker import Acker, _FailedEarly
+from stormlet.runtime.acker import Acker, _FailedEarly
 from stormlet.cluster.wire import decode_acks, encode_acks
 from stormlet.fail_reason import ERROR, FAIL, TIMEOUT
-from stormlet.protocol import AckFail, AckInit, SpoutFail, records
-from stormlet.rotating_map import RotatingMap
+from stormlet.runtime.protocol import AckFail, AckInit, SpoutFail, records
+from stormlet.runtime.rotating_map import RotatingMap
 
 from ledger_model import COMPONENT_OF, N_ACKERS, Run
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import stormlet
-from stormlet import build_mode
+from stormlet.runtime import build_mode
 
 PACKAGE = Path(stormlet.__file__).parent
-REPORT = ("import stormlet, importlib, stormlet.build_mode as b; "
+REPORT = ("import stormlet, importlib, stormlet.runtime.build_mode as b; "
           "print(b.mode()); print(b.describe()); "
           "print(*[importlib.import_module(m).__file__ for m in b.HOT_MODULES], sep='\\n')")
 
@@ -65,7 +65,7 @@ def test_a_partial_build_runs_all_from_source_and_says_what_is_missing(tmp_path)
     mode, line, *files = report(tmp_path, STORMLET_PURE_PYTHON="")
     assert mode == "interpreted"
     assert line == ("hot path: interpreted (partly compiled build, missing "
-                    "stormlet.runtime.collector)")
+                    "stormlet.runtime.task_collectors)")
     assert all(f.startswith(str(copy)) and f.endswith(".py") for f in files)
 
 
@@ -79,6 +79,6 @@ def test_a_module_edited_since_it_was_compiled_runs_all_from_source(tmp_path):
     os.utime(copy / "acker.py", (os.path.getmtime(copy / "acker.c") + 10,) * 2)
     mode, line, *files = report(tmp_path, STORMLET_PURE_PYTHON="")
     assert mode == "interpreted"
-    assert line == ("hot path: interpreted (edited since compiled: stormlet.acker; "
+    assert line == ("hot path: interpreted (edited since compiled: stormlet.runtime.acker; "
                     "pip install -e . rebuilds)")
     assert all(f.endswith(".py") for f in files)

@@ -21,7 +21,7 @@ from stormlet.cluster.code import package_topology
 from stormlet.cluster.log_files import WORKER_LOG
 from stormlet.cluster.wire import encode_frame
 from stormlet.loader import load_topology_file
-from stormlet.protocol import BACKPRESSURE, SYSTEM_TASK
+from stormlet.runtime.protocol import BACKPRESSURE, SYSTEM_TASK
 from stormlet.cluster.security import (
     SECRET_FILE_ENV,
     WORKER_CREDENTIALS_ENV,

@@ -21,7 +21,7 @@ from cluster_support import LoopbackCluster, after_test, json_outputs, wait_unti
 from local_wheels import GATED, make_gated_sdist
 from stormlet.cluster.dependencies import normalize
 from stormlet.cluster.environments import DIRECTORY_ENV, MARKER, NO_INDEX
-from stormlet.cluster.errors import SUBMIT_COMPONENT
+from stormlet.cluster.error_reports import SUBMIT_COMPONENT
 from test_cluster_environments import kill_all, versioned_project
 from ui_support import get
 from zookeeper_server import zookeeper_available

@@ -47,11 +47,11 @@ def test_debug_logs_every_emit_with_its_stream_and_tasks(caplog):
     b.set_spout("sentences", TwoSentences())
     b.set_bolt("split", SplitDirect()).shuffle_grouping("sentences")
     b.set_bolt("sink", Sink()).shuffle_grouping("split").direct_grouping("split", "direct")
-    caplog.set_level(logging.INFO, logger="stormlet.runtime.collector")
+    caplog.set_level(logging.INFO, logger="stormlet.runtime.task_collectors")
     with LocalCluster() as cluster:
         cluster.submit("dbg", {"topology.debug": True}, b.build())
         cluster.wait_for(lambda: cluster.metrics("dbg")["sentences"]["acked"] == 2, timeout=20)
-    lines = [r.getMessage() for r in caplog.records if r.name == "stormlet.runtime.collector"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "stormlet.runtime.task_collectors"]
     assert sum("emitted ['a b'] on 'default'" in m or "emitted ['c d'] on 'default'" in m
                for m in lines) == 2
     for word in "abcd":
@@ -72,11 +72,11 @@ def test_debug_logs_a_basic_bolts_emits_too(caplog):
     b.set_spout("sentences", TwoSentences())
     b.set_bolt("split", BasicSplit()).shuffle_grouping("sentences")
     b.set_bolt("sink", Sink()).shuffle_grouping("split")
-    caplog.set_level(logging.INFO, logger="stormlet.runtime.collector")
+    caplog.set_level(logging.INFO, logger="stormlet.runtime.task_collectors")
     with LocalCluster() as cluster:
         cluster.submit("dbg", {"topology.debug": True}, b.build())
         cluster.wait_for(lambda: cluster.metrics("dbg")["sentences"]["acked"] == 2, timeout=20)
-    lines = [r.getMessage() for r in caplog.records if r.name == "stormlet.runtime.collector"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "stormlet.runtime.task_collectors"]
     for word in "abcd":
         assert sum(m.startswith("split:") and f"emitted ['{word}'] on 'default' to tasks" in m
                    for m in lines) == 1, lines

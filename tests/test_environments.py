@@ -355,8 +355,8 @@ def test_a_build_that_fails_raises_with_pips_message_and_leaves_nothing(tmp_path
 
 def test_a_failed_build_on_a_node_is_reported_against_the_topology_and_that_node():
     """What a supervisor reports for a slot whose worker cannot start is what `stormlet
-    errors` and `stormlet list` show (cluster/errors.py)."""
-    from stormlet.cluster.errors import (
+    errors` and `stormlet list` show (cluster/error_reports.py)."""
+    from stormlet.cluster.error_reports import (
         ENVIRONMENT_COMPONENT,
         topology_error_summary,
         topology_errors,

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
-from stormlet.runtime.errors import TaskErrors
+from stormlet.runtime.task_errors import TaskErrors
 
 from support import running
 
@@ -322,7 +322,7 @@ def test_an_executor_that_dies_is_logged_and_counted_with_component_and_task(cap
 def test_a_kind_of_error_that_went_quiet_is_logged_in_full_again(monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="stormlet")
     clock = [100.0]
-    monkeypatch.setattr("stormlet.runtime.errors.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("stormlet.runtime.task_errors.time.monotonic", lambda: clock[0])
     errors = TaskErrors("c", 7, window_secs=10, per_window=2)
     for i in range(5):
         errors.report("execute raised", ValueError(i))

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from stormlet.protocol import DATA
+from stormlet.runtime.protocol import DATA
 from stormlet.runtime import inbox as inbox_module
 from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.metrics import TaskMetrics

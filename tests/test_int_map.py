@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stormlet.int_map import IntMap
+from stormlet.runtime.int_map import IntMap
 
 KEYS = st.one_of(st.integers(0, 40), st.integers(1, 2**64 - 1), st.integers(2**64, 2**70),
                  st.integers(-5, -1), st.sampled_from(["a", None, 1.5]))

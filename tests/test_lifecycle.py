@@ -411,10 +411,10 @@ def test_emits_refused_while_stopping_are_logged_in_two_lines_not_one_per_tuple(
         spout = cluster.instances("replays", "spout")[0]
         holder = cluster.instances("replays", "holder")[0]
         cluster.wait_for(lambda: len(holder.data) == 200 and len(spout.acks) == 100, timeout=10)
-        with caplog.at_level(logging.WARNING, logger="stormlet.runtime.collector"):
+        with caplog.at_level(logging.WARNING, logger="stormlet.runtime.task_collectors"):
             cluster.kill("replays", wait_secs=0)
     assert len(spout.fails) == 100
-    lines = [r.getMessage() for r in caplog.records if r.name == "stormlet.runtime.collector"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "stormlet.runtime.task_collectors"]
     assert len(lines) == 2, lines
     assert "while the topology was stopping" in lines[0] and "not sent" in lines[0]
     task = spout.collector.task

@@ -20,7 +20,7 @@ import support
 from stormlet import config as cfg
 from stormlet import BasicBolt, Bolt, FailReason, Spout, TopologyBuilder
 from stormlet.cluster.wire import encode_frame
-from stormlet.protocol import ACK_FAIL
+from stormlet.runtime.protocol import ACK_FAIL
 
 MESSAGE_TIMEOUT = "topology.message.timeout.secs"
 MAX_SPOUT_PENDING = "topology.max.spout.pending"
@@ -640,7 +640,7 @@ class ThreadRecordingBolt(Bolt):
 
 @pytest.mark.parametrize("shared", [True, False])
 def test_ack_and_fail_run_on_the_spout_thread(shared, monkeypatch):
-    monkeypatch.setattr("stormlet.runtime.runner.BLOCKED_SECS", 5.0)   # no hand-off on a slow turn
+    monkeypatch.setattr("stormlet.runtime.threads.BLOCKED_SECS", 5.0)   # no hand-off on a slow turn
     b = TopologyBuilder()
     b.set_spout("spout", TrackedSpout())
     b.set_bolt("judge", ThreadRecordingBolt()).shuffle_grouping("spout")

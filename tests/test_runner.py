@@ -1,4 +1,4 @@
-"""The threads that run executors (stormlet/runtime/runner.py): by default a process's executors
+"""The threads that run executors (stormlet/runtime/threads.py): by default a process's executors
 take turns on one thread; a component may keep a thread of its own; an executor that holds the
 shared thread too long keeps it, and the others go on on a new one; one that breaks ends alone;
 a bolt whose destination is full holds its data back instead of waiting, and takes no more
@@ -14,10 +14,10 @@ import pytest
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet import config as cfg
-from stormlet.protocol import DATA, STOP, SYSTEM_TASK
+from stormlet.runtime.protocol import DATA, STOP, SYSTEM_TASK
 from stormlet.runtime.executor import FOREVER, Executor
 from stormlet.runtime.inbox import Inbox
-from stormlet.runtime.runner import BLOCKED_SECS, Guard, SharedThread
+from stormlet.runtime.threads import BLOCKED_SECS, Guard, SharedThread
 
 from support import wait_until
 from test_fault_tolerance import Stuck
@@ -164,7 +164,7 @@ class SlowStarter(Recorder):
 
 def test_an_executor_slow_to_start_keeps_the_shared_thread_and_the_others_go_on_on_a_new_one(
         monkeypatch):
-    monkeypatch.setattr("stormlet.runtime.runner.STARTING_BLOCKED_SECS", 0.3)
+    monkeypatch.setattr("stormlet.runtime.threads.STARTING_BLOCKED_SECS", 0.3)
     other, slow = Recorder("other"), SlowStarter("slow")   # the slow one starts second
     with guarded(slow, other, slow.started) as thread:
         assert slow.starting.wait(5)
@@ -293,7 +293,7 @@ def chain(own_thread: tuple[str, ...] = ()) -> TopologyBuilder:
 
 def test_by_default_a_processs_executors_share_one_thread_unless_a_component_keeps_its_own(
         monkeypatch):
-    monkeypatch.setattr("stormlet.runtime.runner.BLOCKED_SECS", 5.0)   # no hand-off on a slow turn
+    monkeypatch.setattr("stormlet.runtime.threads.BLOCKED_SECS", 5.0)   # no hand-off on a slow turn
     with LocalCluster() as cluster:
         cluster.submit(NAME, {cfg.TOPOLOGY_ACKER_EXECUTORS: 0}, chain(own_thread=("slow",)).build())
         (spout,) = cluster.instances(NAME, "numbers")
@@ -313,7 +313,7 @@ def test_a_bolt_taking_turns_holds_its_data_back_while_a_destination_is_full(mon
     guard handed the slow bolt to another thread. It holds its data back instead, and yields."""
     # Only a wait (which would never end) hands an executor over, not a slow turn on a busy
     # machine.
-    monkeypatch.setattr("stormlet.runtime.runner.BLOCKED_SECS", 1.0)
+    monkeypatch.setattr("stormlet.runtime.threads.BLOCKED_SECS", 1.0)
     capacity = 2
     conf = {cfg.TOPOLOGY_ACKER_EXECUTORS: 0, cfg.TOPOLOGY_EXECUTOR_RECEIVE_BUFFER_SIZE: capacity}
     with LocalCluster() as cluster:

@@ -16,9 +16,9 @@ import pytest
 
 from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
-from stormlet.protocol import ACKER_COMPONENT, DATA
+from stormlet.runtime.protocol import ACKER_COMPONENT, DATA
 from stormlet.runtime.engine import TopologyRuntime, executor_plan
-from stormlet.runtime.layout import TopologyLayout
+from stormlet.runtime.numbering import TopologyLayout
 
 from support import wait_until
 

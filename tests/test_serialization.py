@@ -6,11 +6,12 @@ import gc
 
 import pytest
 
-from stormlet import SerializationError, build_mode
-from stormlet.serialization import checked
+from stormlet import SerializationError
+from stormlet.runtime import build_mode
+from stormlet.runtime.serialization import checked
 from stormlet.tuples import StreamInfo
 
-compiled = "stormlet.serialization" in build_mode.compiled_modules()
+compiled = "stormlet.runtime.serialization" in build_mode.compiled_modules()
 
 
 def shape(*fields: str) -> StreamInfo:

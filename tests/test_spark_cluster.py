@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-import stormlet.spark.submit
+import stormlet.cli.spark_submit
 from spark_cluster import REPO_ROOT, SparkCluster, pyspark_home, spark_cluster  # noqa: F401
 from stormlet import FailReason
 from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef
@@ -61,7 +61,7 @@ def spark_submit(master: str, *args: object, cwd: Path,
     submit = pyspark_home() / "bin" / "spark-submit"
     # spark-submit runs the driver under PYSPARK_DRIVER_PYTHON (else python3 on the PATH): the
     # interpreter that has stormlet.
-    return run([submit, "--master", master, stormlet.spark.submit.__file__, *args], cwd,
+    return run([submit, "--master", master, stormlet.cli.spark_submit.__file__, *args], cwd,
                **{"PYSPARK_DRIVER_PYTHON": sys.executable, **env})
 
 

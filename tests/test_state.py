@@ -21,7 +21,7 @@ from stormlet.state.checkpoint import (CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, 
                                        ROLLBACK, Progress)
 from stormlet.state.embedded import EmbeddedStore
 from stormlet.state.providers import open_store
-from stormlet.state.runner import CheckpointBarrier, CheckpointForwarder, StatefulBoltRunner
+from stormlet.state.wrappers import CheckpointBarrier, CheckpointForwarder, StatefulBoltRunner
 from stormlet.state.store import MemoryStore
 
 needs_redis = pytest.mark.skipif(not redis_available(), reason=SKIP_REASON)

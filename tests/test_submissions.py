@@ -13,7 +13,7 @@ from support import wait_until
 
 from stormlet.cli import cluster as cluster_cli
 from stormlet.cluster import rpc
-from stormlet.cluster.errors import SUBMIT_COMPONENT
+from stormlet.cluster.error_reports import SUBMIT_COMPONENT
 from stormlet.cluster.submissions import (
     PREPARING,
     REFUSAL_KEEP_SECS,

@@ -7,7 +7,7 @@ import pytest
 
 from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder, TopologyError
 from stormlet import config as cfg
-from stormlet.serialization import SerializationError
+from stormlet.runtime.serialization import SerializationError
 from stormlet.testing import (BoltHarness, CompleteTopologyParam, MockedSources,
                               MockOutputCollector, complete_topology, make_tuple,
                               simulated_time, tick_tuple)

@@ -9,7 +9,7 @@ import pytest
 
 from stormlet import (BasicBolt, Bolt, FailReason, LocalCluster, SerializationError, Spout,
                       TopologyBuilder, TopologyError)
-from stormlet.serialization import check_values
+from stormlet.runtime.serialization import check_values
 from stormlet.topology import Topology
 
 CONF = {"topology.message.timeout.secs": 10}

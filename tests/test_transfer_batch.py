@@ -10,9 +10,9 @@ import pytest
 
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
-from stormlet.protocol import DATA, STOP, SYSTEM_TASK
+from stormlet.runtime.protocol import DATA, STOP, SYSTEM_TASK
 from stormlet.runtime.engine import TopologyRuntime
-from stormlet.runtime.runner import OwnThread
+from stormlet.runtime.threads import OwnThread
 from stormlet.tuples import StreamInfo, Tuple
 
 WORDS_PER_SENTENCE = 5

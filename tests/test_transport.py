@@ -24,8 +24,8 @@ from stormlet.cluster.backpressure import OverloadWatch, PausedTasks
 from stormlet.cluster.security import Security, release
 from stormlet.cluster.tenure import Fence, next_assignment
 from stormlet.cluster.transport import LinkTimes, Receiver, Sender, make_deliver
-from stormlet.runtime.layout import TopologyLayout
-from stormlet.protocol import ACK_ACK, ACK_RESET, BACKPRESSURE, DATA, SYSTEM_TASK
+from stormlet.runtime.numbering import TopologyLayout
+from stormlet.runtime.protocol import ACK_ACK, ACK_RESET, BACKPRESSURE, DATA, SYSTEM_TASK
 from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.metrics import TaskMetrics
 from stormlet.runtime.transfer import Transfer

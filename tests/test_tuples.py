@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from stormlet import build_mode
+from stormlet.runtime import build_mode
 from stormlet.tuples import VALUES_READ_AS_SLOT, StreamInfo, Tuple, tracked, untracked
 
 INFO = StreamInfo("split", "default", ["word", "count"])

@@ -4,7 +4,7 @@ graph; clear errors for a process that is gone, a profile's bounds, a missing py
 kernel that refuses it; and a restart carried out by the supervisor's loop.
 
 The target is a real Python process whose threads are named as a worker's executor threads are
-(runtime/runner.py) and run functions with known names; its main thread waits on an event, as a
+(runtime/threads.py) and run functions with known names; its main thread waits on an event, as a
 worker's does (``Worker.wait``). The real ``stormlet worker`` is looked into in
 test_worker_introspection_live.py.
 """

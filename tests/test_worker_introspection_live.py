@@ -146,7 +146,7 @@ def test_a_running_worker_dumps_its_stacks_without_losing_a_tuple(worker):
     dumps = [stack_dump(worker.pid, worker.log_dir) for _ in range(25)]
     for text in dumps:
         assert "Written by the process itself on SIGUSR1" in text, text
-        # The spout and the acker take turns on the shared thread (runtime/runner.py).
+        # The spout and the acker take turns on the shared thread (runtime/threads.py).
         assert BUSY_THREAD in text and '"introspect:executors"' in text, text
         # Its main thread waits for it to end, or (a first tuple acked) still ends its start.
         main = text.split('"MainThread"', 1)[1]

@@ -17,7 +17,7 @@ import pytest
 from kazoo.protocol.states import KazooState
 
 from stormlet import config as cfg
-from stormlet.cluster.errors import topology_error_summary, topology_errors
+from stormlet.cluster.error_reports import topology_error_summary, topology_errors
 from stormlet.cluster.memory_limit import Overruns, overrun_text, resident_mb
 from stormlet.cluster.security import SECRET_FILE_ENV, WORKER_CREDENTIALS_ENV, Security
 from stormlet.cluster.supervisor import Supervisor, WorkerProcess

@@ -38,7 +38,7 @@ from collections import Counter
 from pathlib import Path
 
 import stormlet
-from stormlet import build_mode
+from stormlet.runtime import build_mode
 
 import run_floor
 from sentences import WORDS_PER_SENTENCE
@@ -142,7 +142,7 @@ def count(run: Run, sentences: int, workdir: Path,
 
 def readable(function: str) -> str:
     """Cython's C name of a function as its Python one: ``__pyx_f_8stormlet_7runtime_9collector_
-    13BoltCollector__emit`` is ``stormlet.runtime.collector.BoltCollector._emit``. Each name
+    13BoltCollector__emit`` is ``stormlet.runtime.task_collectors.BoltCollector._emit``. Each name
     follows its length; a wrapper's (pw, pf) last name follows its index instead, so there a
     length counts only where another name follows it."""
     function = re.sub(r"(\.(constprop|isra|part|cold)(\.\d+)?)+$", "", function)  # gcc's clones

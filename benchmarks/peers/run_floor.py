@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import stormlet
-from stormlet import build_mode
+from stormlet.runtime import build_mode
 from stormlet.runtime.spout_executor import BURST
 from stormlet.runtime.tuning import tune_for_streaming
 from stormlet.tuples import StreamInfo

@@ -29,8 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stormlet import build_mode
-from stormlet.runtime import runner
+from stormlet.runtime import build_mode
+from stormlet.runtime import threads as runner
 
 import run_floor
 import run_stormlet

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from .. import build_mode
+from ..runtime import build_mode
 from ..errors import TopologyError
 from ..loader import TopologyFileError, load_topology_file
 from .options import conf_option, conf_overrides
@@ -39,7 +39,7 @@ def local(file: Path, duration: float | None, name: str | None, conf_pairs: tupl
 
     On a terminal, one line shows totals and rates while it runs."""
     from ..local import LocalCluster
-    from ..runtime import runner
+    from ..runtime import threads as runner
     from ..runtime.tuning import tune_for_streaming
     from ..ui.progress import ProgressLine, totals
 

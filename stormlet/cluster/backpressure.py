@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from ..protocol import BACKPRESSURE, SYSTEM_TASK, Backpressure, records
+from ..runtime.protocol import BACKPRESSURE, SYSTEM_TASK, Backpressure, records
 
 REFRESH_SECS = 1.0
 PAUSE_TTL_SECS = 3.0

@@ -1,4 +1,4 @@
-# Types stormlet/cluster/columns.py when it is compiled (see stormlet/build_mode.py).
+# Types stormlet/cluster/columns.py when it is compiled (see runtime/build_mode.py).
 
 cimport cython
 

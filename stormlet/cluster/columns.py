@@ -1,5 +1,5 @@
 """A batch of tuples as columns and back: the per-tuple loops of the wire format (``wire.py``),
-compiled with the hot path (see ``stormlet/build_mode.py``) so that a tuple crossing between
+compiled with the hot path (see ``stormlet/runtime/build_mode.py``) so that a tuple crossing between
 workers costs a few field reads on the way out and one tuple from the free list on the way in.
 
 A batch on one stream travels field by field: one list per field, each holding that field of

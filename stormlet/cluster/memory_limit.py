@@ -20,7 +20,7 @@ Each kill is an error of the topology, against its slot, in ``stormlet errors`` 
 supervisor's log. A worker that keeps exceeding its limit (it loads more than the limit at every
 start, say) would give one per restart: ``Overruns`` records and logs one per slot per
 ``INTERVAL_SECS``, and counts the rest into the next one ("... and 4 more like it in the last
-60 s"), as tasks' own errors are throttled (runtime/errors.py).
+60 s"), as tasks' own errors are throttled (runtime/task_errors.py).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB
-from ..protocol import SYSTEM_COMPONENT, SYSTEM_TASK
+from ..runtime.protocol import SYSTEM_COMPONENT, SYSTEM_TASK
 from .worker_command import PROC
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ def overrun_text(host: str, port: int, topology_id: str, used_mb: float, limit_m
 @dataclass
 class _Slot:
     topology_id: str
-    error: dict                 # the newest error recorded (as cluster/errors.py has them)
+    error: dict                 # the newest error recorded (as cluster/error_reports.py has them)
     recorded_at: float          # when, on the monotonic clock
     count: int = 1              # every overrun on this slot by this topology's workers
     more: int = 0               # of those, the ones since the newest recorded one

@@ -49,7 +49,7 @@ from .environments import (
     EnvironmentSettings,
     package_spec,
 )
-from .errors import topology_error_summary, topology_errors
+from .error_reports import topology_error_summary, topology_errors
 from .events import EventService, history_answer, redact_history, slots_text
 from .introspection_service import IntrospectionService
 from .log_service import LogService, shown_to_readers
@@ -622,7 +622,7 @@ class Nimbus:
 
     def list_topologies(self) -> list[dict]:
         """Answered by standbys too: it only reads ZooKeeper. ``errors`` counts what the
-        topology's workers counted (see cluster/errors.py); ``last_error`` is a time or None.
+        topology's workers counted (see cluster/error_reports.py); ``last_error`` is a time or None.
         Submissions being prepared or refused follow, as rows of their own
         (``submissions.list_row``)."""
         assignments = self.state.assignments()
@@ -1048,7 +1048,7 @@ def _row(topology_id: str, record: dict, executors: list[Executor],
          reports: dict[str, dict]) -> dict:
     """A topology's row in ``list``: name, id, status, workers (the slots it runs in now),
     workers_asked (as submitted or rebalanced: fewer run while slots are short), executors,
-    uptime, and its errors (count) and last_error (see cluster/errors.py)."""
+    uptime, and its errors (count) and last_error (see cluster/error_reports.py)."""
     return {"name": record.get("name"), "id": topology_id, "status": record.get("status"),
             "workers": len({e.slot for e in executors}),
             "workers_asked": record.get("workers"), "executors": len(executors),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..protocol import ACKER_COMPONENT
+from ..runtime.protocol import ACKER_COMPONENT
 from ..runtime.engine import plan_executors
 from ..topology import number_tasks
 from .zk_state import Executor, Slot

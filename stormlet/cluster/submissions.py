@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from ..redaction import redact_text
-from ..runtime.errors import clip, clip_tail
-from .errors import SUBMIT_COMPONENT
+from ..runtime.task_errors import clip, clip_tail
+from .error_reports import SUBMIT_COMPONENT
 from .names import is_topology_id
 
 if TYPE_CHECKING:

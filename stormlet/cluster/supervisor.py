@@ -47,7 +47,7 @@ from .blob_transfer import download
 from .code import CodeError, unpack
 from .cpu_pinning import CpuPinning
 from .environments import BuildError, Builds, Environments, EnvironmentSettings
-from .errors import cap_report, report_errors, unstarted_entry
+from .error_reports import cap_report, report_errors, unstarted_entry
 from .events import RESTART_ASKED, EventRecorder, EventStore, exit_text
 from .heartbeat import heartbeat_path, last_beat_time, read_heartbeat
 from .log_files import logs_dir, worker_log_dir, worker_out_file

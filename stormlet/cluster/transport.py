@@ -54,7 +54,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from .. import config as cfg
-from ..protocol import BACKPRESSURE, DATA
+from ..runtime.protocol import BACKPRESSURE, DATA
 from ..runtime.inbox import wait_for_room
 from .wire import Fenced, FrameDecoder, WireError, encode_data, encode_frame
 from .backpressure import OverloadWatch, PausedTasks

@@ -9,7 +9,7 @@ partition is refused by those that hold it now (``Fenced``).
 
 Control payloads (acker and spout messages, backpressure) travel as packed integer columns. A
 bolt's acks, in a process an ``array("Q")`` of (root, value) pairs, travel as its bytes, which
-the receiver hands on as such an array, without an object per root. Every other control payload, in a process a flat list of records (``protocol.py``), is
+the receiver hands on as such an array, without an object per root. Every other control payload, in a process a flat list of records (``runtime/protocol.py``), is
 ``[ints, others]``: the records' int fields as one blob of unsigned 64-bit ints, a column per
 field, and their other fields (a fail's reason and message) as one list per field; the receiver
 checks it with a few length tests instead of one per int and rebuilds the flat list. Those
@@ -41,9 +41,9 @@ from typing import Any
 
 import msgpack
 
-from ..runtime.layout import TopologyLayout
-from ..protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit, Backpressure,
-                        int_positions, other_fields, records, stride)
+from ..runtime.numbering import TopologyLayout
+from ..runtime.protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit,
+                                Backpressure, int_positions, other_fields, records, stride)
 from ..tuples import StreamInfo, Tuple
 from .columns import from_columns, rows, to_columns
 from .tenure import Fence

@@ -40,14 +40,14 @@ from typing import Callable
 import zmq
 from kazoo.protocol.states import KazooState
 
-from .. import build_mode
+from ..runtime import build_mode
 from .. import config as cfg
 from ..loader import load_topology_file
 from ..runtime.engine import TopologyRuntime
-from ..runtime.errors import TaskErrors
+from ..runtime.task_errors import TaskErrors
 from ..runtime.live_settings import LiveSettings
 from .backpressure import OverloadWatch
-from .errors import heartbeat_errors
+from .error_reports import heartbeat_errors
 from .heartbeat import HEARTBEAT_SECS, write_heartbeat
 from .log_files import samples_file
 from .metrics_reporter import MetricsReporter

@@ -20,7 +20,7 @@ Benfred's, maintained since 2018 and shipped on PyPI as a static binary in a whe
 common platform, that reads a running interpreter from outside, so the worker needs no change,
 no restart and no profiling hook, and pays only the short pauses in which each sample is read
 (a hundred a second by default). Its flame graphs have a tower per thread (``--threads``),
-and a worker's executor threads are named after their component and task (runtime/runner.py).
+and a worker's executor threads are named after their component and task (runtime/threads.py).
 Python code compiled by Cython shows as the Python frame that called it, unless ``native``.
 
 py-spy needs the kernel's leave to ptrace the worker. Root has it; an ordinary user has it for

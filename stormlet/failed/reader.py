@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 from urllib.parse import unquote
 
 from .columnar import read_table, table_records
-from .layout import file_safe, is_final, is_inprogress, is_legacy, topology_dir
+from .files import file_safe, is_final, is_inprogress, is_legacy, topology_dir
 from .parse import FIELDS, BadInput, OnBad, RecordError, check_record, parse_line
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-# Types stormlet/metrics/histogram.py when it is compiled (see stormlet/build_mode.py): a spout
+# Types stormlet/metrics/histogram.py when it is compiled (see runtime/build_mode.py): a spout
 # task records complete latencies, and a bolt task execute latencies, with C arithmetic.
 
 cimport cython

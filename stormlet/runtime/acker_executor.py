@@ -6,8 +6,8 @@ import time
 from collections.abc import Generator
 from typing import Any
 
-from ..acker import Acker, roots_in_acks
-from ..protocol import (
+from .acker import Acker, roots_in_acks
+from .protocol import (
     ACK_ACK,
     ACK_FAIL,
     ACK_INIT,

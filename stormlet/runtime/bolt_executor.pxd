@@ -1,4 +1,4 @@
-# Types stormlet/runtime/bolt_executor.py when it is compiled (see stormlet/build_mode.py).
+# Types stormlet/runtime/bolt_executor.py when it is compiled (see runtime/build_mode.py).
 
 from stormlet.collectors cimport BasicOutputCollector
-from stormlet.runtime.collector cimport BoltCollector
+from stormlet.runtime.task_collectors cimport BoltCollector

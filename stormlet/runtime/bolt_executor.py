@@ -2,7 +2,7 @@
 
 Each batch is timed once: its time counts as the task's busy time (capacity), and its time per
 tuple as the execute latency of each of its tuples. Its first tuple is timed to its ack (process
-latency, see collector.py).
+latency, see task_collectors.py).
 
 An exception from ``execute`` is counted, logged and recorded with the component and task (the
 first of a kind in full, then a summary per interval: see errors.py), and the input is failed with
@@ -19,10 +19,10 @@ from typing import Any
 import cython
 
 from ..components import BasicBolt
-from ..protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
+from .protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
 from ..tuples import StreamInfo, Tuple
 from ..collectors import BasicOutputCollector
-from .collector import BasicCollector, BoltCollector, SampledBasicCollector
+from .task_collectors import BasicCollector, BoltCollector, SampledBasicCollector
 from . import task_hooks
 from .executor import FLUSH_EVERY, FOREVER, Executor, TaskBase
 from .inbox import ROOM_RECHECK_SECS as HELD_RECHECK_SECS

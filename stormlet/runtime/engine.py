@@ -31,21 +31,21 @@ from typing import Any
 
 from .. import config as cfg
 from ..context import TopologyContext
-from .layout import TopologyLayout
+from .numbering import TopologyLayout
 from ..failed import DeadLetterBox
 from ..metrics.process import ProcessStats
 from ..metrics.structure import topology_structure
 from ..metrics.windows import RollingWindows
-from ..protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK
-from ..rotating_map import RotatingMap
+from .protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK
+from .rotating_map import RotatingMap
 from ..state.checkpoint import CHECKPOINT_COMPONENT
 from ..topology import ComponentSpec, Topology
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
-from .collector import BoltCollector, SpoutCollector
-from .errors import ErrorRecord, TaskErrors
+from .task_collectors import BoltCollector, SpoutCollector
+from .task_errors import ErrorRecord, TaskErrors
 from .executor import Executor, TaskBase
-from .runner import Guard, OwnThread, SharedThread
+from .threads import Guard, OwnThread, SharedThread
 from .inbox import CycleGate, Inbox
 from .metrics import TaskMetrics, summarize, window_stats
 from .routing import build_routes

@@ -1,4 +1,4 @@
-# Types stormlet/runtime/metrics.py when it is compiled (see stormlet/build_mode.py): the
+# Types stormlet/runtime/metrics.py when it is compiled (see runtime/build_mode.py): the
 # executors and collectors count into C fields.
 
 from stormlet.metrics.histogram cimport LatencyHistogram

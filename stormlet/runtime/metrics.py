@@ -25,7 +25,7 @@ import cython
 
 from ..metrics.histogram import LatencyHistogram, summary_ms, to_wire
 from ..metrics.user import UserMetrics
-from .errors import ErrorRecord, TaskErrors
+from .task_errors import ErrorRecord, TaskErrors
 
 __all__ = ["ErrorRecord", "LatencyHistogram", "TaskMetrics", "summarize", "window_stats"]
 

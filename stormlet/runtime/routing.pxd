@@ -1,4 +1,4 @@
-# Types stormlet/runtime/routing.py when it is compiled (see stormlet/build_mode.py).
+# Types stormlet/runtime/routing.py when it is compiled (see runtime/build_mode.py).
 
 from stormlet.groupings cimport PerTupleChooser
 from stormlet.tuples cimport StreamInfo

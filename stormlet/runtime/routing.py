@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 from .. import groupings as g
-from .layout import TopologyLayout
+from .numbering import TopologyLayout
 from ..tuples import StreamInfo
 
 

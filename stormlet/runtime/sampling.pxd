@@ -1,4 +1,4 @@
-# Types stormlet/runtime/sampling.py when it is compiled (see stormlet/build_mode.py): a sample
+# Types stormlet/runtime/sampling.py when it is compiled (see runtime/build_mode.py): a sample
 # is made by a C call from the collector, reading the sampler's and the sink's fields in C.
 
 cimport cython

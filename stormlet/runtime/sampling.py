@@ -5,7 +5,7 @@ task and stream, the values, the tasks it went to, and the message id and root o
 emit (the roots of a bolt's).
 
 Off, it costs nothing: the collectors' emits are their own. On, a task's ``emit`` is swapped for
-its collector's ``sampled_emit`` (collector.py), which after each emit counts down to the next
+its collector's ``sampled_emit`` (task_collectors.py), which after each emit counts down to the next
 sample; the gaps are drawn from the geometric distribution, so each emit is sampled with the
 percentage's probability, independently, and no emit pays for a random number.
 

@@ -32,14 +32,14 @@ from typing import Any
 
 import cython
 
-from .layout import TopologyLayout
+from .numbering import TopologyLayout
 from ..fail_reason import TIMEOUT, FailReason
 from ..failed import DeadLetterBox
-from ..protocol import (SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SYSTEM_TASK, WAKE,
-                        SpoutFail, records)
-from ..rotating_map import RotatingMap
+from .protocol import (SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SYSTEM_TASK, WAKE,
+                       SpoutFail, records)
+from .rotating_map import RotatingMap
 from . import task_hooks
-from .collector import InFlight, SpoutCollector
+from .task_collectors import InFlight, SpoutCollector
 from .metrics import TaskMetrics
 from .executor import NOW, Executor, TaskBase
 

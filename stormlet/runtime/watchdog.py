@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import Sequence
 
-from .errors import MAX_DETAIL, clip_tail
+from .task_errors import MAX_DETAIL, clip_tail
 from .executor import Executor
 from .metrics import TaskMetrics
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol import DEFAULT_STREAM
+from ..runtime.protocol import DEFAULT_STREAM
 
 
 class Stream:

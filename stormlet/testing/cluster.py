@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import config as cfg
 from ..local import FinalReport, LocalCluster
-from ..protocol import ACKER_COMPONENT, SYSTEM_TASK, TICK
+from ..runtime.protocol import ACKER_COMPONENT, SYSTEM_TASK, TICK
 from ..topology import Topology
 from ..windowing import WindowedBoltRunner
 from .clock import SimulatedClock, current_clock

@@ -33,7 +33,7 @@ import msgpack
 from .. import groupings as g
 from ..components import Bolt, OutputFieldsDeclarer, Spout, StreamDeclaration
 from ..fail_reason import FailReason
-from ..protocol import DEFAULT_STREAM
+from ..runtime.protocol import DEFAULT_STREAM
 from ..topology import ComponentSpec, Subscription, Topology, TopologyError
 from ..tuples import Tuple
 from .cluster import SimulatedCluster

@@ -23,8 +23,8 @@ from ..collectors import BasicOutputCollector
 from ..components import BasicBolt, Bolt, Spout, StreamDeclaration, declared_streams
 from ..context import TopologyContext
 from ..fail_reason import FailReason
-from ..protocol import DEFAULT_STREAM, SYSTEM_COMPONENT, SYSTEM_TASK, TICK_STREAM
-from ..serialization import check_values
+from ..runtime.protocol import DEFAULT_STREAM, SYSTEM_COMPONENT, SYSTEM_TASK, TICK_STREAM
+from ..runtime.serialization import check_values
 from ..streamparse.adapters import StreamparseBolt
 from ..streamparse.bolt import Bolt as StreamparseBoltClass
 from ..tuples import StreamInfo, Tuple

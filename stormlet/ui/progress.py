@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from ..protocol import ACKER_COMPONENT
+from ..runtime.protocol import ACKER_COMPONENT
 
 # Shown in this order; the rate of each is per second since the previous refresh.
 FIELDS = ("emitted", "acked", "failed", "executed")

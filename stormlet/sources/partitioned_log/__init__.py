@@ -50,9 +50,9 @@ from ..source import Record
 from .errors import LogError, PartialAppend
 from .frames import MAX_BODY, READ_CHUNK
 from .index import INDEX_EVERY
-from .layout import (FAILED_DIR, FORMAT, LOCK_FILE, METADATA, OFFSETS_DIR, SEGMENT_SUFFIX,
-                     VERSION, create_log, failed_dir, offsets_dir, partition_dir, read_config,
-                     segment_bases, segment_path, stray_segments)
+from .directory import (FAILED_DIR, FORMAT, LOCK_FILE, METADATA, OFFSETS_DIR, SEGMENT_SUFFIX,
+                        VERSION, create_log, failed_dir, offsets_dir, partition_dir, read_config,
+                        segment_bases, segment_path, stray_segments)
 from .quarantine import Quarantined, quarantined
 from .reader import PartitionReader
 from .writer import FRAME_BYTES, FRAME_RECORDS, PartitionWriter, WriteFailed

@@ -35,7 +35,7 @@ import zlib
 import msgpack
 
 from .errors import LogError
-from .layout import MAX_OFFSET
+from .directory import MAX_OFFSET
 
 MAX_BODY = 1 << 30
 READ_CHUNK = 1 << 20          # bytes a reader asks the kernel for at once

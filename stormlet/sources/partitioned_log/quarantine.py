@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ...durable import replace_atomically
-from .layout import quarantine_files, quarantine_path, segment_path
+from .directory import quarantine_files, quarantine_path, segment_path
 from .recovery import Damage
 
 log = logging.getLogger(__name__)

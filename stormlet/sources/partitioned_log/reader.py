@@ -26,7 +26,7 @@ from .errors import LogError
 from .frames import (BODY_HEAD, COUNT_MASK, GROUPED, OVERHEAD, PAYLOAD_START, PREFIX, READ_CHUNK,
                      TRAILER, CorruptFrame, frame_at, payload_start)
 from .index import SegmentIndex
-from .layout import segment_bases, segment_path
+from .directory import segment_bases, segment_path
 from .quarantine import set_aside
 from .recovery import Damage, SegmentBytes, Step, past_damage
 

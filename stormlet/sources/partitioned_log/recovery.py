@@ -36,7 +36,7 @@ import msgpack
 from .frames import (BODY_HEAD, COUNT_MASK, GROUP_ENTRY, GROUP_HEAD, GROUP_RECORDS, GROUPED,
                      MAX_BODY, OVERHEAD, PREFIX, READ_CHUNK, TRAILER, CorruptFrame,
                      array_header_size, frame_at, groups_of)
-from .layout import MAX_OFFSET
+from .directory import MAX_OFFSET
 
 U32 = struct.Struct("<I")
 I64 = struct.Struct("<q")

@@ -26,7 +26,7 @@ from typing import Iterator
 
 from ...durable import fsync_dir
 from .frames import encode_frame, tail_frame
-from .layout import lock_path, segment_bases, segment_path
+from .directory import lock_path, segment_bases, segment_path
 from .quarantine import set_aside
 from .recovery import scan
 

@@ -1,7 +1,7 @@
-# Types stormlet/spark/backfill/emitter.py when it is compiled (see stormlet/build_mode.py): emit
+# Types stormlet/spark/backfill/emitter.py when it is compiled (see runtime/build_mode.py): emit
 # reads a stream's route as a C structure and calls the value check as a C function.
 
-from stormlet.serialization cimport checked
+from stormlet.runtime.serialization cimport checked
 from stormlet.tuples cimport StreamInfo
 
 cdef class _StreamOut:

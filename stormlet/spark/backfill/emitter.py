@@ -28,9 +28,9 @@ import cython
 
 from ... import groupings as g
 from ...context import TopologyContext
-from ...protocol import DEFAULT_STREAM
+from ...runtime.protocol import DEFAULT_STREAM
 from ...runtime.routing import _nobody, check_direct_task, check_stream
-from ...serialization import checked
+from ...runtime.serialization import checked
 from ...tuples import StreamInfo
 from .chunks import Chunks
 from .plan import MERGE, NARROW, RouteSpec, StageSpec

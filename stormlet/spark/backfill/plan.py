@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ... import groupings as g
-from ...protocol import DEFAULT_STREAM
+from ...runtime.protocol import DEFAULT_STREAM
 from ...state.checkpoint import CHECKPOINT_COMPONENT
-from ...state.runner import StatefulBoltRunner, run_bolt
+from ...state.wrappers import StatefulBoltRunner, run_bolt
 from ...windowing import WindowedBoltRunner
 from ...topology import Topology
 from .errors import BackfillError

@@ -33,7 +33,7 @@ from typing import Any
 from ... import config as cfg
 from ...cluster.code import MANIFEST, CodeError, package_topology, unpack
 from ...loader import load_topology_file
-from ...runtime.layout import TopologyLayout
+from ...runtime.numbering import TopologyLayout
 from ...runtime.tuning import tune_for_streaming
 from ...topology import ComponentSpec, Topology
 from .errors import BackfillError, BackfillWorkerError

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...failed import final_files
-from ...failed.layout import is_legacy
+from ...failed.files import is_legacy
 from ...failed.reader import ByKeys
 from ..progress import Progress
 from ..session import spark_session

@@ -1,4 +1,4 @@
-# Types stormlet/serialization.py when it is compiled (see stormlet/build_mode.py): the
+# Types stormlet/runtime/serialization.py when it is compiled (see runtime/build_mode.py): the
 # collectors call the value check as a C function.
 
 cimport cython

@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import cython
 
-from .fail_reason import TIMEOUT
+from ..fail_reason import TIMEOUT
 from .int_map import LOW_BITS, LOW_MASK, IntMap
 from .protocol import AckFail, AckInit, SpoutFail, records
 from .rotating_map import RotatingMap
@@ -79,7 +79,7 @@ def _put(bucket: IntMap | dict, root: int, xor: int, low: int) -> None:
 
 class Acker:
     def __init__(self, buckets: int = 3):
-        # Compiled, roots live in packed arrays (see int_map.py); interpreted, that code is
+        # Compiled, roots live in packed arrays (see runtime/int_map.py); interpreted, that code is
         # several times slower than a dict, so dicts it is, at about 82 bytes a root.
         bucket = IntMap if cython.compiled else dict
         self.pending: RotatingMap[int, int] = RotatingMap(buckets, bucket)

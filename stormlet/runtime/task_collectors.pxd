@@ -1,4 +1,4 @@
-# Types stormlet/runtime/collector.py when it is compiled (see stormlet/build_mode.py). Every
+# Types stormlet/runtime/task_collectors.py when it is compiled (see runtime/build_mode.py). Every
 # attribute its __init__ methods set is declared here; __dict__ is for debug mode's logged emit
 # and sampling's emit (see _Emitter.sample_with).
 
@@ -8,8 +8,8 @@ from cpython.array cimport array, resize_smart
 from stormlet.tuples cimport StreamInfo, Tuple, tracked, untracked
 from stormlet.runtime.routing cimport StreamRoute
 from stormlet.runtime.metrics cimport TaskMetrics
-from stormlet.serialization cimport checked
-from stormlet.rotating_map cimport RotatingMap
+from stormlet.runtime.serialization cimport checked
+from stormlet.runtime.rotating_map cimport RotatingMap
 from stormlet.collectors cimport BasicOutputCollector
 from stormlet.runtime.sampling cimport Sampler
 

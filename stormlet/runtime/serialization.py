@@ -11,7 +11,7 @@ from typing import Any
 import cython
 import msgpack
 
-from .tuples import StreamInfo
+from ..tuples import StreamInfo
 
 # Types that always encode. ints need a range check, and strs a look at their characters: an
 # ASCII str always encodes, but a lone surrogate ("\ud800") does not.

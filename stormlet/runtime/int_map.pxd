@@ -1,4 +1,4 @@
-# Types stormlet/int_map.py when it is compiled (see stormlet/build_mode.py): the arrays are
+# Types stormlet/runtime/int_map.py when it is compiled (see runtime/build_mode.py): the arrays are
 # typed memoryviews and the probing helpers C methods.
 
 cimport cython

@@ -21,7 +21,7 @@ import json
 import time
 from typing import Any, Iterable, Iterator
 
-from ..runtime.errors import ErrorRecord, clip, clip_tail
+from ..runtime.task_errors import ErrorRecord, clip, clip_tail
 
 HEARTBEAT_TEXT = 1000
 HEARTBEAT_DETAIL = 2000

@@ -1,9 +1,9 @@
-# Types stormlet/acker.py when it is compiled (see stormlet/build_mode.py): an entry is read and
+# Types stormlet/runtime/acker.py when it is compiled (see runtime/build_mode.py): an entry is read and
 # written as two C integers through IntMap's parts methods, with no int object per update.
 
 cimport cython
-from stormlet.int_map cimport IntMap
-from stormlet.rotating_map cimport RotatingMap
+from stormlet.runtime.int_map cimport IntMap
+from stormlet.runtime.rotating_map cimport RotatingMap
 
 cdef unsigned int TASK_MASK
 cdef int COMPONENT_SHIFT

@@ -9,7 +9,7 @@ Spout emit (tracked, i.e. with a ``msg_id``): draw a root id, give each destinat
 id, and tell the acker ``init(root, xor of those edges, spout task)``. Bolt emit anchored to input
 ``t``: for each destination draw an edge id, XOR it into ``t.ack_val`` and into the new tuple's
 entry for every root of ``t``. Bolt ``ack(t)``: tell each root's acker ``t``'s edge XOR
-``t.ack_val``. Bolts never message the acker on emit, only on ack; see ``stormlet.acker``.
+``t.ack_val``. Bolts never message the acker on emit, only on ack; see ``stormlet.runtime.acker``.
 
 Everything here runs on the owning executor's thread and only appends to that task's Transfer
 buffers, so the hot path takes no locks.
@@ -28,9 +28,9 @@ import cython
 from ..collectors import BasicOutputCollector
 from ..fail_reason import ERROR, FAIL, FailReason, utf8_text
 from ..hooks import EmitInfo
-from ..protocol import DEFAULT_STREAM, AckFail
-from ..rotating_map import RotatingMap
-from ..serialization import checked
+from .protocol import DEFAULT_STREAM, AckFail
+from .rotating_map import RotatingMap
+from .serialization import checked
 from ..tuples import MAX_ID, StreamInfo, Tuple, tracked, untracked
 from .metrics import TaskMetrics
 from .routing import StreamRoute, check_direct_task, check_stream

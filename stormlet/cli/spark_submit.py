@@ -2,7 +2,7 @@
 a ``.py`` file, not from a module or a console script)::
 
     spark-submit --master spark://HOST:7077 \\
-        "$(python -c 'import stormlet.spark.submit as s; print(s.__file__)')" \\
+        "$(python -c 'import stormlet.cli.spark_submit as s; print(s.__file__)')" \\
         backfill app.py --input /shared/in --output /shared/out
 
 The jobs then run on the master and with the ``--conf`` spark-submit was given (unless

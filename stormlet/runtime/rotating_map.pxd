@@ -1,4 +1,4 @@
-# Types stormlet/rotating_map.py when it is compiled (see stormlet/build_mode.py): the spout
+# Types stormlet/runtime/rotating_map.py when it is compiled (see runtime/build_mode.py): the spout
 # executors and the acker call put_new, buckets and take as C methods, and take pops a dict
 # bucket as a dict.
 

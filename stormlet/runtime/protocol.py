@@ -113,7 +113,7 @@ def other_fields(record: type[tuple]) -> list[tuple[int, frozenset[type]]]:
 
 def ack_pairs() -> array:
     """An empty ``ACK_ACK`` payload: ``(root, value)`` pairs of unsigned 64-bit ints, where the
-    value is an ack's edge id XOR the edge ids anchored to it (see stormlet/acker.py)."""
+    value is an ack's edge id XOR the edge ids anchored to it (see stormlet/runtime/acker.py)."""
     return array("Q")
 
 

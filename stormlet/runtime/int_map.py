@@ -1,7 +1,7 @@
 """IntMap: a dict for 64-bit int keys and int values up to 96 bits, stored in flat arrays.
 
 The acker keeps one entry per pending tuple tree: a random 64-bit root mapped to a packed int
-(the tree's XOR above its component and task, see stormlet.acker). As a dict, each entry costs a
+(the tree's XOR above its component and task, see stormlet.runtime.acker). As a dict, each entry costs a
 hash slot plus an int object for the value, about 82 bytes; here it is 20 bytes of arrays per
 slot (key, the value's high 64 bits, its low 32) at a load between 0.35 and 0.7, so 29 to 57
 bytes, with no object per entry. Anything else (a key out of range, a value that is not such an
@@ -11,7 +11,7 @@ Open addressing with linear probing; a removal shifts the entries after it back 
 so a map that sees a put and a pop per key stays as fast as an empty one. Keys are spread by a
 multiplicative hash, so ids chosen to collide cost more probes, never a wrong answer.
 
-Compiled (see stormlet/build_mode.py), the arrays are read through typed memoryviews and an
+Compiled (see runtime/build_mode.py), the arrays are read through typed memoryviews and an
 operation is a few machine instructions; interpreted, the same code runs, slower than a dict.
 """
 
@@ -80,12 +80,12 @@ class IntMap:
         """The slot holding ``key``, or -1 (as for any key that is not an array key)."""
         if not _is_array_key(key):
             return -1
-        k = key   # a C integer, compiled (int_map.pxd)
+        k = key   # a C integer, compiled (runtime/int_map.pxd)
         slot = self._probe(k)
         return slot if self._keys[slot] == k else -1
 
     def _value_at(self, slot: int) -> int:
-        high = self._high[slot]   # a Python int (typed so in int_map.pxd): shifted, not cut
+        high = self._high[slot]   # a Python int (typed so in runtime/int_map.pxd): shifted, not cut
         return (high << LOW_BITS) | self._low[slot]
 
     def _remove_at(self, i: int) -> None:
@@ -187,7 +187,7 @@ class IntMap:
         self._put(key, high, low)
 
     def _put_other(self, key: Any, high: int, low: int) -> None:
-        packed = high   # a Python int (typed so in int_map.pxd): shifted, not cut
+        packed = high   # a Python int (typed so in runtime/int_map.pxd): shifted, not cut
         self._others[key] = (packed << LOW_BITS) | low
 
     def _discard(self, key: Any) -> None:

@@ -23,17 +23,17 @@ from types import ModuleType
 #: build and by ``mode()``.
 HOT_MODULES = (
     "stormlet.tuples",
-    "stormlet.int_map",
-    "stormlet.rotating_map",
-    "stormlet.acker",
+    "stormlet.runtime.int_map",
+    "stormlet.runtime.rotating_map",
+    "stormlet.runtime.acker",
     "stormlet.groupings",
-    "stormlet.serialization",
+    "stormlet.runtime.serialization",
     "stormlet.collectors",
     "stormlet.runtime.routing",
     "stormlet.metrics.histogram",
     "stormlet.runtime.metrics",
     "stormlet.runtime.sampling",           # a sample's making, while tuple sampling is on
-    "stormlet.runtime.collector",
+    "stormlet.runtime.task_collectors",
     "stormlet.runtime.transfer",
     "stormlet.runtime.bolt_executor",
     "stormlet.runtime.spout_executor",
@@ -64,7 +64,9 @@ class _SourceFinder:
 
 def _path(name: str, suffix: str) -> str:
     """Where hot module ``name`` would be with ``suffix`` (".py", or an extension suffix)."""
-    package_dir = os.path.dirname(os.path.abspath(__file__))
+    package_dir = os.path.abspath(__file__)
+    for _ in range(__name__.count(".")):  # up to stormlet/, where it lives
+        package_dir = os.path.dirname(package_dir)
     return os.path.join(package_dir, *name.split(".")[1:]) + suffix
 
 

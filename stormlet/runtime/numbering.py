@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..protocol import ACKER_COMPONENT
+from .protocol import ACKER_COMPONENT
 from ..state.checkpoint import CHECKPOINT_STREAM
 from ..topology import Topology
 
