@@ -8,11 +8,16 @@ from .collectors import BasicOutputCollector, OutputCollector, SpoutOutputCollec
 from .components import BasicBolt, Bolt, OutputFieldsDeclarer, Spout
 from .context import TopologyContext
 from .fail_reason import FailReason
+from .failed import DeadLetterBox
 from .joins import JoinBolt, Selector
 from .local import LocalCluster
 from .runtime.serialization import SerializationError
 from .topology import Topology, TopologyBuilder, TopologyError
+from .runtime import extensions
 from .tuples import Tuple
+
+# The features built on the runtime, plugged in here: the runtime never imports them.
+extensions.plug_dead_letters(DeadLetterBox)
 
 __all__ = [
     "BasicBolt", "BasicOutputCollector", "Bolt", "FailReason", "JoinBolt", "LocalCluster",

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from .fail_reason import FailReason
-from .runtime.protocol import DEFAULT_STREAM
+from .streams import DEFAULT_STREAM
 from .tuples import Tuple
 
 

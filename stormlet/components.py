@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from .collectors import BasicOutputCollector, OutputCollector, SpoutOutputCollector
 from .errors import TopologyError
 from .fail_reason import FailReason
-from .runtime.protocol import DEFAULT_STREAM
+from .streams import DEFAULT_STREAM
 from .tuples import Tuple
 
 if TYPE_CHECKING:

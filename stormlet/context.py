@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .metrics.user import Counter, Gauge, Histogram, UserMetrics
-from .runtime.protocol import DEFAULT_STREAM, SYSTEM_COMPONENT
+from .streams import DEFAULT_STREAM, SYSTEM_COMPONENT
 
 if TYPE_CHECKING:
     from .hooks import TaskHook

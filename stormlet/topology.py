@@ -18,7 +18,7 @@ from . import config as cfg
 from . import groupings as g
 from .components import BasicBolt, Bolt, Component, Spout, StreamDeclaration, declared_streams
 from .errors import TopologyError
-from .runtime.protocol import DEFAULT_STREAM
+from .streams import DEFAULT_STREAM
 from .state import providers as state_providers
 from .state.bolt import StatefulBolt
 from .state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM, CheckpointSpout

@@ -7,7 +7,7 @@ from typing import Any
 
 import cython
 
-from .runtime.protocol import TICK_STREAM
+from .streams import TICK_STREAM
 
 MAX_ID = (1 << 64) - 1
 

@@ -32,14 +32,14 @@ from typing import Any
 from .. import config as cfg
 from ..context import TopologyContext
 from .numbering import TopologyLayout
-from ..failed import DeadLetterBox
 from ..metrics.process import ProcessStats
 from ..metrics.structure import topology_structure
 from ..metrics.windows import RollingWindows
 from .protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK
 from .rotating_map import RotatingMap
-from ..state.checkpoint import CHECKPOINT_COMPONENT
+from ..streams import CHECKPOINT_COMPONENT
 from ..topology import ComponentSpec, Topology
+from . import extensions
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
 from .task_collectors import BoltCollector, SpoutCollector
@@ -289,8 +289,9 @@ class TopologyRuntime:
         common = (task, spec.id, obj, conf, context, transfer, metrics)
         if spec.is_spout:
             pending: RotatingMap = RotatingMap(2)
-            dead_letters = DeadLetterBox(conf.get(cfg.STORMLET_FAILED_DIR), self.name, spec.id,
-                                         task, conf.get(cfg.TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS))
+            dead_letters = extensions.dead_letter_box(
+                conf.get(cfg.STORMLET_FAILED_DIR), self.name, spec.id, task,
+                conf.get(cfg.TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS))
             local_ackers = [i for i, acker in enumerate(layout.acker_tasks)
                             if acker in local_tasks]
             collector = SpoutCollector(spec.id, task, routes, transfer, tracking, metrics, debug,

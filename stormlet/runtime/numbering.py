@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .protocol import ACKER_COMPONENT
-from ..state.checkpoint import CHECKPOINT_STREAM
+from ..streams import CHECKPOINT_STREAM
 from ..topology import Topology
 
 

@@ -17,11 +17,9 @@ as its bytes.
 from array import array
 from typing import Iterator, NamedTuple, get_args, get_type_hints
 
-DEFAULT_STREAM = "default"
-TICK_STREAM = "__tick"
-SYSTEM_COMPONENT = "__system"
-ACKER_COMPONENT = "__acker"
-SYSTEM_TASK = -1
+# The system's stream and component names are the API's (streams.py); here for the runtime.
+from ..streams import (ACKER_COMPONENT, DEFAULT_STREAM, SYSTEM_COMPONENT,  # noqa: F401
+                       SYSTEM_TASK, TICK_STREAM)
 
 # Data: payload is a list of Tuple objects addressed to dest_task (or, from another worker, an
 # EncodedBatch whose tuples() gives them).

@@ -34,7 +34,6 @@ import cython
 
 from .numbering import TopologyLayout
 from ..fail_reason import TIMEOUT, FailReason
-from ..failed import DeadLetterBox
 from .protocol import (SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SYSTEM_TASK, WAKE,
                        SpoutFail, records)
 from .rotating_map import RotatingMap
@@ -42,6 +41,7 @@ from . import task_hooks
 from .task_collectors import InFlight, SpoutCollector
 from .metrics import TaskMetrics
 from .executor import NOW, Executor, TaskBase
+from .extensions import DeadLetters
 
 # next_tuple calls per task between looks at the inbox.
 BURST = 100
@@ -59,7 +59,7 @@ INACTIVE_WAIT_SECS = 0.05
 
 class SpoutTask(TaskBase):
     def __init__(self, *args: Any, collector: SpoutCollector, pending: RotatingMap,
-                 max_pending: int | None, layout: TopologyLayout, dead_letters: DeadLetterBox,
+                 max_pending: int | None, layout: TopologyLayout, dead_letters: DeadLetters,
                  **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.collector = collector

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .. import config as cfg
 from ..components import Spout
 from ..fail_reason import FailReason
+from ..streams import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM  # noqa: F401 (re-exported)
 from .key_value import KeyValueState
 from .providers import namespace, open_state
 
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_COMPONENT = "__checkpointspout"
-CHECKPOINT_STREAM = "__checkpoint"
 CHECKPOINT_FIELDS = ("txid", "action")
 
 PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"

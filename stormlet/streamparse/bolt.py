@@ -19,7 +19,7 @@ from typing import Any
 
 from ..collectors import OutputCollector
 from ..context import TopologyContext
-from ..runtime.protocol import DEFAULT_STREAM
+from ..streams import DEFAULT_STREAM
 from ..tuples import StreamInfo
 from ..tuples import Tuple as NativeTuple
 from .component import Component, Tuple

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..runtime.protocol import DEFAULT_STREAM
+from ..streams import DEFAULT_STREAM
 
 
 class Stream:

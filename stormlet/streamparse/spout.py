@@ -12,7 +12,7 @@ from typing import Any
 
 from ..collectors import SpoutOutputCollector
 from ..context import TopologyContext
-from ..runtime.protocol import DEFAULT_STREAM
+from ..streams import DEFAULT_STREAM
 from .component import Component
 from .dsl import ComponentSpec, java_spec, shell_spec
 from .emitting import checked_values, python_command
