@@ -16,11 +16,11 @@ import sys
 
 
 def _main() -> None:
-    # Run as a script, this file's directory (stormlet/spark) comes first on sys.path, where its
-    # modules (session.py, cluster.py, ...) would shadow top-level modules of the same name that a
-    # topology imports.
-    here = os.path.dirname(os.path.abspath(__file__))
-    if sys.path and os.path.abspath(sys.path[0] or ".") == here:
+    # Run as a script, the script's directory (stormlet/cli, or stormlet/spark for the old path
+    # spark/submit.py) comes first on sys.path, where its modules (cluster.py, local.py, ...)
+    # would shadow top-level modules of the same name that a topology imports.
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if sys.path and os.path.dirname(os.path.abspath(sys.path[0] or ".")) == package:
         del sys.path[0]
     from stormlet.cli import main
 
