@@ -1,4 +1,5 @@
-"""Builds stormlet, compiling the hot modules (stormlet/runtime/build_mode.py's HOT_MODULES) with Cython.
+"""Builds stormlet, compiling the hot modules (stormlet/runtime/build_mode.py's HOT_MODULES) with
+Cython.
 
 The compiled modules are the same .py files, typed by the .pxd files beside them; where Cython or
 a C compiler is missing, or STORMLET_PURE_PYTHON=1 is set, the build says so in one line and the

@@ -1,4 +1,5 @@
-"""The acker ledger (``stormlet.runtime.acker.Acker``) and the rotating map it and the spouts expire with.
+"""The acker ledger (``stormlet.runtime.acker.Acker``) and the rotating map it and the spouts expire
+with.
 
 Unit tests pin each operation; property-based tests build random tuple DAGs with the runtime's
 own collectors (tests/ledger_model.py checks every emit, ack and fail they make against a model of

@@ -1,5 +1,5 @@
-# Types stormlet/runtime/acker.py when it is compiled (see runtime/build_mode.py): an entry is read and
-# written as two C integers through IntMap's parts methods, with no int object per update.
+# Types stormlet/runtime/acker.py when it is compiled (see runtime/build_mode.py): an entry is
+# read and written as two C integers through IntMap's parts methods, with no int object per update.
 
 cimport cython
 from stormlet.runtime.int_map cimport IntMap

@@ -1,9 +1,9 @@
 """IntMap: a dict for 64-bit int keys and int values up to 96 bits, stored in flat arrays.
 
 The acker keeps one entry per pending tuple tree: a random 64-bit root mapped to a packed int
-(the tree's XOR above its component and task, see stormlet.runtime.acker). As a dict, each entry costs a
-hash slot plus an int object for the value, about 82 bytes; here it is 20 bytes of arrays per
-slot (key, the value's high 64 bits, its low 32) at a load between 0.35 and 0.7, so 29 to 57
+(the tree's XOR above its component and task, see stormlet.runtime.acker). As a dict, each entry
+costs a hash slot plus an int object for the value, about 82 bytes; here it is 20 bytes of arrays
+per slot (key, the value's high 64 bits, its low 32) at a load between 0.35 and 0.7, so 29 to 57
 bytes, with no object per entry. Anything else (a key out of range, a value that is not such an
 int) goes to a small side dict, so the map behaves as a dict for every key and value.
 
