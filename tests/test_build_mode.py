@@ -60,7 +60,7 @@ def test_a_partial_build_runs_all_from_source_and_says_what_is_missing(tmp_path)
     # Compiled modules share classes at the C level: one missing must not mix the two kinds.
     copy = tmp_path / "stormlet"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    for leftover in copy.glob("runtime/collector.*.so"):
+    for leftover in copy.glob("runtime/task_collectors.*.so"):
         leftover.unlink()
     mode, line, *files = report(tmp_path, STORMLET_PURE_PYTHON="")
     assert mode == "interpreted"
@@ -73,10 +73,11 @@ def test_a_partial_build_runs_all_from_source_and_says_what_is_missing(tmp_path)
 def test_a_module_edited_since_it_was_compiled_runs_all_from_source(tmp_path):
     copy = tmp_path / "stormlet"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    if not (copy / "acker.c").exists():
+    acker = copy / "runtime" / "acker"
+    if not acker.with_suffix(".c").exists():
         pytest.skip("an installed build: no C files to compare with")
-    (copy / "acker.py").touch()
-    os.utime(copy / "acker.py", (os.path.getmtime(copy / "acker.c") + 10,) * 2)
+    acker.with_suffix(".py").touch()
+    os.utime(acker.with_suffix(".py"), (os.path.getmtime(acker.with_suffix(".c")) + 10,) * 2)
     mode, line, *files = report(tmp_path, STORMLET_PURE_PYTHON="")
     assert mode == "interpreted"
     assert line == ("hot path: interpreted (edited since compiled: stormlet.runtime.acker; "
