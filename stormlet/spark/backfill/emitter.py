@@ -72,6 +72,7 @@ class Emitter:
                  context: TopologyContext):
         self.component_id = stage.component
         self.task = task
+        self.registry = loaded.registry
         chunks = Chunks()
         self.flush = chunks.flush
         layout = loaded.layout
@@ -138,7 +139,8 @@ class Emitter:
         # task index it would in streaming; custom and partial-key groupings keep per-emitting-
         # task state as they do there.
         chooser = g.as_function(g.make_chooser(grouping, fields, tasks, source_task=self.task,
-                                               context=context, stream=stream, rng=rng))
+                                               context=context, stream=stream, rng=rng,
+                                               registry=self.registry))
         appends = {t: appender(i) for i, t in enumerate(tasks)}
         if grouping.kind in ONE_TASK:
             out.chooser, out.appends = chooser, appends
@@ -168,7 +170,7 @@ class Emitter:
         out = self._plain.get(stream)
         if out is None:
             out = self._out(stream, False)
-        values = checked(values, out.info, self.component_id)
+        values = checked(values, out.info, self.component_id, self.registry)
         out.count += 1
         # The two usual shapes of send, inline: it costs a third of an emit as a call.
         chooser = out.chooser
@@ -184,7 +186,7 @@ class Emitter:
     def emit_direct(self, task: int, values: Any, anchors: Any = (),
                     stream: str = DEFAULT_STREAM) -> list[int]:
         out = self._out(stream, True)
-        values = checked(values, out.info, self.component_id)
+        values = checked(values, out.info, self.component_id, self.registry)
         check_direct_task(self.component_id, out, task)
         target = out.direct_targets.get(task)
         if target is not None:   # else its subscriber is not part of this backfill
