@@ -177,15 +177,24 @@ class UUIDSerializer:
 
 
 class SequenceSerializer:
-    """A tuple, set or frozenset as the list of its items (which may be registered values)."""
+    """A tuple, set or frozenset as the list of its items (which may be registered values); a
+    set's sorted where its items compare, so that equal sets pack alike in every process (the
+    order of a set of strs follows each process's hash seed) and a fields grouping hashes
+    them alike."""
 
     text = False
 
     def __init__(self, kind: type):
         self.kind = kind
+        self.ordered = kind is tuple
 
     def encode(self, value: Any) -> list:
-        return list(value)
+        if self.ordered:
+            return list(value)
+        try:
+            return sorted(value)
+        except TypeError:    # items that do not compare: as they come
+            return list(value)
 
     def decode(self, data: list) -> Any:
         return self.kind(data)
