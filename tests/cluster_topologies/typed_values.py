@@ -73,7 +73,7 @@ def samples() -> list:
         (1, "two", (3.0, None)),
         {3, 1, 2},
         frozenset({"a", "b"}),
-        {"when": dt.date(2020, 1, 1), (1, 2): [Decimal("1.5")]},
+        {"when": dt.date(2020, 1, 1), "amounts": [Decimal("1.5")]},
         Point(3, 4.5),
         Money(1999, "EUR"),
         [Point(-1, 2.0), Money(5, "USD"), {uuid.UUID(int=7)}],
