@@ -43,6 +43,7 @@ import dataclasses
 import datetime as dt
 import importlib
 import json
+import threading
 import uuid
 from decimal import Decimal
 from typing import Any, Callable, Protocol, runtime_checkable
@@ -297,12 +298,13 @@ class Registration:
 
 class Registry:
     """The types one topology's tuples may hold beyond msgpack's own, and the packing that
-    knows them. Thread-safe: each ``packb`` makes its own packer."""
+    knows them. Thread-safe: each thread packs with packers of its own."""
 
     def __init__(self, registrations: list[Registration]):
         self.by_type: dict[type, Registration] = {r.kind: r for r in registrations}
         self.by_code: dict[int, Registration] = {r.code: r for r in registrations}
         self.by_name: dict[str, Registration] = {r.name: r for r in registrations}
+        self._local = threading.local()   # each thread's free packers (packb)
         # Types whose default serializer never fails: the check at emit need not pack them.
         self.trusted = frozenset(kind for code, kind, _ in DEFAULT_TYPES
                                  if kind not in (tuple, set, frozenset)
@@ -319,7 +321,22 @@ class Registry:
         """``value`` packed; ``SerializerError`` (a TypeError) for a type msgpack and these
         registrations cannot encode or a serializer that failed; msgpack's own errors (an int
         out of range, a lone surrogate) as msgpack raises them."""
-        return msgpack.packb(value, use_bin_type=True, strict_types=True, default=self.default)
+        # A packer of this thread's, not a new one (``msgpack.packb``'s way): making one costs
+        # more than packing a batch's column (it allocates its buffer). A packer is taken off
+        # the list while it packs, so a registered value packed inside (``default``) gets
+        # another.
+        try:
+            free = self._local.free
+        except AttributeError:
+            free = self._local.free = []
+        packer = free.pop() if free else self.packer()
+        try:
+            return packer.pack(value)
+        except BaseException:
+            packer.reset()    # what it packed before the error
+            raise
+        finally:
+            free.append(packer)
 
     def unpackb(self, data: bytes, **options: Any) -> Any:
         """``data`` unpacked, extension values decoded (an unknown code raises ValueError)."""

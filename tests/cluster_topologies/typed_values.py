@@ -84,8 +84,19 @@ SAMPLES = samples()
 
 
 def same(got: object, expected: object) -> bool:
-    """Equal, of the same type, and alike to ``repr`` (which shows a datetime's zone and fold)."""
-    return type(got) is type(expected) and got == expected and repr(got) == repr(expected)
+    """Equal and of the same type, all the way down; a datetime or time with the same wall
+    time, zone and fold too (== compares instants)."""
+    if type(got) is not type(expected):
+        return False
+    if isinstance(expected, (list, tuple)):
+        return len(got) == len(expected) and all(map(same, got, expected))
+    if isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(same(got[k], expected[k]) for k in expected)
+    if isinstance(expected, (dt.datetime, dt.time)):
+        return (got == expected and got.fold == expected.fold
+                and repr(got.tzinfo) == repr(expected.tzinfo)
+                and got.replace(tzinfo=None) == expected.replace(tzinfo=None))
+    return got == expected
 
 
 class TypedSpout(Spout):
