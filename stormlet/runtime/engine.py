@@ -300,7 +300,8 @@ class TopologyRuntime:
             local_ackers = [i for i, acker in enumerate(layout.acker_tasks)
                             if acker in local_tasks]
             collector = SpoutCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
-                                       registry=self.registry, pending=pending, dead_letters=dead_letters,
+                                       registry=self.registry, pending=pending,
+                                       dead_letters=dead_letters,
                                        local_ackers=local_ackers)
             return SpoutTask(*common, collector=collector, pending=pending,
                              max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout,
