@@ -40,8 +40,9 @@ class FailedRecord:
 
     ``message_id``, ``key`` and ``value`` may be any value a tuple may hold (str, bytes, int,
     float, bool, None, lists and dicts of them, values of the topology's registered types).
-    ``source`` is None for spouts that read no partitioned source. ``reason`` is the last ``FailReason`` (or a mapping with ``kind``,
-    ``component``, ``message``). Times are epoch seconds.
+    ``source`` is None for spouts that read no partitioned source. ``reason`` is the last
+    ``FailReason`` (or a mapping with ``kind``, ``component``, ``message``). Times are epoch
+    seconds.
     """
 
     message_id: Any
