@@ -11,4 +11,4 @@ cdef extern from "Python.h":
 
 cpdef bint is_ascii(str text)
 @cython.locals(plain=list)
-cpdef list checked(object values, StreamInfo info, object component, object registry=*)
+cpdef list checked(object values, StreamInfo info, object component)

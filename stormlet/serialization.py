@@ -29,9 +29,9 @@ def is_ascii(text: str) -> bool:
     return PyUnicode_IS_ASCII(text) if cython.compiled else text.isascii()
 
 
-def checked(values: Any, info: StreamInfo, component: str, registry: Any = None) -> list:
+def checked(values: Any, info: StreamInfo, component: str) -> list:
     """``values`` as a list, if they fit the fields of ``info``'s stream and msgpack can carry
-    them with ``registry``'s types (a ``serializers.Registry``; None: the default types); else
+    them with ``info.registry``'s types (the topology's; None: the default types); else
     ``SerializationError`` naming the field and its type. A list of plain scalars, the usual
     case, costs one pass over it and (compiled) is left out of cyclic garbage collection;
     anything else gets the full check."""
@@ -61,7 +61,7 @@ def checked(values: Any, info: StreamInfo, component: str, registry: Any = None)
                 # through it; nothing worse.
                 PyObject_GC_UnTrack(values)
             return values
-    check_values(values, component, info.stream, info.fields, registry)
+    check_values(values, component, info.stream, info.fields, info.registry)
     return values
 
 

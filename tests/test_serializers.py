@@ -98,7 +98,7 @@ def _seen(directory: Path) -> dict[str, str]:
 def test_dead_lettered_values_of_registered_types_come_back_from_the_failed_log(tmp_path):
     topology, conf, registry, module = loaded()
     n = len(module.SAMPLES)
-    conf = {**conf, "test.count": n, "test.fail": list(range(n)),
+    conf = {**conf, "test.count": n, "test.fail.below": n,
             "topology.spout.dead.letter.attempts": 1, "stormlet.failed.dir": str(tmp_path)}
     with running(topology, conf, name="typed"):
         wait_until(lambda: len(list(read_failed(tmp_path, registry=registry))) == n, 30,
@@ -148,12 +148,11 @@ def test_an_unregistered_type_is_refused_at_emit_naming_field_type_and_how_to_re
 def test_a_serializer_that_fails_is_named_at_emit():
     conf: dict = {}
     register_serialization(conf, Unregistered, Refuses)
-    registry = registry_for(conf)
-    info = StreamInfo("source", "default", ["word", "when"])
+    info = StreamInfo("source", "default", ["word", "when"], registry_for(conf))
     with pytest.raises(SerializationError, match=r"field 'when'.*serializer "
                        r"test_serializers\.Refuses failed on a Unregistered: ValueError: no, "
                        r"thanks"):
-        checked(["w", Unregistered()], info, "source", registry)
+        checked(["w", Unregistered()], info, "source")
 
 
 def test_registrations_that_cannot_be_used_are_refused_by_name():

@@ -211,7 +211,8 @@ class FrameDecoder:
         self._infos: dict[tuple[str, str], StreamInfo] = {}
         for cid, spec in layout.topology.components.items():
             for stream, declaration in spec.streams.items():
-                self._infos[(cid, stream)] = StreamInfo(cid, stream, list(declaration.fields))
+                self._infos[(cid, stream)] = StreamInfo(cid, stream, list(declaration.fields),
+                                                        registry)
 
     def decode(self, frame: bytes) -> list[tuple]:
         if len(frame) > MAX_FRAME_BYTES:

@@ -28,7 +28,6 @@ cdef unsigned long long root_for_acker(unsigned long long root, unsigned long lo
 cdef class _Emitter:
     cdef dict __dict__
     cdef public object component_id
-    cdef object _registry
     cdef public object task
     cdef dict _routes
     cdef object _transfer

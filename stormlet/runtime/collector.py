@@ -30,7 +30,6 @@ from ..fail_reason import ERROR, FAIL, FailReason, utf8_text
 from ..protocol import DEFAULT_STREAM, AckFail
 from ..rotating_map import RotatingMap
 from ..serialization import checked
-from ..serializers import DEFAULT_REGISTRY
 from ..tuples import MAX_ID, StreamInfo, Tuple, tracked, untracked
 from .metrics import TaskMetrics
 from .routing import StreamRoute, check_direct_task, check_stream
@@ -94,10 +93,8 @@ class _Emitter:
 
     def __init__(self, component_id: str, task: int, routes: dict[str, StreamRoute],
                  transfer: Transfer, tracking: bool, metrics: TaskMetrics, debug: bool = False,
-                 random_bits: Callable[[int], int] | None = None, registry: Any = None):
+                 random_bits: Callable[[int], int] | None = None):
         self.component_id = component_id
-        # The topology's registered types (serializers.py), for the check at emit.
-        self._registry = registry if registry is not None else DEFAULT_REGISTRY
         self.task = task
         self._routes = routes
         self._transfer = transfer
@@ -280,7 +277,7 @@ class SpoutCollector(_Emitter):
         if self.closed:
             return self._refuse(values)
         route = _route_of(self, stream, _to_task)
-        values = checked(values, route.info, self.component_id, self._registry)
+        values = checked(values, route.info, self.component_id)
         tasks = _tasks_of(self, route, values, _to_task)
         info = route.info
         src = self.task
@@ -371,7 +368,7 @@ class BoltCollector(_Emitter):
         # basic bolt's (BasicCollector, a C call when compiled). One anchor with one root (the
         # usual case) takes the short branch; several anchors or roots are merged by _anchor.
         route = _route_of(self, stream, _to_task)
-        values = checked(values, route.info, self.component_id, self._registry)
+        values = checked(values, route.info, self.component_id)
         tasks = _tasks_of(self, route, values, _to_task)
         info = route.info
         src = self.task

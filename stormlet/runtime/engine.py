@@ -300,14 +300,13 @@ class TopologyRuntime:
             local_ackers = [i for i, acker in enumerate(layout.acker_tasks)
                             if acker in local_tasks]
             collector = SpoutCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
-                                       registry=self.registry, pending=pending,
-                                       dead_letters=dead_letters,
+                                       pending=pending, dead_letters=dead_letters,
                                        local_ackers=local_ackers)
             return SpoutTask(*common, collector=collector, pending=pending,
                              max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout,
                              dead_letters=dead_letters)
         collector = BoltCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
-                                  registry=self.registry, timeout_secs=self.timeout_secs)
+                                  timeout_secs=self.timeout_secs)
         tick = conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
         return BoltTask(*common, collector=collector, tick_secs=tick)
 

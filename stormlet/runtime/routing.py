@@ -95,14 +95,15 @@ def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tas
                  context: Any, rng: random.Random, registry: Any = None,
                  ) -> tuple[dict[str, StreamRoute], list[int]]:
     """Routes for each stream ``task`` may emit on, and every task it may send tuples to;
-    ``registry``: the topology's types (serializers.py), which fields groupings hash."""
+    ``registry``: the topology's types (serializers.py), which the check at emit allows and
+    fields groupings hash."""
     topology = layout.topology
     spec = topology.components[component_id]
     routes: dict[str, StreamRoute] = {}
     reachable: set[int] = set()
     for stream, declaration in spec.streams.items():
-        route = StreamRoute(StreamInfo(component_id, stream, list(declaration.fields)),
-                            declaration.direct)
+        route = StreamRoute(StreamInfo(component_id, stream, list(declaration.fields),
+                                       registry), declaration.direct)
         for subscriber, grouping in topology.subscribers(component_id, stream):
             tasks = layout.component_tasks[subscriber.id]
             reachable.update(tasks)

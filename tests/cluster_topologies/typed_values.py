@@ -6,7 +6,8 @@ The spout emits ``test.count`` tuples ``[i, SAMPLES[i % len(SAMPLES)]]``, tracke
 passes them on (a value of None, as a backfill's input has, becomes the sample); ``check``, two
 tasks behind a fields grouping on the value (which hashes it), compares each value with its
 sample, type and repr included, writes what it saw to ``check-<task>.json`` in ``test.dir``,
-emits ``[i, value, verdict]`` and fails the tuples numbered in ``test.fail`` (acks the rest).
+emits ``[i, value, verdict]`` and fails the tuples numbered below ``test.fail.below`` (acks
+the rest).
 With ``topology.spout.dead.letter.attempts`` 1, a failed tuple's values go to the log.
 """
 
@@ -133,7 +134,7 @@ class Check(Bolt):
 
     def prepare(self, conf, context, collector):
         self.collector = collector
-        self.fail = set(conf.get("test.fail") or [])
+        self.fail_below = int(conf.get("test.fail.below") or 0)
         self.directory = conf.get("test.dir")
         self.path = os.path.join(self.directory, f"check-{context.task_id}.json") \
             if self.directory else None
@@ -150,7 +151,7 @@ class Check(Bolt):
                 json.dump({"pid": os.getpid(), "seen": self.seen}, f)
             os.replace(aside, self.path)
         self.collector.emit([i, value, verdict], anchors=tup)
-        if i in self.fail:
+        if i < self.fail_below:
             self.collector.fail(tup)
         else:
             self.collector.ack(tup)

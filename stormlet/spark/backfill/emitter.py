@@ -85,7 +85,8 @@ class Emitter:
         self.streams: dict[str, _StreamOut] = {}
         for stream, declaration in spec.streams.items():
             fields = list(declaration.fields)
-            out = _StreamOut(StreamInfo(stage.component, stream, fields), declaration.direct)
+            out = _StreamOut(StreamInfo(stage.component, stream, fields, self.registry),
+                             declaration.direct)
             if stream in stage.outputs:
                 out.output = chunks.appender(~stage.outputs[stream], 0, None, shared=False,
                                              encoded=stage.cached)
@@ -170,7 +171,7 @@ class Emitter:
         out = self._plain.get(stream)
         if out is None:
             out = self._out(stream, False)
-        values = checked(values, out.info, self.component_id, self.registry)
+        values = checked(values, out.info, self.component_id)
         out.count += 1
         # The two usual shapes of send, inline: it costs a third of an emit as a call.
         chooser = out.chooser
@@ -186,7 +187,7 @@ class Emitter:
     def emit_direct(self, task: int, values: Any, anchors: Any = (),
                     stream: str = DEFAULT_STREAM) -> list[int]:
         out = self._out(stream, True)
-        values = checked(values, out.info, self.component_id, self.registry)
+        values = checked(values, out.info, self.component_id)
         check_direct_task(self.component_id, out, task)
         target = out.direct_targets.get(task)
         if target is not None:   # else its subscriber is not part of this backfill
