@@ -56,8 +56,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     n = args.values
-    info = StreamInfo("bench", "default", ["value"])
     registry = DEFAULT_REGISTRY
+    info = StreamInfo("bench", "default", ["value"], registry)
     print(build_mode.describe())
     print(f"{'type':<16} {'check ns':>9} {'round trip ns':>14}")
     for name, value in SAMPLES.items():
@@ -65,7 +65,7 @@ def main() -> None:
 
         def check() -> None:
             for row in rows:
-                checked(row, info, "bench", registry)
+                checked(row, info, "bench")
 
         column = [value] * n
 
