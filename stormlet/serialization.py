@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import cython
+
 from .serializers import DEFAULT_REGISTRY, SerializerFailed, UnregisteredType, how_to_register
 from .tuples import StreamInfo
 
