@@ -12,6 +12,7 @@ from .failed import DeadLetterBox
 from .joins import JoinBolt, Selector
 from .local import LocalCluster
 from .runtime.serialization import SerializationError
+from .serializers import Serializer, register_serialization
 from .topology import Topology, TopologyBuilder, TopologyError
 from .runtime import extensions
 from .tuples import Tuple
@@ -21,8 +22,8 @@ extensions.plug_dead_letters(DeadLetterBox)
 
 __all__ = [
     "BasicBolt", "BasicOutputCollector", "Bolt", "FailReason", "JoinBolt", "LocalCluster",
-    "OutputCollector", "OutputFieldsDeclarer", "SerializationError", "Selector", "Spout",
-    "SpoutOutputCollector", "Topology", "TopologyBuilder", "TopologyContext", "TopologyError",
-    "Tuple",
+    "OutputCollector", "OutputFieldsDeclarer", "SerializationError", "Selector", "Serializer",
+    "Spout", "SpoutOutputCollector", "Topology", "TopologyBuilder", "TopologyContext",
+    "TopologyError", "Tuple", "register_serialization",
 ]
 __version__ = "0.1.0"

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from .redaction import redact_config
+from .serializers import TOPOLOGY_SERIALIZATION_REGISTER, registrations_problem
 
 TOPOLOGY_WORKERS = "topology.workers"
 TOPOLOGY_ACKER_EXECUTORS = "topology.acker.executors"
@@ -501,6 +502,13 @@ DEFAULTS: dict[str, Setting] = {
         "logs take at most (1 + this) times stormlet.log.max.bytes; daemons take it as "
         "--log-backups",
         number(1, whole="files")),
+    TOPOLOGY_SERIALIZATION_REGISTER: Setting(
+        None,
+        "types tuples may hold beyond msgpack's own and the defaults (datetime, date, time, "
+        "timedelta, Decimal, UUID, tuple, set, frozenset), Storm's topology.kryo.register: a "
+        "list of class paths (dataclasses) or {class path: serializer's class path} maps "
+        "(stormlet/serializers.py)",
+        registrations_problem),
     STORMLET_LOG_FORMAT: Setting(
         "text",
         "how a worker writes its log: text, one line per event naming its topology, component "

@@ -14,7 +14,7 @@ cdef unsigned int CRC_TABLE[256]
 @cython.locals(data=cython.p_uchar, i=Py_ssize_t, crc=cython.uint)
 cpdef unsigned int ascii_crc32(str text)
 
-cdef unsigned long long _hash_one(object v) except? 0
+cdef unsigned long long _hash_one(object v, object pack) except? 0
 
 cdef class PerTupleChooser:
     cpdef list choose(self, list values)
@@ -23,6 +23,7 @@ cdef class OneFieldChooser(PerTupleChooser):
     cdef Py_ssize_t index
     cdef list singles
     cdef unsigned long long n
+    cdef object pack
     cpdef list choose(self, list values)
 
 cdef unsigned long long MASK64

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
 import cython
-import msgpack
 
 from .runtime.serialization import is_ascii
+from .serializers import DEFAULT_REGISTRY
 
 SHUFFLE = "shuffle"
 FIELDS = "fields"
@@ -122,16 +122,19 @@ def ascii_crc32(text: str) -> int:
 
 
 def stable_hash(values: list[Any], pack: Callable[[Any], bytes] | None = None) -> int:
-    """A hash of field values that is the same in every process. ``pack``: a msgpack packer's
-    ``pack`` (``use_bin_type=True``) to use for several values instead of a new one's."""
+    """A hash of field values that is the same in every process. ``pack``: the ``pack`` of a
+    packer of the topology's types (``serializers.Registry.packer``), or its ``packb``;
+    None: the default types'."""
+    if pack is None:
+        pack = DEFAULT_REGISTRY.packb
     if len(values) == 1:
-        return _hash_one(values[0])
-    return zlib.crc32(pack(values) if pack is not None
-                      else msgpack.packb(values, use_bin_type=True))
+        return _hash_one(values[0], pack)
+    # The fields' values as a list, however given: a tuple of them would pack as a tuple.
+    return zlib.crc32(pack(values if type(values) is list else list(values)))
 
 
-def _hash_one(v: Any) -> int:
-    """``stable_hash([v])``, without making the list."""
+def _hash_one(v: Any, pack: Any) -> int:
+    """``stable_hash([v], pack)``, without making the list for a str, int or bytes."""
     t = type(v)
     if t is str:
         if is_ascii(v):
@@ -141,7 +144,7 @@ def _hash_one(v: Any) -> int:
         return v & 0x7FFFFFFFFFFFFFFF
     if t is bytes:
         return zlib.crc32(v)
-    return zlib.crc32(msgpack.packb([v], use_bin_type=True))
+    return zlib.crc32(pack([v]))
 
 
 def make_chooser(
@@ -154,9 +157,13 @@ def make_chooser(
     context: Any = None,
     stream: str = "default",
     rng: random.Random | None = None,
+    registry: Any = None,
 ) -> Chooser | None:
-    """The routing function for one (source task, stream, target component); None for direct."""
+    """The routing function for one (source task, stream, target component); None for direct.
+    ``registry``: the topology's types (``serializers.Registry``), which fields and partial-key
+    groupings hash; None: the default types."""
     rng = rng or random.Random()
+    registry = registry if registry is not None else DEFAULT_REGISTRY
     tasks = sorted(target_tasks)
     singles = [[t] for t in tasks]
     kind = grouping.kind
@@ -168,9 +175,9 @@ def make_chooser(
     if kind == GLOBAL:
         return Always(singles[0])
     if kind == FIELDS:
-        return _fields_chooser(grouping.fields, source_fields, singles)
+        return _fields_chooser(grouping.fields, source_fields, singles, registry)
     if kind == PARTIAL_KEY:
-        return _partial_key_chooser(grouping.fields, source_fields, singles)
+        return _partial_key_chooser(grouping.fields, source_fields, singles, registry)
     if kind == CUSTOM:
         # Each emitting task gets its own copy, as it does of components: choose_tasks may keep
         # state, and tasks run on different threads.
@@ -244,14 +251,14 @@ def _field_indexes(fields: tuple[str, ...], source_fields: list[str]) -> list[in
 
 
 def _fields_chooser(fields: tuple[str, ...], source_fields: list[str],
-                    singles: list[list[int]]) -> Chooser:
+                    singles: list[list[int]], registry: Any) -> Chooser:
     n = len(singles)
     if n == 1:
         return Always(singles[0])
     indexes = _field_indexes(fields, source_fields)
     if len(indexes) == 1:
-        return OneFieldChooser(indexes[0], singles)
-    return FieldsChooser(indexes, singles)
+        return OneFieldChooser(indexes[0], singles, registry.packb)
+    return FieldsChooser(indexes, singles, registry.packer().pack)
 
 
 class OneFieldChooser(PerTupleChooser):
@@ -259,13 +266,15 @@ class OneFieldChooser(PerTupleChooser):
     task count are C integers (with a closure's Python ints, a call cost ~24 ns instead of ~17,
     hash included, two tasks)."""
 
-    def __init__(self, index: int, singles: list[list[int]]):
+    def __init__(self, index: int, singles: list[list[int]],
+                 pack: Callable[[Any], bytes] = DEFAULT_REGISTRY.packb):
         self.index = index
         self.singles = singles
         self.n = len(singles)
+        self.pack = pack   # for a value neither str, int nor bytes (thread-safe: packb)
 
     def choose(self, values: list[Any]) -> list[int]:
-        return self.singles[_hash_one(values[self.index]) % self.n]
+        return self.singles[_hash_one(values[self.index], self.pack) % self.n]
 
 
 class FieldsChooser(PerTupleChooser):
@@ -274,21 +283,23 @@ class FieldsChooser(PerTupleChooser):
     ~2.5 us a tuple this took through it, measured 2026-11-28). Each source task gets its own
     chooser, so its packer is used by one thread at a time."""
 
-    def __init__(self, indexes: list[int], singles: list[list[int]]):
+    def __init__(self, indexes: list[int], singles: list[list[int]],
+                 pack: Callable[[Any], bytes] | None = None):
         self.indexes = indexes
         self.singles = singles
         self.n = len(singles)
-        self.pack = msgpack.Packer(use_bin_type=True).pack
+        self.pack = pack or DEFAULT_REGISTRY.packer().pack
 
     def choose(self, values: list[Any]) -> list[int]:
         return self.singles[stable_hash([values[i] for i in self.indexes], self.pack) % self.n]
 
 
 def _partial_key_chooser(fields: tuple[str, ...], source_fields: list[str],
-                         singles: list[list[int]]) -> Chooser:
+                         singles: list[list[int]], registry: Any) -> Chooser:
     if len(singles) == 1:
         return Always(singles[0])
-    return PartialKeyChooser(_field_indexes(fields, source_fields), singles)
+    return PartialKeyChooser(_field_indexes(fields, source_fields), singles,
+                             registry.packer().pack)
 
 
 # Partial-key grouping's two hashes of a key: 64-bit FNV-1a over the key's bytes (see
@@ -342,13 +353,14 @@ class PartialKeyChooser(PerTupleChooser):
     key's length.) Each source task gets its own chooser, so its packer and counts are used by
     one thread at a time."""
 
-    def __init__(self, indexes: list[int], singles: list[list[int]]):
+    def __init__(self, indexes: list[int], singles: list[list[int]],
+                 pack: Callable[[Any], bytes] | None = None):
         self.indexes = indexes
         self.one_field = indexes[0] if len(indexes) == 1 else -1
         self.singles = singles
         self.n = len(singles)
         self.sent = array("Q", bytes(8 * len(singles)))
-        self.pack = msgpack.Packer(use_bin_type=True).pack
+        self.pack = pack or DEFAULT_REGISTRY.packer().pack
 
     def choose(self, values: list[Any]) -> list[int]:
         if self.one_field >= 0:

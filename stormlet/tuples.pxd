@@ -46,6 +46,7 @@ cdef class StreamInfo:
     cdef public object stream
     cdef public list fields
     cdef public dict index
+    cdef public object registry
 
 cdef class Tuple:
     cdef public object values

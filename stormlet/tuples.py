@@ -13,15 +13,19 @@ MAX_ID = (1 << 64) - 1
 
 
 class StreamInfo:
-    """What every tuple of one (component, stream) shares: its fields and where they are."""
+    """What every tuple of one (component, stream) shares: its fields and where they are, and
+    the types its values may hold beyond msgpack's own (``registry``: the topology's
+    ``serializers.Registry``; None: the default types), which the check at emit reads only for
+    a value that is not a plain scalar."""
 
-    __slots__ = ("component", "stream", "fields", "index")
+    __slots__ = ("component", "stream", "fields", "index", "registry")
 
-    def __init__(self, component: str, stream: str, fields: list[str]):
+    def __init__(self, component: str, stream: str, fields: list[str], registry: Any = None):
         self.component = component
         self.stream = stream
         self.fields = list(fields)
         self.index = {name: i for i, name in enumerate(fields)}
+        self.registry = registry
 
 
 # Compiled: no subclasses, a free list for the hundreds of thousands made each second, and out of

@@ -75,8 +75,8 @@ def test_round_trip_keeps_every_field(tmp_path):
         assert got["record_id"] == original.record_id
         assert (got["topology"], got["component"], got["task"]) == ("wc", "sentences", 3)
         assert got["source"] == original.source
-        value = list(original.value) if isinstance(original.value, tuple) else original.value
-        assert got["payload"] == {"key": original.key, "value": value}
+        # A tuple is a registered type (stormlet.serializers): it comes back a tuple.
+        assert got["payload"] == {"key": original.key, "value": original.value}
         reason = original.reason
         expected_reason = ({"kind": reason.kind, "component": reason.component,
                             "message": reason.message} if isinstance(reason, FailReason)
@@ -114,8 +114,8 @@ def test_file_is_parquet_with_typed_columns(tmp_path):
 
 def test_unwritable_values_and_bad_sources_are_refused_by_name(tmp_path):
     with FailedMessageWriter(tmp_path, "wc", "sentences", 3) as writer:
-        with pytest.raises(TypeError, match="'sentences', payload value: a set cannot"):
-            writer.write(record(0, value={1, 2}))
+        with pytest.raises(TypeError, match="'sentences', payload value: a object cannot"):
+            writer.write(record(0, value=[object()]))
         with pytest.raises(ValueError, match="lacks offset"):
             writer.write(FailedRecord(0, "fail", 1, 0.0, 0.0,
                                       source={"kind": "log", "name": "x", "partition": 0}))

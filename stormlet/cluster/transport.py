@@ -56,6 +56,7 @@ from zmq.utils.monitor import recv_monitor_message
 from .. import config as cfg
 from ..runtime.protocol import BACKPRESSURE, DATA
 from ..runtime.inbox import wait_for_room
+from ..serializers import DEFAULT_REGISTRY, Registry
 from .wire import Fenced, FrameDecoder, WireError, encode_data, encode_frame
 from .backpressure import OverloadWatch, PausedTasks
 from .repeats import Repeats
@@ -122,6 +123,9 @@ class Sender(threading.Thread):
         super().__init__(name="transfer-sender", daemon=True)
         self.link_times = link_times or LinkTimes.of()
         self.topology = topology
+        # The topology's types (serializers.py), which data batches are packed with; set by
+        # the worker once its runtime has them, before any executor runs.
+        self.registry: Registry = DEFAULT_REGISTRY
         self.slot = slot
         self.tenure = tenure
         self.security = security or Security()
@@ -364,7 +368,8 @@ class RemoteRoute:
         kind, dest, src, tuples = message
         waited = (0.0 if not wait or self.accepting(dest)
                   else wait_for_room(self.accepting, dest, stopping))
-        self.sender.queue.put((self.address, (kind, dest, src, encode_data(tuples))))
+        self.sender.queue.put((self.address,
+                               (kind, dest, src, encode_data(tuples, self.sender.registry))))
         return waited
 
 

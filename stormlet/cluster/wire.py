@@ -16,7 +16,8 @@ checks it with a few length tests instead of one per int and rebuilds the flat l
 blobs, and a data batch's roots, are in the machine's byte order: the workers of one cluster
 share an architecture.
 
-A data payload, a list of Tuple objects from ``src_task``, travels in columns,
+A data payload, a list of Tuple objects from ``src_task``, travels in columns (a value of a
+type the topology registered, ``serializers.py``, as a msgpack extension value),
 ``[streams, values, roots]``: when every tuple is on the same stream (the usual case)
 ``streams`` is its name and ``values`` one column per field (a list, or for a column of strings
 one string of them joined by U+001F), else ``streams`` and ``values`` are each tuple's stream
@@ -44,6 +45,7 @@ import msgpack
 from ..runtime.numbering import TopologyLayout
 from ..runtime.protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit,
                                 Backpressure, int_positions, other_fields, records, stride)
+from ..serializers import DEFAULT_REGISTRY, Registry
 from ..tuples import StreamInfo, Tuple
 from .columns import from_columns, rows, to_columns
 from .tenure import Fence
@@ -81,9 +83,15 @@ _CONTROL_LAYOUT = {kind: (stride(record), int_positions(record), other_fields(re
                    for kind, record in RECORDS.items()}
 
 
-def encode_data(tuples: list[Tuple]) -> bytes:
-    """A data payload as it travels: the batch's columns, packed."""
-    return msgpack.packb(to_columns(tuples), use_bin_type=True)
+def encode_data(tuples: list[Tuple], registry: Registry = DEFAULT_REGISTRY) -> bytes:
+    """A data payload as it travels: the batch's columns, packed with the topology's types
+    (``serializers.py``: a registered value as a msgpack extension value)."""
+    streams, values, roots = to_columns(tuples)
+    if type(roots) is list:
+        # Flat roots are tuples of ints in a process, arrays on the wire: a packer of exact
+        # types packs a tuple as a registered one.
+        roots = [r if r is None else list(r) for r in roots]
+    return registry.packb([streams, values, roots])
 
 
 def encode_acks(acks: array) -> bytes:
@@ -155,7 +163,7 @@ class EncodedBatch:
     def tuples(self) -> list[Tuple]:
         """The tuples; ``WireError`` if the payload is malformed."""
         try:
-            columns = msgpack.unpackb(self._data, raw=False, strict_map_key=False)
+            columns = self._decoder.registry.unpackb(self._data)
         except Exception as exc:
             raise WireError(f"undecodable data payload from {self._component!r} "
                             f"({type(exc).__name__}: {exc})") from None
@@ -194,14 +202,17 @@ class FrameDecoder:
     """Turns frames back into executor messages for one topology; with a ``fence``, only those
     of senders it admits (others raise ``Fenced``)."""
 
-    def __init__(self, layout: TopologyLayout, topology: str = "", fence: Fence | None = None):
+    def __init__(self, layout: TopologyLayout, topology: str = "", fence: Fence | None = None,
+                 registry: Registry = DEFAULT_REGISTRY):
         self.layout = layout
         self.topology = topology
         self.fence = fence
+        self.registry = registry   # the topology's types, which its data payloads may hold
         self._infos: dict[tuple[str, str], StreamInfo] = {}
         for cid, spec in layout.topology.components.items():
             for stream, declaration in spec.streams.items():
-                self._infos[(cid, stream)] = StreamInfo(cid, stream, list(declaration.fields))
+                self._infos[(cid, stream)] = StreamInfo(cid, stream, list(declaration.fields),
+                                                        registry)
 
     def decode(self, frame: bytes) -> list[tuple]:
         if len(frame) > MAX_FRAME_BYTES:

@@ -218,10 +218,12 @@ class Worker:
             conf[cfg.STORMLET_STATE_DIR] = str(self.state_dir)
         self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
                                        remote_routes=self._remote_routes(assignment))
+        self.sender.registry = self.runtime.registry
         overload = OverloadWatch(self.runtime.routes, self._peers,
                                  lambda address, message: self.sender.queue.put((address, message)))
         self.receiver = Receiver(self.context, f"tcp://{self.bind}:{self.port}",
-                                 FrameDecoder(self.runtime.layout, self.topology_id, self.fence),
+                                 FrameDecoder(self.runtime.layout, self.topology_id, self.fence,
+                                              self.runtime.registry),
                                  make_deliver(self.runtime.routes, self.sender.paused, overload),
                                  self.stopping, overload, self.security, self.topology_id,
                                  on_fenced=self._on_fenced, link_times=self.link_times)

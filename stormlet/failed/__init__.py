@@ -34,7 +34,12 @@ own, and anything else is that JSON:
 - a dict with a key that is not a str becomes ``{"pairs": [[key, value], ...]}``;
 - a dict whose only key is one of those tags is wrapped as ``{"dict": {...}}``, so that no value
   of the message is ever mistaken for an encoding;
-- tuples become lists.
+- a value of a registered type (``stormlet.serializers``: by default datetime, date, time,
+  timedelta, Decimal, UUID, tuple, set, frozenset; a topology may register more) becomes
+  ``{"ext": {"type": "<class path>", "data": <what its serializer made of it>}}``; it is read
+  back with the topology's types (``read_failed(..., registry=...)``), or, for a type the
+  reader's registry lacks, left as that dict;
+- other tuples (namedtuples) become lists.
 
 Usage::
 

@@ -33,10 +33,11 @@ DEFAULT_DIR = "stormlet-failed"
 
 class DeadLetterBox:
     def __init__(self, directory: str | None, topology: str, component: str, task: int,
-                 attempts: int | None):
+                 attempts: int | None, registry: Any = None):
         self.directory = os.path.abspath(directory or DEFAULT_DIR)
         self.topology, self.component, self.task = topology, component, task
         self.attempts = attempts
+        self.registry = registry   # the topology's types, which the values may hold
         self._failures: OrderedDict[Any, list] = OrderedDict()  # msg id -> [count, first time]
         self._writer: FailedMessageWriter | None = None
         self.unflushed = 0
@@ -86,7 +87,7 @@ class DeadLetterBox:
         anything may count the message as done."""
         if self._writer is None:
             self._writer = FailedMessageWriter(self.directory, self.topology, self.component,
-                                               self.task)
+                                               self.task, registry=self.registry)
         self._writer.write(record)
         self.unflushed += 1
         where = record.source

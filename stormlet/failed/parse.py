@@ -73,17 +73,21 @@ def parse_json(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
     return data
 
 
-def parse_line(line: bytes, decode: bool = False) -> dict[str, Any]:
+def parse_line(line: bytes, decode: bool = False, registry: Any = None) -> dict[str, Any]:
     """One line of a journal or of a JSON Lines file, as a checked record (values still
-    encoded, or with ``decode`` decoded); raises ``RecordError``."""
-    return check_record(parse_json(line, MAX_DEPTH + _VALUE_NESTING), decode=decode)
+    encoded, or with ``decode`` decoded, registered types with ``registry``'s serializers);
+    raises ``RecordError``."""
+    return check_record(parse_json(line, MAX_DEPTH + _VALUE_NESTING), decode=decode,
+                        registry=registry)
 
 
-def check_record(data: Any, fields: Iterable[str] = FIELDS, decode: bool = False) -> Any:
+def check_record(data: Any, fields: Iterable[str] = FIELDS, decode: bool = False,
+                 registry: Any = None) -> Any:
     """``data`` if it is a record (of those ``fields`` it holds; a reader of some columns gets
     only those), else ``RecordError`` naming the field and what is wrong. With ``decode``, the
     record with its message id, key and value decoded (``decode_value``); either way they are
-    checked to decode."""
+    checked to decode (``registry``: the topology's types, ``serializers.Registry``; None: the
+    default types, a value of another registered type left as its ``{"ext": ...}``)."""
     if not isinstance(data, dict):
         raise RecordError(f"not a record: a JSON {_json_kind(data)}")
     fields = tuple(fields)
@@ -113,12 +117,12 @@ def check_record(data: Any, fields: Iterable[str] = FIELDS, decode: bool = False
             _whole(f"source.{name}", source.get(name), bits[f"source.{name}"])
     out = dict(data) if decode else data
     if "message_id" in data:
-        message_id = _decoded("message_id", data["message_id"])
+        message_id = _decoded("message_id", data["message_id"], registry)
         if decode:
             out["message_id"] = message_id
     if "payload" in data:
         payload = _object("payload", data["payload"])
-        decoded = {name: _decoded(f"payload.{name}", payload.get(name))
+        decoded = {name: _decoded(f"payload.{name}", payload.get(name), registry)
                    for name in ("key", "value")}
         if decode:
             out["payload"] = decoded
@@ -137,9 +141,9 @@ def _column_bits() -> dict[str, int]:
     return bits
 
 
-def _decoded(name: str, value: Any) -> Any:
+def _decoded(name: str, value: Any, registry: Any) -> Any:
     try:
-        return decode_value(value)
+        return decode_value(value, registry)
     except (ValueError, TypeError) as exc:   # bad base64 or float text, pairs that are not
         raise RecordError(f"{name} cannot be decoded: {_short(exc)}") from None
 

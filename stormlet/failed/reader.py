@@ -69,10 +69,14 @@ def inprogress_files(directory: str | os.PathLike, topology: str | None = None) 
 def read_failed(directory: str | os.PathLike, topology: str | None = None,
                 component: str | None = None, reason: str | None = None,
                 since: float | None = None, until: float | None = None,
-                decode: bool = True, on_bad: OnBad | None = None) -> Iterator[dict[str, Any]]:
+                decode: bool = True, on_bad: OnBad | None = None,
+                registry: Any = None) -> Iterator[dict[str, Any]]:
     """The records of the complete files, as dicts, filtered by topology, component, reason kind
     and ``since <= last_failed_at < until``. With ``decode`` (the default) the message id, key and
-    value are decoded (bytes come back as bytes); without, they are as stored.
+    value are decoded (bytes come back as bytes; a value of a registered type by
+    ``registry``, the topology's ``serializers.registry_for(conf)``, or by the default types'
+    when None, which leave another registered type's value as its ``{"ext": ...}``); without,
+    they are as stored.
 
     Raises ``FileNotFoundError`` if ``directory`` does not exist. What is not a record (a file
     that is not Parquet or JSON Lines, a damaged line or row: see ``parse``) is skipped and
@@ -80,7 +84,7 @@ def read_failed(directory: str | os.PathLike, topology: str | None = None,
     record is still read.
     """
     yield from _read(final_files(directory, topology, component), topology, component, reason,
-                     since, until, decode, on_bad or _warn)
+                     since, until, decode, on_bad or _warn, registry=registry)
 
 
 def _warn(bad: BadInput) -> None:
@@ -89,21 +93,21 @@ def _warn(bad: BadInput) -> None:
 
 def _read(files: list[Path], topology: str | None, component: str | None, reason: str | None,
           since: float | None, until: float | None, decode: bool, on_bad: OnBad,
-          columns: list[str] | None = None) -> Iterator[dict[str, Any]]:
+          columns: list[str] | None = None, registry: Any = None) -> Iterator[dict[str, Any]]:
     """``read_failed`` over the complete files ``files`` (of Parquet files, only ``columns``)."""
     fields = columns or FIELDS
     for path in files:
         if is_legacy(path.name):
-            records = _legacy_records(path, decode, on_bad)
+            records = _legacy_records(path, decode, on_bad, registry)
         else:
-            records = _records(path, columns, fields, decode, on_bad)
+            records = _records(path, columns, fields, decode, on_bad, registry)
         for record in records:
             if _matches(record, topology, component, reason, since, until):
                 yield record
 
 
 def _records(path: Path, columns: list[str] | None, fields: Iterable[str], decode: bool,
-             on_bad: OnBad) -> Iterator[dict[str, Any]]:
+             on_bad: OnBad, registry: Any = None) -> Iterator[dict[str, Any]]:
     from pyarrow.lib import ArrowException   # here: a spout's dead letters never read
 
     try:
@@ -122,7 +126,7 @@ def _records(path: Path, columns: list[str] | None, fields: Iterable[str], decod
 
     for number, record in table_records(table, bad_row):
         try:
-            yield check_record(record, fields, decode)
+            yield check_record(record, fields, decode, registry)
         except RecordError as exc:
             bad_row(number, str(exc))
 
@@ -137,7 +141,8 @@ def _whole_file(path: Path, read: Callable[[], Any]) -> Any:
     return read()
 
 
-def _legacy_records(path: Path, decode: bool, on_bad: OnBad) -> Iterator[dict[str, Any]]:
+def _legacy_records(path: Path, decode: bool, on_bad: OnBad,
+                    registry: Any = None) -> Iterator[dict[str, Any]]:
     """The records of a JSON Lines file of the first format."""
     try:
         f = _whole_file(path, lambda: open(path, "rb"))
@@ -152,7 +157,7 @@ def _legacy_records(path: Path, decode: bool, on_bad: OnBad) -> Iterator[dict[st
         try:
             for lineno, line in enumerate(f, 1):
                 try:
-                    yield parse_line(line, decode)
+                    yield parse_line(line, decode, registry)
                 except RecordError as exc:
                     on_bad(BadInput(path, f"line {lineno}", str(exc)))
         except OSError as exc:   # a read error part of the way through

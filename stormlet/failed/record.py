@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, TypedDict
 
 from ..fail_reason import FailReason
+from ..serializers import DEFAULT_REGISTRY, Registry
 
 FORMAT_VERSION = 1
 
@@ -38,9 +39,10 @@ class FailedRecord:
     component, task and ``written_at``.
 
     ``message_id``, ``key`` and ``value`` may be any value a tuple may hold (str, bytes, int,
-    float, bool, None, lists and dicts of them). ``source`` is None for spouts that read no
-    partitioned source. ``reason`` is the last ``FailReason`` (or a mapping with ``kind``,
-    ``component``, ``message``). Times are epoch seconds.
+    float, bool, None, lists and dicts of them, values of the topology's registered types).
+    ``source`` is None for spouts that read no partitioned source. ``reason`` is the last
+    ``FailReason`` (or a mapping with ``kind``, ``component``, ``message``). Times are epoch
+    seconds.
     """
 
     message_id: Any
@@ -56,7 +58,7 @@ class FailedRecord:
 
 # ----- values: JSON with reversible encodings for what JSON lacks
 
-_TAGS = frozenset(("base64", "float", "pairs", "dict"))
+_TAGS = frozenset(("base64", "float", "pairs", "dict", "ext"))
 #: How deep lists and dicts may nest in a value as stored (encoded): a writer refuses a deeper
 #: one, a reader names it as damage. Well within the recursion that encoding, decoding and
 #: JSON's parser do per level.
@@ -79,12 +81,20 @@ def depth_exceeds(data: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def encode_value(value: Any, _depth: int = 0) -> Any:
-    """``value`` as JSON-able data; ``decode_value`` gives it back (tuples come back as lists).
-    Raises ``TypeError`` for a value of another type (a set, an object), or nested deeper than
-    ``MAX_DEPTH``."""
+def encode_value(value: Any, _depth: int = 0, registry: Registry | None = None) -> Any:
+    """``value`` as JSON-able data; ``decode_value`` gives it back. A value of a type
+    ``registry`` holds (None: the default types: datetime, Decimal, UUID, tuple, set...) is
+    ``{"ext": {"type": <class path>, "data": <its serializer's data, encoded>}}``; a subclass of
+    tuple comes back as a list. Raises ``TypeError`` for a value of another type, or nested
+    deeper than ``MAX_DEPTH``."""
     if value is None or isinstance(value, (str, bool, int)):
         return value
+    registry = registry if registry is not None else DEFAULT_REGISTRY
+    named = registry.named(value)    # SerializerFailed, a TypeError, if its serializer fails
+    if named is not None:
+        if _depth >= MAX_DEPTH:
+            raise TypeError(f"nested deeper than {MAX_DEPTH} levels")
+        return {"ext": {"type": named[0], "data": encode_value(named[1], _depth + 1, registry)}}
     if isinstance(value, (bytes, bytearray, memoryview)):
         return {"base64": binascii.b2a_base64(value, newline=False).decode("ascii")}
     if isinstance(value, float):
@@ -93,31 +103,35 @@ def encode_value(value: Any, _depth: int = 0) -> Any:
         # Checked as it recurses, so a value deep enough to exhaust the stack is refused first.
         raise TypeError(f"nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, (list, tuple)):
-        return [encode_value(v, _depth + 1) for v in value]
+        return [encode_value(v, _depth + 1, registry) for v in value]
     if isinstance(value, dict):
         if not all(isinstance(k, str) for k in value):
-            return {"pairs": [[encode_value(k, _depth + 1), encode_value(v, _depth + 1)]
+            return {"pairs": [[encode_value(k, _depth + 1, registry),
+                               encode_value(v, _depth + 1, registry)]
                               for k, v in value.items()]}
-        items = {k: encode_value(v, _depth + 1) for k, v in value.items()}
+        items = {k: encode_value(v, _depth + 1, registry) for k, v in value.items()}
         if len(items) == 1 and next(iter(items)) in _TAGS:
             return {"dict": items}
         return items
     raise TypeError(f"a {type(value).__name__} cannot be written to the failed-message log; "
-                    f"use str, bytes, int, float, bool, None, or lists and dicts of those")
+                    f"use str, bytes, int, float, bool, None, lists and dicts of those, or a "
+                    f"registered type")
 
 
-def decode_value(value: Any) -> Any:
-    """The inverse of ``encode_value``. Raises ``ValueError`` (or ``TypeError``) for what
-    ``encode_value`` never makes: a value nested deeper than ``MAX_DEPTH``, a tag whose content
-    does not decode (bad base64, a ``pairs`` entry that is not a pair or has a dict for key)."""
+def decode_value(value: Any, registry: Registry | None = None) -> Any:
+    """The inverse of ``encode_value`` (``registry``: the topology's types; None: the default
+    types, which leave a value of another registered type as its ``{"ext": ...}``, its data
+    decoded). Raises ``ValueError`` (or ``TypeError``) for what ``encode_value`` never makes: a
+    value nested deeper than ``MAX_DEPTH``, a tag whose content does not decode (bad base64, a
+    ``pairs`` entry that is not a pair or has a dict for key, data a serializer refuses)."""
     if depth_exceeds(value):
         raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
-    return _decode(value)
+    return _decode(value, registry if registry is not None else DEFAULT_REGISTRY)
 
 
-def _decode(value: Any) -> Any:
+def _decode(value: Any, registry: Registry) -> Any:
     if isinstance(value, list):
-        return [_decode(v) for v in value]
+        return [_decode(v, registry) for v in value]
     if not isinstance(value, dict):
         return value
     if len(value) == 1:
@@ -127,10 +141,25 @@ def _decode(value: Any) -> Any:
         if tag == "float" and isinstance(inner, str):
             return float(inner)
         if tag == "pairs" and isinstance(inner, list):
-            return {_hashable(_decode(k)): _decode(v) for k, v in inner}
+            return {_hashable(_decode(k, registry)): _decode(v, registry) for k, v in inner}
         if tag == "dict" and isinstance(inner, dict):
-            return {k: _decode(v) for k, v in inner.items()}
-    return {k: _decode(v) for k, v in value.items()}
+            return {k: _decode(v, registry) for k, v in inner.items()}
+        if tag == "ext" and isinstance(inner, dict) and inner.keys() == {"type", "data"} \
+                and isinstance(inner["type"], str):
+            return _registered(inner["type"], _decode(inner["data"], registry), registry)
+    return {k: _decode(v, registry) for k, v in value.items()}
+
+
+def _registered(name: str, data: Any, registry: Registry) -> Any:
+    """The value of registered type ``name`` whose serializer made ``data``; ``{"ext": ...}``
+    if ``registry`` does not hold ``name``; ``ValueError`` if its serializer refuses it."""
+    if name not in registry.by_name:
+        return {"ext": {"type": name, "data": data}}
+    try:
+        return registry.from_named(name, data)
+    except Exception as exc:
+        raise ValueError(f"{name}'s serializer cannot decode {str(data)[:80]!r}: "
+                         f"{type(exc).__name__}: {exc}") from None
 
 
 def _hashable(key: Any) -> Any:
@@ -158,13 +187,14 @@ def _source_dict(source: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def record_to_dict(record: FailedRecord, topology: str, component: str, task: int,
-                   written_at: float) -> dict[str, Any]:
-    """The record as written: a JSON-able dict holding every field."""
+                   written_at: float, registry: Registry | None = None) -> dict[str, Any]:
+    """The record as written: a JSON-able dict holding every field (values of registered types
+    with ``registry``'s serializers; None: the default types)."""
     encoded = []
     for name, label in (("message_id", "message id"), ("key", "payload key"),
                         ("value", "payload value")):
         try:
-            encoded.append(encode_value(getattr(record, name)))
+            encoded.append(encode_value(getattr(record, name), registry=registry))
         except TypeError as exc:
             raise TypeError(f"failed message {record.message_id!r} of {component!r}, "
                             f"{label}: {exc}") from None
@@ -192,11 +222,12 @@ def record_to_dict(record: FailedRecord, topology: str, component: str, task: in
     }
 
 
-def decode_record(data: dict[str, Any]) -> dict[str, Any]:
-    """A record as read from a file, with its message id, key and value decoded."""
+def decode_record(data: dict[str, Any], registry: Registry | None = None) -> dict[str, Any]:
+    """A record as read from a file, with its message id, key and value decoded (registered
+    types with ``registry``; None: the default types)."""
     out = dict(data)
-    out["message_id"] = decode_value(data.get("message_id"))
+    out["message_id"] = decode_value(data.get("message_id"), registry)
     payload = data.get("payload") or {}
-    out["payload"] = {"key": decode_value(payload.get("key")),
-                      "value": decode_value(payload.get("value"))}
+    out["payload"] = {"key": decode_value(payload.get("key"), registry),
+                      "value": decode_value(payload.get("value"), registry)}
     return out

@@ -54,10 +54,13 @@ class FailedMessageWriter:
     """
 
     def __init__(self, directory: str | os.PathLike, topology: str, component: str, task: int,
-                 max_bytes: int = 16 * MiB, max_age_secs: float = 60.0):
+                 max_bytes: int = 16 * MiB, max_age_secs: float = 60.0, registry: Any = None):
+        """``registry``: the topology's types (``serializers.Registry``; None: the default
+        types), which values of registered types are written with."""
         if max_bytes <= 0 or max_age_secs <= 0:
             raise ValueError("max_bytes and max_age_secs must be positive")
         self.topology, self.component, self.task = topology, component, int(task)
+        self.registry = registry
         self.max_bytes, self.max_age_secs = max_bytes, max_age_secs
         self.path = topology_dir(directory, topology)
         make_dirs(self.path)
@@ -78,7 +81,8 @@ class FailedMessageWriter:
     def write(self, record: FailedRecord) -> None:
         if self._closed:
             raise ValueError(f"the failed-message writer of {self.component}:{self.task} is closed")
-        data = record_to_dict(record, self.topology, self.component, self.task, time.time())
+        data = record_to_dict(record, self.topology, self.component, self.task, time.time(),
+                              self.registry)
         line = (_ENCODER.encode(data) + "\n").encode()
         if self._file is not None and (self._bytes + len(line) > self.max_bytes
                                        or time.monotonic() - self._opened_at >= self.max_age_secs):

@@ -32,6 +32,7 @@ from typing import Any
 from .. import config as cfg
 from ..context import TopologyContext
 from .numbering import TopologyLayout
+from ..serializers import registry_for
 from ..metrics.process import ProcessStats
 from ..metrics.structure import topology_structure
 from ..metrics.windows import RollingWindows
@@ -125,6 +126,9 @@ class TopologyRuntime:
         if not self.conf[cfg.STORMLET_TOPOLOGY_ID]:
             # Local mode: each submission is a new topology instance, as on a cluster.
             self.conf[cfg.STORMLET_TOPOLOGY_ID] = f"{name}-{uuid.uuid4().hex[:12]}"
+        # The types its tuples may hold (serializers.py): for the check at emit, the wire, the
+        # fields grouping's hash and the failed-message log.
+        self.registry = registry_for(self.conf)
         self.stopping = threading.Event()
         n_ackers = acker_count(self.conf)
         self.layout = TopologyLayout(name, topology, n_ackers)
@@ -273,7 +277,8 @@ class TopologyRuntime:
         metrics = self._task_metrics(spec.id, task, conf, list(spec.streams))
         context = TopologyContext(layout, task, conf, metrics.user)
         rng = random.Random(os.urandom(16))
-        routes, targets = build_routes(layout, spec.id, task, local_tasks, context, rng)
+        routes, targets = build_routes(layout, spec.id, task, local_tasks, context, rng,
+                                       self.registry)
         feedback = [t for cid in self.topology.feeding_back(spec.id)
                     for t in layout.component_tasks[cid]]
         cycle = self.topology.cycle_of(spec.id)
@@ -291,7 +296,7 @@ class TopologyRuntime:
             pending: RotatingMap = RotatingMap(2)
             dead_letters = extensions.dead_letter_box(
                 conf.get(cfg.STORMLET_FAILED_DIR), self.name, spec.id, task,
-                conf.get(cfg.TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS))
+                conf.get(cfg.TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS), registry=self.registry)
             local_ackers = [i for i, acker in enumerate(layout.acker_tasks)
                             if acker in local_tasks]
             collector = SpoutCollector(spec.id, task, routes, transfer, tracking, metrics, debug,

@@ -26,8 +26,9 @@ class DeadLetters(Protocol):
     def close(self) -> None: ...
 
 
-#: (failed-log directory or None, topology, component, task, attempts or None) -> DeadLetters
-DeadLetterFactory = Callable[[str | None, str, str, int, "int | None"], DeadLetters]
+#: (failed-log directory or None, topology, component, task, attempts or None, registry=the
+#: topology's serializers) -> DeadLetters
+DeadLetterFactory = Callable[..., DeadLetters]
 
 _dead_letter_box: DeadLetterFactory | None = None
 
@@ -39,9 +40,11 @@ def plug_dead_letters(factory: DeadLetterFactory) -> None:
 
 
 def dead_letter_box(directory: str | None, topology: str, component: str, task: int,
-                    attempts: int | None) -> DeadLetters:
-    """A spout task's dead-letter box, made by the plugged-in feature."""
+                    attempts: int | None, registry: Any = None) -> DeadLetters:
+    """A spout task's dead-letter box, made by the plugged-in feature (``registry``: the
+    topology's serializers, ``stormlet.serializers.Registry``; None: the default types)."""
     if _dead_letter_box is None:
         raise RuntimeError("stormlet runtime: no dead-letter box is plugged in "
                            "(stormlet/__init__.py plugs stormlet.failed's in; import stormlet)")
-    return _dead_letter_box(directory, topology, component, task, attempts)
+    return _dead_letter_box(directory, topology, component, task, attempts,
+                            registry=registry)

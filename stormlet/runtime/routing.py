@@ -92,15 +92,18 @@ def check_direct_task(component_id: str, route: Any, task: int) -> list[int]:
 
 
 def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tasks: set[int],
-                 context: Any, rng: random.Random) -> tuple[dict[str, StreamRoute], list[int]]:
-    """Routes for each stream ``task`` may emit on, and every task it may send tuples to."""
+                 context: Any, rng: random.Random, registry: Any = None,
+                 ) -> tuple[dict[str, StreamRoute], list[int]]:
+    """Routes for each stream ``task`` may emit on, and every task it may send tuples to;
+    ``registry``: the topology's types (serializers.py), which the check at emit allows and
+    fields groupings hash."""
     topology = layout.topology
     spec = topology.components[component_id]
     routes: dict[str, StreamRoute] = {}
     reachable: set[int] = set()
     for stream, declaration in spec.streams.items():
-        route = StreamRoute(StreamInfo(component_id, stream, list(declaration.fields)),
-                            declaration.direct)
+        route = StreamRoute(StreamInfo(component_id, stream, list(declaration.fields),
+                                       registry), declaration.direct)
         for subscriber, grouping in topology.subscribers(component_id, stream):
             tasks = layout.component_tasks[subscriber.id]
             reachable.update(tasks)
@@ -109,7 +112,8 @@ def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tas
                 continue
             route.choosers.append(g.make_chooser(
                 grouping, list(declaration.fields), tasks, source_task=task,
-                local_tasks=local_tasks, context=context, stream=stream, rng=rng))
+                local_tasks=local_tasks, context=context, stream=stream, rng=rng,
+                registry=registry))
         route.seal()
         routes[stream] = route
     return routes, sorted(reachable)

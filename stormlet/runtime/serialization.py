@@ -1,4 +1,5 @@
-"""What may travel in a tuple: values msgpack can encode, checked when they are emitted.
+"""What may travel in a tuple: values msgpack can encode, with the topology's registered types
+(``serializers.py``), checked when they are emitted.
 
 Checking at emit, not at send, puts the error in the component that made the bad value, with the
 field and type named, and keeps local mode as strict as a cluster.
@@ -9,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import cython
-import msgpack
 
+from ..serializers import (DEFAULT_REGISTRY, SerializerFailed, UnregisteredType,
+                           how_to_register)
 from ..tuples import StreamInfo
 
 # Types that always encode. ints need a range check, and strs a look at their characters: an
@@ -31,9 +33,10 @@ def is_ascii(text: str) -> bool:
 
 def checked(values: Any, info: StreamInfo, component: str) -> list:
     """``values`` as a list, if they fit the fields of ``info``'s stream and msgpack can carry
-    them; else ``SerializationError`` naming the field and its type. A list of plain scalars,
-    the usual case, costs one pass over it and (compiled) is left out of cyclic garbage
-    collection; anything else gets the full check."""
+    them with ``info.registry``'s types (the topology's; None: the default types); else
+    ``SerializationError`` naming the field and its type. A list of plain scalars, the usual
+    case, costs one pass over it and (compiled) is left out of cyclic garbage collection;
+    anything else gets the full check."""
     if info is None:   # compiled, a typed argument may be None, and its fields are read in C
         raise TypeError("checked needs the stream's StreamInfo, not None")
     if type(values) is not list and isinstance(values, tuple):
@@ -60,7 +63,7 @@ def checked(values: Any, info: StreamInfo, component: str) -> list:
                 # through it; nothing worse.
                 PyObject_GC_UnTrack(values)
             return values
-    check_values(values, component, info.stream, info.fields)
+    check_values(values, component, info.stream, info.fields, info.registry)
     return values
 
 
@@ -73,10 +76,14 @@ def plainly_encodable(value: Any) -> bool:
     return kind is int and INT_MIN <= value <= INT_MAX
 
 
-def check_values(values: Any, component: str, stream: str, fields: list[str]) -> None:
+def check_values(values: Any, component: str, stream: str, fields: list[str],
+                 registry: Any = None) -> None:
+    """The full check behind ``checked``: each value is packed, unless surely encodable."""
+    if registry is None:
+        registry = DEFAULT_REGISTRY
     if type(values) is not list:
         if isinstance(values, (tuple, list)):
-            return check_values(list(values), component, stream, fields)
+            return check_values(list(values), component, stream, fields, registry)
         raise SerializationError(
             f"{component!r} emitted {type(values).__name__} on stream {stream!r}; "
             f"emit takes a list of values for the fields {fields}"
@@ -87,14 +94,24 @@ def check_values(values: Any, component: str, stream: str, fields: list[str]) ->
             f"which declares {len(fields)} fields {fields}"
         )
     for i, value in enumerate(values):
-        if plainly_encodable(value):
-            continue
         kind = type(value)
+        if plainly_encodable(value) or kind in registry.trusted:
+            continue
+        where = f"{component!r} emitted a value of type {kind.__name__} in field {fields[i]!r} " \
+                f"of stream {stream!r}"
         try:
-            msgpack.packb(value, use_bin_type=True)
+            registry.packb(value)
+        except UnregisteredType as exc:
+            inner = "" if exc.kind is kind else f" (it holds a {exc.kind.__qualname__})"
+            raise SerializationError(
+                f"{where}{inner}, and {exc.kind.__qualname__} is not a type a tuple may hold: "
+                f"{how_to_register(exc.kind)}; or emit str, bytes, int, float, bool, None, "
+                f"lists and dicts of those, or a type registered by default (datetime, date, "
+                f"time, timedelta, Decimal, UUID, tuple, set, frozenset)") from None
+        except SerializerFailed as exc:
+            raise SerializationError(f"{where}, which cannot be serialized: {exc}") from None
         except (TypeError, ValueError, OverflowError) as exc:
             raise SerializationError(
-                f"{component!r} emitted a value of type {kind.__name__} in field {fields[i]!r} of "
-                f"stream {stream!r}, which cannot be serialized ({exc}); emit str, bytes, int, "
-                f"float, bool, None, or lists and dicts of those"
+                f"{where}, which cannot be serialized ({exc}); emit str, bytes, int, float, "
+                f"bool, None, lists and dicts of those, or registered types"
             ) from None

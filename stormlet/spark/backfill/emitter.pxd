@@ -20,6 +20,7 @@ cdef class Emitter:
     cdef dict __dict__
     cdef public object component_id
     cdef public object task
+    cdef public object registry
     cdef public object flush
     cdef public dict streams
     cdef dict _plain

@@ -72,6 +72,7 @@ class Emitter:
                  context: TopologyContext):
         self.component_id = stage.component
         self.task = task
+        self.registry = loaded.registry
         chunks = Chunks()
         self.flush = chunks.flush
         layout = loaded.layout
@@ -84,7 +85,8 @@ class Emitter:
         self.streams: dict[str, _StreamOut] = {}
         for stream, declaration in spec.streams.items():
             fields = list(declaration.fields)
-            out = _StreamOut(StreamInfo(stage.component, stream, fields), declaration.direct)
+            out = _StreamOut(StreamInfo(stage.component, stream, fields, self.registry),
+                             declaration.direct)
             if stream in stage.outputs:
                 out.output = chunks.appender(~stage.outputs[stream], 0, None, shared=False,
                                              encoded=stage.cached)
@@ -138,7 +140,8 @@ class Emitter:
         # task index it would in streaming; custom and partial-key groupings keep per-emitting-
         # task state as they do there.
         chooser = g.as_function(g.make_chooser(grouping, fields, tasks, source_task=self.task,
-                                               context=context, stream=stream, rng=rng))
+                                               context=context, stream=stream, rng=rng,
+                                               registry=self.registry))
         appends = {t: appender(i) for i, t in enumerate(tasks)}
         if grouping.kind in ONE_TASK:
             out.chooser, out.appends = chooser, appends

@@ -24,6 +24,7 @@ from itertools import chain
 from typing import Any, Callable, Iterable, Iterator
 
 from ...sources.offset_spout import DEFAULT_FIELDS, OffsetSpout, default_translate
+from ...serializers import DEFAULT_REGISTRY, Registry
 from ...topology import ComponentSpec
 from .chunks import decoded
 from .errors import BackfillWorkerError
@@ -139,21 +140,28 @@ def read_log(path: str, items: Iterable[tuple[int, int, int]]) -> Iterator[Any]:
 class JsonLines:
     """``mapPartitions`` function writing an output's records as JSON Lines: one object per
     tuple with the stream's field names. Bytes become text when they are UTF-8, else
-    ``{"base64": ...}``. Each run of tuples becomes one Spark record of several lines (JSON text
-    never holds a raw newline), so text output moves one record per chunk, not per tuple."""
+    ``{"base64": ...}``; a value of a registered type (``stormlet.serializers``) becomes
+    ``{"ext": {"type": <class path>, "data": <its serializer's data>}}``, as in the
+    failed-message log. Each run of tuples becomes one Spark record of several lines (JSON text
+    never holds a raw newline), so text output moves one record per chunk, not per tuple.
+    ``code``: the topology's (``shipping.TopologyCode``), loaded before its values are unpickled
+    (a user's class comes from it) and for its registered types."""
 
-    def __init__(self, fields: list[str]):
+    def __init__(self, fields: list[str], code: Any = None):
         self.fields = list(fields)
+        self.code = code
 
     def __call__(self, records: Iterable) -> Iterator[str]:
-        lines = json_lines(self.fields)
+        registry = self.code.load().registry if self.code is not None else DEFAULT_REGISTRY
+        lines = json_lines(self.fields, registry)
         for _index, runs in records:
             for _head, chunk in decoded(runs):
                 if chunk:
                     yield lines(chunk)
 
 
-def json_lines(fields: list[str]) -> Callable[[list[list]], str]:
+def json_lines(fields: list[str], registry: Registry = DEFAULT_REGISTRY,
+               ) -> Callable[[list[list]], str]:
     """The function writing a chunk of tuples (values lists of ``fields``' length) as JSON
     Lines, one object per tuple, as ``json_encoder()`` writes ``dict(zip(fields, values))``.
 
@@ -161,7 +169,7 @@ def json_lines(fields: list[str]) -> Callable[[list[list]], str]:
     (one %-format for the chunk): a column of only strs is quoted and one of only ints written as
     the encoder writes them (``%s`` of an int is its ``int.__repr__``), each in one C loop; any
     other column goes value by value through the encoder."""
-    encode = json_encoder()
+    encode = json_encoder(registry)
     quote = json.encoder.encode_basestring    # the encoder's own, for ensure_ascii=False
     if not fields:
         return lambda chunk: "\n".join(["{}"] * len(chunk))
@@ -196,10 +204,19 @@ def json_lines(fields: list[str]) -> Callable[[list[list]], str]:
 _STR, _INT = {str}, {int}
 
 
-def json_encoder() -> Callable[[Any], str]:
-    """Compact JSON, UTF-8 text left as it is. ``JSONEncoder.encode`` builds its C encoder on
-    every call, half the cost of a small object: build it once where the C encoder exists."""
-    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_bytes)
+def json_encoder(registry: Registry = DEFAULT_REGISTRY) -> Callable[[Any], str]:
+    """Compact JSON, UTF-8 text left as it is, ``registry``'s types as ``{"ext": ...}``.
+    ``JSONEncoder.encode`` builds its C encoder on every call, half the cost of a small object:
+    build it once where the C encoder exists."""
+
+    def default(value: Any) -> Any:
+        if isinstance(value, bytes):
+            return _bytes(value)
+        named = registry.named(value)
+        if named is None:
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        return {"ext": {"type": named[0], "data": named[1]}}
+    encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=default)
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return encoder.encode

@@ -181,7 +181,7 @@ class Backfill:
                     rdd = rdd.filter(partial(has_slot, ~k))
                 fields = list(topology.components[cid].streams[stream].fields)
                 shown.begin(f"writing {cid} stream {stream!r} to {path}")
-                rdd.map(payload).mapPartitions(JsonLines(fields)).saveAsTextFile(
+                rdd.map(payload).mapPartitions(JsonLines(fields, code)).saveAsTextFile(
                     spark_uri(path))
             for cid in plan.order:
                 if plan.uses(cid) == 0:

@@ -34,6 +34,7 @@ from ... import config as cfg
 from ...cluster.code import MANIFEST, CodeError, package_topology, unpack
 from ...loader import load_topology_file
 from ...runtime.numbering import TopologyLayout
+from ...serializers import registry_for
 from ...runtime.tuning import tune_for_streaming
 from ...topology import ComponentSpec, Topology
 from .errors import BackfillError, BackfillWorkerError
@@ -137,6 +138,8 @@ class LoadedTopology:
         self.topology = topology
         self.layout = TopologyLayout(code.name, topology, code.n_ackers)
         self.conf = backfill_conf(file_conf, code.overrides, code.topology_id)
+        # The types its tuples may hold, from its config, as a streaming run has them.
+        self.registry = registry_for(self.conf)
 
     def component_conf(self, spec: ComponentSpec) -> dict[str, Any]:
         return spec.component_conf(self.conf)
