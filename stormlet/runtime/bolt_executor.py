@@ -22,7 +22,7 @@ from ..components import BasicBolt
 from .protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
 from ..tuples import StreamInfo, Tuple
 from ..collectors import BasicOutputCollector
-from .task_collectors import BasicCollector, BoltCollector, SampledBasicCollector
+from .task_collectors import BasicCollector, BoltCollector
 from . import task_hooks
 from .executor import FLUSH_EVERY, FOREVER, Executor, TaskBase
 from .inbox import ROOM_RECHECK_SECS as HELD_RECHECK_SECS
@@ -46,23 +46,13 @@ class BoltTask(TaskBase):
 
     def _choose_basic(self) -> None:
         """The collector a basic bolt's emits go through: with ``topology.debug`` or task
-        hooks the plain one, over the collector's emit as it is now (logged, hooked, sampled or
-        not); else a C call into the collector's emit, sampled or not."""
+        hooks the plain one, over the collector's emit as it is now (logged or hooked); else a
+        C call into the collector's emit (sampled or not: the emit samples itself)."""
         collector = self.collector
         if collector.logs_emits or collector.hooks:   # through the collector's wrapped emit
             self._basic = BasicOutputCollector(collector)
-        elif collector.sampler is not None:
-            self._basic = SampledBasicCollector(collector)
         else:
             self._basic = BasicCollector(collector)
-
-    def sample_with(self, sampler: Any) -> None:
-        """Sample this task's emits with ``sampler``, or stop (None): see
-        ``_Emitter.sample_with``. A basic bolt's collector changes with it (one attribute
-        store: ``_basic_execute`` reads it once a tuple)."""
-        self.collector.sample_with(sampler)
-        if isinstance(self.obj, BasicBolt):
-            self._choose_basic()
 
     def hooks_on(self) -> None:
         task_hooks.hook_bolt(self)

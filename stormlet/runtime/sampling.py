@@ -4,10 +4,10 @@ while it runs, as Storm's event logger does (its docs/Eventlogging.md): when, wh
 task and stream, the values, the tasks it went to, and the message id and root of a spout's
 emit (the roots of a bolt's).
 
-Off, it costs nothing: the collectors' emits are their own. On, a task's ``emit`` is swapped for
-its collector's ``sampled_emit`` (task_collectors.py), which after each emit counts down to the next
-sample; the gaps are drawn from the geometric distribution, so each emit is sampled with the
-percentage's probability, independently, and no emit pays for a random number.
+Every emit counts down to its task's next sample (task_collectors.py, ``_Emitter.sample_with``):
+off, the count never runs out, and an emit pays a decrement and a test. On, the gaps are drawn
+from the geometric distribution, so each emit is sampled with the percentage's probability,
+independently, and no emit pays for a random number.
 
 A sample is made on the executor's thread, and only there is anything of the emit read: its
 values are copied, cut to a size (``shown_values``), so that a later change to the emitted list,

@@ -1,6 +1,6 @@
 # Types stormlet/runtime/task_collectors.py when it is compiled (see runtime/build_mode.py). Every
 # attribute its __init__ methods set is declared here; __dict__ is for debug mode's logged emit
-# and sampling's emit (see _Emitter.sample_with).
+# and task hooks' emit (see _Emitter._choose_emit).
 
 cimport cython
 from cpython.array cimport array, resize_smart
@@ -82,14 +82,10 @@ cdef class BoltCollector(_Emitter):
     cdef double _timeout_secs
     cdef object _process_latency
     cdef list _emit(self, object values, object anchors, object stream, object _to_task)
-    cdef list _sampled_emit(self, object values, object anchors, object stream, object _to_task)
     cpdef ack(self, Tuple tup)
     cpdef settle_acks(self)
     @cython.locals(pairs=array, n=Py_ssize_t)
     cdef _add_ack(self, unsigned long long root, unsigned long long value)
 
 cdef class BasicCollector(BasicOutputCollector):
-    pass
-
-cdef class SampledBasicCollector(BasicOutputCollector):
     pass

@@ -47,6 +47,8 @@ ID_BITS = 64
 MASK64 = MAX_ID
 # What _Emitter._last_stream holds before any emit: no stream name is this object.
 _NO_STREAM = object()
+# An emitter's countdown to its next sample while sampling is off: no task emits this often.
+_NEVER = 1 << 62
 # splitmix64's constants (Steele, Lea and Flood, "Fast splittable pseudorandom number generators").
 GOLDEN = 0x9E3779B97F4A7C15
 MIX1 = 0xBF58476D1CE4E5B9
@@ -113,7 +115,7 @@ class _Emitter:
         self.logs_emits = debug
         # Tuple sampling (runtime/sampling.py), off: see sample_with.
         self.sampler = None
-        self._countdown = 0
+        self._countdown = _NEVER
         # Task hooks (stormlet/hooks.py), none: see hook_with.
         self.hooks: list | None = None
         if debug:
@@ -122,19 +124,20 @@ class _Emitter:
     def sample_with(self, sampler: Any) -> None:
         """Sample this task's emits with ``sampler`` (a ``sampling.Sampler``), or stop (None).
 
-        Off, every emit is the class's own and costs nothing more. On, ``emit`` is
-        ``sampled_emit`` in this instance's ``__dict__`` (where an attribute lookup finds it
-        before the class's method, as the debug log's wrapper is): it emits, then counts down
-        to the next sample. ``emit_direct`` goes through ``emit`` and a basic bolt's collector
-        is chosen again (BoltTask.sample_with), so every emit path is sampled; an emit bound
-        by user code before this (``emit = collector.emit``) is not.
+        Every emit path (``emit``, ``emit_direct``, a basic bolt's) ends in ``_emit``, which
+        counts down (a C integer, compiled) and hands the emit to ``_sample`` when the count
+        runs out. Off, the count starts at _NEVER and never runs out: a decrement and a test an
+        emit, where swapping in a sampling ``emit`` cost every sampled emit an attribute lookup
+        in the instance's ``__dict__`` and a call more.
 
-        Safe from another thread while the executor runs: each step below is one attribute
-        store, and an emit under way finishes with the emit it looked up. Turned off while a
-        sampled emit counts down, that emit finds no sampler and samples nothing."""
-        self.sampler = sampler
-        self._countdown = sampler.gap() if sampler is not None else 0
-        self._choose_emit()
+        Safe from another thread while the executor runs: each step below is one store, and
+        a count that runs out after sampling was turned off finds no sampler (see _sample)."""
+        if sampler is None:
+            self._countdown = _NEVER
+            self.sampler = None
+        else:
+            self.sampler = sampler
+            self._countdown = sampler.gap()
 
     def hook_with(self, hooks: list) -> None:
         """Run ``hooks`` (the task's ``stormlet.hooks.TaskHook`` list, which may grow) on
@@ -144,15 +147,15 @@ class _Emitter:
         self._choose_emit()
 
     def _choose_emit(self) -> None:
-        """``emit``: the class's, or sampled, then hooked, then logged, as each is on. Each
-        choice is one attribute store (see sample_with for why that is thread-safe)."""
-        sampled = self.sampler is not None
-        emit = self.sampled_emit if sampled else type(self).emit.__get__(self)
+        """``emit``: the class's, or hooked, then logged, as each is on. Each choice is one
+        attribute store, safe from another thread: an emit under way finishes with the emit it
+        looked up."""
+        emit = type(self).emit.__get__(self)
         if self.hooks:
             emit = self._hooked(emit)
         if self.logs_emits:
             emit = self._logged(emit)
-        if sampled or self.hooks or self.logs_emits:
+        if self.hooks or self.logs_emits:
             self.emit = emit  # type: ignore[method-assign]
         else:
             vars(self).pop("emit", None)
@@ -175,8 +178,9 @@ class _Emitter:
         destination's buffer) to the sampler (a C call when compiled), and count down from the
         next gap."""
         sampler: Sampler | None = self.sampler
-        if sampler is None:
-            return   # turned off meanwhile
+        if sampler is None:   # turned off meanwhile
+            self._countdown = _NEVER
+            return
         roots = None
         if tasks:
             tup = self._data[tasks[0]][-1]
@@ -291,15 +295,6 @@ class SpoutCollector(_Emitter):
              _to_task: int | None = None) -> list[int]:
         return self._emit(values, msg_id, stream, _to_task)
 
-    def sampled_emit(self, values: Any, msg_id: Any = None, stream: str = DEFAULT_STREAM, *,
-                     _to_task: int | None = None) -> list[int]:
-        # ``emit`` while sampling is on (see _Emitter.sample_with).
-        tasks = self._emit(values, msg_id, stream, _to_task)
-        self._countdown -= 1
-        if self._countdown <= 0:
-            self._sample(values, stream, tasks, msg_id)
-        return tasks
-
     @cython.locals(route=StreamRoute, data=list, ids=EdgeIds, root=cython.ulonglong,
                    edge=cython.ulonglong, xor=cython.ulonglong, info=StreamInfo,
                    root_key=object, t=cython.Py_ssize_t)
@@ -337,6 +332,9 @@ class SpoutCollector(_Emitter):
             self._pending.put_new(root_key, InFlight(msg_id, monotonic(), values))
         route.emitted += 1
         self.emits += 1
+        self._countdown -= 1   # tuple sampling: see _Emitter.sample_with
+        if self._countdown <= 0:
+            self._sample(values, stream, tasks, msg_id)
         return tasks
 
     def emit_direct(self, task: int, values: Any, msg_id: Any = None,
@@ -379,19 +377,6 @@ class BoltCollector(_Emitter):
              stream: str = DEFAULT_STREAM, *, _to_task: int | None = None) -> list[int]:
         return self._emit(values, anchors, stream, _to_task)
 
-    def sampled_emit(self, values: Any, anchors: Tuple | Iterable[Tuple] = (),
-                     stream: str = DEFAULT_STREAM, *, _to_task: int | None = None) -> list[int]:
-        # ``emit`` while sampling is on (see _Emitter.sample_with).
-        return self._sampled_emit(values, anchors, stream, _to_task)
-
-    def _sampled_emit(self, values: Any, anchors: Any, stream: str,
-                      _to_task: int | None) -> list[int]:
-        tasks = self._emit(values, anchors, stream, _to_task)
-        self._countdown -= 1
-        if self._countdown <= 0:
-            self._sample(values, stream, tasks, None)
-        return tasks
-
     @cython.locals(route=StreamRoute, data=list, anchor=Tuple, ids=EdgeIds, root=cython.ulonglong,
                    edge=cython.ulonglong, info=StreamInfo, t=cython.Py_ssize_t)
     def _emit(self, values: Any, anchors: Any, stream: str, _to_task: int | None) -> list[int]:
@@ -420,6 +405,9 @@ class BoltCollector(_Emitter):
                     anchor.ack_val ^= edge
                     data[t].append(tracked(values, info, src, root, edge))
                 route.emitted += 1
+                self._countdown -= 1   # tuple sampling: see _Emitter.sample_with
+                if self._countdown <= 0:
+                    self._sample(values, stream, tasks, None)
                 return tasks
             # An untracked parent has nothing to anchor to.
             anchors = (anchor,) if anchor.many is not None else None
@@ -431,6 +419,9 @@ class BoltCollector(_Emitter):
             for t in tasks:
                 data[t].append(untracked(values, info, src))
         route.emitted += 1
+        self._countdown -= 1
+        if self._countdown <= 0:
+            self._sample(values, stream, tasks, None)
         return tasks
 
     def emit_direct(self, task: int, values: Any, anchors: Tuple | Iterable[Tuple] = (),
@@ -555,8 +546,7 @@ class BasicCollector(BasicOutputCollector):
     """The ``BasicOutputCollector`` the runtime gives a basic bolt: its emits go straight into
     its ``BoltCollector``'s emit (a C call when compiled), so a basic bolt's emit costs what an
     explicitly anchoring bolt's does. (With ``topology.debug`` the runtime gives the plain
-    ``BasicOutputCollector`` instead, whose emits go through the logged ``emit``; while tuple
-    sampling is on, a ``SampledBasicCollector``.)"""
+    ``BasicOutputCollector`` instead, whose emits go through the logged ``emit``.)"""
 
     @cython.locals(bolt=BoltCollector)
     def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
@@ -567,18 +557,3 @@ class BasicCollector(BasicOutputCollector):
     def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         bolt = self._collector
         return bolt._emit(values, self.input, stream, task)
-
-
-class SampledBasicCollector(BasicOutputCollector):
-    """A basic bolt's collector while tuple sampling is on: ``BasicCollector`` through the
-    bolt collector's sampled emit (see _Emitter.sample_with)."""
-
-    @cython.locals(bolt=BoltCollector)
-    def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
-        bolt = self._collector
-        return bolt._sampled_emit(values, self.input, stream, None)
-
-    @cython.locals(bolt=BoltCollector)
-    def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
-        bolt = self._collector
-        return bolt._sampled_emit(values, self.input, stream, task)

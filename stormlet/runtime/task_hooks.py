@@ -1,6 +1,6 @@
 """Running a task's hooks (stormlet/hooks.py): the hooked paths the runtime swaps in when a
 task's first hook is added, so that a task without hooks runs its usual paths, with no check
-per tuple (as tuple sampling swaps ``emit`` for ``sampled_emit``: runtime/task_collectors.py).
+per tuple (as ``topology.debug`` swaps in a logged ``emit``: runtime/task_collectors.py).
 
 A hooked path is the usual one wrapped, each in an instance attribute that an attribute lookup
 finds before the class's method: the collector's ``emit`` (``_Emitter.hook_with``), a bolt
