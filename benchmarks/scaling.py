@@ -15,7 +15,10 @@ deactivated meanwhile.
 Prints per window: events/s of each and their ratio; the CPU per event of each (the CPU time of
 the workers, or of the one process, over the window, from /proc and getrusage, divided by the
 events summed); and the distributed overhead per event, the two workers' CPU per event minus
-the one process's: what going distributed costs on top of the work itself.
+the one process's: what going distributed costs on top of the work itself. With the cluster's
+figures go its context switches an event (every thread of both workers) and the loopback
+bytes and packets an event (the frames between the workers, plus whatever else on the machine
+used loopback meanwhile).
 
 ``--work`` is microseconds of user code an event (the enrichment as scaling_topology.py does it,
 timed here on one thread before the runs and rounded to whole rounds of its dial). ``--sweep``
@@ -176,17 +179,47 @@ class Cluster:
     def window(self, name: str, seconds: float) -> dict:
         pids = [beat["pid"] for beat in self.beats(name) if "pid" in beat]
         start_events, start_cpu = self.summed(name), cw.cpu_seconds(pids)
+        start_switches, start_lo = switches(pids), loopback()
         start = time.monotonic()
         time.sleep(seconds)
         events, elapsed = self.summed(name) - start_events, time.monotonic() - start
         cpu = cw.cpu_seconds(pids) - start_cpu
+        lo_bytes, lo_packets = (now - then for now, then in zip(loopback(), start_lo))
+        events = max(events, 1)
         metrics = [beat.get("metrics", {}) for beat in self.beats(name)]
-        return {"events_per_sec": events / elapsed, "cpu_us": cpu / max(events, 1) * 1e6,
-                "cores": cpu / elapsed,
+        return {"events_per_sec": events / elapsed, "cpu_us": cpu / events * 1e6,
+                "cores": cpu / elapsed, "switches": (switches(pids) - start_switches) / events,
+                "lo_bytes": lo_bytes / events, "lo_packets": lo_packets / events,
                 "p99_ms": [m["events"]["complete_latency_ms"]["p99"] for m in metrics
                            if "events" in m],
                 "failed": cw.total(metrics, "events", "failed"),
                 "cpus": [sorted(os.sched_getaffinity(pid)) for pid in pids]}
+
+
+def switches(pids: list[int]) -> int:
+    """Context switches of every thread of ``pids`` so far (each one the OS put to sleep or
+    took off its CPU: a transport's handover between threads shows here)."""
+    count = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                status = Path(f"/proc/{pid}/task/{task}/status").read_text()
+            except OSError:
+                continue
+            count += sum(int(line.split()[1]) for line in status.splitlines()
+                         if line.endswith(tuple("0123456789")) and "ctxt_switches" in line)
+    return count
+
+
+def loopback() -> tuple[int, int]:
+    """Bytes and packets sent on loopback so far, by every process on the machine (the two
+    workers' frames go this way; others' traffic is noise the run's other figures bound)."""
+    stats = Path("/sys/class/net/lo/statistics")
+    return (int((stats / "tx_bytes").read_text()), int((stats / "tx_packets").read_text()))
 
 
 def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: int) -> dict:
@@ -205,7 +238,9 @@ def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: i
         window = cluster.window(name, seconds)
         print(f"  two workers: {window['events_per_sec']:>9,.0f} events/s, "
               f"{window['cpu_us']:5.2f} µs CPU an event ({window['cores']:.2f} cores, CPUs "
-              f"{window['cpus']}, p99 {window['p99_ms']} ms, failed {window['failed']})",
+              f"{window['cpus']}, p99 {window['p99_ms']} ms, failed {window['failed']})\n"
+              f"               an event: {window['switches']:.3f} context switches, loopback "
+              f"{window['lo_bytes']:.0f} bytes in {window['lo_packets']:.3f} packets",
               flush=True)
         results.append(window)
     ratios, overheads = [], []
