@@ -150,8 +150,10 @@ class Cluster:
         cw.cli(*args, zk=self.zk, secret=[])
 
     def beats(self, name: str) -> list[dict]:
+        # A topology's id is its name, a time and a token (stormlet.cluster.names); a killed
+        # topology's beat may still be in its port's file when the next one starts.
         return [beat for beat in cw.heartbeats_of(self.heartbeats)
-                if beat.get("topology", name) == name]
+                if str(beat.get("topology_id", "")).rsplit("-", 2)[0] == name]
 
     def summed(self, name: str) -> int:
         return cw.total([beat.get("metrics", {}) for beat in self.beats(name)], "totals",
@@ -287,7 +289,7 @@ def main() -> None:
                         help="cluster windows a work level (default 2; 1 with --sweep)")
     parser.add_argument("--sweep", action="store_true",
                         help=f"user work {', '.join(f'{w:g}' for w in SWEEP_US)} µs; a chart")
-    parser.add_argument("--chart", type=Path, default=REPO / "docs" / "scaling.png",
+    parser.add_argument("--chart", type=Path, default=REPO / "docs" / "images" / "scaling.png",
                         help="where --sweep writes its chart")
     parser.add_argument("--one-process-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rounds-of-work", type=int, default=1, help=argparse.SUPPRESS)
@@ -304,6 +306,8 @@ def main() -> None:
           flush=True)
     points = []
     finished = False
+    # Stopped by a signal, still stop the cluster: its daemons run in sessions of their own.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"stopped; logs in {base}"))
     try:
         with Cluster(base).running() as cluster:
             for i, (rounds, cost) in enumerate(levels):
