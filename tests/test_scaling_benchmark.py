@@ -1,12 +1,10 @@
 """benchmarks/scaling_topology.py, the scaling benchmark's topology: its user work and its dial,
 and the topology itself in local mode (every event tracked and acked, each summed once)."""
 
-import importlib
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from support import imported_from, wait_until
 
 from stormlet import LocalCluster
 
@@ -15,16 +13,9 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 @pytest.fixture(scope="module")
 def topo():
-    """The topology module, imported from its folder, which leaves sys.path afterwards."""
-    path_before, modules_before = list(sys.path), set(sys.modules)
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        yield importlib.import_module("scaling_topology")
-    finally:
-        sys.path[:] = path_before
-        for name in set(sys.modules) - modules_before:
-            if (getattr(sys.modules[name], "__file__", None) or "").startswith(str(BENCHMARKS)):
-                del sys.modules[name]
+    """The topology module, imported from its folder (which leaves sys.path afterwards)."""
+    with imported_from(BENCHMARKS, "scaling_topology") as module:
+        yield module
 
 
 def test_the_dial_adds_work_and_keeps_the_event(topo):
@@ -42,10 +33,8 @@ def test_every_event_is_summed_once_and_acked(topo):
     with LocalCluster() as cluster:
         cluster.submit("scaling", {"topology.max.spout.pending": 200, topo.ROUNDS_KEY: 2},
                        topo.build(parallelism=1))
-        deadline = time.monotonic() + 30
-        while cluster.metrics("scaling")["events"]["acked"] < 2000:
-            assert time.monotonic() < deadline, cluster.metrics("scaling")
-            time.sleep(0.05)
+        wait_until(lambda: cluster.metrics("scaling")["events"]["acked"] >= 2000, 30,
+                   "2,000 events acked", interval=0.05)
         report = cluster.kill("scaling", wait_secs=5)
     metrics = report.metrics
     assert metrics["events"]["failed"] == 0
