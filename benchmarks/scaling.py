@@ -73,7 +73,7 @@ def rounds_for(work_us: float) -> tuple[int, float]:
     if work_us <= (work_cost(0) + work_cost(1)) / 2:
         return 0, work_cost(0)
     one = work_cost(1)
-    per_round = max((work_cost(11) - one) / 10, 1e-3)
+    per_round = max((work_cost(41) - one) / 40, 1e-3)
     rounds = max(1, round(1 + (work_us - one) / per_round))
     return rounds, work_cost(rounds)
 
@@ -299,7 +299,9 @@ def main() -> None:
     if args.one_process_run:
         print(json.dumps(_one_process_run(args.rounds_of_work, seconds)))
         return
-    levels = [rounds_for(work) for work in (SWEEP_US if args.sweep else [args.work])]
+    levels = list({rounds: (rounds, cost) for rounds, cost in
+                   (rounds_for(work) for work in (SWEEP_US if args.sweep else [args.work]))
+                   }.values())   # one run a dial setting: the smallest levels may share one
     base = Path(tempfile.mkdtemp(prefix="stormlet-scaling-"))
     print(f"scaling: click events, {windows} window(s) of {seconds:g}s a work level, each "
           f"between one-process runs; {build_mode.describe()}; load {os.getloadavg()[0]:.2f}",
