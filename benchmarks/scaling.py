@@ -2,7 +2,7 @@
 process, with a dial for the user work an event.
 
     python benchmarks/scaling.py [--work 6] [--seconds 8] [--rounds 2]
-    python benchmarks/scaling.py --sweep [--chart docs/images/scaling.png] [--seconds 6] [--rounds 1]
+    python benchmarks/scaling.py --sweep [--seconds 6] [--rounds 1] [--chart PATH]
 
 The topology (scaling_topology.py): JSON click events, each tracked, parsed and enriched
 (``json.loads``, a regular expression over the user agent, a hash of the URL) and summed per user
