@@ -15,10 +15,12 @@ deactivated meanwhile.
 Prints per window: events/s of each and their ratio; the CPU per event of each (the CPU time of
 the workers, or of the one process, over the window, from /proc and getrusage, divided by the
 events summed); and the distributed overhead per event, the two workers' CPU per event minus
-the one process's: what going distributed costs on top of the work itself. With the cluster's
-figures go its context switches an event (every thread of both workers) and the loopback
-bytes and packets an event (the frames between the workers, plus whatever else on the machine
-used loopback meanwhile).
+the one process's: what going distributed costs on top of the work itself; and 2 × the one
+process's CPU an event / the two workers', what two whole cores would give at those costs (the
+ratio of rates falls short of it where other work on the machine takes part of the cores).
+With the cluster's figures go its context switches an event (every thread of both workers) and
+the loopback bytes and packets an event (the frames between the workers, plus whatever else
+on the machine used loopback meanwhile).
 
 ``--work`` is microseconds of user code an event (the enrichment as scaling_topology.py does it,
 timed here on one thread before the runs and rounded to whole rounds of its dial). ``--sweep``
@@ -253,18 +255,25 @@ def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: i
         overheads.append(window["cpu_us"] - local_cpu)
         print(f"  window {i + 1}: {ratios[-1]:.2f}x one process; distributed overhead "
               f"{overheads[-1]:+.2f} µs CPU an event", flush=True)
+    cluster_cpu = statistics.median(w["cpu_us"] for w in results)
+    local_cpu = statistics.median(s["cpu_us"] for s in singles)
     return {"ratio": statistics.median(ratios), "overhead_us": statistics.median(overheads),
-            "cluster_cpu_us": statistics.median(w["cpu_us"] for w in results),
-            "local_cpu_us": statistics.median(s["cpu_us"] for s in singles)}
+            "cluster_cpu_us": cluster_cpu, "local_cpu_us": local_cpu,
+            # What two whole cores would give if each worker's CPU an event stayed as it is:
+            # steadier than the ratio of rates where other work takes part of the cores.
+            "two_core_ratio": 2 * local_cpu / cluster_cpu}
 
 
-def chart(points: list[tuple[float, float]], path: Path) -> None:
+def chart(points: list[tuple[float, float, float]], path: Path) -> None:
+    """Points of (user work µs, ratio of events/s, two-core ratio from CPU an event)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    xs, ys = zip(*points)
-    ax.plot(xs, ys, marker="o", label="two pinned workers / one process")
+    xs, ys, from_cpu = zip(*points)
+    ax.plot(xs, ys, marker="o", label="two pinned workers / one process, events/s")
+    ax.plot(xs, from_cpu, marker="s", linestyle="--",
+            label="2 × one process's CPU an event / two workers'")
     ax.axhline(2.0, color="grey", linestyle=":", label="2x (two cores)")
     ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
     ax.set_xscale("log")
@@ -318,8 +327,9 @@ def main() -> None:
                 cluster.submit(name, rounds)
                 result = compare(cluster, name, rounds, seconds, windows)
                 cluster.cli("kill", name, "--wait", "0")
-                points.append((cost, result["ratio"]))
-                print(f"  => {result['ratio']:.2f}x; CPU an event: one process "
+                points.append((cost, result["ratio"], result["two_core_ratio"]))
+                print(f"  => {result['ratio']:.2f}x ({result['two_core_ratio']:.2f}x on two "
+                      f"whole cores at these CPU costs); CPU an event: one process "
                       f"{result['local_cpu_us']:.2f} µs, two workers "
                       f"{result['cluster_cpu_us']:.2f} µs; distributed overhead "
                       f"{result['overhead_us']:+.2f} µs", flush=True)
