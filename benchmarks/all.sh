@@ -11,6 +11,8 @@ echo
 python benchmarks/cluster_wordcount.py
 python benchmarks/cluster_wordcount.py --secure
 python benchmarks/cluster_wordcount.py --no-crossing
+python benchmarks/scaling.py
+python benchmarks/scaling.py --work 24
 python benchmarks/blob_store.py
 python benchmarks/crossing.py
 python benchmarks/control_records.py

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 
 from stormlet import LocalCluster
 
@@ -30,3 +34,20 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+@contextmanager
+def imported_from(folder: Path, name: str, tree: Path | None = None) -> Iterator[ModuleType]:
+    """Module ``name`` imported from ``folder`` (a benchmark's, say); afterwards the folder
+    leaves sys.path and the modules imported meanwhile from under ``tree`` (default: the
+    folder) leave sys.modules, so that no other test imports them by their plain names."""
+    path_before, modules_before = list(sys.path), set(sys.modules)
+    sys.path.insert(0, str(folder))
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path[:] = path_before
+        for loaded in set(sys.modules) - modules_before:
+            if (getattr(sys.modules[loaded], "__file__", None) or "").startswith(
+                    str(tree or folder)):
+                del sys.modules[loaded]

@@ -1,10 +1,9 @@
 """benchmarks/peers/instructions.py's reading of the machine's caches and of callgrind's totals."""
 
-import importlib
-import sys
 from pathlib import Path
 
 import pytest
+from support import imported_from
 
 PEERS = Path(__file__).resolve().parent.parent / "benchmarks" / "peers"
 
@@ -14,16 +13,8 @@ def instructions():
     """The script as a module, imported from its folder; that folder's modules (runs.py,
     sentences.py, benchmarks/wordcount.py...) leave sys.modules and sys.path afterwards, so
     that no other test imports them by their plain names."""
-    path_before, modules_before = list(sys.path), set(sys.modules)
-    sys.path.insert(0, str(PEERS))
-    try:
-        yield importlib.import_module("instructions")
-    finally:
-        sys.path[:] = path_before
-        for name in set(sys.modules) - modules_before:
-            module_file = getattr(sys.modules[name], "__file__", None) or ""
-            if module_file.startswith(str(PEERS.parent)):
-                del sys.modules[name]
+    with imported_from(PEERS, "instructions", tree=PEERS.parent) as module:
+        yield module
 
 
 def describe(root: Path, index: int, level: int, kind: str, size: str, ways: int) -> None:

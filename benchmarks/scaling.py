@@ -1,0 +1,346 @@
+"""Scaling benchmark: realistic events on two pinned workers against the same topology in one
+process, with a dial for the user work an event.
+
+    python benchmarks/scaling.py [--work 6] [--seconds 8] [--rounds 2]
+    python benchmarks/scaling.py --sweep [--seconds 6] [--rounds 1] [--chart PATH]
+
+The topology (scaling_topology.py): JSON click events, each tracked, parsed and enriched
+(``json.loads``, a regular expression over the user agent, a hash of the URL) and summed per user
+under a fields grouping. It runs on a real one-machine cluster (ZooKeeper, nimbus, one supervisor
+with two slots, the two workers pinned one per core, as cluster_wordcount.py starts them) and,
+alternating with its windows, in one process (local mode, one task each, in a fresh process):
+``--rounds`` cluster windows, each between two one-process runs, the cluster's topology
+deactivated meanwhile.
+
+Prints per window: events/s of each and their ratio; the CPU per event of each (the CPU time of
+the workers, or of the one process, over the window, from /proc and getrusage, divided by the
+events summed); and the distributed overhead per event, the two workers' CPU per event minus
+the one process's: what going distributed costs on top of the work itself; and 2 × the one
+process's CPU an event / the two workers', what two whole cores would give at those costs (the
+ratio of rates falls short of it where other work on the machine takes part of the cores).
+With the cluster's figures go its context switches an event (every thread of both workers) and
+the loopback bytes and packets an event (the frames between the workers, plus whatever else
+on the machine used loopback meanwhile).
+
+``--work`` is microseconds of user code an event (the enrichment as scaling_topology.py does it,
+timed here on one thread before the runs and rounded to whole rounds of its dial). ``--sweep``
+runs user work from ~1 µs to ~50 µs and writes a PNG chart of the two-worker ratio against it
+(needs matplotlib: ``pip install .[bench]``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+import cluster_wordcount as cw  # noqa: E402
+import scaling_topology as topo  # noqa: E402
+from stormlet import LocalCluster, build_mode  # noqa: E402
+from zookeeper_server import free_port  # noqa: E402
+
+SWEEP_US = (1.0, 3.0, 6.0, 12.0, 25.0, 50.0)
+PENDING = 2000
+
+
+def work_cost(rounds: int, repeat: int = 9) -> float:
+    """Microseconds of ``enrich_event`` an event with ``rounds``, the best of ``repeat``."""
+    events = topo.make_events()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.thread_time()
+        for raw in events:
+            topo.enrich_event(raw, rounds)
+        best = min(best, (time.thread_time() - start) / len(events))
+    return best * 1e6
+
+
+def rounds_for(work_us: float) -> tuple[int, float]:
+    """The dial's rounds nearest ``work_us`` of user work an event, and their measured cost."""
+    if work_us <= (work_cost(0) + work_cost(1)) / 2:
+        return 0, work_cost(0)
+    one = work_cost(1)
+    per_round = max((work_cost(41) - one) / 40, 1e-3)
+    rounds = max(1, round(1 + (work_us - one) / per_round))
+    return rounds, work_cost(rounds)
+
+
+def one_process(rounds: int, seconds: float) -> dict:
+    """The topology in local mode in a fresh process: events/s and CPU µs an event."""
+    out = subprocess.run([sys.executable, str(Path(__file__)), "--one-process-run",
+                          "--rounds-of-work", str(rounds), "--seconds", str(seconds)],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+def _one_process_run(rounds: int, seconds: float) -> dict:
+    from stormlet.runtime.tuning import tune_for_streaming
+    tune_for_streaming()   # as `stormlet local` and workers do
+    conf = {"topology.max.spout.pending": PENDING, "topology.acker.executors": 1,
+            topo.ROUNDS_KEY: rounds}
+    with LocalCluster() as cluster:
+        cluster.submit("scaling", conf, topo.build(parallelism=1))
+        time.sleep(min(2.0, seconds / 3))
+
+        def summed() -> int:
+            return cluster.metrics("scaling")["totals"]["executed"]
+
+        start_events, start = summed(), time.monotonic()
+        start_cpu = _own_cpu()
+        time.sleep(seconds)
+        events, elapsed = summed() - start_events, time.monotonic() - start
+        cpu = _own_cpu() - start_cpu
+        cluster.kill("scaling", wait_secs=2)
+    return {"events_per_sec": events / elapsed, "cpu_us": cpu / events * 1e6,
+            "cores": cpu / elapsed}
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Cluster:
+    """ZooKeeper, nimbus and one supervisor with two slots (its workers pinned one per core),
+    started for the run and stopped after it."""
+
+    def __init__(self, base: Path):
+        self.base = base
+        self.zk = f"127.0.0.1:{free_port()}"
+        self.heartbeats = base / "s" / "heartbeats"
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Cluster]:
+        zk_port = self.zk.rsplit(":", 1)[1]
+        subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "start", "--port", zk_port,
+                        "--data-dir", str(self.base / "zk")], check=True,
+                       stdout=subprocess.DEVNULL)
+        slots = f"{free_port()},{free_port()}"
+        daemons = [
+            cw.stormlet("nimbus", "--zk", self.zk, "--port", str(free_port()), "--data-dir",
+                        str(self.base / "n"), log=self.base / "nimbus.log"),
+            cw.stormlet("supervisor", "--zk", self.zk, "--slots", slots, "--data-dir",
+                        str(self.base / "s"), log=self.base / "supervisor.log"),
+        ]
+        try:
+            time.sleep(2)
+            yield self
+        finally:
+            for daemon in daemons:
+                os.killpg(daemon.pid, signal.SIGTERM)
+            time.sleep(1)
+            cw.stop_workers(f"stormlet worker --zk {self.zk}")
+            subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "stop", "--data-dir",
+                            str(self.base / "zk")], stdout=subprocess.DEVNULL)
+
+    def cli(self, *args: str) -> None:
+        cw.cli(*args, zk=self.zk, secret=[])
+
+    def beats(self, name: str) -> list[dict]:
+        # A topology's id is its name, a time and a token (stormlet.cluster.names); a killed
+        # topology's beat may still be in its port's file when the next one starts.
+        return [beat for beat in cw.heartbeats_of(self.heartbeats)
+                if str(beat.get("topology_id", "")).rsplit("-", 2)[0] == name]
+
+    def summed(self, name: str) -> int:
+        return cw.total([beat.get("metrics", {}) for beat in self.beats(name)], "totals",
+                        "executed")
+
+    def submit(self, name: str, rounds: int) -> None:
+        self.cli("submit", str(HERE / "scaling_topology.py"), "--name", name, "-c",
+                 f"{topo.ROUNDS_KEY}={rounds}")
+        deadline = time.monotonic() + 60
+        while self.summed(name) == 0 or len(self.beats(name)) < 2:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"no events summed after 60 s; see the logs in {self.base}")
+            time.sleep(0.5)
+
+    def settle(self, name: str, seconds: float = 30.0) -> None:
+        """Wait until the workers sum no more events (spouts paused, in-flight done)."""
+        deadline, last = time.monotonic() + seconds, -1
+        while time.monotonic() < deadline:
+            now = self.summed(name)
+            if now == last:
+                return
+            last = now
+            time.sleep(1.5)
+
+    def window(self, name: str, seconds: float) -> dict:
+        pids = [beat["pid"] for beat in self.beats(name) if "pid" in beat]
+        start_events, start_cpu = self.summed(name), cw.cpu_seconds(pids)
+        start_switches, start_lo = switches(pids), loopback()
+        start = time.monotonic()
+        time.sleep(seconds)
+        events, elapsed = self.summed(name) - start_events, time.monotonic() - start
+        cpu = cw.cpu_seconds(pids) - start_cpu
+        lo_bytes, lo_packets = (now - then for now, then in zip(loopback(), start_lo))
+        events = max(events, 1)
+        metrics = [beat.get("metrics", {}) for beat in self.beats(name)]
+        return {"events_per_sec": events / elapsed, "cpu_us": cpu / events * 1e6,
+                "cores": cpu / elapsed, "switches": (switches(pids) - start_switches) / events,
+                "lo_bytes": lo_bytes / events, "lo_packets": lo_packets / events,
+                "p99_ms": [m["events"]["complete_latency_ms"]["p99"] for m in metrics
+                           if "events" in m],
+                "failed": cw.total(metrics, "events", "failed"),
+                "cpus": [sorted(os.sched_getaffinity(pid)) for pid in pids]}
+
+
+def switches(pids: list[int]) -> int:
+    """Context switches of every thread of ``pids`` so far (each one the OS put to sleep or
+    took off its CPU: a transport's handover between threads shows here)."""
+    count = 0
+    for pid in pids:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                status = Path(f"/proc/{pid}/task/{task}/status").read_text()
+            except OSError:
+                continue
+            count += sum(int(line.split()[1]) for line in status.splitlines()
+                         if line.endswith(tuple("0123456789")) and "ctxt_switches" in line)
+    return count
+
+
+def loopback() -> tuple[int, int]:
+    """Bytes and packets sent on loopback so far, by every process on the machine (the two
+    workers' frames go this way; others' traffic is noise the run's other figures bound)."""
+    stats = Path("/sys/class/net/lo/statistics")
+    return (int((stats / "tx_bytes").read_text()), int((stats / "tx_packets").read_text()))
+
+
+def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: int) -> dict:
+    """``windows`` cluster windows, each between one-process runs: the medians."""
+    singles, results = [], []
+    for i in range(windows + 1):
+        cluster.cli("deactivate", name)
+        cluster.settle(name)
+        singles.append(one_process(rounds, seconds))
+        print(f"  one process: {singles[-1]['events_per_sec']:>9,.0f} events/s, "
+              f"{singles[-1]['cpu_us']:5.2f} µs CPU an event", flush=True)
+        if i == windows:
+            break
+        cluster.cli("activate", name)
+        time.sleep(3)   # warm-up
+        window = cluster.window(name, seconds)
+        print(f"  two workers: {window['events_per_sec']:>9,.0f} events/s, "
+              f"{window['cpu_us']:5.2f} µs CPU an event ({window['cores']:.2f} cores, CPUs "
+              f"{window['cpus']}, p99 {window['p99_ms']} ms, failed {window['failed']})\n"
+              f"               an event: {window['switches']:.3f} context switches, loopback "
+              f"{window['lo_bytes']:.0f} bytes in {window['lo_packets']:.3f} packets",
+              flush=True)
+        results.append(window)
+    ratios, overheads = [], []
+    for i, window in enumerate(results):
+        local_rate = (singles[i]["events_per_sec"] + singles[i + 1]["events_per_sec"]) / 2
+        local_cpu = (singles[i]["cpu_us"] + singles[i + 1]["cpu_us"]) / 2
+        ratios.append(window["events_per_sec"] / local_rate)
+        overheads.append(window["cpu_us"] - local_cpu)
+        print(f"  window {i + 1}: {ratios[-1]:.2f}x one process; distributed overhead "
+              f"{overheads[-1]:+.2f} µs CPU an event", flush=True)
+    cluster_cpu = statistics.median(w["cpu_us"] for w in results)
+    local_cpu = statistics.median(s["cpu_us"] for s in singles)
+    return {"ratio": statistics.median(ratios), "overhead_us": statistics.median(overheads),
+            "cluster_cpu_us": cluster_cpu, "local_cpu_us": local_cpu,
+            # What two whole cores would give if each worker's CPU an event stayed as it is:
+            # steadier than the ratio of rates where other work takes part of the cores.
+            "two_core_ratio": 2 * local_cpu / cluster_cpu}
+
+
+def chart(points: list[tuple[float, float, float]], path: Path) -> None:
+    """Points of (user work µs, ratio of events/s, two-core ratio from CPU an event)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    xs, ys, from_cpu = zip(*points)
+    ax.plot(xs, ys, marker="o", label="two pinned workers / one process, events/s")
+    ax.plot(xs, from_cpu, marker="s", linestyle="--",
+            label="2 × one process's CPU an event / two workers'")
+    ax.axhline(2.0, color="grey", linestyle=":", label="2x (two cores)")
+    ax.axhline(1.0, color="grey", linestyle="--", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xticks([1, 2, 5, 10, 20, 50], labels=["1", "2", "5", "10", "20", "50"])
+    ax.minorticks_off()
+    ax.set_xlabel("user work an event (µs, one thread)")
+    ax.set_ylabel("events/s ratio")
+    ax.set_ylim(0, 2.2)
+    ax.set_title("JSON click events, fields grouping, every event tracked", fontsize=10)
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=float, default=6.0,
+                        help="microseconds of user work an event (default 6)")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="each window's length (default 8; 6 with --sweep)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="cluster windows a work level (default 2; 1 with --sweep)")
+    parser.add_argument("--sweep", action="store_true",
+                        help=f"user work {', '.join(f'{w:g}' for w in SWEEP_US)} µs; a chart")
+    parser.add_argument("--chart", type=Path, default=REPO / "docs" / "images" / "scaling.png",
+                        help="where --sweep writes its chart")
+    parser.add_argument("--one-process-run", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rounds-of-work", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    seconds = args.seconds or (6.0 if args.sweep else 8.0)
+    windows = args.rounds or (1 if args.sweep else 2)
+    if args.one_process_run:
+        print(json.dumps(_one_process_run(args.rounds_of_work, seconds)))
+        return
+    levels = list({rounds: (rounds, cost) for rounds, cost in
+                   (rounds_for(work) for work in (SWEEP_US if args.sweep else [args.work]))
+                   }.values())   # one run a dial setting: the smallest levels may share one
+    base = Path(tempfile.mkdtemp(prefix="stormlet-scaling-"))
+    print(f"scaling: click events, {windows} window(s) of {seconds:g}s a work level, each "
+          f"between one-process runs; {build_mode.describe()}; load {os.getloadavg()[0]:.2f}",
+          flush=True)
+    points = []
+    finished = False
+    # Stopped by a signal, still stop the cluster: its daemons run in sessions of their own.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"stopped; logs in {base}"))
+    try:
+        with Cluster(base).running() as cluster:
+            for i, (rounds, cost) in enumerate(levels):
+                name = f"scaling{i}"
+                print(f"user work {cost:.1f} µs an event (rounds {rounds}):", flush=True)
+                cluster.submit(name, rounds)
+                result = compare(cluster, name, rounds, seconds, windows)
+                cluster.cli("kill", name, "--wait", "0")
+                points.append((cost, result["ratio"], result["two_core_ratio"]))
+                print(f"  => {result['ratio']:.2f}x ({result['two_core_ratio']:.2f}x on two "
+                      f"whole cores at these CPU costs); CPU an event: one process "
+                      f"{result['local_cpu_us']:.2f} µs, two workers "
+                      f"{result['cluster_cpu_us']:.2f} µs; distributed overhead "
+                      f"{result['overhead_us']:+.2f} µs", flush=True)
+        if args.sweep:
+            chart(points, args.chart)
+            print(f"chart: {args.chart}")
+        finished = True
+    finally:
+        if finished:   # else keep the logs the error points to
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
