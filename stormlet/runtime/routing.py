@@ -92,8 +92,10 @@ def check_direct_task(component_id: str, route: Any, task: int) -> list[int]:
 
 
 def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tasks: set[int],
-                 context: Any, rng: random.Random) -> tuple[dict[str, StreamRoute], list[int]]:
-    """Routes for each stream ``task`` may emit on, and every task it may send tuples to."""
+                 context: Any, rng: random.Random, load_aware: bool = False,
+                 ) -> tuple[dict[str, StreamRoute], list[int]]:
+    """Routes for each stream ``task`` may emit on, and every task it may send tuples to.
+    ``load_aware``: shuffle groupings are load-aware (``groupings.make_chooser``)."""
     topology = layout.topology
     spec = topology.components[component_id]
     routes: dict[str, StreamRoute] = {}
@@ -109,7 +111,8 @@ def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tas
                 continue
             route.choosers.append(g.make_chooser(
                 grouping, list(declaration.fields), tasks, source_task=task,
-                local_tasks=local_tasks, context=context, stream=stream, rng=rng))
+                local_tasks=local_tasks, context=context, stream=stream, rng=rng,
+                load_aware=load_aware))
         route.seal()
         routes[stream] = route
     return routes, sorted(reachable)
