@@ -512,9 +512,10 @@ class TopologyRuntime:
     # errors, in_flight, activate and deactivate. start, stop, add_executors and
     # remove_executors hold ``_lock``, so they run one at a time. What they change that others
     # read is replaced whole, never changed in place: ``executors``, ``metrics``,
-    # ``_placement``, ``local_tasks``, ``_ticks``, the watchdog's lists, a cycle gate's
-    # inboxes; a reader takes one reference and sees all of before or all of after. The
-    # metrics, the placement and the windows change together under ``_windows_lock``, which
+    # ``_placement``, ``local_tasks``, ``_ticks``, the watchdog's lists, the load-aware
+    # balancers, a cycle gate's inboxes; a reader takes one reference and sees all of before
+    # or all of after. The metrics, the placement and the windows change together under
+    # ``_windows_lock``, which
     # metrics_snapshot and sample_windows hold while they read them. ``routes`` is the one list
     # changed in place, a slot per task (one assignment, atomic), which every Transfer reads
     # afresh at each flush; and a sender's ``entry_gates`` dict gets a key set or removed (one
@@ -763,6 +764,9 @@ class TopologyRuntime:
     def _weigh_safely(self, now: float) -> None:
         """The load-aware shuffles' look at the inboxes and refresh, where due, on the tick
         thread (as _sample_safely: an error is logged once per kind, and ticks go on)."""
+        due = self.load_awareness.due()
+        if due is None or now < due:
+            return
         try:
             placement = self._placement
             self.load_awareness.tick(now, self.routes,
