@@ -152,6 +152,29 @@ def measure_window(heartbeats: Path, seconds: float) -> dict:
             "failed": total(metrics, "sentences", "failed")}
 
 
+def crossing_reports(zk: str) -> dict[int, tuple[float, int]]:
+    """Each worker's newest report to nimbus: port -> (when, tuples it sent other workers)."""
+    from stormlet.cluster import rpc
+    from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
+    client = connect(zk)
+    try:
+        leader = rpc_address(ClusterState(client).leader())
+    finally:
+        client.stop()
+        client.close()
+    return {s["worker"]["port"]: (s["time"], s["worker"].get("tuples_sent", 0))
+            for s in rpc.call(leader, "metrics", timeout=5, name="bench") if not s.get("retired")}
+
+
+def crossing_rate(before: dict, after: dict) -> float:
+    """Tuples a second sent between the workers, from two sets of their reports."""
+    rate = 0.0
+    for port, (when, sent) in after.items():
+        if port in before and when > before[port][0]:
+            rate += (sent - before[port][1]) / (when - before[port][0])
+    return rate
+
+
 def per_cpu_second(run: dict) -> float:
     return run["words_per_sec"] / run["cpu_cores"] if run["cpu_cores"] else float("nan")
 
@@ -235,12 +258,16 @@ def main() -> None:
                 break
             cli("activate", "bench", zk=zk, secret=secret)
             time.sleep(3)  # warm-up
+            reports = crossing_reports(zk)
             window = measure_window(heartbeats, args.seconds)
+            window["crossing"] = crossing_rate(reports, crossing_reports(zk))
             windows.append(window)
             print(f"cluster:      {window['words_per_sec']:>10,.0f} words/s, "
                   f"{per_cpu_second(window):>10,.0f} per CPU-second "
                   f"(the two workers used {window['cpu_cores']:.2f} cores; failed since the "
-                  f"start: {window['failed']})", flush=True)
+                  f"start: {window['failed']}); {window['crossing']:,.0f} tuples/s crossed "
+                  f"between the workers ({window['crossing'] / window['words_per_sec']:.2f} a "
+                  f"word)", flush=True)
             for i, latency in enumerate(window["latencies"]):
                 print(f"  spout in worker {i + 1}: complete latency since the start: p50 "
                       f"{latency['p50']} ms, p99 {latency['p99']} ms")

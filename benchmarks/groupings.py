@@ -3,10 +3,10 @@ makes (``StreamRoute.tasks_for``), on one thread.
 
     python benchmarks/groupings.py [--tuples 200000] [--runs 7]
 
-For each grouping onto 2 and 8 tasks, prints the median of ``--runs`` runs in ns a tuple,
-the Python loop that calls it included (the first row, a route that names one task without a
-call, is about that loop's cost). A word count routes every word once, so a grouping's cost
-here is paid by every tuple that takes that edge.
+For each grouping onto 2 and 8 tasks (shuffles plain and load-aware), prints the median of
+``--runs`` runs in ns a tuple, the Python loop that calls it included (the first row, a route
+that names one task without a call, is about that loop's cost). A word count routes every word
+once, so a grouping's cost here is paid by every tuple that takes that edge.
 """
 
 from __future__ import annotations
@@ -18,20 +18,29 @@ import time
 
 from stormlet.runtime import build_mode
 from stormlet import groupings as g
+from stormlet.runtime.load_aware import WORKER_LOCAL, Balancer
 from stormlet.runtime.routing import StreamRoute
 from stormlet.tuples import StreamInfo
 
 FIELDS = ["word", "n"]
 ROWS = [(g.GLOBAL, ()), (g.SHUFFLE, ()), (g.LOCAL_OR_SHUFFLE, ()), (g.FIELDS, ("word",)),
         (g.FIELDS, ("word", "n")), (g.PARTIAL_KEY, ("word",)), (g.ALL, ())]
+# Load-aware shuffle (the default on a cluster and in local mode), its ring as the runtime
+# makes it once a second with every task unloaded: rows of their own.
+LOAD_AWARE = (g.SHUFFLE, g.LOCAL_OR_SHUFFLE)
 
 
-def route_for(kind: str, fields: tuple[str, ...], tasks: int) -> StreamRoute:
+def route_for(kind: str, fields: tuple[str, ...], tasks: int,
+              load_aware: bool = False) -> StreamRoute:
     route = StreamRoute(StreamInfo("split", "default", FIELDS), direct=False)
     # Local-or-shuffle with every target task in this worker: a shuffle among them.
     route.choosers.append(g.make_chooser(g.Grouping(kind, fields), FIELDS, list(range(tasks)),
                                          source_task=100, local_tasks=set(range(tasks)),
-                                         rng=random.Random(1)))
+                                         rng=random.Random(1), load_aware=load_aware))
+    if load_aware:
+        (chooser,) = route.choosers
+        Balancer(chooser, 0.8, 0.2, random.Random(1)).refresh(
+            dict.fromkeys(range(tasks), WORKER_LOCAL), lambda task: 0.0)
     route.seal()
     return route
 
@@ -57,11 +66,15 @@ def main() -> None:
     values = [[words[i % 1000], i] for i in range(args.tuples)]
     print(f"routing one emit, ns a tuple (median of {args.runs} runs of {args.tuples:,} tuples, "
           f"the calling loop included); {build_mode.describe()}")
-    print(f"{'grouping':<24}{'2 tasks':>10}{'8 tasks':>10}")
+    print(f"{'grouping':<30}{'2 tasks':>10}{'8 tasks':>10}")
     for kind, fields in ROWS:
         name = kind + (f"({', '.join(fields)})" if fields else "")
         figures = [ns_a_tuple(route_for(kind, fields, n), values, args.runs) for n in (2, 8)]
-        print(f"{name:<24}" + "".join(f"{f:>10.0f}" for f in figures))
+        print(f"{name:<30}" + "".join(f"{f:>10.0f}" for f in figures))
+        if kind in LOAD_AWARE:
+            figures = [ns_a_tuple(route_for(kind, fields, n, True), values, args.runs)
+                       for n in (2, 8)]
+            print(f"{name + ' load-aware':<30}" + "".join(f"{f:>10.0f}" for f in figures))
 
 
 if __name__ == "__main__":

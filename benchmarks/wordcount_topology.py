@@ -11,10 +11,17 @@ from stormlet import TopologyBuilder
 from wordcount import CountBolt, SentenceSpout, SplitBolt
 
 
-def build(crossing: bool = True):
+def build(crossing: bool = True, shuffle: bool = False):
+    """``shuffle``: the splitters take sentences by shuffle, not local-or-shuffle (as a
+    topology ported from Storm would): load-aware, they stay in the worker as local-or-shuffle
+    does; plain (topology.disable.loadaware.messaging), half the sentences cross."""
     builder = TopologyBuilder()
     builder.set_spout("sentences", SentenceSpout(tracked=True), parallelism=2)
-    builder.set_bolt("split", SplitBolt(), parallelism=2).local_or_shuffle_grouping("sentences")
+    split = builder.set_bolt("split", SplitBolt(), parallelism=2)
+    if shuffle:
+        split.shuffle_grouping("sentences")
+    else:
+        split.local_or_shuffle_grouping("sentences")
     count = builder.set_bolt("count", CountBolt(), parallelism=2)
     if crossing:
         count.fields_grouping("split", ["word"])

@@ -33,6 +33,9 @@ TOPOLOGY_HANG_WARNING_SECS = "topology.hang.warning.secs"
 TOPOLOGY_SPOUT_DEAD_LETTER_ATTEMPTS = "topology.spout.dead.letter.attempts"
 TOPOLOGY_ERROR_THROTTLE_INTERVAL_SECS = "topology.error.throttle.interval.secs"
 TOPOLOGY_MAX_ERROR_REPORT_PER_INTERVAL = "topology.max.error.report.per.interval"
+TOPOLOGY_DISABLE_LOADAWARE_MESSAGING = "topology.disable.loadaware.messaging"
+TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND = "topology.localityaware.higher.bound"
+TOPOLOGY_LOCALITYAWARE_LOWER_BOUND = "topology.localityaware.lower.bound"
 STORMLET_TOPOLOGY_ID = "stormlet.topology.id"
 STORMLET_ZOOKEEPER_CONNECT = "stormlet.zookeeper.connect"
 STORMLET_ZOOKEEPER_ROOT = "stormlet.zookeeper.root"
@@ -355,6 +358,23 @@ DEFAULTS: dict[str, Setting] = {
         "hands it over after the batch it is executing, a spout's burst of next_tuple calls "
         "ends once it emitted this many",
         number(1, whole="tuples", none_means="for no bound")),
+    TOPOLOGY_DISABLE_LOADAWARE_MESSAGING: Setting(
+        False,
+        "true: shuffle and local-or-shuffle groupings pick tasks evenly, wherever they run; "
+        "false: load-aware, preferring the tasks in the sender's worker, then its host, "
+        "weighted by their load (stormlet/runtime/load_aware.py)",
+        flag),
+    TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND: Setting(
+        0.8,
+        "load-aware shuffle widens to the next scope (worker, host, every task) when the mean "
+        "load of the tasks in its scope passes this (a load: the fraction of an inbox's "
+        "capacity held, averaged over a second)",
+        number(0, above=True)),
+    TOPOLOGY_LOCALITYAWARE_LOWER_BOUND: Setting(
+        0.2,
+        "load-aware shuffle narrows back to the next smaller scope when the mean load of that "
+        "scope's tasks falls below this",
+        number(0, above=True)),
     TOPOLOGY_SPOUT_WAIT_MS: Setting(
         1.0,
         "how long a spout that emitted nothing waits for acks before calling next_tuple again",

@@ -40,6 +40,14 @@ cdef class ShuffleChooser(PerTupleChooser):
     @cython.locals(x=cython.ulonglong)
     cdef unsigned long long _next_random(self)
 
+cdef class LoadAwareChooser(PerTupleChooser):
+    cdef public list singles
+    cdef public list ring
+    cdef Py_ssize_t position
+    @cython.locals(ring=list, position=Py_ssize_t)
+    cpdef list choose(self, list values)
+    cpdef use(self, list ring)
+
 cdef class FieldsChooser(PerTupleChooser):
     cdef list indexes
     cdef list singles

@@ -158,10 +158,16 @@ def make_chooser(
     stream: str = "default",
     rng: random.Random | None = None,
     registry: Any = None,
+    load_aware: bool = False,
 ) -> Chooser | None:
     """The routing function for one (source task, stream, target component); None for direct.
     ``registry``: the topology's types (``serializers.Registry``), which fields and partial-key
-    groupings hash; None: the default types."""
+    groupings hash; None: the default types.
+
+    ``load_aware`` (Storm's default, unless ``topology.disable.loadaware.messaging``): a
+    shuffle or local-or-shuffle grouping onto several tasks is a ``LoadAwareChooser``, which
+    starts with the tasks in ``local_tasks`` (if any) and whose choice the runtime then weighs
+    by the tasks' load and place (runtime/load_aware.py)."""
     rng = rng or random.Random()
     registry = registry if registry is not None else DEFAULT_REGISTRY
     tasks = sorted(target_tasks)
@@ -186,7 +192,11 @@ def make_chooser(
         return lambda values: custom.choose_tasks(source_task, values)
     if kind == LOCAL_OR_SHUFFLE:
         local = [single for single in singles if single[0] in local_tasks]
+        if load_aware and len(local or singles) > 1:
+            return LoadAwareChooser(local or singles, local_tasks, rng)
         return _shuffle_chooser(local or singles, rng)
+    if kind == SHUFFLE and load_aware and len(singles) > 1:
+        return LoadAwareChooser(singles, local_tasks, rng)
     if kind in (SHUFFLE, NONE):
         return _shuffle_chooser(singles, rng)
     raise ValueError(f"unknown grouping kind {kind!r}")
@@ -244,6 +254,38 @@ class ShuffleChooser(PerTupleChooser):
         x ^= x >> 27
         self.state = x
         return ((x * XORSHIFT_MULTIPLIER) & MASK64) >> 32
+
+
+class LoadAwareChooser(PerTupleChooser):
+    """The per-tuple half of Storm's LoadAwareShuffleGrouping: walk a ring of the targets
+    round-robin. The ring holds each target as often as its weight says (the tasks of the
+    current locality scope, the less loaded more often, in a shuffled order); the runtime makes
+    a new one from the tasks' loads every second (``runtime/load_aware.py``'s ``Balancer``)
+    and hands it over with ``use``. So a tuple costs an index and a compare, no weighing.
+
+    Until the first ring comes, the ring is the targets in ``local_tasks`` (every target if
+    none is), shuffled once: Storm's start, its worker-local scope with every weight equal."""
+
+    def __init__(self, singles: list[list[int]], local_tasks: set[int] | frozenset[int],
+                 rng: random.Random):
+        self.singles = singles   # every target as a one-task list, in task order
+        ring = [single for single in singles if single[0] in local_tasks] or list(singles)
+        rng.shuffle(ring)
+        self.ring = ring
+        self.position = 0
+
+    def choose(self, values: list[Any]) -> list[int]:
+        ring = self.ring   # one read: a new ring may be handed over meanwhile
+        position = self.position
+        if position >= len(ring):
+            position = 0
+        self.position = position + 1
+        return ring[position]
+
+    def use(self, ring: list[list[int]]) -> None:
+        """Walk ``ring`` from now on (lists from ``singles``; not changed after). Safe from
+        another thread: the executor's next ``choose`` takes it whole."""
+        self.ring = ring
 
 
 def _field_indexes(fields: tuple[str, ...], source_fields: list[str]) -> list[int]:

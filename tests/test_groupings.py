@@ -23,7 +23,9 @@ from stormlet.groupings import Grouping, make_chooser, stable_hash
 from stormlet.runtime.routing import StreamRoute
 from stormlet.tuples import StreamInfo
 
-CONF = {"topology.message.timeout.secs": 10}
+# Plain shuffle, whose evenness these tests pin: a load-aware one (the default) weighs tasks by
+# their load, and has its own tests (test_load_aware.py).
+CONF = {"topology.message.timeout.secs": 10, "topology.disable.loadaware.messaging": True}
 WAIT = 15
 
 

@@ -144,6 +144,9 @@ class Sender(threading.Thread):
         self.paused = PausedTasks()   # remote tasks whose workers asked us to hold their data
         self.frames_sent = 0
         self.messages_dropped = 0
+        # Data tuples handed over for other workers (counted by the executors' threads, a
+        # batch at a time): what crosses between workers.
+        self.tuples_sent = 0
 
     def route(self, address: str) -> RemoteRoute:
         return RemoteRoute(self, address)
@@ -344,11 +347,20 @@ class Sender(threading.Thread):
 class RemoteRoute:
     """Looks like a local inbox to a Transfer; sends to a task in another worker."""
 
-    __slots__ = ("sender", "address")
+    __slots__ = ("sender", "address", "host")
 
     def __init__(self, sender: Sender, address: str):
         self.sender = sender
         self.address = address
+        # The worker's host, for load-aware shuffle's scopes (runtime/load_aware.py).
+        self.host = address.removeprefix("tcp://").rsplit(":", 1)[0]
+
+    def load(self, task: int) -> float:
+        """``task``'s load as seen from here, 0 to 1 (load-aware shuffle's): 1 while its
+        worker asks for its data to be held, else how full the send queue is."""
+        if self.sender.paused.paused(task):
+            return 1.0
+        return min(1.0, self.sender.queue.qsize() / SEND_QUEUE_LIMIT)
 
     def put(self, message: tuple) -> None:
         self.sender.queue.put((self.address, message))
@@ -370,6 +382,7 @@ class RemoteRoute:
                   else wait_for_room(self.accepting, dest, stopping))
         self.sender.queue.put((self.address,
                                (kind, dest, src, encode_data(tuples, self.sender.registry))))
+        self.sender.tuples_sent += len(tuples)
         return waited
 
 

@@ -217,7 +217,8 @@ class Worker:
         if self.state_dir is not None and not conf.get(cfg.STORMLET_STATE_DIR):
             conf[cfg.STORMLET_STATE_DIR] = str(self.state_dir)
         self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
-                                       remote_routes=self._remote_routes(assignment))
+                                       remote_routes=self._remote_routes(assignment),
+                                       host=self.host)
         self.sender.registry = self.runtime.registry
         overload = OverloadWatch(self.runtime.routes, self._peers,
                                  lambda address, message: self.sender.queue.put((address, message)))
@@ -277,6 +278,7 @@ class Worker:
         snapshot = self.runtime.metrics_snapshot(self.host, self.port)
         snapshot["worker"]["frames_rejected"] = self.receiver.frames_rejected
         snapshot["worker"]["frames_fenced"] = self.receiver.frames_fenced
+        snapshot["worker"]["tuples_sent"] = self.sender.tuples_sent
         snapshot["worker"]["peers_unreachable"] = sorted(
             address.removeprefix("tcp://") for address in self.sender.unreachable())
         samples = self.live_settings.reported_samples()   # nimbus's `samples` reads them

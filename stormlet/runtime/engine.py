@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import config as cfg
+from ..groupings import LoadAwareChooser
 from ..context import TopologyContext
 from .numbering import TopologyLayout
 from ..serializers import registry_for
@@ -48,6 +49,7 @@ from .task_errors import ErrorRecord, TaskErrors
 from .executor import Executor, TaskBase
 from .threads import Guard, OwnThread, SharedThread
 from .inbox import CycleGate, Inbox
+from .load_aware import LoadAwareness
 from .metrics import TaskMetrics, summarize, window_stats
 from .routing import build_routes
 from .spout_executor import SpoutExecutor, SpoutTask
@@ -114,11 +116,14 @@ class _Tick:
 class TopologyRuntime:
     """Runs ``plan`` (default: every executor) here; tasks not in the plan are reached through
     ``remote_routes`` (task -> Route), which a worker can replace while running. With
-    ``executor_cpu``, every executor thread runs on that CPU alone (see cpu_affinity.py)."""
+    ``executor_cpu``, every executor thread runs on that CPU alone (see cpu_affinity.py).
+    ``host``: where this runs, as routes to other workers name their hosts (load-aware
+    shuffle prefers tasks on the same host: load_aware.py)."""
 
     def __init__(self, name: str, topology: Topology, conf: dict[str, Any],
                  plan: list[tuple[str, list[int]]] | None = None,
-                 remote_routes: dict[int, Any] | None = None, executor_cpu: int | None = None):
+                 remote_routes: dict[int, Any] | None = None, executor_cpu: int | None = None,
+                 host: str | None = None):
         self.name = name
         self.executor_cpu = executor_cpu   # the one CPU every executor runs on (None: any)
         self.topology = topology
@@ -154,6 +159,10 @@ class TopologyRuntime:
         self._activated = False
         self._checkpoints_activated = False
         self._ticks: list[_Tick] = []
+        # The load-aware shuffles' balancers, refreshed on the tick thread (load_aware.py).
+        self.load_awareness = LoadAwareness(
+            float(self.conf[cfg.TOPOLOGY_LOCALITYAWARE_HIGHER_BOUND]),
+            float(self.conf[cfg.TOPOLOGY_LOCALITYAWARE_LOWER_BOUND]), host)
         self._ticks_changed = threading.Event()   # wakes the tick thread: new ticks, or a stop
         self._runner_count = 0   # shared threads started by add_executors, for their names
         self._ticker: threading.Thread | None = None
@@ -277,8 +286,12 @@ class TopologyRuntime:
         metrics = self._task_metrics(spec.id, task, conf, list(spec.streams))
         context = TopologyContext(layout, task, conf, metrics.user)
         rng = random.Random(os.urandom(16))
-        routes, targets = build_routes(layout, spec.id, task, local_tasks, context, rng,
-                                       self.registry)
+        routes, targets = build_routes(
+            layout, spec.id, task, local_tasks, context, rng, self.registry,
+            load_aware=not conf[cfg.TOPOLOGY_DISABLE_LOADAWARE_MESSAGING])
+        self.load_awareness.add(task, [chooser for route in routes.values()
+                                       for chooser in route.choosers
+                                       if isinstance(chooser, LoadAwareChooser)])
         feedback = [t for cid in self.topology.feeding_back(spec.id)
                     for t in layout.component_tasks[cid]]
         cycle = self.topology.cycle_of(spec.id)
@@ -419,7 +432,10 @@ class TopologyRuntime:
             if now >= next_sample:
                 next_sample = now + SAMPLE_SECS
                 self._sample_safely(now)
-            wake = min([next_sample] + [tick.due for tick in schedule])
+            self._weigh_safely(now)
+            balance = self.load_awareness.due()
+            wake = min([next_sample] + [tick.due for tick in schedule]
+                       + ([balance] if balance is not None else []))
             self._ticks_changed.wait(max(0.0, wake - time.monotonic()))
 
     def stop(self, wait_secs: float | None = None) -> None:
@@ -501,9 +517,10 @@ class TopologyRuntime:
     # errors, in_flight, activate and deactivate. start, stop, add_executors and
     # remove_executors hold ``_lock``, so they run one at a time. What they change that others
     # read is replaced whole, never changed in place: ``executors``, ``metrics``,
-    # ``_placement``, ``local_tasks``, ``_ticks``, the watchdog's lists, a cycle gate's
-    # inboxes; a reader takes one reference and sees all of before or all of after. The
-    # metrics, the placement and the windows change together under ``_windows_lock``, which
+    # ``_placement``, ``local_tasks``, ``_ticks``, the watchdog's lists, the load-aware
+    # balancers, a cycle gate's inboxes; a reader takes one reference and sees all of before
+    # or all of after. The metrics, the placement and the windows change together under
+    # ``_windows_lock``, which
     # metrics_snapshot and sample_windows hold while they read them. ``routes`` is the one list
     # changed in place, a slot per task (one assignment, atomic), which every Transfer reads
     # afresh at each flush; and a sender's ``entry_gates`` dict gets a key set or removed (one
@@ -695,6 +712,7 @@ class TopologyRuntime:
         ``executors`` and ``local_tasks``: their tasks leave every other record here, after a
         last flush of their error summaries."""
         gone = {task.task_id for executor in executors for task in executor.tasks}
+        self.load_awareness.drop(gone)
         with self._windows_lock:
             self.metrics = [m for m in self.metrics if m.task not in gone]
             self._placement = {t: p for t, p in self._placement.items() if t not in gone}
@@ -747,6 +765,23 @@ class TopologyRuntime:
 
     def summary(self) -> dict[str, dict]:
         return summarize(self.metrics)
+
+    def _weigh_safely(self, now: float) -> None:
+        """The load-aware shuffles' look at the inboxes and refresh, where due, on the tick
+        thread (as _sample_safely: an error is logged once per kind, and ticks go on)."""
+        due = self.load_awareness.due()
+        if due is None or now < due:
+            return
+        try:
+            placement = self._placement
+            self.load_awareness.tick(now, self.routes,
+                                     {task: place[1] for task, place in placement.items()})
+        except Exception as exc:
+            kind = f"load-aware {type(exc).__name__}"
+            if kind not in self._sample_errors:
+                self._sample_errors.add(kind)
+                log.exception("topology %s: refreshing the load-aware shuffles failed (%s is "
+                              "logged once; they keep their last weights)", self.name, kind)
 
     def sample_windows(self, now: float) -> None:
         """Give every task's rolling windows a sample, where one is due (``now``: monotonic)."""

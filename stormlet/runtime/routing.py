@@ -93,10 +93,12 @@ def check_direct_task(component_id: str, route: Any, task: int) -> list[int]:
 
 def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tasks: set[int],
                  context: Any, rng: random.Random, registry: Any = None,
+                 load_aware: bool = False,
                  ) -> tuple[dict[str, StreamRoute], list[int]]:
     """Routes for each stream ``task`` may emit on, and every task it may send tuples to;
     ``registry``: the topology's types (serializers.py), which the check at emit allows and
-    fields groupings hash."""
+    fields groupings hash; ``load_aware``: shuffle groupings are load-aware
+    (``groupings.make_chooser``)."""
     topology = layout.topology
     spec = topology.components[component_id]
     routes: dict[str, StreamRoute] = {}
@@ -113,7 +115,7 @@ def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tas
             route.choosers.append(g.make_chooser(
                 grouping, list(declaration.fields), tasks, source_task=task,
                 local_tasks=local_tasks, context=context, stream=stream, rng=rng,
-                registry=registry))
+                registry=registry, load_aware=load_aware))
         route.seal()
         routes[stream] = route
     return routes, sorted(reachable)
