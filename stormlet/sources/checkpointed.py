@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 from ..state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, COMMITTED, PREPARING
-from ..state.exactly import EPOCH, FAILED, PROGRESS_KEY, positions_key, read
-from ..state.providers import namespace, open_state, open_store
+from ..state.exactly import EPOCH, FAILED, PROGRESS_KEY, open_reader, positions_key, read
+from ..state.providers import namespace, open_state
 
 log = logging.getLogger(__name__)
 
@@ -39,11 +39,12 @@ class CheckpointFollower:
         topology = context.topology_name
         self.spout = spout
         self.name = f"{context.component_id}:{context.task_id}"
-        self.progress = open_store(conf, topology, namespace(topology, CHECKPOINT_COMPONENT))
+        self.progress = open_reader(conf, topology, namespace(topology, CHECKPOINT_COMPONENT))
         self.own = open_state(conf, topology,
                               namespace(topology, context.component_id, context.task_id))
         # Every task of the component: a partition's positions are where its last owner left.
-        self.siblings = [open_store(conf, topology, namespace(topology, context.component_id, t))
+        self.siblings = [open_reader(conf, topology,
+                                     namespace(topology, context.component_id, t))
                          for t in context.get_component_tasks(context.component_id)]
         self.epoch = 0            # none yet: nothing is emitted before the first one is read
         self.reported = -1        # the last txid whose positions this task saved, this epoch

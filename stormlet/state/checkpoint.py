@@ -35,7 +35,7 @@ from ..fail_reason import FailReason
 from . import exactly
 from .exactly import FAILED, PROGRESS_KEY, positions_key
 from .key_value import KeyValueState
-from .providers import namespace, open_state, open_store
+from .providers import namespace, open_state
 
 if TYPE_CHECKING:
     from ..collectors import SpoutOutputCollector
@@ -111,8 +111,8 @@ class CheckpointSpout(Spout):
         self.reporters = []
         if self.exactly:
             # Each offset spout task's namespace, where it saves its positions.
-            self.reporters = [open_store(conf, context.topology_name,
-                                         namespace(context.topology_name, source, task))
+            self.reporters = [exactly.open_reader(conf, context.topology_name,
+                                                  namespace(context.topology_name, source, task))
                               for source in self.position_sources
                               for task in context.get_component_tasks(source)]
         self.waiting_since: float | None = None

@@ -46,10 +46,10 @@ What the mode cannot protect is refused at submit (``problems``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from .. import config as cfg
-from .store import Store, decode_value, encode_key
+from .store import decode_value, encode_key
 
 EPOCH = "EPOCH"   # a checkpoint-stream action: (epoch, EPOCH, epoch), from offset spouts on
 FAILED = "failed"  # a spout's report for a checkpoint in place of its positions
@@ -71,7 +71,38 @@ def rewindable(obj: Any) -> bool:
     return callable(getattr(obj, "rewind_to_checkpoint", None))
 
 
-def read(store: Store, key: Any) -> Any:
+class Reader(Protocol):
+    """What ``open_reader`` returns: a view of another task's committed namespace."""
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def close(self) -> None: ...
+
+
+def open_reader(conf: dict[str, Any], topology: str, name: str) -> Reader:
+    """A read-only view of namespace ``name``, which another task writes. Not a ``Store``: a
+    Redis store claims its namespace when opened, and would fence off the task that owns it."""
+    from .providers import REDIS, open_store, provider_config, provider_name
+
+    if provider_name(conf) == REDIS:
+        from .redis_store import KEY_PREFIX, connect
+
+        return _RedisReader(connect(provider_config(conf)), f"{KEY_PREFIX}{name}")
+    return open_store(conf, topology, name)
+
+
+class _RedisReader:
+    def __init__(self, client: Any, committed_key: str):
+        self._client, self._key = client, committed_key
+
+    def get(self, key: bytes) -> bytes | None:
+        return self._client.hget(self._key, key)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def read(store: Reader, key: Any) -> Any:
     """The committed value of ``key`` in ``store``, read afresh (another task writes it), or
     None."""
     raw = store.get(encode_key(key))
