@@ -91,6 +91,12 @@ class CheckpointFollower:
             self.checkpointed, self.pending = self.pending, {}
 
     def _report(self, txid: int, report: Any) -> None:
+        saved = self.own.get(positions_key(txid))
+        if saved is not None and saved[0] == self.epoch:
+            # This task reported before it was restarted, and the checkpoint spout may have
+            # acted on that report: never replace it (a failure waits for the next checkpoint).
+            self.reported = txid
+            return
         self.own.put(positions_key(txid), (self.epoch, report))
         self.own.commit()
         self.reported = txid

@@ -12,20 +12,23 @@ Checkpoint ``t`` (the checkpoint spout saves ``(t, PREPARING, epoch)`` before an
 
 1. Each offset spout task reads that record from the state store, stops emitting, and waits
    until every tuple it emitted is acked (stateful bolts ack at once in this mode: a tree's ack
-   means its every tuple was applied). It then saves its positions (per partition, the next
-   offset to emit) as ``positions/t`` in its own namespace, or ``failed`` if one of its tuples
-   failed since the last recovery (no tuple is retried alone in this mode).
-2. The checkpoint spout waits for every offset spout task's ``positions/t``, then sends
+   means its every tuple was applied). It then saves ``(epoch, positions)`` (per partition,
+   the next offset to emit) under ``positions_key(t)`` in its own namespace, or ``(epoch,
+   "failed")`` if one of its tuples failed since the last recovery (no tuple is retried alone
+   in this mode). A report is never replaced within its epoch: the checkpoint spout may have
+   acted on it.
+2. The checkpoint spout waits for every offset spout task's report of ``t`` in the current
+   epoch (an earlier epoch's is of an attempt at ``t`` that was rolled back), then sends
    ``PREPARE t``. The pipeline holds no data (the spouts are stopped and drained), so every
    bolt stages exactly the effects of the offsets below the positions.
 3. ``COMMIT t`` as before. Spouts emit again once ``t`` is COMMITTING or later.
 
 So a committed checkpoint ``t`` holds, in every bolt, the effects of exactly the offsets below
-each spout's ``positions/t``. A report of ``failed``, a spout that does not report within the
+each spout's positions for ``t``. A report of ``failed``, a spout that does not report within the
 message timeout, or any failed checkpoint action, makes the checkpoint spout *recover*: it
 finishes or rolls back the open checkpoint as in at-least-once, sends INITSTATE, then saves the
 record with ``epoch + 1``. Each offset spout that reads a new epoch forgets what it had in
-flight, rewinds every partition to ``positions/T`` of the last committed checkpoint ``T`` (read
+flight, rewinds every partition to the positions of the last committed checkpoint ``T`` (read
 from whichever of its component's tasks saved it), and sends an ``EPOCH`` marker on the
 checkpoint stream before its first new tuple. Tuples from before the rewind may still be in
 queues (a worker that was cut off, a sibling of a failed tuple): an ``EpochGate`` in every
@@ -39,6 +42,12 @@ before its INITSTATE: a checkpoint can only complete over a pipeline that is who
 The offset spouts' own commits (ZooKeeper, the local log's ``_offsets``) hold, in this mode,
 the positions of the last committed checkpoint rather than the acked offsets, so lag reads
 right; they are never read back while a checkpoint's positions exist.
+
+Every task reads the others' reports from the state store, so they must share one: the
+embedded store serves workers on one machine (its file is the supervisor's); across machines,
+use Redis. What costs: the spouts pause for the drain and the PREPARE at every checkpoint, and
+a recovery waits for the failed tuple's report (one checkpoint interval) or, when a message or a
+checkpoint action is lost with a worker, for the message timeout.
 
 What the mode cannot protect is refused at submit (``problems``).
 """
