@@ -207,3 +207,20 @@ def test_the_committed_word_count_is_exact_after_failures(tmp_path, failure):
     assert seen_too_many == []
     if failure != "none":
         assert any(event.is_set() for event in SHARED.values())
+
+
+def test_a_restarted_spout_task_never_replaces_its_first_instances_report_of_an_epoch():
+    from stormlet.sources.checkpointed import CheckpointFollower
+    from stormlet.state import KeyValueState
+    from stormlet.state.exactly import FAILED, positions_key
+    from stormlet.state.store import MemoryStore
+
+    follower = CheckpointFollower.__new__(CheckpointFollower)
+    follower.own, follower.epoch, follower.reported = KeyValueState(MemoryStore()), 2, -1
+    follower._report(5, [[0, 10]])            # the first instance, drained: its positions
+    follower.reported = -1                     # restarted: it knows nothing of that report
+    follower._report(5, FAILED)
+    assert follower.own.get(positions_key(5)) == (2, [[0, 10]]) and follower.reported == 5
+    follower.epoch = 3                         # a new attempt at txid 5, after a rollback
+    follower._report(5, FAILED)
+    assert follower.own.get(positions_key(5)) == (3, FAILED)
