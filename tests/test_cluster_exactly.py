@@ -151,7 +151,7 @@ def run(cluster, tmp_path: Path, seed: int, redis: RedisServer | None) -> None:
     try:
         kills = 1 if SEEDS == 1 else rng.choice((1, 2))
         for k in range(kills):
-            at = rng.randint(200, SENTENCES // 2) * (k + 1)
+            at = rng.randint(200, SENTENCES // 3) * (k + 1)   # both kills mid-stream
             wait_until(lambda: len(committed_now()[1]) > at * 2, 90,
                        f"{at} sentences' words committed")
             victim = rng.choice(sorted(cluster.topology_workers(name).values(),
