@@ -45,6 +45,10 @@ TOPOLOGY_METRICS_REPORT_SECS = "topology.metrics.report.secs"
 TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
 TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
+TOPOLOGY_GUARANTEE = "topology.guarantee"
+AT_LEAST_ONCE = "at-least-once"
+EFFECTIVELY_ONCE = "effectively-once"
+GUARANTEES = (AT_LEAST_ONCE, EFFECTIVELY_ONCE)
 STORMLET_STATE_DIR = "stormlet.state.dir"
 STORMLET_STATE_EPOCH = "stormlet.state.epoch"
 STORMLET_LOCAL_ONE_CPU = "stormlet.local.one.cpu"
@@ -129,6 +133,11 @@ def class_paths(value: Any) -> str | None:
             isinstance(p, str) and ("." in p or ":" in p) for p in value)):
         return None
     return "a list of class paths (package.module.Class), or None"
+
+
+def guarantee(value: Any) -> str | None:
+    """One of ``GUARANTEES``."""
+    return None if value in GUARANTEES else " or ".join(GUARANTEES)
 
 
 def anything(_value: Any) -> str | None:
@@ -432,6 +441,13 @@ DEFAULTS: dict[str, Setting] = {
         "how often stateful bolts checkpoint their state; their acks wait for the checkpoint, "
         "so it must be shorter than the message timeout",
         number(0, above=True)),
+    TOPOLOGY_GUARANTEE: Setting(
+        AT_LEAST_ONCE,
+        "what a topology with stateful bolts promises after a failure: at-least-once (a "
+        "replayed tuple may be applied to the state twice) or effectively-once (state rolls "
+        "back to the last checkpoint and the offset spouts rewind to the positions saved with "
+        "it; see stormlet/state/exactly.py)",
+        guarantee),
     STORMLET_STATE_DIR: Setting(
         None,
         "directory of the embedded state store; None: stormlet-state in the working directory "

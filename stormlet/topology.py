@@ -23,6 +23,8 @@ from .state import providers as state_providers
 from .state.bolt import StatefulBolt
 from .state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM, CheckpointSpout
 from .state.wrappers import CheckpointForwarder, StatefulBoltRunner, run_bolt
+from .state.exactly import problems as effectively_once_problems
+from .state.exactly import rewindable
 from .state.wiring import checkpoint_sources
 from .windowing import Count, WindowedBolt, WindowedBoltRunner
 
@@ -87,6 +89,7 @@ class Topology:
         problems = _window_problems(self.components.values(), conf or {})
         if CHECKPOINT_COMPONENT in self.components:
             problems += state_providers.config_problems(cfg.merged(conf))
+        problems += effectively_once_problems(self.components, cfg.merged(conf))
         return problems
 
     def config_warnings(self, conf: dict[str, Any] | None) -> list[str]:
@@ -306,16 +309,23 @@ def _with_checkpointing(specs: dict[str, ComponentSpec]) -> dict[str, ComponentS
     inputs = {cid: {sub.source for sub in spec.inputs} for cid, spec in specs.items()}
     wired = dict(specs)
     checkpoint_stream = StreamDeclaration(CHECKPOINT_FIELDS)
+    # Offset spouts send their epoch markers (effectively-once) on the checkpoint stream too.
+    positioned = sorted(cid for cid in spouts if rewindable(specs[cid].obj))
+    for cid in positioned:
+        spec = specs[cid]
+        wired[cid] = replace(spec, streams={**spec.streams, CHECKPOINT_STREAM: checkpoint_stream})
     for cid, sources in checkpoint_sources(inputs, spouts, stateful).items():
         spec = specs[cid]
         obj = copy.copy(spec.obj) if cid in stateful else CheckpointForwarder(spec.obj)
         obj.checkpoint_sources = sources
+        obj.epoch_sources = tuple(sorted(inputs.get(cid, ())))
+        markers = sorted(inputs.get(cid, set()) & set(positioned))
         subscriptions = [Subscription(source, CHECKPOINT_STREAM, g.Grouping(g.ALL))
-                         for source in sources]
+                         for source in sources + tuple(markers)]
         wired[cid] = replace(spec, obj=obj, inputs=spec.inputs + subscriptions,
                              streams={**spec.streams, CHECKPOINT_STREAM: checkpoint_stream})
     wired[CHECKPOINT_COMPONENT] = ComponentSpec(
-        CHECKPOINT_COMPONENT, CheckpointSpout(), True, 1,
+        CHECKPOINT_COMPONENT, CheckpointSpout(position_sources=tuple(positioned)), True, 1,
         streams={CHECKPOINT_STREAM: checkpoint_stream})
     return wired
 

@@ -23,6 +23,11 @@ Where a task starts reading a partition:
 Guarantees: ``at_least_once`` (the default: tracked emits, commit what is done),
 ``at_most_once`` (commit past a batch before emitting it, untracked), ``none`` (untracked, commit
 what was emitted).
+
+Under the topology's ``topology.guarantee: effectively-once`` (with stateful bolts), the spout
+follows the checkpoints instead (``checkpointed.CheckpointFollower``): it is held while one is
+prepared, saves its positions with it, rewinds to them at each recovery, and never retries a
+tuple alone; its commits then hold the last checkpoint's positions.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from typing import Any, Callable
 
 from .. import config as cfg
 from ..components import Spout
+from ..state.checkpoint import CHECKPOINT_COMPONENT
+from ..state.exactly import effectively_once
 from ..fail_reason import ERROR, FAIL, FailReason
 from ..failed import DeadLetterBox, FailedRecord, SourceRef
 from ..failed.dead_letters import DEFAULT_DIR
@@ -173,6 +180,11 @@ class OffsetSpout(Spout):
         self._store_trouble_logged = 0.0
         self.stale_logged: set[int] = set()   # partitions whose commit another task moved on
         self._reassign(self._my_partitions(self.source.partitions()))
+        self.follower = None
+        if effectively_once(conf) and context.get_component_tasks(CHECKPOINT_COMPONENT):
+            from .checkpointed import CheckpointFollower   # imported here: only in that mode
+
+            self.follower = CheckpointFollower(self, conf, context)
 
     def _default_store(self, conf: dict[str, Any]) -> OffsetStore:
         hosts = conf.get(cfg.STORMLET_ZOOKEEPER_CONNECT)
@@ -187,6 +199,29 @@ class OffsetSpout(Spout):
     def deactivate(self) -> None:
         self.commit()
 
+    # ----- effectively-once (see checkpointed.py)
+
+    def outstanding(self) -> int:
+        """Tuples emitted and not yet acked, over all partitions."""
+        return sum(state.outstanding() for state in self.partitions.values())
+
+    def positions(self) -> dict[int, int]:
+        """Per partition, the next offset to emit."""
+        return {p: state.emitted_to for p, state in self.partitions.items()}
+
+    def rewind_to_checkpoint(self, positions: dict[int, int]) -> None:
+        """Forget what is in flight and read each partition again from ``positions`` (a
+        partition it does not name starts where a new one would)."""
+        starts = {p: positions[p] if p in positions else self._start_offset(p)[0]
+                  for p in self.partitions}
+        self.source.assign(starts)
+        self.partitions = {p: PartitionOffsets(p, start, self.retry)
+                           for p, start in starts.items()}
+        self.buffer.clear()
+        self.paused.clear()
+        self.halted.clear()
+        self.next_due = float("inf")
+
     def close(self) -> None:
         try:
             self.commit()
@@ -195,6 +230,8 @@ class OffsetSpout(Spout):
                          self.component_id, self.task_id, self.source.name, p, m["committed"],
                          m["lag"], m["dead_lettered"])
         finally:
+            if self.follower is not None:
+                self.follower.close()
             self.dead_letters.close()
             self.source.close()
             self.store.close()
@@ -254,6 +291,8 @@ class OffsetSpout(Spout):
             self._housekeeping(now)
             if time.monotonic() - now > SLOW_HOUSEKEEPING_SECS:
                 return
+        if self.follower is not None and not self.follower.may_emit():
+            return
         if now >= self.next_due:
             retry = self._due_retry(now)
             if retry is not None:
@@ -273,7 +312,10 @@ class OffsetSpout(Spout):
     def _emit(self, record: Record, state: PartitionOffsets) -> None:
         try:
             values = self.translate(record)
-            if self.tracked:
+            if self.follower is not None:
+                self.collector.emit(values, msg_id=(record.partition, record.offset,
+                                                    self.follower.epoch))
+            elif self.tracked:
                 self.collector.emit(values, msg_id=(record.partition, record.offset))
             else:
                 self.collector.emit(values)
@@ -369,6 +411,9 @@ class OffsetSpout(Spout):
     # ----- acks and fails
 
     def ack(self, msg_id: Any) -> None:
+        if self.follower is not None and not self.follower.owns(msg_id):
+            self.late_acks += 1   # of an epoch before the last rewind
+            return
         state = self.partitions.get(msg_id[0])
         if state is None or not state.acked(msg_id[1]):
             self.late_acks += 1
@@ -377,6 +422,11 @@ class OffsetSpout(Spout):
         if self.collector.closed:
             # The topology is stopping, the message did not fail: leave it uncommitted, and the
             # next run reads it again. Counting it as an attempt would dead-letter good messages.
+            return
+        if self.follower is not None:
+            # Never retried alone: the whole topology rolls back and rewinds.
+            if self.follower.owns(msg_id):
+                self.follower.failed()
             return
         state = self.partitions.get(msg_id[0])
         if state is None:
@@ -429,7 +479,12 @@ class OffsetSpout(Spout):
             return  # committed before emitting
         changes = {}
         for p, state in self.partitions.items():
-            offset = state.committable()
+            if self.follower is not None:   # the last checkpoint's positions, if any yet
+                offset = self.follower.checkpointed.get(p)
+                if offset is None:
+                    continue
+            else:
+                offset = state.committable()
             if self.saved.get(p) != offset:
                 changes[p] = offset
         if not changes:

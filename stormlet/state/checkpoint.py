@@ -16,6 +16,10 @@ start, and after any action fails, it *recovers*: it finishes a COMMITTING check
 COMMIT, rolls a PREPARING one back, then sends INITSTATE. Otherwise, once a checkpoint interval
 has passed since the last one, it sends PREPARE for the next txid, then COMMIT once every bolt
 has prepared.
+
+In effectively-once (``topology.guarantee``), PREPARE waits for every offset spout task's
+positions for the checkpoint, and the end of each recovery starts a new epoch; see
+``exactly``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from .. import config as cfg
 from ..components import Spout
 from ..fail_reason import FailReason
 from ..streams import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM  # noqa: F401 (re-exported)
+from . import exactly
+from .exactly import FAILED, PROGRESS_KEY, positions_key
 from .key_value import KeyValueState
 from .providers import namespace, open_state
 
@@ -38,12 +44,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_FIELDS = ("txid", "action")
+# The epoch is effectively-once's (``exactly``): 0 in at-least-once.
+CHECKPOINT_FIELDS = ("txid", "action", "epoch")
 
 PREPARE, COMMIT, ROLLBACK, INITSTATE = "PREPARE", "COMMIT", "ROLLBACK", "INITSTATE"
 PREPARING, COMMITTING, COMMITTED = "PREPARING", "COMMITTING", "COMMITTED"
 
-_PROGRESS_KEY = "progress"
+_PROGRESS_KEY = PROGRESS_KEY
 # How long the spout waits, with nothing to send, before it looks again (an ack wakes it).
 IDLE_WAIT_MS = 20
 
@@ -54,6 +61,7 @@ class Progress:
 
     txid: int = 0
     phase: str = COMMITTED
+    epoch: int = 0
 
     def next_action(self, recovering: bool) -> str:
         if self.phase == PREPARING:
@@ -65,15 +73,21 @@ class Progress:
     def next(self, recovering: bool) -> Progress:
         """Where the checkpoints are once this step's action is acked."""
         if self.phase == PREPARING:
-            return (Progress(self.txid - 1, COMMITTED) if recovering
-                    else Progress(self.txid, COMMITTING))
+            return (Progress(self.txid - 1, COMMITTED, self.epoch) if recovering
+                    else Progress(self.txid, COMMITTING, self.epoch))
         if self.phase == COMMITTING:
-            return Progress(self.txid, COMMITTED)
-        return self if recovering else Progress(self.txid + 1, PREPARING)
+            return Progress(self.txid, COMMITTED, self.epoch)
+        return self if recovering else Progress(self.txid + 1, PREPARING, self.epoch)
 
 
 class CheckpointSpout(Spout):
-    """Emits one checkpoint action at a time; see the module's docstring."""
+    """Emits one checkpoint action at a time; see the module's docstring.
+
+    ``position_sources``: the offset spouts whose positions an effectively-once checkpoint
+    holds (set when the topology is built)."""
+
+    def __init__(self, position_sources: tuple[str, ...] = ()):
+        self.position_sources = position_sources
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(list(CHECKPOINT_FIELDS), stream=CHECKPOINT_STREAM)
@@ -91,6 +105,16 @@ class CheckpointSpout(Spout):
         self.state: KeyValueState = open_state(
             conf, context.topology_name, namespace(context.topology_name, context.component_id))
         self.progress = Progress(*self.state.get(_PROGRESS_KEY, (0, COMMITTED)))
+        self.exactly = exactly.effectively_once(conf)
+        self.positions_timeout = float(conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
+        self.reporters = []
+        if self.exactly:
+            # Each offset spout task's namespace, where it saves its positions.
+            self.reporters = [exactly.open_reader(conf, context.topology_name,
+                                                  namespace(context.topology_name, source, task))
+                              for source in self.position_sources
+                              for task in context.get_component_tasks(source)]
+        self.waiting_since: float | None = None
         self.recovering = True
         self.in_flight: tuple[int, str, int] | None = None
         self.sent = 0
@@ -107,9 +131,37 @@ class CheckpointSpout(Spout):
             self.last_checkpoint = time.monotonic()
             self._save(self.progress.next(recovering=False))
         action = self.progress.next_action(self.recovering)
+        if action == PREPARE and self.reporters and not self._positions_ready():
+            return
         self.sent += 1
         self.in_flight = (self.progress.txid, action, self.sent)
-        self.collector.emit([self.progress.txid, action], self.in_flight, CHECKPOINT_STREAM)
+        self.collector.emit([self.progress.txid, action, self.progress.epoch], self.in_flight,
+                            CHECKPOINT_STREAM)
+
+    def _positions_ready(self) -> bool:
+        """Effectively-once: True once every offset spout task has saved its positions for the
+        checkpoint being prepared; a task that reports a failure, or none within the message
+        timeout, turns the checkpoint into a recovery."""
+        now = time.monotonic()
+        if self.waiting_since is None:
+            self.waiting_since = now
+        txid = self.progress.txid
+        epoch = self.progress.epoch
+        reports = [exactly.read(store, positions_key(txid)) for store in self.reporters]
+        # A report of an earlier epoch is of an attempt at this txid that was rolled back.
+        reports = [r[1] if r is not None and r[0] == epoch else None for r in reports]
+        failed = any(r == FAILED for r in reports)
+        if failed or now - self.waiting_since > self.positions_timeout:
+            why = "a spout's tuple failed" if failed else "spouts did not report"
+            log.warning("checkpoint %d: %s: recovering (epoch %d)", txid, why,
+                        self.progress.epoch + 1)
+            self.waiting_since = None
+            self.recovering = True
+            return False
+        if any(report is None for report in reports):
+            return False
+        self.waiting_since = None
+        return True
 
     def ack(self, msg_id: Any) -> None:
         if tuple(msg_id) != self.in_flight:
@@ -117,6 +169,11 @@ class CheckpointSpout(Spout):
         self.in_flight = None
         following = self.progress.next(self.recovering)
         if self.recovering and following == self.progress:
+            if self.exactly:
+                # The offset spouts rewind when they read the new epoch.
+                self._save(Progress(following.txid, following.phase, following.epoch + 1))
+                log.info("recovered to checkpoint %d: epoch %d", following.txid,
+                         following.epoch + 1)
             self.recovering = False   # INITSTATE is done: checkpoints resume
             return
         try:
@@ -137,9 +194,11 @@ class CheckpointSpout(Spout):
         self.recovering = True
 
     def _save(self, progress: Progress) -> None:
-        self.state.put(_PROGRESS_KEY, (progress.txid, progress.phase))
+        self.state.put(_PROGRESS_KEY, (progress.txid, progress.phase, progress.epoch))
         self.state.commit()
         self.progress = progress
 
     def close(self) -> None:
+        for store in self.reporters:
+            store.close()
         self.state.close()

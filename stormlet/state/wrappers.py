@@ -5,6 +5,11 @@ checkpoint stream reaches every stateful bolt (Storm's ``StatefulBoltExecutor`` 
 A bolt acts on a checkpoint action once it has it from every task that sends it the checkpoint
 stream (so every upstream task has passed the point), then sends it on, anchored, to the bolts
 after it, and acks it. A failed action is recovered by the checkpoint spout.
+
+In effectively-once, each also keeps an ``EpochGate`` over the tasks sending it data: stale
+data is dropped, a new epoch rolls the state back, and PREPARE is refused unless the bolt and
+every sender are at the checkpoint's epoch and the bolt has had its INITSTATE (see
+``exactly``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from ..tuples import Tuple
 from .bolt import StatefulBolt
 from .checkpoint import (CHECKPOINT_FIELDS, CHECKPOINT_STREAM, COMMIT, INITSTATE, PREPARE,
                          ROLLBACK)
+from .exactly import EPOCH, EpochGate, effectively_once
 from .key_value import KeyValueState
 from .poison import PoisonKeys
 from .providers import namespace, open_state
@@ -66,7 +72,9 @@ class _CheckpointingBolt(Bolt):
     set when the topology is built."""
 
     checkpoint_sources: tuple[str, ...] = ()
+    epoch_sources: tuple[str, ...] = ()   # the components sending it data
     inner: Any
+    initialized = False
 
     @property
     def outputs(self) -> Any:   # type: ignore[override]
@@ -79,26 +87,60 @@ class _CheckpointingBolt(Bolt):
     def get_component_configuration(self) -> dict[str, Any] | None:
         return self.inner.get_component_configuration()
 
-    def _open_barrier(self, context: TopologyContext) -> None:
+    def _open_barrier(self, conf: dict[str, Any], context: TopologyContext) -> None:
         self.barrier = CheckpointBarrier(task for source in self.checkpoint_sources
                                          for task in context.get_component_tasks(source))
+        self.exactly = effectively_once(conf)
+        self.gate = EpochGate(task for source in self.epoch_sources
+                              for task in context.get_component_tasks(source))
+
+    def _stale(self, tup: Tuple) -> bool:
+        """Effectively-once: True (and the tuple acked, unapplied) for data its sender sent
+        before its spouts rewound."""
+        if not self.exactly or self.gate.admits(tup.source_task):
+            return False
+        self.collector.ack(tup)
+        return True
 
     def _on_checkpoint(self, tup: Tuple) -> None:
+        if tup[1] == EPOCH:
+            if self.gate.arrive(tup.source_task, tup[2]):
+                self.new_epoch(tup[2])
+                # Ahead of this bolt's fresh output on every link: the cut travels down.
+                self.collector.emit([tup[0], EPOCH, tup[2]], stream=CHECKPOINT_STREAM)
+            self.collector.ack(tup)
+            return
         if not self.barrier.arrive(tup):
             self.collector.ack(tup)
             return
         try:
+            if self.exactly and tup[1] == PREPARE:
+                self._check_whole(tup[2])
             self.act(tup[1], tup[0])
         except Exception as exc:
             log.error("%s of checkpoint %s failed: %s", tup[1], tup[0], exc)
             self.collector.fail(tup, f"checkpoint {tup[1]} {tup[0]} failed: {exc}")
             self.collector.report_error(exc)
             return
-        self.collector.emit([tup[0], tup[1]], tup, CHECKPOINT_STREAM)
+        self.collector.emit([tup[0], tup[1], tup[2]], tup, CHECKPOINT_STREAM)
         self.collector.ack(tup)
+
+    def _check_whole(self, epoch: int) -> None:
+        if not self.initialized:
+            raise StateError("PREPARE before INITSTATE (a restarted task): recovering")
+        behind = self.gate.behind(epoch)
+        if behind:
+            raise StateError(f"PREPARE of epoch {epoch} while tasks {behind} have not resumed "
+                             f"at it here (this bolt is at epoch {self.gate.epoch}): "
+                             f"recovering")
 
     def act(self, action: str, txid: int) -> None:
         """Do checkpoint ``action`` for ``txid`` (raise to fail it)."""
+        if action == INITSTATE:
+            self.initialized = True
+
+    def new_epoch(self, epoch: int) -> None:
+        """Effectively-once: the spouts rewound for ``epoch``; drop what stale data did."""
 
     def cleanup(self) -> None:
         self.inner.cleanup()
@@ -113,7 +155,8 @@ class CheckpointForwarder(_CheckpointingBolt):
     def prepare(self, conf: dict[str, Any], context: TopologyContext,
                 collector: OutputCollector) -> None:
         self.collector = collector
-        self._open_barrier(context)
+        self._open_barrier(conf, context)
+        self.initialized = False
         if isinstance(self.inner, BasicBolt):
             self._basic = BasicOutputCollector(collector)
             self._execute_data = self._execute_basic
@@ -125,7 +168,7 @@ class CheckpointForwarder(_CheckpointingBolt):
     def execute(self, tup: Tuple) -> None:
         if tup.stream == CHECKPOINT_STREAM:
             self._on_checkpoint(tup)
-        else:
+        elif not self._stale(tup):
             self._execute_data(tup)
 
     def _execute_basic(self, tup: Tuple) -> None:
@@ -150,7 +193,7 @@ class StatefulBoltRunner(_CheckpointingBolt):
                 collector: OutputCollector) -> None:
         self.collector = collector
         self.component_id = context.component_id
-        self._open_barrier(context)
+        self._open_barrier(conf, context)
         self.state: KeyValueState = open_state(
             conf, context.topology_name,
             namespace(context.topology_name, context.component_id, context.task_id))
@@ -164,6 +207,8 @@ class StatefulBoltRunner(_CheckpointingBolt):
     def execute(self, tup: Tuple) -> None:
         if tup.stream == CHECKPOINT_STREAM:
             self._on_checkpoint(tup)
+        elif self._stale(tup):
+            return
         elif self.initialized:
             self._execute_data(tup)
         else:
@@ -234,7 +279,19 @@ class StatefulBoltRunner(_CheckpointingBolt):
             self.collector.report_error(exc)
 
     def hold_ack(self, tup: Tuple) -> None:
-        self.acked.append(tup)
+        if self.exactly:
+            # Recovery rolls back and rewinds as a whole: no tuple is replayed alone, and the
+            # spout's positions wait for this ack (see exactly).
+            self.collector.ack(tup)
+        else:
+            self.acked.append(tup)
+
+    def new_epoch(self, epoch: int) -> None:
+        stale, self.waiting = self.waiting, []
+        for tup in stale:   # they came before their senders' markers
+            self.collector.ack(tup)
+        self.inner.pre_rollback()
+        self.state.rollback()
 
     def cleanup(self) -> None:
         try:
