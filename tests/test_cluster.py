@@ -523,9 +523,12 @@ def test_a_bolt_raising_on_every_tuple_is_reported_and_its_workers_stay_up(clust
     """Bolt `explode` raises on every tuple, on both workers. `stormlet errors` shows where
     (component, task, host:port), `stormlet list` counts the errors, standbys answer too, and
     the topology's healthy path (the ledger) keeps acking on the same worker processes."""
+    # Plain shuffle: load-aware shuffle would keep the spout's tuples in its own worker, and the
+    # other worker's explode task would have nothing to raise on.
     cluster.submit(FAULTY, "faulty", "topology.workers=2", f"ledger.dir={tmp_path}",
                    "ledger.messages=100000", "ledger.rate=200", "faulty.rate=2000",
-                   "topology.error.throttle.interval.secs=2")
+                   "topology.error.throttle.interval.secs=2",
+                   "topology.disable.loadaware.messaging=true")
     wait_until(lambda: len(cluster.topology_workers("faulty")) == 2, 40, "two workers")
     workers = {slot: beat["pid"] for slot, beat in cluster.topology_workers("faulty").items()}
     addresses = {f"127.0.0.1:{port}" for _sid, port in workers}

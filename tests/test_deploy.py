@@ -1,6 +1,6 @@
 """The production layout as documented: the systemd units get every setting from the
 environment file, ZooKeeper's listening address included, and pass only options that exist; the
-README names only commands that exist; and deploy/demo-hosts.sh brings up a cluster across hosts
+security guide names only commands that exist; and deploy/demo-hosts.sh brings up a cluster across hosts
 (network namespaces) that runs a topology, and takes it all down again."""
 
 from __future__ import annotations
@@ -72,11 +72,11 @@ def test_the_zookeeper_script_documents_its_address():
     assert "--address" in (DEPLOY / "README.md").read_text()
 
 
-def role_table(readme: str) -> list[list[str]]:
-    """The rows (cells) of the README's table of roles: caller, role, may."""
-    start = readme.index("| caller | role | may |")
+def role_table(guide: str) -> list[list[str]]:
+    """The rows (cells) of the security guide's table of roles: caller, role, may."""
+    start = guide.index("| caller | role | may |")
     rows = []
-    for line in readme[start:].splitlines()[2:]:
+    for line in guide[start:].splitlines()[2:]:
         if not line.startswith("|"):
             break
         rows.append([cell.strip() for cell in line.strip("|").split("|")])
@@ -85,7 +85,7 @@ def role_table(readme: str) -> list[list[str]]:
 
 def test_the_role_table_names_only_commands_that_exist():
     commands = set(cli.list_commands(click.Context(cli)))
-    rows = role_table((ROOT / "README.md").read_text())
+    rows = role_table((ROOT / "docs" / "howto" / "security.md").read_text())
     assert len(rows) >= 4
     for caller, role, may in rows:
         for span in re.findall(r"`([^`]+)`", may):

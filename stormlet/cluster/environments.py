@@ -555,15 +555,17 @@ class Builds:
         except Exception as exc:
             error = exc if isinstance(exc, BuildError) else BuildError(
                 f"building the environment failed: {exc}")
-            with self._lock:
+            with self._lock:   # the failure and the build's end seen at once, by any reader
                 count = self._failed.get(key, (None, 0.0, 0))[2] + 1
                 delay = min(MAX_RETRY_SECS, RETRY_SECS * 2 ** (count - 1))
                 self._failed[key] = (error, self._clock() + delay, count)
+                self._building.discard(key)
             log.warning("environment %s failed to build (attempt %d; again in %.0f s): %s",
                         key, count, delay, error)
         else:
             with self._lock:
                 self._failed.pop(key, None)
-        finally:
+                self._building.discard(key)
+        finally:   # also after an exception that is not an Exception
             with self._lock:
                 self._building.discard(key)
