@@ -1,7 +1,7 @@
 """The production layout as documented: the systemd units get every setting from the
 environment file, ZooKeeper's listening address included, and pass only options that exist; the
-security guide names only commands that exist; and deploy/demo-hosts.sh brings up a cluster across hosts
-(network namespaces) that runs a topology, and takes it all down again."""
+security guide names only commands that exist; and deploy/demo-hosts.sh brings up a cluster
+across hosts (network namespaces) that runs a topology, and takes it all down again."""
 
 from __future__ import annotations
 
