@@ -58,6 +58,9 @@ def running(cluster, tmp_path_factory) -> str:
     result = cluster.cli("submit", str(LEDGER), "--name", "secured", "-c", f"ledger.dir={ledger}",
                          "-c", "ledger.rate=300", "-c", "topology.metrics.report.secs=1",
                          "-c", "topology.workers=2",
+                         # Plain shuffle: the forged pause below could stall only tuples that
+                         # cross between the workers, which load-aware shuffle keeps local.
+                         "-c", "topology.disable.loadaware.messaging=true",
                          "-c", "ledger.messages=1000000")
     assert result.returncode == 0, result.stderr
     wait_until(lambda: list(ledger.glob("acked-*.log")), 60, "the first acks")
