@@ -41,6 +41,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from stormlet import LocalCluster
@@ -53,32 +55,47 @@ SETTINGS = {"off": None, "1 %": 1.0, "100 %": 100.0}
 PEERS = Path(__file__).resolve().parent / "peers"
 
 
-def run(seconds: float, percent: float | None, basic: bool) -> dict:
-    """Words per second counted while every component's emits are sampled at ``percent``
-    (None: off), how many samples were made and how many written to the file."""
+@contextmanager
+def sampled_word_count(basic: bool, path: Path) -> Iterator[tuple[LocalCluster, LiveSettings]]:
+    """The word count running in this process with a worker's settings thread (its samples to
+    ``path``), killed and the thread closed on leaving."""
     tune_for_streaming()   # as `stormlet local` and workers do
     conf = {"topology.max.spout.pending": 2000, "topology.acker.executors": 1}
-    with tempfile.TemporaryDirectory(prefix="stormlet-sampling-") as directory, \
-            LocalCluster() as cluster:
-        path = Path(directory) / "samples.jsonl"
+    with LocalCluster() as cluster:
         cluster.submit("bench", conf, build(True, None, basic=basic))
         settings = LiveSettings(cluster.runtime("bench"), path).start()
         try:
-            if percent is not None:
-                settings.follow({"sampling": {"*": {"percent": percent, "until": None}}})
             time.sleep(1.0)   # warm up
-            start_words = cluster.metrics("bench")["count"]["executed"]
-            start = time.monotonic()
-            time.sleep(seconds)
-            words = cluster.metrics("bench")["count"]["executed"] - start_words
-            elapsed = time.monotonic() - start
+            yield cluster, settings
             settings.follow({"sampling": {}})
             cluster.kill("bench", wait_secs=5)
         finally:
             settings.close()
+
+
+def sampling_at(percent: float | None) -> dict:
+    """The settings thread's ``follow`` for every component sampled at ``percent`` (None or
+    0: off)."""
+    return {"sampling": {"*": {"percent": percent, "until": None}} if percent else {}}
+
+
+def words(cluster: LocalCluster) -> int:
+    return cluster.metrics("bench")["count"]["executed"]
+
+
+def run(seconds: float, percent: float | None, basic: bool) -> dict:
+    """Words per second counted while every component's emits are sampled at ``percent``
+    (None: off), how many samples were made and how many written to the file."""
+    with tempfile.TemporaryDirectory(prefix="stormlet-sampling-") as directory:
+        path = Path(directory) / "samples.jsonl"
+        with sampled_word_count(basic, path) as (cluster, settings):
+            settings.follow(sampling_at(percent))
+            start_words, start = words(cluster), time.monotonic()
+            time.sleep(seconds)
+            counted, elapsed = words(cluster) - start_words, time.monotonic() - start
         written = sum(1 for _ in path.open()) if path.exists() else 0
         sink = settings.samples
-    return {"words_per_sec": words / elapsed, "written": written,
+    return {"words_per_sec": counted / elapsed, "written": written,
             "made": written + sink.thinned + sink.dropped}
 
 
@@ -87,29 +104,16 @@ def alternating(pairs: int, window: float, percent: float, basic: bool) -> list[
     ``window`` seconds (off first and last): each sampled window's rate and its two
     neighbours' (off). Turned on and off at run time as ``stormlet debug`` does, the two settings
     share the process, its heap and the machine's moment, which runs of their own do not."""
-    tune_for_streaming()
-    conf = {"topology.max.spout.pending": 2000, "topology.acker.executors": 1}
     # 0: off in every window, which shows what the method itself makes of no change.
-    on = {"sampling": {"*": {"percent": percent, "until": None}} if percent else {}}
+    on, off = sampling_at(percent), sampling_at(None)
+    rates = []
     with tempfile.TemporaryDirectory(prefix="stormlet-sampling-") as directory, \
-            LocalCluster() as cluster:
-        cluster.submit("bench", conf, build(True, None, basic=basic))
-        settings = LiveSettings(cluster.runtime("bench"), Path(directory) / "samples.jsonl")
-        settings.start()
-        try:
-            time.sleep(1.0)   # warm up
-            rates = []
-            for index in range(2 * pairs + 1):
-                settings.follow(on if index % 2 else {"sampling": {}})
-                words = cluster.metrics("bench")["count"]["executed"]
-                start = time.monotonic()
-                time.sleep(window)
-                words = cluster.metrics("bench")["count"]["executed"] - words
-                rates.append(words / (time.monotonic() - start))
-            settings.follow({"sampling": {}})
-            cluster.kill("bench", wait_secs=5)
-        finally:
-            settings.close()
+            sampled_word_count(basic, Path(directory) / "samples.jsonl") as (cluster, settings):
+        for index in range(2 * pairs + 1):
+            settings.follow(on if index % 2 else off)
+            start_words, start = words(cluster), time.monotonic()
+            time.sleep(window)
+            rates.append((words(cluster) - start_words) / (time.monotonic() - start))
     return [(rates[i - 1], rates[i], rates[i + 1]) for i in range(1, len(rates) - 1, 2)]
 
 
@@ -145,8 +149,7 @@ def counted_run(percent: float | None, sentences: int, mode: str) -> None:
         cluster.deactivate("peers")   # sampling first: every emit is the sampled one
         settings = LiveSettings(cluster.runtime("peers"), Path(directory) / "samples.jsonl")
         settings.start()
-        if percent is not None:
-            settings.follow({"sampling": {"*": {"percent": percent, "until": None}}})
+        settings.follow(sampling_at(percent))
         spout, = cluster.instances("peers", "sentences")
         cluster.activate("peers")
         cluster.wait_for(lambda: spout.finished is not None, timeout=3600, interval=0.05)

@@ -550,22 +550,23 @@ class Builds:
 
     def _build(self, spec: EnvironmentSpec) -> None:
         key = spec.key
+        error: BuildError | None = None
         try:
             self.environments.ensure(spec)
         except Exception as exc:
             error = exc if isinstance(exc, BuildError) else BuildError(
                 f"building the environment failed: {exc}")
-            with self._lock:   # the failure and the build's end seen at once, by any reader
-                count = self._failed.get(key, (None, 0.0, 0))[2] + 1
-                delay = min(MAX_RETRY_SECS, RETRY_SECS * 2 ** (count - 1))
-                self._failed[key] = (error, self._clock() + delay, count)
-                self._building.discard(key)
-            log.warning("environment %s failed to build (attempt %d; again in %.0f s): %s",
-                        key, count, delay, error)
-        else:
+        except BaseException:
             with self._lock:
+                self._building.discard(key)
+            raise
+        with self._lock:   # the outcome and the build's end, seen at once by any reader
+            self._building.discard(key)
+            if error is None:
                 self._failed.pop(key, None)
-                self._building.discard(key)
-        finally:   # also after an exception that is not an Exception
-            with self._lock:
-                self._building.discard(key)
+                return
+            count = self._failed.get(key, (None, 0.0, 0))[2] + 1
+            delay = min(MAX_RETRY_SECS, RETRY_SECS * 2 ** (count - 1))
+            self._failed[key] = (error, self._clock() + delay, count)
+        log.warning("environment %s failed to build (attempt %d; again in %.0f s): %s",
+                    key, count, delay, error)

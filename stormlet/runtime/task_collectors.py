@@ -141,8 +141,8 @@ class _Emitter:
 
     def hook_with(self, hooks: list) -> None:
         """Run ``hooks`` (the task's ``stormlet.hooks.TaskHook`` list, which may grow) on
-        every emit: ``emit`` becomes a wrapper in this instance's ``__dict__``, as for
-        sampling (see sample_with); with no hooks, the class's own emit costs nothing more."""
+        every emit: ``emit`` becomes a wrapper in this instance's ``__dict__``, as the debug
+        log's is (see _choose_emit); with no hooks, the class's own emit costs nothing more."""
         self.hooks = hooks
         self._choose_emit()
 
