@@ -103,7 +103,7 @@ def test_a_bolts_line_is_read_across_the_cluster_by_component_and_pattern(cluste
     assert len(one) == 1 and f" shout {tasks[0]}]" in one[0]
     # What the bolt printed is in its log, naming it.
     printed = logs(cluster, "--grep", "printed: first", "--since", "10m").stdout
-    assert printed.count(f" shout ") == 2 and "stdout: printed: first words" in printed
+    assert printed.count(" shout ") == 2 and "stdout: printed: first words" in printed
     assert not logs(cluster, "--grep", "said", "--since", "2999-01-01T00:00").stdout
 
 
@@ -163,4 +163,4 @@ def test_the_daemons_write_their_own_logs_under_their_data_directories(cluster, 
     supervisor_log = daemon_log_file(cluster.base / "s1", "supervisor").read_text()
     assert " INFO stormlet.cluster.nimbus: nimbus " in nimbus_log
     assert "node service serving" in supervisor_log
-    assert f"started worker 127.0.0.1:" in supervisor_log
+    assert "started worker 127.0.0.1:" in supervisor_log

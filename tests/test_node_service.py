@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
 import pytest
 from zookeeper_server import free_port
