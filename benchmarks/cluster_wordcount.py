@@ -45,9 +45,9 @@ REPO = HERE.parent
 # taken as an outgoing connection's source port before a worker binds its slot).
 sys.path.insert(0, str(REPO / "tests"))
 
-from stormlet.runtime import build_mode  # noqa: E402
 from zookeeper_server import free_port  # noqa: E402
 
+from stormlet.runtime import build_mode  # noqa: E402
 
 CLI = [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING"]
 

@@ -22,10 +22,11 @@ import random
 import statistics
 import time
 
+from crossing import TOPOLOGY, word_count_layout  # the word count's layout, as crossing.py builds
+
 from stormlet.cluster.wire import FrameDecoder, encode_frame
-from stormlet.runtime.protocol import ACK_ACK, ACK_INIT, SPOUT_ACK, AckInit, Root, ack_pairs
 from stormlet.runtime.numbering import TopologyLayout
-from crossing import TOPOLOGY, word_count_layout   # the word count's layout, as crossing.py builds
+from stormlet.runtime.protocol import ACK_ACK, ACK_INIT, SPOUT_ACK, AckInit, Root, ack_pairs
 
 
 def messages(layout: TopologyLayout, records: int, rng: random.Random) -> dict[str, tuple]:

@@ -32,21 +32,21 @@ import time
 from collections import Counter
 
 import zmq
+from wordcount import WORDS, WORDS_PER_SENTENCE, CountBolt, SentenceSpout, SplitBolt
 
 from stormlet import TopologyBuilder
-from stormlet.runtime import build_mode
 from stormlet.cluster.transport import Sender
 from stormlet.cluster.wire import FrameDecoder, encode_frame
+from stormlet.runtime import build_mode
 from stormlet.runtime.bolt_executor import BoltTask
-from stormlet.runtime.task_collectors import BoltCollector
 from stormlet.runtime.inbox import Inbox
-from stormlet.runtime.numbering import TopologyLayout
 from stormlet.runtime.metrics import TaskMetrics
+from stormlet.runtime.numbering import TopologyLayout
 from stormlet.runtime.routing import StreamRoute
+from stormlet.runtime.task_collectors import BoltCollector
 from stormlet.runtime.transfer import Transfer
 from stormlet.runtime.tuning import tune_for_streaming
 from stormlet.tuples import StreamInfo, Tuple
-from wordcount import WORDS, WORDS_PER_SENTENCE, CountBolt, SentenceSpout, SplitBolt
 
 TOPOLOGY = "crossing"
 SENTENCES_PER_BATCH = 100   # 1,000 words: about a batch's size between the cluster's workers

@@ -16,8 +16,8 @@ import random
 import statistics
 import time
 
-from stormlet.runtime import build_mode
 from stormlet import groupings as g
+from stormlet.runtime import build_mode
 from stormlet.runtime.load_aware import WORKER_LOCAL, Balancer
 from stormlet.runtime.routing import StreamRoute
 from stormlet.tuples import StreamInfo

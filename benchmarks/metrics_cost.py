@@ -18,10 +18,10 @@ import threading
 import time
 
 import msgpack
+from wordcount import build
 
 from stormlet import LocalCluster
 from stormlet.runtime.tuning import tune_for_streaming
-from wordcount import build
 
 
 def run(seconds: float, every: float | None) -> tuple[float, list[float], dict]:

@@ -45,11 +45,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from wordcount import WORDS_PER_SENTENCE, build
+
 from stormlet import LocalCluster
 from stormlet.runtime import build_mode
 from stormlet.runtime.live_settings import LiveSettings
 from stormlet.runtime.tuning import tune_for_streaming
-from wordcount import WORDS_PER_SENTENCE, build
 
 SETTINGS = {"off": None, "1 %": 1.0, "100 %": 100.0}
 PEERS = Path(__file__).resolve().parent / "peers"
@@ -140,7 +141,8 @@ def counted_run(percent: float | None, sentences: int, mode: str) -> None:
     """The peer benchmark's word count of ``sentences``, sampled at ``percent`` from its first
     emit, to the last ack: what ``--instructions`` runs under callgrind."""
     sys.path.insert(0, str(PEERS))
-    from run_stormlet import build as build_peers, config, shared_sentences
+    from run_stormlet import build as build_peers
+    from run_stormlet import config, shared_sentences
 
     shared_sentences(sentences)
     with tempfile.TemporaryDirectory(prefix="stormlet-sampling-") as directory, \

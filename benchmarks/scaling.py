@@ -51,9 +51,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import cluster_wordcount as cw  # noqa: E402
 import scaling_topology as topo  # noqa: E402
+from zookeeper_server import free_port  # noqa: E402
+
 from stormlet import LocalCluster
 from stormlet.runtime import build_mode  # noqa: E402
-from zookeeper_server import free_port  # noqa: E402
 
 SWEEP_US = (1.0, 3.0, 6.0, 12.0, 25.0, 50.0)
 PENDING = 2000

@@ -17,13 +17,12 @@ from itertools import cycle
 from pathlib import Path
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
-from stormlet.runtime import build_mode
 from stormlet.loader import load_topology_file
+from stormlet.runtime import build_mode
 from stormlet.runtime.tuning import tune_for_streaming
 from stormlet.streamparse import Bolt as StreamparseBolt
-from stormlet.streamparse import Grouping
+from stormlet.streamparse import Grouping, Topology
 from stormlet.streamparse import Spout as StreamparseSpout
-from stormlet.streamparse import Topology
 from stormlet.streamparse.build import build
 
 QUICKSTART = (Path(__file__).resolve().parent.parent / "tests" / "streamparse_projects"

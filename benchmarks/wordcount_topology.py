@@ -7,8 +7,9 @@ between the two workers over ZeroMQ.
 its splitter's own worker instead: the counts are then split between the two counters, but the
 same work is done with nothing crossing, which tells what crossing costs."""
 
-from stormlet import TopologyBuilder
 from wordcount import CountBolt, SentenceSpout, SplitBolt
+
+from stormlet import TopologyBuilder
 
 
 def build(crossing: bool = True, shuffle: bool = False):

@@ -11,10 +11,10 @@ from .fail_reason import FailReason
 from .failed import DeadLetterBox
 from .joins import JoinBolt, Selector
 from .local import LocalCluster
+from .runtime import extensions
 from .runtime.serialization import SerializationError
 from .serializers import Serializer, register_serialization
 from .topology import Topology, TopologyBuilder, TopologyError
-from .runtime import extensions
 from .tuples import Tuple
 
 # The features built on the runtime, plugged in here: the runtime never imports them.

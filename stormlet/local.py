@@ -28,9 +28,9 @@ from typing import Any, Callable
 
 from . import config as cfg
 from .cluster import events
+from .runtime import live_settings as live
 from .runtime.cpu_affinity import local_executor_cpu
 from .runtime.engine import TopologyRuntime
-from .runtime import live_settings as live
 from .runtime.task_errors import ErrorRecord
 from .topology import Topology, TopologyError
 

@@ -18,14 +18,19 @@ from . import config as cfg
 from . import groupings as g
 from .components import BasicBolt, Bolt, Component, Spout, StreamDeclaration, declared_streams
 from .errors import TopologyError
-from .streams import DEFAULT_STREAM
 from .state import providers as state_providers
 from .state.bolt import StatefulBolt
-from .state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_FIELDS, CHECKPOINT_STREAM, CheckpointSpout
-from .state.wrappers import CheckpointForwarder, StatefulBoltRunner, run_bolt
+from .state.checkpoint import (
+    CHECKPOINT_COMPONENT,
+    CHECKPOINT_FIELDS,
+    CHECKPOINT_STREAM,
+    CheckpointSpout,
+)
 from .state.exactly import problems as effectively_once_problems
 from .state.exactly import rewindable
 from .state.wiring import checkpoint_sources
+from .state.wrappers import CheckpointForwarder, StatefulBoltRunner, run_bolt
+from .streams import DEFAULT_STREAM
 from .windowing import Count, WindowedBolt, WindowedBoltRunner
 
 

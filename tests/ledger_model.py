@@ -30,12 +30,20 @@ from collections import defaultdict
 
 from stormlet.collectors import BasicOutputCollector
 from stormlet.fail_reason import ERROR, FAIL
-from stormlet.runtime.protocol import (ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, DATA, AckFail,
-                                       AckInit, records)
-from stormlet.runtime.rotating_map import RotatingMap
-from stormlet.runtime.task_collectors import BoltCollector, SpoutCollector
 from stormlet.runtime.metrics import TaskMetrics
+from stormlet.runtime.protocol import (
+    ACK_ACK,
+    ACK_FAIL,
+    ACK_INIT,
+    ACK_RESET,
+    DATA,
+    AckFail,
+    AckInit,
+    records,
+)
+from stormlet.runtime.rotating_map import RotatingMap
 from stormlet.runtime.routing import StreamRoute
+from stormlet.runtime.task_collectors import BoltCollector, SpoutCollector
 from stormlet.runtime.transfer import Transfer
 from stormlet.tuples import StreamInfo, Tuple
 

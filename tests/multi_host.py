@@ -53,8 +53,7 @@ from pathlib import Path
 from cluster_support import REPO, Cluster, Daemon, wait_until
 from redis_server import RedisServer
 from zookeeper_server import SCRIPT as ZOOKEEPER_SCRIPT
-from zookeeper_server import SRVR_SOURCE
-from zookeeper_server import ZooKeeperServer, ZooKeeperServerError
+from zookeeper_server import SRVR_SOURCE, ZooKeeperServer, ZooKeeperServerError
 
 # The chaos suite's run and checker serve here too (tests/chaos is not a package).
 sys.path.insert(0, str(Path(__file__).resolve().parent / "chaos"))

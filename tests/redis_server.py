@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from zookeeper_server import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from zookeeper_server import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

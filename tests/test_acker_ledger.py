@@ -18,15 +18,14 @@ from collections import defaultdict
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ledger_model import COMPONENT_OF, N_ACKERS, Run
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
-from stormlet.runtime.acker import Acker, _FailedEarly
 from stormlet.cluster.wire import decode_acks, encode_acks
 from stormlet.fail_reason import ERROR, FAIL, TIMEOUT
+from stormlet.runtime.acker import Acker, _FailedEarly
 from stormlet.runtime.protocol import AckFail, AckInit, SpoutFail, records
 from stormlet.runtime.rotating_map import RotatingMap
-
-from ledger_model import COMPONENT_OF, N_ACKERS, Run
 
 SPOUT = 1  # component numbers used in unit tests
 BOLT_A = 2

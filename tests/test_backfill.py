@@ -736,8 +736,13 @@ def test_the_input_is_checked_and_its_format_settled_before_spark(tmp_path):
 
 def test_record_formats_in_and_out():
     from stormlet.spark.backfill.chunks import encode_runs
-    from stormlet.spark.backfill.formats import (JsonLines, default_translate, json_encoder,
-                                                 json_lines, read_values)
+    from stormlet.spark.backfill.formats import (
+        JsonLines,
+        default_translate,
+        json_encoder,
+        json_lines,
+        read_values,
+    )
 
     bad = []
     lines = ['{"word": "a", "n": 1}', "", "  ", "[\"b\", 2]", "nope", '{"n": 3}', "[1]"]

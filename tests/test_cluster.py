@@ -12,8 +12,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from cluster_support import (LEDGER, REPO, LoopbackCluster, acked_ids,
-                             after_test, json_outputs, serve_cluster, wait_until)
+from cluster_support import (
+    LEDGER,
+    REPO,
+    LoopbackCluster,
+    acked_ids,
+    after_test,
+    json_outputs,
+    serve_cluster,
+    wait_until,
+)
 from cluster_topologies import cycle
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available

@@ -7,12 +7,12 @@ topology and the node, and the supervisor's other topology runs on undisturbed."
 from __future__ import annotations
 
 import pytest
-
 from cluster_support import LoopbackCluster, json_outputs, wait_until
 from local_wheels import make_testdep_wheels
-from stormlet.cluster.environments import DIRECTORY_ENV, NO_INDEX
 from test_cluster_environments import kill_all, versioned_project
 from zookeeper_server import zookeeper_available
+
+from stormlet.cluster.environments import DIRECTORY_ENV, NO_INDEX
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")

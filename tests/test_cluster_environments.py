@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cluster_support import LoopbackCluster, after_test, json_outputs, wait_until
 from local_wheels import make_testdep_wheels
-from stormlet.cluster.environments import DIRECTORY_ENV, NO_INDEX
 from zookeeper_server import zookeeper_available
+
+from stormlet.cluster.environments import DIRECTORY_ENV, NO_INDEX
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")

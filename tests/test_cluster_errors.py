@@ -9,8 +9,14 @@ import types
 
 from kazoo.protocol.states import KazooState
 
-from stormlet.cluster.error_reports import (PER_WORKER, REPORT_TEXT, cap_report, report_errors,
-                                            topology_error_summary, topology_errors)
+from stormlet.cluster.error_reports import (
+    PER_WORKER,
+    REPORT_TEXT,
+    cap_report,
+    report_errors,
+    topology_error_summary,
+    topology_errors,
+)
 from stormlet.cluster.supervisor import Supervisor, WorkerProcess
 
 

@@ -18,8 +18,10 @@ from cluster_support import (
     after_test,
     new_secret_file,
     serve_cluster,
-    stormlet_command as stormlet,
     wait_until,
+)
+from cluster_support import (
+    stormlet_command as stormlet,
 )
 from zookeeper_server import zookeeper_available
 

@@ -19,16 +19,16 @@ from zookeeper_server import zookeeper_available
 from stormlet.cluster import rpc
 from stormlet.cluster.code import package_topology
 from stormlet.cluster.log_files import WORKER_LOG
-from stormlet.cluster.wire import encode_frame
-from stormlet.loader import load_topology_file
-from stormlet.runtime.protocol import BACKPRESSURE, SYSTEM_TASK
 from stormlet.cluster.security import (
     SECRET_FILE_ENV,
     WORKER_CREDENTIALS_ENV,
     Security,
     SecurityError,
 )
+from stormlet.cluster.wire import encode_frame
 from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
+from stormlet.loader import load_topology_file
+from stormlet.runtime.protocol import BACKPRESSURE, SYSTEM_TASK
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")

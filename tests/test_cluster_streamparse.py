@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
 from cluster_support import serve_cluster, wait_until
 from test_streamparse import FEATURES, events
 from zookeeper_server import zookeeper_available

@@ -16,15 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cluster_support import LoopbackCluster, after_test, json_outputs, wait_until
 from local_wheels import GATED, make_gated_sdist
-from stormlet.cluster.dependencies import normalize
-from stormlet.cluster.environments import DIRECTORY_ENV, MARKER, NO_INDEX
-from stormlet.cluster.error_reports import SUBMIT_COMPONENT
 from test_cluster_environments import kill_all, versioned_project
 from ui_support import get
 from zookeeper_server import zookeeper_available
+
+from stormlet.cluster.dependencies import normalize
+from stormlet.cluster.environments import DIRECTORY_ENV, MARKER, NO_INDEX
+from stormlet.cluster.error_reports import SUBMIT_COMPONENT
 
 pytestmark = pytest.mark.skipif(not zookeeper_available(),
                                 reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")

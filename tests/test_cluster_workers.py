@@ -19,8 +19,10 @@ from cluster_support import (
     after_test,
     new_secret_file,
     serve_cluster,
-    stormlet_command as stormlet,
     wait_until,
+)
+from cluster_support import (
+    stormlet_command as stormlet,
 )
 from test_cluster_events import history, in_order
 from zookeeper_server import zookeeper_available

@@ -8,13 +8,12 @@ import os
 import threading
 
 import pytest
+from support import running, wait_until
 
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.runtime import cpu_affinity
 from stormlet.runtime.cpu_affinity import current_cpu, local_executor_cpu, usable_cpus
 from stormlet.topology import TopologyError
-
-from support import running, wait_until
 
 needs_two_cpus = pytest.mark.skipif(len(usable_cpus()) < 2,
                                     reason="pinning to one CPU needs a process that may use two")

@@ -12,8 +12,14 @@ import sys
 import threading
 import time
 
-from stormlet.cluster.cpu_pinning import (CpuPinning, choose_cpu, pinned_cpu, pins_by_default,
-                                          usable_cpus, worker_args)
+from stormlet.cluster.cpu_pinning import (
+    CpuPinning,
+    choose_cpu,
+    pinned_cpu,
+    pins_by_default,
+    usable_cpus,
+    worker_args,
+)
 from stormlet.cluster.worker_command import WORKER_MODULE_ARGS
 
 

@@ -11,11 +11,19 @@ from __future__ import annotations
 import time
 
 import pytest
-
 import support
 from cluster_topologies import cycle
-from cluster_topologies.cycle import (FAN_OUT, LAPS, Back, Countdown, FanOut, Numbers,
-                                      laps_of_fan_out, loop_topology)
+from cluster_topologies.cycle import (
+    FAN_OUT,
+    LAPS,
+    Back,
+    Countdown,
+    FanOut,
+    Numbers,
+    laps_of_fan_out,
+    loop_topology,
+)
+
 from stormlet import TopologyBuilder
 
 N = 3000

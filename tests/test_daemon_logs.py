@@ -14,15 +14,15 @@ import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import ConnectionLoss
 from kazoo.protocol.states import KazooState
+from support import wait_until
+from test_nimbus_session import expire_session
+from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
 
 from stormlet.cluster import nimbus as nimbus_module
 from stormlet.cluster.names import new_topology_id
 from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.security import Security
 from stormlet.cluster.supervisor import Supervisor
-from support import wait_until
-from test_nimbus_session import expire_session
-from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
 
 pytestmark = [pytest.mark.zookeeper,
               pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")]

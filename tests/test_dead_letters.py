@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import support
+
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet.failed import read_failed
 

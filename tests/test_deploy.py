@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 import pytest
+
 # What tests/multi_host.py's hosts need (root, ip, nft) covers what the demo hosts need.
 from multi_host import multi_host_available, unavailable_reason
 from support import wait_until

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from docs_examples import DOCS, named_commands, page_program, pages, python_blocks
 
 ROOT = DOCS.parent

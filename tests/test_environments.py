@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from local_wheels import TESTDEP, make_testdep_wheels
+
 from stormlet.cluster import environments as envs
 from stormlet.cluster.code import MANIFEST, package_topology, unpack
 from stormlet.cluster.dependencies import DependencyError, declared, normalize

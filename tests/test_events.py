@@ -11,9 +11,10 @@ import threading
 import time
 
 import pytest
-from kazoo.exceptions import NoAuthError
-
 from cluster_support import wait_until
+from kazoo.exceptions import NoAuthError
+from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
+
 from stormlet.cluster import events, rpc
 from stormlet.cluster.events import (
     EventRecorder,
@@ -27,7 +28,6 @@ from stormlet.cluster.nimbus import Nimbus
 from stormlet.cluster.security import Security
 from stormlet.cluster.submissions import accepted
 from stormlet.cluster.zk_state import ClusterState, connect, events_path
-from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
 
 pytestmark = [pytest.mark.zookeeper,
               pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")]

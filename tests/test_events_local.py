@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from ui_support import STEADY, get, post, request, topology, ui_cluster, wait_until
 
 from stormlet import LocalCluster
 from stormlet.cli.events import event_lines, heading, last_seq
@@ -14,7 +15,6 @@ from stormlet.cluster import events
 from stormlet.cluster.events import MemoryEvents
 from stormlet.local import UnknownTopologyError
 from stormlet.ui.access import UiAccess
-from ui_support import STEADY, get, post, request, topology, ui_cluster, wait_until
 
 TOKEN = "0123456789abcdef" * 4
 

@@ -20,8 +20,16 @@ from click.testing import CliRunner
 
 from stormlet import FailReason
 from stormlet.cli import main
-from stormlet.failed import (FailedMessageWriter, FailedRecord, SourceRef, final_files,
-                             inprogress_files, read_failed, summarize, topologies)
+from stormlet.failed import (
+    FailedMessageWriter,
+    FailedRecord,
+    SourceRef,
+    final_files,
+    inprogress_files,
+    read_failed,
+    summarize,
+    topologies,
+)
 from stormlet.failed.record import record_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -632,6 +640,7 @@ def parquet_with(tmp_path: Path, name: str, **columns) -> Path:
     """A Parquet file of the log's schema holding records 0 and 1, with ``columns`` replaced
     (each a list of two values, as the table holds them)."""
     import pyarrow as pa
+
     from stormlet.failed.columnar import ColumnBuilder, schema
     builder = ColumnBuilder()
     for i in range(2):

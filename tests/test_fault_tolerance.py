@@ -9,11 +9,10 @@ import threading
 import time
 
 import pytest
+from support import running
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.runtime.task_errors import TaskErrors
-
-from support import running
 
 NAME = "faults"
 BASE_CONF = {

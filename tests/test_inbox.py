@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from stormlet.runtime.protocol import DATA
 from stormlet.runtime import inbox as inbox_module
 from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.metrics import TaskMetrics
+from stormlet.runtime.protocol import DATA
 from stormlet.runtime.transfer import Transfer
 
 

@@ -17,9 +17,9 @@ import time
 import types
 
 import pytest
+from support import wait_until
 from test_worker_introspection import needs_py_spy, start_target
 
-from support import wait_until
 from stormlet.cluster import introspection_service as service_module
 from stormlet.cluster import rpc
 from stormlet.cluster.introspection_service import (
@@ -33,6 +33,8 @@ from stormlet.cluster.introspection_service import (
 )
 from stormlet.cluster.log_files import (
     PROFILE as PROFILE_KIND,
+)
+from stormlet.cluster.log_files import (
     STACKS_KIND,
     identify,
     logs_dir,

@@ -9,13 +9,18 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import KafkaError
-
 from kafka_mock import MockKafkaCluster
+
 from stormlet import Spout, TopologyBuilder
 from stormlet.sinks.kafka import FieldNameBasedTupleToKafkaMapper, FieldNameTopicSelector, KafkaBolt
 from stormlet.sources.kafka import KafkaSource
-from stormlet.testing import (BoltHarness, CompleteTopologyParam, MockedSources,
-                              complete_topology, make_tuple)
+from stormlet.testing import (
+    BoltHarness,
+    CompleteTopologyParam,
+    MockedSources,
+    complete_topology,
+    make_tuple,
+)
 
 FIELDS = ["key", "message"]
 # One record a request: each injected error fails exactly one record.

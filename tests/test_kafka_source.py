@@ -13,9 +13,9 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
 from kafka_mock import MockKafkaCluster
 from zookeeper_server import free_port
+
 from stormlet.sources.kafka import KafkaSource, produce
 from stormlet.sources.source import OffsetOutOfRange, Record, SourceError
 

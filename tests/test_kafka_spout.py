@@ -9,6 +9,7 @@ import time
 from collections import Counter
 
 import support
+
 from stormlet import Bolt, TopologyBuilder
 from stormlet.failed import read_failed
 from stormlet.sources import KafkaSpout, RetryPolicy

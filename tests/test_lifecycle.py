@@ -9,10 +9,10 @@ import time
 from collections import Counter
 
 import pytest
-
 import support
-from stormlet import config as cfg
+
 from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet import config as cfg
 
 MESSAGE_TIMEOUT = "topology.message.timeout.secs"
 MAX_SPOUT_PENDING = "topology.max.spout.pending"

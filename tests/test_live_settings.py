@@ -21,8 +21,14 @@ from stormlet.cluster import rpc
 from stormlet.cluster.runtime_settings import RuntimeSettings
 from stormlet.runtime import live_settings as live
 from stormlet.runtime.log_levels import LogLevels, check_level, check_logger, parse_setting
-from stormlet.runtime.sampling import (CUT_NOTE, VALUES_CHARS, Sampler, SampleSink,
-                                       shown_roots, shown_values)
+from stormlet.runtime.sampling import (
+    CUT_NOTE,
+    VALUES_CHARS,
+    Sampler,
+    SampleSink,
+    shown_roots,
+    shown_values,
+)
 
 # ----- what an operator types
 

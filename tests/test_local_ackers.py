@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 
+from stormlet.runtime.metrics import TaskMetrics
 from stormlet.runtime.protocol import ACK_INIT
 from stormlet.runtime.rotating_map import RotatingMap
-from stormlet.runtime.task_collectors import SpoutCollector
-from stormlet.runtime.metrics import TaskMetrics
 from stormlet.runtime.routing import StreamRoute
+from stormlet.runtime.task_collectors import SpoutCollector
 from stormlet.runtime.transfer import Transfer
 from stormlet.tuples import MAX_ID, StreamInfo
 

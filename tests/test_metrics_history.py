@@ -8,7 +8,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from metrics_feed import LATENCY_BUCKET, TID, Clock, Task, Worker, run
 
 from stormlet.metrics.histogram import upper_edge
@@ -20,6 +19,7 @@ from stormlet.metrics.history import (
     MetricsHistory,
 )
 from stormlet.metrics.shape import task_row_problem
+
 
 def values(series: dict, component: str, metric: str) -> list:
     return series["components"][component][metric]

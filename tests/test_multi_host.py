@@ -16,16 +16,15 @@ every scenario with three times the messages and faults twice as long, runs by h
 
 from __future__ import annotations
 
-import os
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cluster_support import wait_until
-from multi_host import MultiHostChaosRun, MultiHostCluster, multi_host_available, \
-    unavailable_reason
+from multi_host import MultiHostChaosRun, MultiHostCluster, multi_host_available, unavailable_reason
 from zookeeper_server import zookeeper_available
 
 LOCAL_STATEFUL_TOPOLOGY = (Path(__file__).resolve().parent / "chaos" /

@@ -6,11 +6,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from kazoo.client import KazooClient
-
 from cluster_support import wait_until
-from stormlet.cluster.nimbus import Nimbus
+from kazoo.client import KazooClient
 from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
+
+from stormlet.cluster.nimbus import Nimbus
 
 pytestmark = [pytest.mark.zookeeper,
               pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")]

@@ -14,16 +14,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 import support
+from zookeeper_server import ZooKeeperServer, zookeeper_available
+
 from stormlet import Bolt, LocalCluster, TopologyBuilder
 from stormlet.failed import read_failed
 from stormlet.sources import LogSpout, RetryPolicy
 from stormlet.sources.offset_spout import OffsetSpout
-from stormlet.sources.source import SourceError
 from stormlet.sources.offset_store import FileOffsetStore, ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
-from zookeeper_server import ZooKeeperServer, zookeeper_available
+from stormlet.sources.source import SourceError
 
 SPOUT_ID = "reader"
 

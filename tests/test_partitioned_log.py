@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from stormlet.sources.log_source import LogSource
-from stormlet.sources.partitioned_log import (LogError, PartitionedLog, partition_for_key)
+from stormlet.sources.partitioned_log import LogError, PartitionedLog, partition_for_key
 from stormlet.sources.source import OffsetOutOfRange, SourceError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,9 +19,17 @@ from pathlib import Path
 import pytest
 
 from stormlet.sources.partitioned_log import LogError, PartitionedLog
-from stormlet.sources.partitioned_log.frames import (BODY_HEAD, COUNT_MASK, GROUP_ENTRY,
-                                                     GROUP_HEAD, GROUP_RECORDS, GROUPED, PREFIX,
-                                                     array_header_size, encode_frame)
+from stormlet.sources.partitioned_log.frames import (
+    BODY_HEAD,
+    COUNT_MASK,
+    GROUP_ENTRY,
+    GROUP_HEAD,
+    GROUP_RECORDS,
+    GROUPED,
+    PREFIX,
+    array_header_size,
+    encode_frame,
+)
 
 CASES = 2000
 SEED = 20261130

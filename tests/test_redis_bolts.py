@@ -9,11 +9,24 @@ import pytest
 from redis_server import RedisServer, redis_server  # noqa: F401
 
 from stormlet import Spout, TopologyBuilder
-from stormlet.sinks.redis import (FieldsFilterMapper, FieldsLookupMapper, FieldsStoreMapper,
-                                  RedisDataType, RedisDataTypeDescription, RedisFilterBolt,
-                                  RedisLookupBolt, RedisStoreBolt)
-from stormlet.testing import (BoltHarness, CompleteTopologyParam, MockedSources,
-                              complete_topology, make_tuple, multiset_eq)
+from stormlet.sinks.redis import (
+    FieldsFilterMapper,
+    FieldsLookupMapper,
+    FieldsStoreMapper,
+    RedisDataType,
+    RedisDataTypeDescription,
+    RedisFilterBolt,
+    RedisLookupBolt,
+    RedisStoreBolt,
+)
+from stormlet.testing import (
+    BoltHarness,
+    CompleteTopologyParam,
+    MockedSources,
+    complete_topology,
+    make_tuple,
+    multiset_eq,
+)
 
 FIELDS = ["key", "value"]
 T = RedisDataType

@@ -15,10 +15,10 @@ import time
 from collections import Counter
 
 import pytest
-
 import support
-from stormlet import config as cfg
+
 from stormlet import BasicBolt, Bolt, FailReason, Spout, TopologyBuilder
+from stormlet import config as cfg
 from stormlet.cluster.wire import encode_frame
 from stormlet.runtime.protocol import ACK_FAIL
 

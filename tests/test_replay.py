@@ -20,19 +20,25 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
 import support
+from click.testing import CliRunner
 from zookeeper_server import free_port
+
 from stormlet import Bolt, FailReason, TopologyBuilder
 from stormlet.cli import main
-from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef, final_files, read_failed
 from stormlet.cli.replay import parse_time
+from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef, final_files, read_failed
 from stormlet.sources import KafkaSpout, LogSpout, RetryPolicy
 from stormlet.sources.offset_store import FileOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog, partition_for_key
-from stormlet.spark.replay import (HEADER_KEY, HEADER_RUN, REPLAYS_DIR, ReplayError,
-                                   parse_target, replay)
+from stormlet.spark.replay import (
+    HEADER_KEY,
+    HEADER_RUN,
+    REPLAYS_DIR,
+    ReplayError,
+    parse_target,
+    replay,
+)
 from stormlet.spark.session import build_session
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,16 +11,15 @@ import threading
 import time
 
 import pytest
+from support import wait_until
+from test_fault_tolerance import Stuck
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet import config as cfg
-from stormlet.runtime.protocol import DATA, STOP, SYSTEM_TASK
 from stormlet.runtime.executor import FOREVER, Executor
 from stormlet.runtime.inbox import Inbox
+from stormlet.runtime.protocol import DATA, STOP, SYSTEM_TASK
 from stormlet.runtime.threads import BLOCKED_SECS, Guard, SharedThread
-
-from support import wait_until
-from test_fault_tolerance import Stuck
 
 NAME = "runner"
 

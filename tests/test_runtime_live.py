@@ -13,14 +13,13 @@ import threading
 import time
 
 import pytest
+from support import wait_until
 
 from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
-from stormlet.runtime.protocol import ACKER_COMPONENT, DATA
 from stormlet.runtime.engine import TopologyRuntime, executor_plan
 from stormlet.runtime.numbering import TopologyLayout
-
-from support import wait_until
+from stormlet.runtime.protocol import ACKER_COMPONENT, DATA
 
 ACKERS = 1
 BASE_CONF = {cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 60, cfg.TOPOLOGY_ACKER_EXECUTORS: ACKERS}

@@ -6,8 +6,14 @@ from collections import Counter
 
 import pytest
 
-from stormlet.cluster.scheduler import (SchedulingError, even_schedule, pick_slots,
-                                        plan_from_summary, repair, spread_back)
+from stormlet.cluster.scheduler import (
+    SchedulingError,
+    even_schedule,
+    pick_slots,
+    plan_from_summary,
+    repair,
+    spread_back,
+)
 
 SUMMARY = {"components": {
     "spout": {"spout": True, "tasks": 2, "executors": 2},

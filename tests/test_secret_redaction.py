@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from ui_support import strict_json, wait_until
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
-from stormlet.cli import main
 from stormlet.cli import cluster as cluster_cli
+from stormlet.cli import main
 from stormlet.cli.options import NimbusTarget
 from stormlet.cluster import rpc
 from stormlet.cluster.nimbus import Nimbus

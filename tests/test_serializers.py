@@ -20,11 +20,15 @@ from stormlet.cluster.wire import FrameDecoder, encode_data, encode_frame
 from stormlet.failed import read_failed
 from stormlet.groupings import stable_hash
 from stormlet.loader import load_topology_file
-from stormlet.runtime.protocol import DATA
 from stormlet.runtime.numbering import TopologyLayout
+from stormlet.runtime.protocol import DATA
 from stormlet.runtime.serialization import checked
-from stormlet.serializers import (DEFAULT_REGISTRY, TOPOLOGY_SERIALIZATION_REGISTER,
-                                  RegistrationError, registry_for)
+from stormlet.serializers import (
+    DEFAULT_REGISTRY,
+    TOPOLOGY_SERIALIZATION_REGISTER,
+    RegistrationError,
+    registry_for,
+)
 from stormlet.tuples import StreamInfo, untracked
 
 TYPED = Path(typed_values.__file__)

@@ -24,16 +24,21 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from spark_cluster import REPO_ROOT, SparkCluster, pyspark_home, spark_cluster  # noqa: F401
+from test_backfill import read_output, stream_topology
+from zookeeper_server import free_port
 
 import stormlet.cli.spark_submit
-from spark_cluster import REPO_ROOT, SparkCluster, pyspark_home, spark_cluster  # noqa: F401
 from stormlet import FailReason
 from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef
 from stormlet.sources.partitioned_log import PartitionedLog, partition_for_key
-from stormlet.spark.cluster import (MasterUnavailable, check_reachable, is_local, loopback_master,
-                                    standalone_hosts)
-from test_backfill import read_output, stream_topology
-from zookeeper_server import free_port
+from stormlet.spark.cluster import (
+    MasterUnavailable,
+    check_reachable,
+    is_local,
+    loopback_master,
+    standalone_hosts,
+)
 
 JOB_TIMEOUT = 240    # seconds; a job that hangs fails the test instead of the run
 

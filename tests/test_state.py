@@ -16,13 +16,22 @@ from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
 from stormlet.errors import TopologyError
 from stormlet.state import KeyValueState, StateError, StatefulBolt
-from stormlet.state.checkpoint import (CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, COMMIT,
-                                       COMMITTED, COMMITTING, INITSTATE, PREPARE, PREPARING,
-                                       ROLLBACK, Progress)
+from stormlet.state.checkpoint import (
+    CHECKPOINT_COMPONENT,
+    CHECKPOINT_STREAM,
+    COMMIT,
+    COMMITTED,
+    COMMITTING,
+    INITSTATE,
+    PREPARE,
+    PREPARING,
+    ROLLBACK,
+    Progress,
+)
 from stormlet.state.embedded import EmbeddedStore
 from stormlet.state.providers import open_store
-from stormlet.state.wrappers import CheckpointBarrier, CheckpointForwarder, StatefulBoltRunner
 from stormlet.state.store import MemoryStore
+from stormlet.state.wrappers import CheckpointBarrier, CheckpointForwarder, StatefulBoltRunner
 
 needs_redis = pytest.mark.skipif(not redis_available(), reason=SKIP_REASON)
 
@@ -436,6 +445,7 @@ def test_bad_state_settings_are_refused_at_submit():
 def committed_totals(state_dir, topology):
     """Every word's committed total, over the tasks of the running-total example's bolt."""
     import sqlite3
+
     from stormlet.state.embedded import state_file
     from stormlet.state.store import decode_key, decode_value
     db = sqlite3.connect(state_file(state_dir, topology))

@@ -11,10 +11,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from redis_server import redis_server  # noqa: F401
-from stormlet.loader import load_topology_file
 from support import running, wait_until
+
+from stormlet.loader import load_topology_file
 
 PROJECTS = Path(__file__).resolve().parent / "streamparse_projects"
 WORDCOUNT = PROJECTS / "wordcount"

@@ -12,8 +12,15 @@ from support import running, wait_until
 
 from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder
 from stormlet.errors import TopologyError
-from stormlet.hooks import (BoltAckInfo, BoltExecuteInfo, BoltFailInfo, EmitInfo, SpoutAckInfo,
-                            SpoutFailInfo, TaskHook)
+from stormlet.hooks import (
+    BoltAckInfo,
+    BoltExecuteInfo,
+    BoltFailInfo,
+    EmitInfo,
+    SpoutAckInfo,
+    SpoutFailInfo,
+    TaskHook,
+)
 from stormlet.runtime.task_hooks import load_hook
 
 # What every Recorder saw, in order: (component, task, event, info).

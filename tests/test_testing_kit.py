@@ -8,9 +8,16 @@ import pytest
 from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder, TopologyError
 from stormlet import config as cfg
 from stormlet.runtime.serialization import SerializationError
-from stormlet.testing import (BoltHarness, CompleteTopologyParam, MockedSources,
-                              MockOutputCollector, complete_topology, make_tuple,
-                              simulated_time, tick_tuple)
+from stormlet.testing import (
+    BoltHarness,
+    CompleteTopologyParam,
+    MockedSources,
+    MockOutputCollector,
+    complete_topology,
+    make_tuple,
+    simulated_time,
+    tick_tuple,
+)
 from stormlet.windowing import Duration, WindowedBolt
 
 

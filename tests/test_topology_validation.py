@@ -7,8 +7,16 @@ import threading
 
 import pytest
 
-from stormlet import (BasicBolt, Bolt, FailReason, LocalCluster, SerializationError, Spout,
-                      TopologyBuilder, TopologyError)
+from stormlet import (
+    BasicBolt,
+    Bolt,
+    FailReason,
+    LocalCluster,
+    SerializationError,
+    Spout,
+    TopologyBuilder,
+    TopologyError,
+)
 from stormlet.runtime.serialization import check_values
 from stormlet.topology import Topology
 

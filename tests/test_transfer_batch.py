@@ -10,8 +10,8 @@ import pytest
 
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
-from stormlet.runtime.protocol import DATA, STOP, SYSTEM_TASK
 from stormlet.runtime.engine import TopologyRuntime
+from stormlet.runtime.protocol import DATA, STOP, SYSTEM_TASK
 from stormlet.runtime.threads import OwnThread
 from stormlet.tuples import StreamInfo, Tuple
 

@@ -3,13 +3,12 @@ and hostile frames refused while the receiver keeps serving."""
 
 from __future__ import annotations
 
-from array import array
-
 import errno
 import json
 import logging
 import threading
 import time
+from array import array
 from contextlib import contextmanager
 
 import msgpack
@@ -24,14 +23,14 @@ from stormlet.cluster.backpressure import OverloadWatch, PausedTasks
 from stormlet.cluster.security import Security, release
 from stormlet.cluster.tenure import Fence, next_assignment
 from stormlet.cluster.transport import LinkTimes, Receiver, Sender, make_deliver
-from stormlet.runtime.numbering import TopologyLayout
-from stormlet.runtime.protocol import ACK_ACK, ACK_RESET, BACKPRESSURE, DATA, SYSTEM_TASK
-from stormlet.runtime.inbox import Inbox
-from stormlet.runtime.metrics import TaskMetrics
-from stormlet.runtime.transfer import Transfer
-from stormlet.tuples import StreamInfo, Tuple
 from stormlet.cluster.wire import WIRE_VERSION, FrameDecoder, encode_frame
 from stormlet.cluster.zk_state import Executor
+from stormlet.runtime.inbox import Inbox
+from stormlet.runtime.metrics import TaskMetrics
+from stormlet.runtime.numbering import TopologyLayout
+from stormlet.runtime.protocol import ACK_ACK, ACK_RESET, BACKPRESSURE, DATA, SYSTEM_TASK
+from stormlet.runtime.transfer import Transfer
+from stormlet.tuples import StreamInfo, Tuple
 
 TOPOLOGY = "t-1"
 

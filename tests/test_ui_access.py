@@ -7,9 +7,9 @@ import http.client
 import urllib.parse
 
 import pytest
+from ui_support import ui_cluster
 
 from stormlet.ui.access import SESSION_COOKIE, UiAccess
-from ui_support import ui_cluster
 
 TOKEN = "0123456789abcdef" * 4
 

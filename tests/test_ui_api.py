@@ -41,9 +41,9 @@ from ui_support import (
 )
 from zookeeper_server import zookeeper_available
 
+from stormlet.cluster.nimbus_client import NimbusClient
 from stormlet.ui.app import serve
 from stormlet.ui.progress import ProgressLine
-from stormlet.cluster.nimbus_client import NimbusClient
 from stormlet.ui.source import ClusterSource
 
 MESSAGES = COUNT * SPOUT_TASKS

@@ -12,9 +12,10 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
+from ui_support import ui_cluster
+
 from stormlet.ui.app import UiServer, serve
 from stormlet.ui.connections import ConnectionLimits
-from ui_support import ui_cluster
 
 # A request line and the start of a header, and then nothing: the request never completes.
 PARTIAL = b"GET /api/v1/cluster/summary HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Wait: "

@@ -6,11 +6,11 @@ request's fault; and a local topology's answer that these are for a cluster."""
 from __future__ import annotations
 
 import pytest
+from ui_support import request, ui_cluster
 
 from stormlet.ui.access import UiAccess
 from stormlet.ui.app import create_app
 from stormlet.ui.source import ActionRefused
-from ui_support import request, ui_cluster
 
 TOKEN = "0123456789abcdef" * 4
 TID = "wc-1764493200-a1b2c3"

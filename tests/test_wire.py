@@ -8,12 +8,26 @@ import msgpack
 import pytest
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
+from stormlet.cluster.wire import (
+    WIRE_VERSION,
+    EncodedBatch,
+    FrameDecoder,
+    WireError,
+    encode_data,
+    encode_frame,
+    encode_records,
+)
 from stormlet.runtime.numbering import TopologyLayout
-from stormlet.runtime.protocol import (ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, BACKPRESSURE, DATA,
-                                       SPOUT_FAIL)
+from stormlet.runtime.protocol import (
+    ACK_ACK,
+    ACK_FAIL,
+    ACK_INIT,
+    ACK_RESET,
+    BACKPRESSURE,
+    DATA,
+    SPOUT_FAIL,
+)
 from stormlet.tuples import StreamInfo, Tuple
-from stormlet.cluster.wire import (WIRE_VERSION, EncodedBatch, FrameDecoder, WireError,
-                                   encode_data, encode_frame, encode_records)
 
 
 class Words(Spout):

@@ -10,15 +10,20 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support import wait_until
+from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
+
 from stormlet.cluster.cpu_pinning import CPU_OPTION, pinned_cpu
 from stormlet.cluster.heartbeat import heartbeat_path, read_heartbeat
 from stormlet.cluster.supervisor import Supervisor
-from stormlet.cluster.worker_command import (LEGACY_WORKER_MODULE, PORT_OPTION,
-                                             WORKER_MODULE_ARGS, command_line, is_worker,
-                                             option_value)
-from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
+from stormlet.cluster.worker_command import (
+    LEGACY_WORKER_MODULE,
+    PORT_OPTION,
+    WORKER_MODULE_ARGS,
+    command_line,
+    is_worker,
+    option_value,
+)
 
 
 def args(*parts: str) -> list[bytes]:

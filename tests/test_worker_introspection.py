@@ -23,8 +23,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from support import wait_until
+
 from stormlet.cluster import worker_introspection as wi
 from stormlet.cluster.supervisor import Supervisor, WorkerProcess
 from stormlet.cluster.worker_introspection import (

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-
 from support import wait_until
-from stormlet.cluster.worker_introspection import WorkerGone, profile, stack_dump
-from stormlet.cluster.zk_state import ClusterState
 from test_worker_introspection import needs_py_spy
 from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
+
+from stormlet.cluster.worker_introspection import WorkerGone, profile, stack_dump
+from stormlet.cluster.zk_state import ClusterState
 
 pytestmark = [pytest.mark.cluster,   # starts a stormlet worker process (and ZooKeeper)
               pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")]

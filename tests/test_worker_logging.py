@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+from support import running, wait_until
 
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
@@ -29,7 +30,6 @@ from stormlet.cluster.logging_setup import (
     parse_head,
     task_in,
 )
-from support import running, wait_until
 
 REPO = Path(__file__).resolve().parent.parent
 TOPOLOGY_ID = "wc-1764493200-a1b2c3"

@@ -20,8 +20,12 @@ from stormlet.cluster.error_reports import topology_error_summary, topology_erro
 from stormlet.cluster.memory_limit import Overruns, overrun_text, resident_mb
 from stormlet.cluster.security import SECRET_FILE_ENV, WORKER_CREDENTIALS_ENV, Security
 from stormlet.cluster.supervisor import Supervisor, WorkerProcess
-from stormlet.cluster.worker_command import (PORT_OPTION, WORKER_MODULE_ARGS, is_worker,
-                                             worker_command)
+from stormlet.cluster.worker_command import (
+    PORT_OPTION,
+    WORKER_MODULE_ARGS,
+    is_worker,
+    worker_command,
+)
 
 ENV = cfg.TOPOLOGY_ENVIRONMENT
 OPTS = cfg.TOPOLOGY_WORKER_CHILDOPTS

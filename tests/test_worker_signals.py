@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
-
 from support import wait_until
-from stormlet.cluster.zk_state import ClusterState
 from zookeeper_server import ZooKeeperServer, free_port, zookeeper_available
+
+from stormlet.cluster.zk_state import ClusterState
 
 pytestmark = [pytest.mark.cluster,   # starts a stormlet worker process (and ZooKeeper)
               pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")]

@@ -8,9 +8,9 @@ import time
 from contextlib import ExitStack
 
 import pytest
+from zookeeper_server import ZooKeeperServer, zookeeper_available
 
 from stormlet.cluster.zk_state import connect, connect_timeout
-from zookeeper_server import ZooKeeperServer, zookeeper_available
 
 pytestmark = [pytest.mark.zookeeper,
               pytest.mark.skipif(not zookeeper_available(), reason="ZooKeeper is not installed")]

@@ -8,9 +8,14 @@ import threading
 
 import pytest
 from kazoo.client import KazooClient, KazooState
-
-from zookeeper_server import (SCRIPT, SKIP_REASON, ZooKeeperServer, ZooKeeperServerError,
-                              four_letter_word, zookeeper_available)
+from zookeeper_server import (
+    SCRIPT,
+    SKIP_REASON,
+    ZooKeeperServer,
+    ZooKeeperServerError,
+    four_letter_word,
+    zookeeper_available,
+)
 
 pytestmark = [pytest.mark.zookeeper,
               pytest.mark.skipif(not zookeeper_available(), reason=SKIP_REASON)]

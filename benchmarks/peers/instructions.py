@@ -37,12 +37,12 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+import run_floor
+from runs import RUNS, Run
+from sentences import WORDS_PER_SENTENCE
+
 import stormlet
 from stormlet.runtime import build_mode
-
-import run_floor
-from sentences import WORDS_PER_SENTENCE
-from runs import RUNS, Run
 
 # What callgrind counts in (toggled on entering a matching function, off on leaving it): the
 # executors' steps, as compiled (each resumption of an executor's ``steps`` generator, whose

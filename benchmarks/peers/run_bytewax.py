@@ -19,7 +19,6 @@ import time
 import bytewax.operators as op
 from bytewax.dataflow import Dataflow
 from bytewax.testing import TestingSink, TestingSource, run_main
-
 from sentences import DEFAULT_N, sentences
 
 BATCH_SIZE = 1000

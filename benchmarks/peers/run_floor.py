@@ -25,15 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from run_stormlet import CountBolt, SentenceSpout, SplitBolt, shared_sentences
+from sentences import DEFAULT_N
+
 import stormlet
 from stormlet.runtime import build_mode
 from stormlet.runtime.spout_executor import BURST
 from stormlet.runtime.tuning import tune_for_streaming
 from stormlet.tuples import StreamInfo
-
-from sentences import DEFAULT_N
-
-from run_stormlet import CountBolt, SentenceSpout, SplitBolt, shared_sentences
 
 HERE = Path(__file__).resolve().parent
 

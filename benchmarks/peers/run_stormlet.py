@@ -29,10 +29,10 @@ import sys
 import time
 from pathlib import Path
 
-from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
-from stormlet.runtime.tuning import tune_for_streaming
-
 from sentences import DEFAULT_N, WORDS_PER_SENTENCE, sentences
+
+from stormlet import LocalCluster, Spout, TopologyBuilder
+from stormlet.runtime.tuning import tune_for_streaming
 
 # The split bolts are benchmarks/wordcount.py's, so both benchmarks measure the same code.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

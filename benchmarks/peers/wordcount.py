@@ -29,13 +29,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stormlet.runtime import build_mode
-from stormlet.runtime import threads as runner
-
 import run_floor
 import run_stormlet
 from runs import RUNS, Run
 from sentences import DEFAULT_N, SEED, WORDS, WORDS_PER_SENTENCE, expected_counts, sentences
+
+from stormlet.runtime import build_mode
+from stormlet.runtime import threads as runner
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_BYTEWAX_PYTHON = HERE / ".venv-bytewax" / "bin" / "python"

@@ -78,7 +78,8 @@ def delete(key: str, target: NimbusTarget) -> None:
 
 
 def _send(target: NimbusTarget, key: str, file: Path, replace: bool) -> None:
-    from ..cluster.blob_transfer import BlobTransferError, upload as send
+    from ..cluster.blob_transfer import BlobTransferError
+    from ..cluster.blob_transfer import upload as send
     from ..cluster.rpc import RpcError
 
     started = time.monotonic()

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from ..cluster.blob_cache import DEFAULT_KEEP_SECS
-from ..cluster.submissions import PREPARING, REFUSAL_KEEP_SECS, REFUSED
 from ..cluster.node_service import DEFAULT_PORT as NODE_SERVICE_PORT
+from ..cluster.submissions import PREPARING, REFUSAL_KEEP_SECS, REFUSED
 from ..redaction import redact_text
 from .options import (
     SECRET_OPTION,

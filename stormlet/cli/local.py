@@ -12,9 +12,9 @@ from typing import Any
 
 import click
 
-from ..runtime import build_mode
 from ..errors import TopologyError
 from ..loader import TopologyFileError, load_topology_file
+from ..runtime import build_mode
 from .options import conf_option, conf_overrides
 
 # How long `stormlet local` runs without --ui (with it: until Ctrl-C or a kill from the UI).

@@ -17,8 +17,6 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-import cython
-
 from ..tuples import StreamInfo, Tuple, tracked
 
 # What a column of strings is joined by: a control character that text rarely holds.

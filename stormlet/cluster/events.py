@@ -54,7 +54,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kazoo.exceptions import NoNodeError, NodeExistsError, NotEmptyError
+from kazoo.exceptions import NodeExistsError, NoNodeError, NotEmptyError
 
 from .. import config as cfg
 from ..redaction import redact_text, redact_value
@@ -380,13 +380,13 @@ def _encode(value: dict[str, Any]) -> bytes:
 
 
 def _decode(path: str, data: bytes) -> dict[str, Any] | None:
-    from .zk_state import decode_node   # see EventStore.__init__
+    from .zk_state import decode_node  # see EventStore.__init__
 
     return decode_node(path, data)
 
 
 def _describe(exc: BaseException) -> str:
-    from .zk_state import describe   # see EventStore.__init__
+    from .zk_state import describe  # see EventStore.__init__
 
     return describe(exc)
 

@@ -145,7 +145,7 @@ class RecordFilter:
 
 
 def _compile(pattern: object) -> regex.Pattern:
-    import regex   # here: what only imports this module (the CLI) starts quicker
+    import regex  # here: what only imports this module (the CLI) starts quicker
 
     if not isinstance(pattern, str) or len(pattern) > MAX_PATTERN_CHARS:
         raise ValueError(f"a pattern is a regular expression of at most {MAX_PATTERN_CHARS} "

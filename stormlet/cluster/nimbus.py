@@ -55,6 +55,9 @@ from .introspection_service import IntrospectionService
 from .log_service import LogService, shown_to_readers
 from .metrics_store import MetricsStore
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
+from .nimbus_client import fetch_code
+from .repeats import Repeats
+from .runtime_settings import RuntimeSettings
 from .scheduler import (
     SchedulingError,
     even_schedule,
@@ -63,9 +66,6 @@ from .scheduler import (
     repair,
     spread_back,
 )
-from .nimbus_client import fetch_code
-from .repeats import Repeats
-from .runtime_settings import RuntimeSettings
 from .security import Security, check_bind_address
 from .submissions import (
     PREPARING,
@@ -355,9 +355,6 @@ class Nimbus:
             "worker_restart": Op(self.introspection.restart, admin, slow=True),
             **self.runtime_settings.operations(),
         }
-
-    def record_event(self, topology_id: str, kind: str, text: str, **detail: Any) -> None:
-        pass  # events.py fills this in
 
     def _require_leader(self) -> None:
         if not self.is_leader.is_set():

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..runtime.protocol import ACKER_COMPONENT
 from ..runtime.engine import plan_executors
+from ..runtime.protocol import ACKER_COMPONENT
 from ..topology import number_tasks
 from .zk_state import Executor, Slot
 

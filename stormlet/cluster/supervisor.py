@@ -54,9 +54,9 @@ from .log_files import logs_dir, worker_log_dir, worker_out_file
 from .logging_setup import LOG_DIR_OPTION, LogSettings
 from .memory_limit import Overruns, overrun_text, resident_mb
 from .names import check_topology_id
+from .nimbus_client import fetch_code
 from .node_introspection import NodeIntrospection
 from .node_service import NodeService
-from .nimbus_client import fetch_code
 from .repeats import Repeats
 from .security import (
     SECRET_FILE_ENV,
@@ -66,8 +66,7 @@ from .security import (
     write_private_file,
 )
 from .tenure import slot_tenure
-from .worker_command import (PORT_OPTION, PROC, command_line, is_worker, option_value,
-                             worker_command)
+from .worker_command import PORT_OPTION, PROC, command_line, is_worker, option_value, worker_command
 from .worker_introspection import DEFAULT_RESTART_TIMEOUT_SECS, Restarts
 from .zk_state import (
     CONNECTION_ERRORS,

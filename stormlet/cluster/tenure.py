@@ -22,6 +22,7 @@ worker holds that slot, or will.
 from __future__ import annotations
 
 import time
+
 from .zk_state import Executor, assigned_executors, valid_assignment, valid_tenures
 
 

@@ -43,8 +43,19 @@ from typing import Any
 import msgpack
 
 from ..runtime.numbering import TopologyLayout
-from ..runtime.protocol import (ACK_ACK, ACK_INIT, BACKPRESSURE, DATA, RECORDS, AckInit,
-                                Backpressure, int_positions, other_fields, records, stride)
+from ..runtime.protocol import (
+    ACK_ACK,
+    ACK_INIT,
+    BACKPRESSURE,
+    DATA,
+    RECORDS,
+    AckInit,
+    Backpressure,
+    int_positions,
+    other_fields,
+    records,
+    stride,
+)
 from ..serializers import DEFAULT_REGISTRY, Registry
 from ..tuples import StreamInfo, Tuple
 from .columns import from_columns, rows, to_columns

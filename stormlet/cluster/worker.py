@@ -40,12 +40,12 @@ from typing import Callable
 import zmq
 from kazoo.protocol.states import KazooState
 
-from ..runtime import build_mode
 from .. import config as cfg
 from ..loader import load_topology_file
+from ..runtime import build_mode
 from ..runtime.engine import TopologyRuntime
-from ..runtime.task_errors import TaskErrors
 from ..runtime.live_settings import LiveSettings
+from ..runtime.task_errors import TaskErrors
 from .backpressure import OverloadWatch
 from .error_reports import heartbeat_errors
 from .heartbeat import HEARTBEAT_SECS, write_heartbeat

@@ -46,15 +46,15 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 from kazoo.exceptions import (
     ConnectionLoss,
     NoAuthError,
-    NoNodeError,
     NodeExistsError,
+    NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
 )
 
 from .names import is_digest
-from .submissions import Submission
 from .security import Security, SecurityError, same_acl
+from .submissions import Submission
 
 if TYPE_CHECKING:
     # kazoo.client is slow to import: the command line and the sources import this module for

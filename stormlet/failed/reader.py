@@ -108,7 +108,7 @@ def _read(files: list[Path], topology: str | None, component: str | None, reason
 
 def _records(path: Path, columns: list[str] | None, fields: Iterable[str], decode: bool,
              on_bad: OnBad, registry: Any = None) -> Iterator[dict[str, Any]]:
-    from pyarrow.lib import ArrowException   # here: a spout's dead letters never read
+    from pyarrow.lib import ArrowException  # here: a spout's dead letters never read
 
     try:
         table = _whole_file(path, lambda: read_table(path, columns))

@@ -22,8 +22,19 @@ from typing import Any
 
 from ..durable import fsync_dir, replace_atomically
 from .columnar import ColumnBuilder
-from .files import (FINAL_SUFFIX, JOURNAL_SUFFIX, LEGACY_SUFFIX, file_safe, final_name,
-                    is_legacy, make_dirs, own_inprogress, same_file, topology_dir, utc_stamp)
+from .files import (
+    FINAL_SUFFIX,
+    JOURNAL_SUFFIX,
+    LEGACY_SUFFIX,
+    file_safe,
+    final_name,
+    is_legacy,
+    make_dirs,
+    own_inprogress,
+    same_file,
+    topology_dir,
+    utc_stamp,
+)
 from .parse import parse_line
 from .reader import final_files
 from .record import FailedRecord, record_to_dict

@@ -7,6 +7,7 @@ from collections.abc import Generator
 from typing import Any
 
 from .acker import Acker, roots_in_acks
+from .executor import FLUSH_EVERY, Executor
 from .protocol import (
     ACK_ACK,
     ACK_FAIL,
@@ -20,7 +21,6 @@ from .protocol import (
     AckInit,
     stride,
 )
-from .executor import FLUSH_EVERY, Executor
 
 
 class AckerExecutor(Executor):

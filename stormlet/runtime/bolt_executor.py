@@ -12,20 +12,20 @@ timeout. The executor keeps running: one bad tuple does not take the worker down
 
 from __future__ import annotations
 
-from time import monotonic
 from collections.abc import Generator
+from time import monotonic
 from typing import Any
 
 import cython
 
-from ..components import BasicBolt
-from .protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
-from ..tuples import StreamInfo, Tuple
 from ..collectors import BasicOutputCollector
-from .task_collectors import BasicCollector, BoltCollector
+from ..components import BasicBolt
+from ..tuples import StreamInfo, Tuple
 from . import task_hooks
 from .executor import FLUSH_EVERY, FOREVER, Executor, TaskBase
 from .inbox import ROOM_RECHECK_SECS as HELD_RECHECK_SECS
+from .protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
+from .task_collectors import BasicCollector, BoltCollector
 
 TICK_INFO = StreamInfo(SYSTEM_COMPONENT, TICK_STREAM, ["rate_secs"])
 

@@ -30,29 +30,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import config as cfg
-from ..groupings import LoadAwareChooser
 from ..context import TopologyContext
-from .numbering import TopologyLayout
-from ..serializers import registry_for
+from ..groupings import LoadAwareChooser
 from ..metrics.process import ProcessStats
 from ..metrics.structure import topology_structure
 from ..metrics.windows import RollingWindows
-from .protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK
-from .rotating_map import RotatingMap
+from ..serializers import registry_for
 from ..streams import CHECKPOINT_COMPONENT
 from ..topology import ComponentSpec, Topology
 from . import extensions
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
-from .task_collectors import BoltCollector, SpoutCollector
-from .task_errors import ErrorRecord, TaskErrors
 from .executor import Executor, TaskBase
-from .threads import Guard, OwnThread, SharedThread
 from .inbox import CycleGate, Inbox
 from .load_aware import LoadAwareness
 from .metrics import TaskMetrics, summarize, window_stats
+from .numbering import TopologyLayout
+from .protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK
+from .rotating_map import RotatingMap
 from .routing import build_routes
 from .spout_executor import SpoutExecutor, SpoutTask
+from .task_collectors import BoltCollector, SpoutCollector
+from .task_errors import ErrorRecord, TaskErrors
+from .threads import Guard, OwnThread, SharedThread
 from .transfer import Transfer
 from .watchdog import Watchdog
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .protocol import ACKER_COMPONENT
 from ..streams import CHECKPOINT_STREAM
 from ..topology import Topology
+from .protocol import ACKER_COMPONENT
 
 
 class TopologyLayout:

@@ -18,8 +18,7 @@ from array import array
 from typing import Iterator, NamedTuple, get_args, get_type_hints
 
 # The system's stream and component names are the API's (streams.py); here for the runtime.
-from ..streams import (ACKER_COMPONENT, DEFAULT_STREAM, SYSTEM_COMPONENT,  # noqa: F401
-                       SYSTEM_TASK, TICK_STREAM)
+from ..streams import ACKER_COMPONENT, DEFAULT_STREAM, SYSTEM_COMPONENT, SYSTEM_TASK, TICK_STREAM  # noqa: F401
 
 # Data: payload is a list of Tuple objects addressed to dest_task (or, from another worker, an
 # EncodedBatch whose tuples() gives them).

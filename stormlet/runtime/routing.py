@@ -7,8 +7,8 @@ import random
 from typing import Any
 
 from .. import groupings as g
-from .numbering import TopologyLayout
 from ..tuples import StreamInfo
+from .numbering import TopologyLayout
 
 
 class StreamRoute:

@@ -11,8 +11,7 @@ from typing import Any
 
 import cython
 
-from ..serializers import (DEFAULT_REGISTRY, SerializerFailed, UnregisteredType,
-                           how_to_register)
+from ..serializers import DEFAULT_REGISTRY, SerializerFailed, UnregisteredType, how_to_register
 from ..tuples import StreamInfo
 
 # Types that always encode. ints need a range check, and strs a look at their characters: an

@@ -32,16 +32,24 @@ from typing import Any
 
 import cython
 
-from .numbering import TopologyLayout
 from ..fail_reason import TIMEOUT, FailReason
-from .protocol import (SPOUT_ACK, SPOUT_FAIL, SPOUT_RESET, STOP, SYSTEM_TASK, WAKE,
-                       SpoutFail, records)
-from .rotating_map import RotatingMap
 from . import task_hooks
-from .task_collectors import InFlight, SpoutCollector
-from .metrics import TaskMetrics
 from .executor import NOW, Executor, TaskBase
 from .extensions import DeadLetters
+from .metrics import TaskMetrics
+from .numbering import TopologyLayout
+from .protocol import (
+    SPOUT_ACK,
+    SPOUT_FAIL,
+    SPOUT_RESET,
+    STOP,
+    SYSTEM_TASK,
+    WAKE,
+    SpoutFail,
+    records,
+)
+from .rotating_map import RotatingMap
+from .task_collectors import InFlight, SpoutCollector
 
 # next_tuple calls per task between looks at the inbox.
 BURST = 100

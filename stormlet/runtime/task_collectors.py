@@ -28,13 +28,13 @@ import cython
 from ..collectors import BasicOutputCollector
 from ..fail_reason import ERROR, FAIL, FailReason, utf8_text
 from ..hooks import EmitInfo
-from .protocol import DEFAULT_STREAM, AckFail
-from .rotating_map import RotatingMap
-from .serialization import checked
 from ..tuples import MAX_ID, StreamInfo, Tuple, tracked, untracked
 from .metrics import TaskMetrics
+from .protocol import DEFAULT_STREAM, AckFail
+from .rotating_map import RotatingMap
 from .routing import StreamRoute, check_direct_task, check_stream
 from .sampling import Sampler
+from .serialization import checked
 from .transfer import Transfer
 
 log = logging.getLogger(__name__)

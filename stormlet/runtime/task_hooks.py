@@ -20,16 +20,22 @@ from typing import TYPE_CHECKING, Any
 from .. import config as cfg
 from ..components import BasicBolt
 from ..errors import TopologyError
-from ..hooks import (BoltAckInfo, BoltExecuteInfo, BoltFailInfo, SpoutAckInfo, SpoutFailInfo,
-                     TaskHook)
+from ..hooks import (
+    BoltAckInfo,
+    BoltExecuteInfo,
+    BoltFailInfo,
+    SpoutAckInfo,
+    SpoutFailInfo,
+    TaskHook,
+)
 
 if TYPE_CHECKING:
     from ..context import TopologyContext
     from ..fail_reason import FailReason
     from ..tuples import Tuple
     from .bolt_executor import BoltTask
-    from .task_collectors import InFlight
     from .spout_executor import SpoutTask
+    from .task_collectors import InFlight
 
 
 def load_hook(path: str) -> TaskHook:

@@ -32,8 +32,8 @@ import time
 from collections.abc import Sequence
 
 from .. import config as cfg
-from .cpu_affinity import pin_executor_thread
 from . import log_context
+from .cpu_affinity import pin_executor_thread
 from .executor import FOREVER, NOW, Executor
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from .protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA, ack_pairs
 from .inbox import CycleGate
 from .metrics import TaskMetrics
+from .protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA, ack_pairs
 
 # A transfer batch size no buffer reaches.
 UNBOUNDED = 1 << 62

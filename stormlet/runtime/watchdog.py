@@ -20,9 +20,9 @@ import time
 import traceback
 from typing import Sequence
 
-from .task_errors import MAX_DETAIL, clip_tail
 from .executor import Executor
 from .metrics import TaskMetrics
+from .task_errors import MAX_DETAIL, clip_tail
 
 log = logging.getLogger(__name__)
 

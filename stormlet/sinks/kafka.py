@@ -176,7 +176,7 @@ class KafkaBolt(Bolt):
         return {cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS: self.poll_secs}
 
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
-        from confluent_kafka import Producer   # only a topology that writes to Kafka needs it
+        from confluent_kafka import Producer  # only a topology that writes to Kafka needs it
 
         if self.topic_selector is None:
             raise ValueError(f"KafkaBolt {context.component_id!r} has no topic selector: call "

@@ -40,11 +40,11 @@ from typing import Any, Callable
 
 from .. import config as cfg
 from ..components import Spout
-from ..state.checkpoint import CHECKPOINT_COMPONENT
-from ..state.exactly import effectively_once
 from ..fail_reason import ERROR, FAIL, FailReason
 from ..failed import DeadLetterBox, FailedRecord, SourceRef
 from ..failed.dead_letters import DEFAULT_DIR
+from ..state.checkpoint import CHECKPOINT_COMPONENT
+from ..state.exactly import effectively_once
 from .offset_store import MemoryOffsetStore, OffsetStore, StaleCommit, ZooKeeperOffsetStore
 from .partition_offsets import DeadLetter, PartitionOffsets
 from .retry import RetryPolicy
@@ -182,7 +182,7 @@ class OffsetSpout(Spout):
         self._reassign(self._my_partitions(self.source.partitions()))
         self.follower = None
         if effectively_once(conf) and context.get_component_tasks(CHECKPOINT_COMPONENT):
-            from .checkpointed import CheckpointFollower   # imported here: only in that mode
+            from .checkpointed import CheckpointFollower  # imported here: only in that mode
 
             self.follower = CheckpointFollower(self, conf, context)
 

@@ -23,8 +23,15 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from .cluster import (MasterUnavailable, check_reachable, executor_timeout, is_local,
-                      loopback_master, submitted_conf, wait_for_executors)
+from .cluster import (
+    MasterUnavailable,
+    check_reachable,
+    executor_timeout,
+    is_local,
+    loopback_master,
+    submitted_conf,
+    wait_for_executors,
+)
 
 DEFAULT_MASTER = "local[*]"
 #: The local driver JVM's options, unless ``SPARK_CONF_DIR`` or ``conf`` say otherwise.

@@ -22,8 +22,7 @@ from ..collectors import AnchoringCollector, BasicOutputCollector
 from ..components import BasicBolt, Bolt, OutputFieldsDeclarer
 from ..tuples import Tuple
 from .bolt import StatefulBolt
-from .checkpoint import (CHECKPOINT_FIELDS, CHECKPOINT_STREAM, COMMIT, INITSTATE, PREPARE,
-                         ROLLBACK)
+from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM, COMMIT, INITSTATE, PREPARE, ROLLBACK
 from .exactly import EPOCH, EpochGate, effectively_once
 from .key_value import KeyValueState
 from .poison import PoisonKeys

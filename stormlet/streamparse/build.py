@@ -16,9 +16,8 @@ from ..errors import TopologyError
 from ..topology import ComponentDeclarer, Topology, TopologyBuilder
 from .adapters import StreamparseBolt, StreamparseSpout
 from .bolt import Bolt, TicklessBatchingBolt
-from .dsl import ComponentSpec
+from .dsl import ComponentSpec, _Grouping
 from .dsl import Topology as StreamparseTopology
-from .dsl import _Grouping
 from .emitting import PYTHON_COMPONENT_COMMAND
 from .spout import Spout
 

@@ -10,10 +10,23 @@
 
 from .clock import SimulatedClock, current_clock, simulated_time
 from .cluster import SimulatedCluster, advance_cluster_time
-from .complete import (CompletedTopology, CompleteTopologyParam, MockedSources,
-                       complete_topology, multiset_eq)
-from .mocks import (BoltHarness, Emitted, MockOutputCollector, MockSpoutOutputCollector,
-                    make_tuple, mock_context, spout_harness, tick_tuple)
+from .complete import (
+                       CompletedTopology,
+                       CompleteTopologyParam,
+                       MockedSources,
+                       complete_topology,
+                       multiset_eq,
+)
+from .mocks import (
+                       BoltHarness,
+                       Emitted,
+                       MockOutputCollector,
+                       MockSpoutOutputCollector,
+                       make_tuple,
+                       mock_context,
+                       spout_harness,
+                       tick_tuple,
+)
 
 __all__ = [
     "BoltHarness", "CompleteTopologyParam", "CompletedTopology", "Emitted", "MockOutputCollector",

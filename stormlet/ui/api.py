@@ -60,13 +60,13 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
+from ..cluster.events import DEFAULT_READ, check_query, redact_events
 from ..metrics.history import FINE, RESOLUTIONS
 from ..metrics.views import component_stats, edge_rates, topology_stats, worker_stats
-from ..cluster.events import DEFAULT_READ, check_query, redact_events
 from ..redaction import redact_config, redact_errors
 from .access import holds_admin_token
-from .log_viewer import add_log_routes
 from .debug_api import add_debug_routes
+from .log_viewer import add_log_routes
 from .source import ActionRefused, SourceUnavailable, UiSource, UnknownTopology
 from .workers_api import add_worker_routes
 

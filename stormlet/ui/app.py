@@ -22,6 +22,7 @@ from flask import Flask, Response, redirect, send_from_directory
 from flask.json.provider import DefaultJSONProvider
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
+
 from .access import UiAccess
 from .api import api_blueprint
 from .connections import ConnectionLimits, create_server

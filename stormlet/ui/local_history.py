@@ -18,8 +18,8 @@ import threading
 import time
 
 from .. import config as cfg
-from ..local import LocalCluster, UnknownTopologyError
 from ..cluster.repeats import Repeats
+from ..local import LocalCluster, UnknownTopologyError
 from ..metrics.history import MetricsHistory
 
 log = logging.getLogger(__name__)

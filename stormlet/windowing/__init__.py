@@ -44,8 +44,7 @@ timestamps, for tests and reuse; ``WindowedBoltRunner`` is the bolt the topology
 
 from .bolt import WindowedBolt
 from .managers import EventTimeWindowManager, WindowManager
-from .windows import (LATE_DROPPED_METRIC, LATE_TUPLE_FIELD, Count, Duration, Firing, Length,
-                      Window)
+from .windows import LATE_DROPPED_METRIC, LATE_TUPLE_FIELD, Count, Duration, Firing, Length, Window
 from .wrapper import WindowedBoltRunner
 
 __all__ = [

@@ -13,8 +13,16 @@ from ..errors import TopologyError
 from ..tuples import Tuple
 from .bolt import WindowedBolt
 from .managers import EventTimeWindowManager, WindowManager
-from .windows import (DEFAULT_WATERMARK_INTERVAL_MS, LATE_DROPPED_METRIC, LATE_TUPLE_FIELD,
-                      MIN_TICK_SECS, TICKS_PER_SLIDE, Duration, Firing, Window)
+from .windows import (
+    DEFAULT_WATERMARK_INTERVAL_MS,
+    LATE_DROPPED_METRIC,
+    LATE_TUPLE_FIELD,
+    MIN_TICK_SECS,
+    TICKS_PER_SLIDE,
+    Duration,
+    Firing,
+    Window,
+)
 
 if TYPE_CHECKING:
     from ..collectors import OutputCollector

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from chaos_topology import ID_WIDTH
 from cluster_support import LoopbackCluster, wait_until
+
 from stormlet.cluster.security import Security
 from stormlet.cluster.zk_state import ClusterState, connect
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
@@ -171,7 +172,7 @@ class ChaosRun:
                                   "-c", f"chaos.dir={self.seen_dir}", *state)
         assert result.returncode == 0, result.stderr
         if self.keep_history:
-            from history import History   # tests/ is on the path of every chaos run
+            from history import History  # tests/ is on the path of every chaos run
             self.history = History(self.cluster, self.seen_dir, self.log_path, NAME)
             self.history.start(self.watch_prefix())
         wait_until(lambda: len(self.topology_workers()) == self.workers, 60, "the workers")

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-
 from cluster_support import LoopbackCluster, wait_until
 from harness import ChaosRun
 from redis_server import SKIP_REASON as REDIS_SKIP_REASON

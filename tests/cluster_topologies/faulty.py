@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import time
 
-from stormlet import Bolt, Spout, TopologyBuilder
-
 from ledger import LedgerSpout, Relay, Sink
+
+from stormlet import Bolt, Spout, TopologyBuilder
 
 
 class Numbers(Spout):

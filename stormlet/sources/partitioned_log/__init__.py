@@ -47,12 +47,26 @@ from typing import Iterable
 
 from ...durable import fsync_dir
 from ..source import Record
+from .directory import (
+    FAILED_DIR,
+    FORMAT,
+    LOCK_FILE,
+    METADATA,
+    OFFSETS_DIR,
+    SEGMENT_SUFFIX,
+    VERSION,
+    create_log,
+    failed_dir,
+    offsets_dir,
+    partition_dir,
+    read_config,
+    segment_bases,
+    segment_path,
+    stray_segments,
+)
 from .errors import LogError, PartialAppend
 from .frames import MAX_BODY, READ_CHUNK
 from .index import INDEX_EVERY
-from .directory import (FAILED_DIR, FORMAT, LOCK_FILE, METADATA, OFFSETS_DIR, SEGMENT_SUFFIX,
-                        VERSION, create_log, failed_dir, offsets_dir, partition_dir, read_config,
-                        segment_bases, segment_path, stray_segments)
 from .quarantine import Quarantined, quarantined
 from .reader import PartitionReader
 from .writer import FRAME_BYTES, FRAME_RECORDS, PartitionWriter, WriteFailed

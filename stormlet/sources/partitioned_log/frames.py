@@ -34,8 +34,8 @@ import zlib
 
 import msgpack
 
-from .errors import LogError
 from .directory import MAX_OFFSET
+from .errors import LogError
 
 MAX_BODY = 1 << 30
 READ_CHUNK = 1 << 20          # bytes a reader asks the kernel for at once

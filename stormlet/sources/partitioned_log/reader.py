@@ -22,14 +22,24 @@ from pathlib import Path
 import msgpack
 
 from ..source import OffsetOutOfRange, Record
-from .errors import LogError
-from .frames import (BODY_HEAD, COUNT_MASK, GROUPED, OVERHEAD, PAYLOAD_START, PREFIX, READ_CHUNK,
-                     TRAILER, CorruptFrame, frame_at, payload_start)
-from .index import SegmentIndex
 from .directory import segment_bases, segment_path
+from .errors import LogError
+from .frames import (
+    BODY_HEAD,
+    COUNT_MASK,
+    GROUPED,
+    OVERHEAD,
+    PAYLOAD_START,
+    PREFIX,
+    READ_CHUNK,
+    TRAILER,
+    CorruptFrame,
+    frame_at,
+    payload_start,
+)
+from .index import SegmentIndex
 from .quarantine import set_aside
 from .recovery import Damage, SegmentBytes, Step, past_damage
-
 
 GAP_RELIST = 1.0    # seconds between listings by a reader waiting at the end of a segment
 

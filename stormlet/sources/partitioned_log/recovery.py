@@ -33,10 +33,24 @@ from typing import Callable, Iterator, NamedTuple
 
 import msgpack
 
-from .frames import (BODY_HEAD, COUNT_MASK, GROUP_ENTRY, GROUP_HEAD, GROUP_RECORDS, GROUPED,
-                     MAX_BODY, OVERHEAD, PREFIX, READ_CHUNK, TRAILER, CorruptFrame,
-                     array_header_size, frame_at, groups_of)
 from .directory import MAX_OFFSET
+from .frames import (
+    BODY_HEAD,
+    COUNT_MASK,
+    GROUP_ENTRY,
+    GROUP_HEAD,
+    GROUP_RECORDS,
+    GROUPED,
+    MAX_BODY,
+    OVERHEAD,
+    PREFIX,
+    READ_CHUNK,
+    TRAILER,
+    CorruptFrame,
+    array_header_size,
+    frame_at,
+    groups_of,
+)
 
 U32 = struct.Struct("<I")
 I64 = struct.Struct("<q")

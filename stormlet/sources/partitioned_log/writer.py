@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Iterator
 
 from ...durable import fsync_dir
-from .frames import encode_frame, tail_frame
 from .directory import lock_path, segment_bases, segment_path
+from .frames import encode_frame, tail_frame
 from .quarantine import set_aside
 from .recovery import scan
 

@@ -23,8 +23,8 @@ import json
 from itertools import chain
 from typing import Any, Callable, Iterable, Iterator
 
-from ...sources.offset_spout import DEFAULT_FIELDS, OffsetSpout, default_translate
 from ...serializers import DEFAULT_REGISTRY, Registry
+from ...sources.offset_spout import DEFAULT_FIELDS, OffsetSpout, default_translate
 from ...topology import ComponentSpec
 from .chunks import decoded
 from .errors import BackfillWorkerError

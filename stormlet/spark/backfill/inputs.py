@@ -15,8 +15,16 @@ from typing import Any
 from ...sources.partitioned_log import METADATA, LogError, PartitionedLog
 from ..uri import has_scheme
 from .errors import BackfillError
-from .formats import (FORMATS, JSONL, JSONL_SUFFIXES, LOG, LOG_FIELDS, TEXT, default_translate,
-                      log_translate)
+from .formats import (
+    FORMATS,
+    JSONL,
+    JSONL_SUFFIXES,
+    LOG,
+    LOG_FIELDS,
+    TEXT,
+    default_translate,
+    log_translate,
+)
 from .paths import is_glob
 from .text_ranges import COMPRESSED_SUFFIXES
 

@@ -32,8 +32,8 @@ from ... import groupings as g
 from ...runtime.protocol import DEFAULT_STREAM
 from ...state.checkpoint import CHECKPOINT_COMPONENT
 from ...state.wrappers import StatefulBoltRunner, run_bolt
-from ...windowing import WindowedBoltRunner
 from ...topology import Topology
+from ...windowing import WindowedBoltRunner
 from .errors import BackfillError
 
 # How a consumer's input is cut into its tasks' partitions (see the module doc).

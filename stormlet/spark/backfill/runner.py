@@ -27,11 +27,11 @@ from ... import config as cfg
 from ...collectors import BasicOutputCollector
 from ...components import BasicBolt
 from ...context import TopologyContext
-from ...runtime.protocol import SYSTEM_TASK
 from ...runtime.bolt_executor import TICK_INFO
+from ...runtime.protocol import SYSTEM_TASK
 from ...tuples import StreamInfo, Tuple
-from .chunks import decoded
 from .bolt_collector import BackfillCollector
+from .chunks import decoded
 from .counts import TaskCounts
 from .emitter import Emitter
 from .formats import log_translate, read_values

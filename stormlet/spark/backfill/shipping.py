@@ -34,8 +34,8 @@ from ... import config as cfg
 from ...cluster.code import MANIFEST, CodeError, package_topology, unpack
 from ...loader import load_topology_file
 from ...runtime.numbering import TopologyLayout
-from ...serializers import registry_for
 from ...runtime.tuning import tune_for_streaming
+from ...serializers import registry_for
 from ...topology import ComponentSpec, Topology
 from .errors import BackfillError, BackfillWorkerError
 

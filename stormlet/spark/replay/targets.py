@@ -14,10 +14,10 @@ Kafka each message carries headers with the run id and its dedup key, which iden
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
 from .errors import ReplayError

@@ -1,9 +1,8 @@
 """Batching bolts: grouped by key every tick, and every few tenths of a second without ticks."""
 
-from streamparse import Grouping, Topology
-
 from bolts.batchers import FirstLetterBatcher, TimedBatcher
 from spouts.words import WordSpout
+from streamparse import Grouping, Topology
 
 
 class Batching(Topology):

@@ -1,7 +1,6 @@
-from streamparse import Grouping, Topology
-
 from bolts.redis_counter import RedisWordCounter
 from spouts.words import WordSpout
+from streamparse import Grouping, Topology
 
 
 class RedisCounts(Topology):

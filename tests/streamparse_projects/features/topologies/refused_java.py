@@ -1,6 +1,5 @@
-from streamparse import JavaSpout, Topology
-
 from src.bolts.sink import SinkBolt
+from streamparse import JavaSpout, Topology
 
 
 class FromKafka(Topology):

@@ -1,6 +1,5 @@
-from streamparse import ShellBolt, Topology
-
 from spouts.words import WordSpout
+from streamparse import ShellBolt, Topology
 
 
 class NodeSplit(Topology):

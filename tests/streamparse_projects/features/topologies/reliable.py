@@ -1,11 +1,10 @@
 """A ReliableSpout whose tuples a bolt fails or raises on: replays until acked or given up.
 Components come in both through the project root (src.) and through src/ (bare names)."""
 
-from streamparse import Grouping, Topology
-
 from bolts.flaky import FlakyBolt
 from src.bolts.sink import SinkBolt
 from src.spouts.numbers import NumberSpout
+from streamparse import Grouping, Topology
 
 
 class Reliable(Topology):

@@ -1,10 +1,9 @@
 """Named streams declared with Stream, a subscription to one by spec["stream"], and direct
 emits to the task a bolt picks."""
 
-from streamparse import Grouping, Topology
-
 from bolts.routing import Collector, Router, SquareSink
 from spouts.numbered import NumberedSpout
+from streamparse import Grouping, Topology
 
 
 class Streams(Topology):

@@ -2,10 +2,9 @@
 Word count topology
 """
 
-from streamparse import Grouping, Topology
-
 from bolts.wordcount import WordCountBolt
 from spouts.words import WordSpout
+from streamparse import Grouping, Topology
 
 
 class WordCount(Topology):

@@ -1,6 +1,5 @@
-from streamparse import BatchingBolt, TicklessBatchingBolt
-
 from recorder import record
+from streamparse import BatchingBolt, TicklessBatchingBolt
 
 
 class FirstLetterBatcher(BatchingBolt):

@@ -1,6 +1,5 @@
-from streamparse import Bolt, Stream
-
 from recorder import record
+from streamparse import Bolt, Stream
 
 
 class Router(Bolt):

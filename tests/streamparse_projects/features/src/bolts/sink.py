@@ -1,6 +1,5 @@
-from streamparse import Bolt
-
 from recorder import record
+from streamparse import Bolt
 
 
 class SinkBolt(Bolt):

@@ -1,8 +1,7 @@
 import time
 
-from streamparse import Spout, Stream
-
 from recorder import record
+from streamparse import Spout, Stream
 
 
 class NumberedSpout(Spout):

@@ -1,8 +1,7 @@
 import time
 
-from streamparse import ReliableSpout
-
 from recorder import record
+from streamparse import ReliableSpout
 
 
 class NumberSpout(ReliableSpout):

@@ -1,8 +1,7 @@
 import time
 
-from streamparse import Spout
-
 from recorder import record
+from streamparse import Spout
 
 WORDS = ("apple avocado banana blueberry cherry cranberry date dragonfruit elderberry fig "
          "grape guava kiwi lemon lime mango melon nectarine orange papaya peach pear plum "
