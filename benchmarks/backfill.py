@@ -114,7 +114,8 @@ def main() -> None:
     words = result.components["count"]["executed"]
     when = "new JVM" if args.no_warmup else "after a warm-up job"
     print(f"backfill, word count, {args.master}, {when}: {result.messages:,} lines "
-          f"({words:,} words) in {result.seconds:.1f} s: {result.messages / result.seconds:,.0f} messages/s, "
+          f"({words:,} words) in {result.seconds:.1f} s: "
+          f"{result.messages / result.seconds:,.0f} messages/s, "
           f"{words / result.seconds:,.0f} words/s; {cpu:.1f} CPU-seconds "
           f"({result.messages / cpu:,.0f} messages per CPU-second); Spark session start: "
           f"{session_secs:.1f} s" + ("" if warmup is None else

@@ -79,7 +79,8 @@ def main() -> None:
         r = scenario(args.seconds, args.bolt_ms, max_pending)
         label = f"max.spout.pending={max_pending}" if max_pending else "no max.spout.pending"
         mb = "start {:.0f} / end {:.0f} / max {:.0f} MB"
-        print(f"{label}: acked {r['acked_per_sec']:,.0f}/s (bolt's own rate {r['bolt_rate']:,.0f}/s);"
+        print(f"{label}: acked {r['acked_per_sec']:,.0f}/s "
+              f"(bolt's own rate {r['bolt_rate']:,.0f}/s);"
               f" in flight {r['in_flight_end']:,} at the end, {r['max_in_flight']:,} at most; "
               f"{r['acked']:,} acked, {r['failed']:,} failed ({r['timeouts']:,} timeouts)")
         print(f"  spout worker memory {mb.format(*r['spout_rss_mb'])}; "

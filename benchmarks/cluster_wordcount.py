@@ -16,8 +16,8 @@ read from the workers' heartbeats. The supervisor pins each worker to a CPU of i
 does by default with a CPU for each slot (stormlet/cluster/cpu_pinning.py); --unpinned runs
 them unpinned (``--no-pin-workers``). The one-process run is local mode's, whose executor threads
 share one CPU by default (stormlet/runtime/cpu_affinity.py); --pin-one-process pins its whole
-process there, main thread too, as a pinned worker runs. With --secure the cluster runs with a secret (CURVE on
-nimbus's port and between the workers), to compare with the same run without it.
+process there, main thread too, as a pinned worker runs. With --secure the cluster runs with a
+secret (CURVE on nimbus's port and between the workers), to compare with the same run without it.
 
 With --no-crossing each word is counted in its splitter's own worker, so no tuple and no ack
 crosses between the workers (wordcount_no_crossing_topology.py): the same work per word, minus

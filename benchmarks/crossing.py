@@ -183,7 +183,7 @@ def main() -> None:
     print(f"crossing between workers, in one thread: {args.batches} batches of "
           f"{SENTENCES_PER_BATCH * WORDS_PER_SENTENCE} words, median of {args.runs} runs; "
           f"{build_mode.describe()}")
-    added = [c - l for l, c in zip(local, crossing)]
+    added = [c - loc for loc, c in zip(local, crossing)]
     print(f"to a local inbox:       {statistics.median(local):7.1f} ns a word (runs: "
           f"{min(local):.0f}-{max(local):.0f})")
     print(f"through the wire path:  {statistics.median(crossing):7.1f} ns a word (runs: "

@@ -8,7 +8,8 @@ values with str keys, each from its own offset of a 4-partition log) and prints 
 per record against the payload's; then the Spark session's start-up; for each log, the replay's
 planning (read, filter, de-duplicate, write the plan) and writing (plan back to the driver,
 appended to the log, journaled) times and messages/s end to end, the first in a new JVM, the
-second in the warm one; and what a second, no-op replay of a log costs. ``--profile`` also prints the driver's cProfile of the writing phase.
+second in the warm one; and what a second, no-op replay of a log costs. ``--profile`` also prints
+the driver's cProfile of the writing phase.
 
 ``--floor`` instead times the least any plan must do, three times in one session (the first in a
 new JVM): read the log's partition, offset, key and value, shuffle by partition, sort by offset,
@@ -52,7 +53,8 @@ def failed_log(base: Path, records: int) -> tuple[Path, Path]:
         p = i % PARTITIONS
         writers[p].write(FailedRecord(
             message_id=[p, i], reason=reason, attempts=3, first_failed_at=now - 10,
-            last_failed_at=now, key=f"user-{i % 10_000}", value=base64.b64encode(rng.randbytes(75)).decode(),
+            last_failed_at=now, key=f"user-{i % 10_000}",
+            value=base64.b64encode(rng.randbytes(75)).decode(),
             source=SourceRef(kind="log", name=name, partition=p, offset=i // PARTITIONS)))
     for writer in writers:
         writer.close()

@@ -53,7 +53,7 @@ import cluster_wordcount as cw  # noqa: E402
 import scaling_topology as topo  # noqa: E402
 from zookeeper_server import free_port  # noqa: E402
 
-from stormlet import LocalCluster
+from stormlet import LocalCluster  # noqa: E402
 from stormlet.runtime import build_mode  # noqa: E402
 
 SWEEP_US = (1.0, 3.0, 6.0, 12.0, 25.0, 50.0)

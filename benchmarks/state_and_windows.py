@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the tests' free_port: below the ephem
 from wordcount import WORDS_PER_SENTENCE, CountBolt, SentenceSpout, SplitBolt, measure  # noqa: E402
 from zookeeper_server import free_port  # noqa: E402
 
-from stormlet import TopologyBuilder
+from stormlet import TopologyBuilder  # noqa: E402
 from stormlet.runtime import build_mode  # noqa: E402
 from stormlet.runtime.tuning import tune_for_streaming  # noqa: E402
 from stormlet.state import StatefulBolt  # noqa: E402

@@ -3,9 +3,9 @@
     python benchmarks/wordcount.py            # all figures
     python benchmarks/wordcount.py --quick    # shorter runs
 
-Prints words per second with acking on (split anchoring by hand, and as a BasicBolt) and off, complete latency p50/p99 at full speed and with
-the spout throttled to half the acked rate, and the acker ledger's memory per pending root with
-1,000,000 roots pending.
+Prints words per second with acking on (split anchoring by hand, and as a BasicBolt) and off,
+complete latency p50/p99 at full speed and with the spout throttled to half the acked rate, and the
+acker ledger's memory per pending root with 1,000,000 roots pending.
 """
 
 from __future__ import annotations

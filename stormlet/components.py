@@ -31,7 +31,8 @@ class OutputFieldsDeclarer:
     def declare(self, fields: list[str] | tuple[str, ...], stream: str = DEFAULT_STREAM,
                 direct: bool = False) -> None:
         if not isinstance(stream, str) or not stream:
-            raise TopologyError(f"component {self.component_id!r}: stream id must be a non-empty string")
+            raise TopologyError(
+                f"component {self.component_id!r}: stream id must be a non-empty string")
         if isinstance(fields, str) or not all(isinstance(f, str) and f for f in fields):
             raise TopologyError(
                 f"component {self.component_id!r} stream {stream!r}: fields must be a list of "
@@ -39,7 +40,8 @@ class OutputFieldsDeclarer:
             )
         if len(set(fields)) != len(fields):
             raise TopologyError(
-                f"component {self.component_id!r} stream {stream!r}: duplicate field in {list(fields)}"
+                f"component {self.component_id!r} stream {stream!r}: "
+                f"duplicate field in {list(fields)}"
             )
         if stream in self.streams:
             raise TopologyError(f"component {self.component_id!r} declares stream {stream!r} twice")
@@ -75,7 +77,8 @@ class Spout(Component):
 
     collector: SpoutOutputCollector
 
-    def open(self, conf: dict[str, Any], context: TopologyContext, collector: SpoutOutputCollector) -> None:
+    def open(self, conf: dict[str, Any], context: TopologyContext,
+             collector: SpoutOutputCollector) -> None:
         self.collector = collector
 
     def next_tuple(self) -> None:
@@ -107,7 +110,8 @@ class Bolt(Component):
 
     collector: OutputCollector
 
-    def prepare(self, conf: dict[str, Any], context: TopologyContext, collector: OutputCollector) -> None:
+    def prepare(self, conf: dict[str, Any], context: TopologyContext,
+                collector: OutputCollector) -> None:
         self.collector = collector
 
     def execute(self, tup: Tuple) -> None:

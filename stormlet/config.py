@@ -339,7 +339,8 @@ DEFAULTS: dict[str, Setting] = {
         number(0, whole="executors", none_means="for one per worker")),
     TOPOLOGY_MESSAGE_TIMEOUT_SECS: Setting(
         30,
-        "a tracked spout tuple not fully processed within T to 2T seconds fails with reason timeout",
+        "a tracked spout tuple not fully processed within T to 2T seconds fails with reason "
+        "timeout",
         number(0, above=True)),
     TOPOLOGY_MAX_SPOUT_PENDING: Setting(
         None,

@@ -107,5 +107,6 @@ class TopologyContext:
         """The components this task's component subscribes to for data."""
         return self._layout.sources(self.component_id)
 
-    def get_component_output_fields(self, component: str, stream: str = DEFAULT_STREAM) -> list[str]:
+    def get_component_output_fields(self, component: str,
+                                    stream: str = DEFAULT_STREAM) -> list[str]:
         return self._layout.output_fields(component, stream)

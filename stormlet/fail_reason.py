@@ -42,7 +42,8 @@ class FailReason:
     def __str__(self) -> str:
         if self.kind == TIMEOUT:
             where = (
-                f"last acked by {self.component!r}" if self.component else "no acker reported progress"
+                f"last acked by {self.component!r}" if self.component
+                else "no acker reported progress"
             )
             text = f"timeout ({where})"
         elif self.kind == ERROR:

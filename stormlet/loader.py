@@ -33,7 +33,8 @@ def load_topology_file(path: str | Path) -> tuple[Topology, dict[str, Any]]:
     streamparse = project.uses_streamparse(path)
     if streamparse:
         project.alias_streamparse()
-    for directory in reversed(project.import_paths(path) if streamparse else [path.resolve().parent]):
+    directories = project.import_paths(path) if streamparse else [path.resolve().parent]
+    for directory in reversed(directories):
         if str(directory) not in sys.path:
             sys.path.insert(0, str(directory))
     try:

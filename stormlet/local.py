@@ -9,8 +9,9 @@
 
 The same executors, acker and groupings as a cluster's workers, with in-process queues for
 transport. Each topology has an event history as on a cluster (``events``: its submit,
-activations, deactivations and kill), kept in memory. Every executor thread runs on one CPU, as a pinned worker's do, unless the topology's
-``stormlet.local.one.cpu`` is false (see stormlet/runtime/cpu_affinity.py).
+activations, deactivations and kill), kept in memory. Every executor thread runs on one CPU, as a
+pinned worker's do, unless the topology's ``stormlet.local.one.cpu`` is false (see
+stormlet/runtime/cpu_affinity.py).
 
 Log levels and tuple sampling change while a topology runs as on a cluster, by the same rules
 (runtime/live_settings.py), with the record kept here; its samples stay in memory. Loggers are
@@ -144,7 +145,8 @@ class LocalCluster:
         return sorted(self._running)
 
     def metrics(self, name: str) -> dict[str, dict]:
-        """Per component: tasks, emitted, executed, acked, failed, fail_reasons, complete latency."""
+        """Per component: tasks, emitted, executed, acked, failed, fail_reasons, complete
+        latency."""
         return self._get(name).summary()
 
     def metrics_snapshot(self, name: str) -> dict:

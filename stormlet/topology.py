@@ -198,7 +198,8 @@ def number_tasks(counts: dict[str, int]) -> dict[str, list[int]]:
 
 
 class ComponentDeclarer:
-    """Returned by ``set_spout`` and ``set_bolt``; every call returns the declarer so calls chain."""
+    """Returned by ``set_spout`` and ``set_bolt``; every call returns the declarer so calls
+    chain."""
 
     def __init__(self, spec: ComponentSpec):
         self._spec = spec
@@ -378,17 +379,21 @@ def _component_problems(spec: ComponentSpec) -> list[str]:
         return [f"component id {name!r} must be a non-empty string"]
     problems = []
     if name.startswith("__"):
-        problems.append(f"component id {name!r} is reserved (ids starting with '__' are stormlet's)")
+        problems.append(
+            f"component id {name!r} is reserved (ids starting with '__' are stormlet's)")
     kind = "spout" if spec.is_spout else "bolt"
     expected = (Spout,) if spec.is_spout else (Bolt, BasicBolt)
     if not isinstance(spec.obj, expected):
         wanted = " or ".join(cls.__name__ for cls in expected)
-        problems.append(f"{kind} {name!r} must be an instance of {wanted}, got {type(spec.obj).__name__}")
+        problems.append(
+            f"{kind} {name!r} must be an instance of {wanted}, got {type(spec.obj).__name__}")
         return problems
     if not isinstance(spec.parallelism, int) or spec.parallelism < 1:
-        problems.append(f"{kind} {name!r}: parallelism must be an integer >= 1, got {spec.parallelism!r}")
+        problems.append(
+            f"{kind} {name!r}: parallelism must be an integer >= 1, got {spec.parallelism!r}")
     if spec.num_tasks is not None and (not isinstance(spec.num_tasks, int) or spec.num_tasks < 1):
-        problems.append(f"{kind} {name!r}: number of tasks must be an integer >= 1, got {spec.num_tasks!r}")
+        problems.append(
+            f"{kind} {name!r}: number of tasks must be an integer >= 1, got {spec.num_tasks!r}")
     if spec.is_spout and spec.inputs:
         sources = ", ".join(repr(s.source) for s in spec.inputs)
         problems.append(f"spout {name!r} cannot subscribe to streams (it subscribes to {sources})")
@@ -438,11 +443,13 @@ def _subscription_problems(spec: ComponentSpec, specs: dict[str, ComponentSpec])
         declared = source.streams.get(sub.stream)
         if declared is None:
             streams = sorted(source.streams) or "none"
-            problems.append(f"{where}, but {sub.source!r} declares no such stream (it declares {streams})")
+            problems.append(
+                f"{where}, but {sub.source!r} declares no such stream (it declares {streams})")
             continue
         grouping = sub.grouping
         if grouping.kind == g.DIRECT and not declared.direct:
-            problems.append(f"{where} with a direct grouping, but that stream is not declared direct")
+            problems.append(
+                f"{where} with a direct grouping, but that stream is not declared direct")
         if grouping.kind != g.DIRECT and declared.direct:
             problems.append(f"{where} with a {grouping.kind} grouping, but that stream is direct: "
                             f"use direct_grouping")
@@ -453,6 +460,7 @@ def _subscription_problems(spec: ComponentSpec, specs: dict[str, ComponentSpec])
                 if f not in declared.fields:
                     problems.append(f"{where} grouped on field {f!r}, which that stream does not "
                                     f"declare (its fields are {list(declared.fields)})")
-        if grouping.kind == g.CUSTOM and not callable(getattr(grouping.custom, "choose_tasks", None)):
+        if (grouping.kind == g.CUSTOM
+                and not callable(getattr(grouping.custom, "choose_tasks", None))):
             problems.append(f"{where} with a custom grouping that has no choose_tasks method")
     return problems

@@ -50,8 +50,9 @@ def _library_path() -> Path:
     found = sorted(libs.glob("librdkafka*.so*"))
     if not found:
         raise MockKafkaError(
-            f"no librdkafka*.so* in {libs}: the mock cluster needs the confluent-kafka wheel's bundled "
-            "librdkafka (a confluent-kafka built against a system librdkafka does not ship it)")
+            f"no librdkafka*.so* in {libs}: the mock cluster needs the confluent-kafka wheel's "
+            "bundled librdkafka (a confluent-kafka built against a system librdkafka does not "
+            "ship it)")
     return found[0]
 
 
@@ -82,8 +83,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         try:
             fn = getattr(lib, name)
         except AttributeError:
-            raise MockKafkaError(f"{lib._name} has no {name}: the mock API changed; "
-                                 "use the confluent-kafka version pinned in pyproject.toml") from None
+            raise MockKafkaError(f"{lib._name} has no {name}: the mock API changed; use the "
+                                 "confluent-kafka version pinned in pyproject.toml") from None
         fn.argtypes, fn.restype = argtypes, restype
     return lib
 
@@ -114,7 +115,8 @@ class MockKafkaCluster:
         conf = lib.rd_kafka_conf_new()
         # The handle only hosts the cluster; it never connects anywhere, so keep its own
         # "no bootstrap.servers" notice and connection chatter out of the test output.
-        if lib.rd_kafka_conf_set(conf, b"log_level", b"3", errstr, len(errstr)) != _RD_KAFKA_CONF_OK:
+        set_level = lib.rd_kafka_conf_set(conf, b"log_level", b"3", errstr, len(errstr))
+        if set_level != _RD_KAFKA_CONF_OK:
             lib.rd_kafka_conf_destroy(conf)
             raise MockKafkaError(f"rd_kafka_conf_set(log_level): {errstr.value.decode()}")
         rk = lib.rd_kafka_new(_RD_KAFKA_PRODUCER, conf, errstr, len(errstr))
@@ -125,14 +127,16 @@ class MockKafkaCluster:
         self._mc = lib.rd_kafka_mock_cluster_new(rk, n_brokers)
         if not self._mc:
             lib.rd_kafka_destroy(rk)
-            raise MockKafkaError(f"rd_kafka_mock_cluster_new({n_brokers}) failed (see librdkafka's log above)")
+            raise MockKafkaError(f"rd_kafka_mock_cluster_new({n_brokers}) failed "
+                                 "(see librdkafka's log above)")
         self.n_brokers = n_brokers
         self.bootstrap_servers: str = lib.rd_kafka_mock_cluster_bootstraps(self._mc).decode()
         log.info("mock Kafka cluster with %d broker(s) at %s", n_brokers, self.bootstrap_servers)
 
     def _check(self, err: int, what: str) -> None:
         if err:
-            raise MockKafkaError(f"{what}: {self._lib.rd_kafka_err2str(err).decode()} (error {err})")
+            text = self._lib.rd_kafka_err2str(err).decode()
+            raise MockKafkaError(f"{what}: {text} (error {err})")
 
     def create_topic(self, name: str, partitions: int, replication_factor: int = 1) -> None:
         self._check(self._lib.rd_kafka_mock_topic_create(self._mc, name.encode(), partitions,
@@ -148,10 +152,12 @@ class MockKafkaCluster:
 
     def broker_down(self, broker_id: int) -> None:
         """Disconnect the broker's clients and refuse new connections (no leader change)."""
-        self._check(self._lib.rd_kafka_mock_broker_set_down(self._mc, broker_id), f"broker {broker_id} down")
+        self._check(self._lib.rd_kafka_mock_broker_set_down(self._mc, broker_id),
+                    f"broker {broker_id} down")
 
     def broker_up(self, broker_id: int) -> None:
-        self._check(self._lib.rd_kafka_mock_broker_set_up(self._mc, broker_id), f"broker {broker_id} up")
+        self._check(self._lib.rd_kafka_mock_broker_set_up(self._mc, broker_id),
+                    f"broker {broker_id} up")
 
     def fail_produce_requests(self, *errors: int) -> None:
         """Answer the next ``len(errors)`` produce requests (to any broker) with these error
@@ -193,7 +199,8 @@ class MockKafkaCluster:
             count += 1
         left = self._producer.flush(timeout)
         if left or failures:
-            raise MockKafkaError(f"produce to {topic!r}: {left} message(s) undelivered after {timeout}s, "
+            raise MockKafkaError(f"produce to {topic!r}: {left} message(s) undelivered after "
+                                 f"{timeout}s, "
                                  f"{len(failures)} failed (first: {failures[:1]})")
         return count
 

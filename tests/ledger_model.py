@@ -166,8 +166,8 @@ class Run:
             route.seal()
             common = (name, task, {"default": route}, transfer, True, metrics)
             if task in SPOUT_TASKS:
-                self.collectors[task] = SpoutCollector(*common, random_bits=self.ids, pending=RotatingMap(2),
-                                                       dead_letters=None)
+                self.collectors[task] = SpoutCollector(*common, random_bits=self.ids,
+                                                       pending=RotatingMap(2), dead_letters=None)
             else:
                 self.collectors[task] = BoltCollector(*common, random_bits=self.ids)
             self.transfers[task] = transfer
@@ -255,8 +255,9 @@ class Run:
             anchors_call.input = tups[0]
             call = lambda: anchors_call.emit([len(self.nodes)])  # noqa: E731
         else:
-            anchors = {"tuple": lambda: tups[0], "list": lambda: tups, "tuple-of": lambda: tuple(tups),
-                       "generator": lambda: (t for t in tups), "none": lambda: []}[form]()
+            anchors = {"tuple": lambda: tups[0], "list": lambda: tups,
+                       "tuple-of": lambda: tuple(tups), "generator": lambda: (t for t in tups),
+                       "none": lambda: []}[form]()
             call = lambda: collector.emit([len(self.nodes)], anchors)  # noqa: E731
         before = {id(p): p.tup.ack_val for p in parents}
         children, drawn, inits = self._emit(task, call)

@@ -287,7 +287,8 @@ def test_two_topologies_share_one_copy_and_an_update_swaps_the_link(tmp_path):
     for tid in maps:
         (tmp_path / "code" / tid).mkdir(parents=True)
         cache.link(tid)
-    a, b = tmp_path / "code" / "a-1-aaaaaa" / "words.txt", tmp_path / "code" / "b-1-bbbbbb" / "w.txt"
+    a = tmp_path / "code" / "a-1-aaaaaa" / "words.txt"
+    b = tmp_path / "code" / "b-1-bbbbbb" / "w.txt"
     assert a.read_text() == b.read_text() == "alpha\n"
     assert a.stat().st_ino == b.stat().st_ino and nimbus.fetches == [sha(b"alpha\n")]
 

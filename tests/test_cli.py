@@ -89,7 +89,8 @@ def test_exclamation_chain_runs():
 @pytest.mark.parametrize("source, message", [
     ("def broken(:\n", "syntax error"),
     ("x = 1\n", "defines no module-level `topology`"),
-    ("from stormlet import TopologyBuilder\ntopology = TopologyBuilder()\n", "not a built Topology"),
+    ("from stormlet import TopologyBuilder\ntopology = TopologyBuilder()\n",
+     "not a built Topology"),
     ("from stormlet import TopologyBuilder, Bolt\n"
      "class B(Bolt):\n    outputs = ['x']\n"
      "b = TopologyBuilder()\nb.set_bolt('b', B()).shuffle_grouping('nowhere')\n"

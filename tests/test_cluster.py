@@ -33,8 +33,8 @@ from stormlet.cluster.wire import WIRE_VERSION
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 TOPOLOGIES = REPO / "topologies"
 CYCLE = Path(cycle.__file__)
@@ -158,7 +158,8 @@ def test_a_killed_worker_is_restarted_and_its_tuples_replayed(cluster, tmp_path)
     wait_until(lambda: len(cluster.topology_workers("crash")) == 4, 40, "four workers")
     wait_until(lambda: (tmp_path / "held.pid").exists(), 40, "a relay to hold its tuple")
     holder = int((tmp_path / "held.pid").read_text())
-    victim_slot, victim = next((slot, beat) for slot, beat in cluster.topology_workers("crash").items()
+    victim_slot, victim = next((slot, beat)
+                               for slot, beat in cluster.topology_workers("crash").items()
                                if beat["pid"] == holder)
     assert "source" not in victim["metrics"], "the layout put a relay and a spout in one worker"
     os.kill(victim["pid"], signal.SIGKILL)
@@ -363,7 +364,8 @@ def test_the_log_word_count_survives_a_killed_spout_worker_with_no_message_lost(
     log.flush()
     ends = {p: log.end_offset(p) for p in range(4)}
     assert sum(ends.values()) == 2 * half and all(ends.values())
-    victim_slot, victim = next((slot, beat) for slot, beat in cluster.topology_workers("lwc").items()
+    victim_slot, victim = next((slot, beat)
+                               for slot, beat in cluster.topology_workers("lwc").items()
                                if "sentences" in beat["metrics"])
     os.kill(victim["pid"], signal.SIGKILL)
     at_kill = zk_commits(cluster, "log-word-count")

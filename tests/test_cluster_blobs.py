@@ -13,8 +13,8 @@ import pytest
 from cluster_support import after_test, json_outputs, serve_cluster, wait_until
 from zookeeper_server import zookeeper_available
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 READER = Path(__file__).resolve().parent / "cluster_topologies" / "with_blob" / "topology.py"
 MAP = "topology.blobstore.map"
@@ -55,7 +55,8 @@ def test_a_running_bolt_reads_a_blob_by_its_local_name_then_its_update(cluster, 
     cluster.submit(READER, "blob-a", f"blobs.dir={out}", "blobs.tag=a",
                    f'{MAP}={{"words": "words.txt"}}')
     cluster.submit(READER, "blob-b", f"blobs.dir={out}", "blobs.tag=b",
-                   "blobs.localname=lookup.txt", f'{MAP}={{"words": {{"localname": "lookup.txt"}}}}')
+                   "blobs.localname=lookup.txt",
+                   f'{MAP}={{"words": {{"localname": "lookup.txt"}}}}')
     wait_until(lambda: len(json_outputs(out, "a")) == 1 and len(json_outputs(out, "b")) == 1, 30,
                "both topologies' readers to read the blob")
     (a,), (b,) = json_outputs(out, "a"), json_outputs(out, "b")

@@ -14,8 +14,8 @@ from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.environments import DIRECTORY_ENV, NO_INDEX
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 
 @pytest.fixture(scope="module")

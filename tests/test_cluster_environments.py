@@ -19,8 +19,8 @@ from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.environments import DIRECTORY_ENV, NO_INDEX
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 HERE = Path(__file__).resolve().parent
 VERSIONED = HERE / "cluster_topologies" / "versioned" / "topology.py"

@@ -18,8 +18,8 @@ from cluster_support import LEDGER, REPO, after_test, serve_cluster, wait_until
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 
 @pytest.fixture(scope="module")

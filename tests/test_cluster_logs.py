@@ -27,8 +27,8 @@ from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.log_files import daemon_log_file, worker_log_dir, worker_log_file
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 TALKER = Path(__file__).resolve().parent / "cluster_topologies" / "talker.py"
 

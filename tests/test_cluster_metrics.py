@@ -294,7 +294,8 @@ def test_topology_info_and_cluster_info_describe_the_placement(leader, ledger):
     assert set(info["structure"]["components"]) == {"source", "relay", "sink"}
     assert info["errors"] == []
     snapshot_pids = {(s["worker"]["host"], s["worker"]["port"]): s["worker"]["pid"]
-                     for s in rpc.call(leader, "metrics", timeout=5, name=NAME) if not s.get("retired")}
+                     for s in rpc.call(leader, "metrics", timeout=5, name=NAME)
+                     if not s.get("retired")}
     wait_until(lambda: all(row["pid"] for row in rpc.call(leader, "topology_info", timeout=5,
                                                          name=NAME)["worker_slots"]),
                10, "the supervisor to report its workers")

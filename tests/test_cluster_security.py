@@ -30,8 +30,8 @@ from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
 from stormlet.loader import load_topology_file
 from stormlet.runtime.protocol import BACKPRESSURE, SYSTEM_TASK
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 
 

@@ -70,7 +70,8 @@ def committed_state(redis, name):
 def embedded_state(path, name):
     import sqlite3
     db = sqlite3.connect(path)
-    rows = db.execute("SELECT k, v FROM kv WHERE ns LIKE ?", (namespace(name, "totals", 0)[:-1] + "%",))
+    rows = db.execute("SELECT k, v FROM kv WHERE ns LIKE ?",
+                      (namespace(name, "totals", 0)[:-1] + "%",))
     state = {decode_key(k): decode_value(v) for k, v in rows}
     db.close()
     return state
@@ -126,7 +127,8 @@ def test_a_stateful_word_count_with_redis_survives_a_killed_worker(cluster, redi
     victim = stateful_worker(cluster, "stkill")
     os.kill(victim["pid"], signal.SIGKILL)
     wait_until(lambda: len(cluster.topology_workers("stkill")) == 2
-               and victim["pid"] not in {b["pid"] for b in cluster.topology_workers("stkill").values()},
+               and victim["pid"] not in {b["pid"]
+                                         for b in cluster.topology_workers("stkill").values()},
                60, "the worker to be restarted")
     duplicates = finish(cluster, redis, "stkill", ledger_dir)
     emitted = emitted_counts(ledger_dir)

@@ -11,8 +11,8 @@ from cluster_support import serve_cluster, wait_until
 from test_streamparse import FEATURES, events
 from zookeeper_server import zookeeper_available
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 
 @pytest.fixture(scope="module")

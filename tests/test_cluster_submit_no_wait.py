@@ -26,8 +26,8 @@ from stormlet.cluster.dependencies import normalize
 from stormlet.cluster.environments import DIRECTORY_ENV, MARKER, NO_INDEX
 from stormlet.cluster.error_reports import SUBMIT_COMPONENT
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 UNKNOWN = "stormlet_nope==9.9"
 

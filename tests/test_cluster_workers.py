@@ -27,8 +27,8 @@ from cluster_support import (
 from test_cluster_events import history, in_order
 from zookeeper_server import zookeeper_available
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 MESSAGES = 30_000
 RATE = 500   # a second, per spout task: two tasks, about 30 s of messages

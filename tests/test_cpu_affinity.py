@@ -71,7 +71,8 @@ def test_every_executor_runs_on_one_cpu_and_the_callers_thread_is_left_alone():
 
 @needs_two_cpus
 def test_two_topologies_of_a_process_share_the_cpu():
-    with running(topology(), {}, name="one") as first, running(topology(), {}, name="two") as second:
+    with (running(topology(), {}, name="one") as first,
+          running(topology(), {}, name="two") as second):
         assert cpus_seen(first, "one") == cpus_seen(second, "two") == [[local_executor_cpu()]] * 3
 
 
@@ -123,6 +124,7 @@ def test_the_current_cpu_is_the_one_a_thread_is_pinned_to():
 
 
 def test_a_setting_that_is_not_true_or_false_is_refused_at_submit():
-    with pytest.raises(TopologyError, match="stormlet.local.one.cpu must be true or false, not 'no'"):
+    with pytest.raises(TopologyError,
+                       match="stormlet.local.one.cpu must be true or false, not 'no'"):
         with running(topology(), {"stormlet.local.one.cpu": "no"}):
             pass

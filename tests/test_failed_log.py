@@ -712,8 +712,8 @@ def test_odd_entries_in_the_log_are_named_and_skipped(tmp_path):
 
 def test_recovery_names_and_drops_a_journal_line_of_deep_nesting(tmp_path):
     # A journal is parsed by the same function: a writer of the task still starts.
-    leftover(tmp_path, "s", 1, 1, lines_of(record(0)) + b"[" * 100_000 + b"\n" + wrong("task", "x") + b"\n"
-            + lines_of(record(1)))
+    leftover(tmp_path, "s", 1, 1, lines_of(record(0)) + b"[" * 100_000 + b"\n"
+             + wrong("task", "x") + b"\n" + lines_of(record(1)))
     writer = FailedMessageWriter(tmp_path, "wc", "s", 1)
     writer.close()
     assert len(writer.recovered) == 1

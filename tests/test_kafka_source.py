@@ -64,11 +64,13 @@ def test_partitions_and_watermarks(mock_kafka, topic, source):
     assert (source.earliest(0), source.latest(0)) == (0, 0)
 
 
-def test_fetch_returns_each_partition_in_offset_order_with_keys_and_values(mock_kafka, topic, source):
+def test_fetch_returns_each_partition_in_offset_order_with_keys_and_values(
+        mock_kafka, topic, source):
     mock_kafka.create_topic(topic, 4)
     before = time.time()
     written = produce(mock_kafka.bootstrap_servers, topic,
-                      [(f"k{i}".encode(), f"p{p}-{i}".encode(), p) for i in range(50) for p in range(4)])
+                      [(f"k{i}".encode(), f"p{p}-{i}".encode(), p)
+                       for i in range(50) for p in range(4)])
     assert written == 200
     source.assign({p: 0 for p in range(4)})
     records = read(source, 200)
@@ -81,7 +83,8 @@ def test_fetch_returns_each_partition_in_offset_order_with_keys_and_values(mock_
         assert all(before - 1 <= r.timestamp <= time.time() + 1 for r in recs)
 
 
-def test_assign_starts_at_the_given_offsets_and_drops_partitions_left_out(mock_kafka, topic, source):
+def test_assign_starts_at_the_given_offsets_and_drops_partitions_left_out(
+        mock_kafka, topic, source):
     mock_kafka.create_topic(topic, 2)
     for p in range(2):
         mock_kafka.produce(topic, values(20, f"p{p}-"), partition=p)
@@ -165,7 +168,8 @@ def test_lag_ends_of_partitions_being_read_come_from_their_fetches(mock_kafka, t
         source.close()
 
 
-def test_pause_holds_back_a_partition_and_resume_continues_where_it_stopped(mock_kafka, topic, source):
+def test_pause_holds_back_a_partition_and_resume_continues_where_it_stopped(
+        mock_kafka, topic, source):
     mock_kafka.create_topic(topic, 2)
     for p in range(2):
         mock_kafka.produce(topic, values(100, f"p{p}-"), partition=p)
@@ -219,12 +223,14 @@ def test_out_of_range_after_delete_records_then_seek_to_earliest(mock_kafka, top
     assert [r.offset for r in read(source, 10)] == list(range(90, 100))
 
 
-def test_records_fetched_together_with_an_out_of_range_error_are_not_lost(mock_kafka, topic, source):
+def test_records_fetched_together_with_an_out_of_range_error_are_not_lost(
+        mock_kafka, topic, source):
     mock_kafka.create_topic(topic, 2)
     mock_kafka.produce(topic, values(20), partition=0)
     mock_kafka.produce(topic, values(10, "p1-"), partition=1)
     mock_kafka.delete_records(topic, 0, before_offset=15)
-    source.assign({0: 0, 1: 0})  # one Fetch answers both: partition 1's records, partition 0's error
+    # One Fetch answers both: partition 1's records, partition 0's error.
+    source.assign({0: 0, 1: 0})
     records, errors = [], []
     deadline = time.monotonic() + 10
     while (len(records) < 10 or not errors) and time.monotonic() < deadline:
@@ -252,7 +258,8 @@ def test_unreachable_bootstrap_is_a_quick_source_error():
     src = KafkaSource(servers, "events", timeout=2.0)
     for call in (src.partitions, lambda: src.latest(0)):
         start = time.monotonic()
-        with pytest.raises(SourceError, match=f"Kafka at {servers}: cannot read the .* of topic 'events'"):
+        with pytest.raises(SourceError,
+                           match=f"Kafka at {servers}: cannot read the .* of topic 'events'"):
             call()
         assert time.monotonic() - start < 5
     src.close()
@@ -326,8 +333,8 @@ def test_a_consumer_in_another_process_reads_the_mock_cluster(mock_kafka, topic)
         src.close()
         json.dump(out, sys.stdout)
     """)
-    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     got = sorted(tuple(r) for r in json.loads(proc.stdout))
     assert got == sorted((p, i, "k", f"p{p}-{i}") for p in range(2) for i in range(25))

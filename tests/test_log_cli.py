@@ -182,7 +182,8 @@ def test_describe_shows_offsets_counts_and_each_spouts_lag(tmp_path):
     result = stormlet("describe", path)
     assert result.exit_code == 0, result.output
     out = result.output
-    reader = out[out.index("spout reader (commits in local):"):out.index("spout slow (commits in local):")]
+    reader = out[out.index("spout reader (commits in local):")
+                 :out.index("spout slow (commits in local):")]
     rows = [line.split()[:4] for line in reader.splitlines()]
     assert ["0", "25", "30", "5"] in rows and ["1", "5", "5", "0"] in rows
     assert ["total", "5"] in rows

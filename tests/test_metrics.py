@@ -292,7 +292,8 @@ def test_counts_latencies_and_views_match_what_the_topology_did():
                           ("split", "lengths", "lengths")}
     assert edges[("split", "count", "default")]["grouping"] == "fields"
     # The same run's rates: words per second is the sentences' rate times words per sentence.
-    ratio = edges[("split", "count", "default")]["rate"] / edges[("spout", "split", "default")]["rate"]
+    ratio = (edges[("split", "count", "default")]["rate"]
+             / edges[("spout", "split", "default")]["rate"])
     assert ratio == pytest.approx(words / n, rel=0.25)
 
     (worker,) = worker_stats([snap])

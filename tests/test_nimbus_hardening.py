@@ -19,8 +19,8 @@ from stormlet.cluster import rpc
 from stormlet.cluster.code import package_topology
 from stormlet.cluster.zk_state import ClusterState, rpc_address
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 
 

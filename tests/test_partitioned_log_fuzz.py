@@ -127,7 +127,8 @@ def damage(rng: random.Random, files: dict[int, bytearray], directory: Path,
             del data[keep:]
             cut = cut or base == bases[-1]
         elif kind == "garbage":
-            extra = rng.choice((rng.randbytes(rng.randrange(1, 80)), b"\x00" * rng.randrange(1, 80)))
+            extra = rng.choice((rng.randbytes(rng.randrange(1, 80)),
+                                b"\x00" * rng.randrange(1, 80)))
             touched.update((base, p) for p in range(len(data), len(data) + len(extra)))
             data += extra
         elif kind == "name":

@@ -111,7 +111,8 @@ def test_committing_a_checkpoint_that_is_not_the_prepared_one_is_an_error(backen
     state = KeyValueState(make())
     state.put("a", 1)
     state.prepare_commit(3)
-    with pytest.raises(StateError, match="cannot commit checkpoint 4: the prepared checkpoint is 3"):
+    with pytest.raises(StateError,
+                       match="cannot commit checkpoint 4: the prepared checkpoint is 3"):
         state.commit(4)
 
 

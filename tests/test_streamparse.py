@@ -218,8 +218,9 @@ def test_emits_are_checked_as_streamparse_checks_them_and_anchoring_after_an_ack
             except ValueError as exc:
                 problems.append(str(exc))
 
-    spec = type("Checks", (Topology,), {"once": (once := Once.spec()),
-                                        "bolt": AcksThenEmits.spec(inputs={once: Grouping.SHUFFLE})})
+    spec = type("Checks", (Topology,),
+                {"once": (once := Once.spec()),
+                 "bolt": AcksThenEmits.spec(inputs={once: Grouping.SHUFFLE})})
     from stormlet.streamparse.build import build
     topology, conf = build(spec)
     with running(topology, conf, name="checks"):

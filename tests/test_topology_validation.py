@@ -176,7 +176,8 @@ def test_parallelism_below_one(parallelism):
 
     b = TopologyBuilder()
     b.set_spout("words", WordSpout(), parallelism=parallelism)
-    assert f"spout 'words': parallelism must be an integer >= 1, got {parallelism}" in build_error(b)
+    assert (f"spout 'words': parallelism must be an integer >= 1, got {parallelism}"
+            in build_error(b))
 
 
 def test_non_integer_parallelism_and_zero_tasks():
@@ -269,7 +270,8 @@ def test_declare_output_fields_that_raises_or_declares_badly():
     assert "bolt 'raiser': declare_output_fields raised" in message
     assert "cannot decide my fields" in message
     assert "component 'dup' stream 'default': duplicate field in ['a', 'a']" in message
-    assert "component 'bare' stream 'default': fields must be a list of non-empty strings" in message
+    assert ("component 'bare' stream 'default': fields must be a list of non-empty strings"
+            in message)
     assert "component 'twice' declares stream 's' twice" in message
 
 
@@ -437,7 +439,8 @@ def test_unencodable_value_raises_serialization_error_at_spout_emit(make_value, 
 def test_wrong_number_of_values_raises_at_emit():
     exc = run_catching(lambda c: c.emit([1], msg_id="bad"))
     assert type(exc) is SerializationError
-    assert "emitted 1 values on stream 'default', which declares 2 fields ['id', 'payload']" in str(exc)
+    assert ("emitted 1 values on stream 'default', which declares 2 fields ['id', 'payload']"
+            in str(exc))
 
 
 def test_undeclared_stream_raises_at_emit():

@@ -107,8 +107,8 @@ def test_a_spout_burst_ends_once_it_emitted_a_transfer_batch(batch_size, expecte
 @pytest.mark.parametrize("value", [0, -3, 2.5, float("inf"), float("nan"), "512", True])
 def test_a_transfer_batch_that_is_not_a_whole_number_of_tuples_is_refused(value):
     with pytest.raises(ValueError, match=r"topology.transfer.batch.size must be a whole number "
-                                         r"of tuples, at least 1 and at most 2\*\*62 \(or None for no "
-                                         r"bound\), not "):
+                                         r"of tuples, at least 1 and at most 2\*\*62 \(or None "
+                                         r"for no bound\), not "):
         runtime(value)
 
 

@@ -180,7 +180,8 @@ class Endpoint:
         self.stopping = threading.Event()
         self.sender = Sender(context, self.stopping, topology, security, slot=slot, tenure=tenure)
         self.watch = OverloadWatch(routes, lambda: peers,
-                                   lambda address, message: self.sender.queue.put((address, message)),
+                                   lambda address, message:
+                                       self.sender.queue.put((address, message)),
                                    at_least=0)
         self.receiver = Receiver(context, f"tcp://127.0.0.1:{self.port}",
                                  FrameDecoder(layout, topology, fence),
@@ -206,8 +207,9 @@ def context():
 
 def run_slow_consumer(layout, context, with_backpressure: bool, batches: int = 300):
     """A producer in worker A sends ``batches`` data batches, one every half millisecond (ten
-    times faster than it is consumed), to a task in worker B whose executor takes 5 ms a batch. Returns B's largest inbox depth, the producer's
-    seconds spent waiting, and every number B received."""
+    times faster than it is consumed), to a task in worker B whose executor takes 5 ms a batch.
+    Returns B's largest inbox depth, the producer's seconds spent waiting, and every number B
+    received."""
     _, sink = tasks(layout)
     inbox = Inbox(capacity=8)
     b_routes: list = [None] * (layout.max_task + 1)
@@ -375,7 +377,8 @@ def test_a_worker_whose_transport_thread_ended_counts_itself_broken():
         def all_executors(self):
             return []
 
-    ended, running = threading.Thread(target=lambda: None, name="transfer-sender"), threading.Event()
+    ended = threading.Thread(target=lambda: None, name="transfer-sender")
+    running = threading.Event()
     alive = threading.Thread(target=running.wait, name="transfer-receiver", daemon=True)
     ended.start()
     ended.join()

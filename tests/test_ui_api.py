@@ -200,7 +200,8 @@ def test_kill_removes_the_topology(ui):
     cluster.submit("doomed", FINITE, topology())
     post(server, "/api/v1/topology/doomed/kill/0")
     wait_until(lambda: "doomed" not in cluster.topologies(), 10, "the killed topology to go")
-    assert "doomed" not in {t["name"] for t in get(server, "/api/v1/topology/summary")["topologies"]}
+    summary = get(server, "/api/v1/topology/summary")
+    assert "doomed" not in {t["name"] for t in summary["topologies"]}
     assert request(server, "/api/v1/topology/doomed")[0] == 404
 
 

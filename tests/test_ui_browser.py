@@ -58,8 +58,9 @@ def loaded(page: Page) -> str:
 
 def next_refresh(page: Page) -> None:
     before = loaded(page)
-    page.wait_for_function("b => document.body.dataset.loaded && document.body.dataset.loaded !== b",
-                           arg=before, timeout=10_000)
+    page.wait_for_function(
+        "b => document.body.dataset.loaded && document.body.dataset.loaded !== b",
+        arg=before, timeout=10_000)
 
 
 def cell(page: Page, selector: str) -> int:

@@ -80,7 +80,8 @@ def test_the_topology_page_shows_its_events_as_the_api_serves_them(page, ui):
     assert shown(page) == rest(server, "steady")
     row = page.locator("#events tr[data-kind=submitted]")
     assert row.locator("td[data-field=writer]").inner_text().startswith("local:")
-    assert row.locator("td[data-field=text]").inner_text() == "submitted steady in this process, active"
+    assert (row.locator("td[data-field=text]").inner_text()
+            == "submitted steady in this process, active")
     # Only this topology's: "finite" runs beside it.
     assert [kind for _seq, kind, _text in shown(page)] == ["submitted"]
     assert page.locator("#events-problem").inner_text() == ""

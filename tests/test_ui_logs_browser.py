@@ -28,8 +28,8 @@ from stormlet.ui.app import serve
 from stormlet.ui.source import ClusterSource
 
 require_browser()
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 from playwright.sync_api import Page  # noqa: E402
 

@@ -162,7 +162,8 @@ def test_start_on_a_busy_port_fails_clearly(tmp_path):
 
 
 def test_script_usage_errors():
-    for args in (["start", "--data-dir", "/tmp/x"], ["start", "--port", "70000", "--data-dir", "/tmp/x"],
+    for args in (["start", "--data-dir", "/tmp/x"],
+                 ["start", "--port", "70000", "--data-dir", "/tmp/x"],
                  ["status"], ["frobnicate"]):
         result = script(*args)
         assert result.returncode == 2, (args, result)

@@ -35,14 +35,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = REPO_ROOT / "deploy" / "zookeeper.sh"
 ZOOKEEPER_JAR = Path("/usr/share/java/zookeeper.jar")
 SKIP_REASON = (
-    f"ZooKeeper is not installed (needs java and {ZOOKEEPER_JAR}): run 'deploy/zookeeper.sh install'"
+    f"ZooKeeper is not installed (needs java and {ZOOKEEPER_JAR}): "
+    "run 'deploy/zookeeper.sh install'"
 )
 PID_FILE = "zookeeper.pid"
 LOG_FILE = "zookeeper.log"
 
 
 class ZooKeeperServerError(RuntimeError):
-    """deploy/zookeeper.sh failed; the message holds its output (including the server's log tail)."""
+    """deploy/zookeeper.sh failed; the message holds its output (including the server's log
+    tail)."""
 
 
 def zookeeper_available() -> bool:
@@ -226,7 +228,8 @@ class ZooKeeperServer:
         return self
 
     def stop(self, hard: bool = False, timeout: float = 10.0) -> None:
-        """Stop the server: SIGTERM (then SIGKILL) through the script, or SIGKILL at once if ``hard``.
+        """Stop the server: SIGTERM (then SIGKILL) through the script, or SIGKILL at once if
+        ``hard``.
 
         Returns once the process is gone and the port refuses connections. A no-op when not running.
         """
@@ -243,7 +246,8 @@ class ZooKeeperServer:
             deadline = time.monotonic() + timeout
             while _alive(pid):
                 if time.monotonic() > deadline:
-                    raise ZooKeeperServerError(f"ZooKeeper (pid {pid}) survived SIGKILL for {timeout}s")
+                    raise ZooKeeperServerError(
+                        f"ZooKeeper (pid {pid}) survived SIGKILL for {timeout}s")
                 time.sleep(0.02)
         try:
             self.pid_file.unlink()

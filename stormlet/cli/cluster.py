@@ -127,9 +127,11 @@ class _RefusingStart:
               help="address peers reach this node's workers at")
 @click.option("--bind", default=None,
               help="address workers listen on (default: --host)")
-@click.option("--slots", default="6700,6701", show_default=True, help="worker ports, comma-separated")
+@click.option("--slots", default="6700,6701", show_default=True,
+              help="worker ports, comma-separated")
 @click.option("--data-dir", default="supervisor-data", show_default=True, type=click.Path())
-@click.option("--id", "supervisor_id", default=None, help="supervisor id (default: kept in data dir)")
+@click.option("--id", "supervisor_id", default=None,
+              help="supervisor id (default: kept in data dir)")
 @click.option("--worker-timeout", default=30.0, show_default=True, type=float,
               help="seconds without a heartbeat before a worker is restarted")
 @click.option("--pin-workers/--no-pin-workers", default=None,
@@ -503,7 +505,8 @@ deactivate = _status_command("deactivate",
 @click.option("--executors", "-e", "executor_pairs", multiple=True, metavar="COMPONENT=N",
               help="new executor count for a component (at most its task count)")
 @nimbus_target
-def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...], target: NimbusTarget) -> None:
+def rebalance(name: str, workers: int | None, executor_pairs: tuple[str, ...],
+              target: NimbusTarget) -> None:
     """Spread a running topology over a different number of workers or executors."""
     executors = {}
     for pair in executor_pairs:

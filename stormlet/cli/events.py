@@ -6,8 +6,8 @@
 
 Each line is one event: when (the recording daemon's clock), its kind, who recorded it (a nimbus
 or a supervisor and its host), and what happened. A killed topology's history is kept for an
-hour after its removal (cluster/events.py's KEEP_SECS). Credentials quoted in an event (a dying worker's last error) are
-shown only to a holder of the cluster secret.
+hour after its removal (cluster/events.py's KEEP_SECS). Credentials quoted in an event (a dying
+worker's last error) are shown only to a holder of the cluster secret.
 """
 
 from __future__ import annotations

@@ -117,7 +117,8 @@ def append(path: Path, file: Path | None, key_field: str | None, partition: int 
 
 
 def _lost(spans: list[Quarantined], start: int, end: int) -> int:
-    """Offsets from ``start`` to ``end`` that damaged spans held (retention may have passed some)."""
+    """Offsets from ``start`` to ``end`` that damaged spans held (retention may have passed
+    some)."""
     return sum(max(0, min(q.stop, end) - max(q.first, start)) for q in spans)
 
 

@@ -73,7 +73,8 @@ def samples_file(log_dir: Path) -> Path:
 
 def profile_file_name(when: float) -> str:
     """The base name of a profile taken at ``when`` (epoch seconds): names sort by time."""
-    return f"{PROFILE_PREFIX}{time.strftime(PROFILE_TIME_FORMAT, time.gmtime(when))}{PROFILE_SUFFIX}"
+    stamp = time.strftime(PROFILE_TIME_FORMAT, time.gmtime(when))
+    return f"{PROFILE_PREFIX}{stamp}{PROFILE_SUFFIX}"
 
 
 def is_profile_name(base: str) -> bool:
@@ -149,8 +150,8 @@ def list_files(root: Path, topology_id: str | None = None) -> list[dict]:
             for port_dir in _entries(tid_dir):
                 candidates += _entries(port_dir)
     else:
-        candidates = [f for port_dir in _entries(root / WORKERS_DIR / check_topology_id(topology_id))
-                      for f in _entries(port_dir)]
+        topology_dir = root / WORKERS_DIR / check_topology_id(topology_id)
+        candidates = [f for port_dir in _entries(topology_dir) for f in _entries(port_dir)]
     for path in candidates:
         name = path.relative_to(root).as_posix()
         described = identify(name)

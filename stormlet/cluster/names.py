@@ -1,8 +1,8 @@
 """Topology names and ids, and blob keys: what they may look like.
 
-An id (and a blob key) becomes a ZooKeeper node's name and a directory or file name on every node, so one that
-came from a request or from ZooKeeper is checked before it is used: a forged ``../x`` must not
-reach a path.
+An id (and a blob key) becomes a ZooKeeper node's name and a directory or file name on every node,
+so one that came from a request or from ZooKeeper is checked before it is used: a forged ``../x``
+must not reach a path.
 """
 
 from __future__ import annotations

@@ -827,7 +827,8 @@ class Nimbus:
         """Place the topology's executors over the workers it asks for (as many as are free);
         ``when``: why now, for its event ("at submit", "after the rebalance")."""
         n_ackers = int(record["conf"].get(cfg.TOPOLOGY_ACKER_EXECUTORS) or 0)
-        plan = plan_from_summary({"components": record["summary"]}, n_ackers, record.get("executors"))
+        plan = plan_from_summary({"components": record["summary"]}, n_ackers,
+                                 record.get("executors"))
         slots = pick_slots(self._free_slots(exclude_topology=topology_id), record["workers"])
         try:
             executors = even_schedule(plan, slots)

@@ -20,9 +20,10 @@ Operations (more come with ``add_operation``, or a method and a line in ``operat
   ``redacted``: ``grep`` matched against the text as a reader without admin access sees it),
   scanning up to
   ``SCAN_BYTES`` to find them; ``{"file", "data", "start", "next", "size", "inode", "mtime",
-  "eof", "restarted"}``: the next read begins at "next"; "eof": none is worth making now. A reader that follows a file passes the ``inode`` it read: after a
-  rotation the rest of that file is read under its rotated name ("file" says which), and if it
-  is gone, or was cut shorter than ``offset``, the current file from its start ("restarted").
+  "eof", "restarted"}``: the next read begins at "next"; "eof": none is worth making now. A reader
+  that follows a file passes the ``inode`` it read: after a rotation the rest of that file is read
+  under its rotated name ("file" says which), and if it is gone, or was cut shorter than ``offset``,
+  the current file from its start ("restarted").
 
 Its own thread keeps the node's logs bounded: every ``HOUSEKEEPING_SECS`` each worker's raw
 output (``worker.out``) is cut to ``max_bytes``; every ``RETENTION_CHECK_SECS`` the directories

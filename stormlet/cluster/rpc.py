@@ -41,8 +41,8 @@ from .security import (
     permits,
 )
 
-__all__ = ["ADMIN", "DAEMON", "READ", "WORKER", "NOT_LEADER", "NimbusUnavailable", "Operation", "RpcError",
-           "RpcServer", "call"]
+__all__ = ["ADMIN", "DAEMON", "READ", "WORKER", "NOT_LEADER", "NimbusUnavailable", "Operation",
+           "RpcError", "RpcServer", "call"]
 
 log = logging.getLogger(__name__)
 

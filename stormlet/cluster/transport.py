@@ -23,9 +23,9 @@ not decode is dropped and reported as that bolt task's error.
 
 A broken link is noticed in seconds, not at TCP's pace: both ends send ZeroMQ heartbeats and
 drop a connection that stays silent for a few of them, and the sender's connection attempts give
-up after a few seconds to start again (``LinkTimes``, from the topology's settings) (a SYN to a host that
-cannot be reached would otherwise wait out TCP's own backoff, tens of seconds after the link came
-back). The sender says once when it loses a peer it had reached, drops what it would send there
+up after a few seconds to start again (``LinkTimes``, from the topology's settings) (a SYN to a host
+that cannot be reached would otherwise wait out TCP's own backoff, tens of seconds after the link
+came back). The sender says once when it loses a peer it had reached, drops what it would send there
 at once instead of stalling its other peers' traffic (it was tracked, times out at its spout and
 is replayed), and says when the link is back (``on_link``, ``unreachable``).
 

@@ -9,12 +9,12 @@ partition is refused by those that hold it now (``Fenced``).
 
 Control payloads (acker and spout messages, backpressure) travel as packed integer columns. A
 bolt's acks, in a process an ``array("Q")`` of (root, value) pairs, travel as its bytes, which
-the receiver hands on as such an array, without an object per root. Every other control payload, in a process a flat list of records (``runtime/protocol.py``), is
-``[ints, others]``: the records' int fields as one blob of unsigned 64-bit ints, a column per
-field, and their other fields (a fail's reason and message) as one list per field; the receiver
-checks it with a few length tests instead of one per int and rebuilds the flat list. Those
-blobs, and a data batch's roots, are in the machine's byte order: the workers of one cluster
-share an architecture.
+the receiver hands on as such an array, without an object per root. Every other control payload, in
+a process a flat list of records (``runtime/protocol.py``), is ``[ints, others]``: the records' int
+fields as one blob of unsigned 64-bit ints, a column per field, and their other fields (a fail's
+reason and message) as one list per field; the receiver checks it with a few length tests instead of
+one per int and rebuilds the flat list. Those blobs, and a data batch's roots, are in the machine's
+byte order: the workers of one cluster share an architecture.
 
 A data payload, a list of Tuple objects from ``src_task``, travels in columns (a value of a
 type the topology registered, ``serializers.py``, as a msgpack extension value),
@@ -336,7 +336,8 @@ class FrameDecoder:
         return info
 
     @staticmethod
-    def _same_stream(info: StreamInfo, src: int, values_list: list, roots_list: list) -> list[Tuple]:
+    def _same_stream(info: StreamInfo, src: int, values_list: list,
+                     roots_list: list) -> list[Tuple]:
         n = len(values_list)
         if not set(map(type, roots_list)) <= {type(None), list}:
             raise WireError(f"tuples from {info.component!r} have malformed roots")

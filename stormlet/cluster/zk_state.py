@@ -24,7 +24,8 @@
                                   "writer", "detail"}, written by nimbus or a supervisor
 
 Only small state lives here. Topology code and blobs stay with nimbus (they can exceed
-ZooKeeper's 1 MB node limit). A node that does not parse is logged with its path and skipped, never fatal.
+ZooKeeper's 1 MB node limit). A node that does not parse is logged with its path and skipped, never
+fatal.
 
 With a cluster secret every node carries a digest ACL (``Security``): the daemons' nodes are
 theirs (read-only clients read them, workers read only where the leader is); a topology's record

@@ -66,5 +66,6 @@ from .record import FailedRecord, SourceRef, decode_record, decode_value, encode
 from .writer import FailedMessageWriter, convert_legacy, recover_leftovers
 
 __all__ = ["BadInput", "DeadLetterBox", "FailedMessageWriter", "FailedRecord", "FailedSummary",
-           "RecordError", "SourceRef", "convert_legacy", "decode_record", "decode_value", "encode_value", "final_files",
-           "inprogress_files", "read_failed", "recover_leftovers", "summarize", "topologies"]
+           "RecordError", "SourceRef", "convert_legacy", "decode_record", "decode_value",
+           "encode_value", "final_files", "inprogress_files", "read_failed", "recover_leftovers",
+           "summarize", "topologies"]

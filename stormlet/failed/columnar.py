@@ -186,9 +186,9 @@ def _check_columns(found: Any, columns: list[str] | None) -> None:
 def table_records(table: Any, on_bad: Callable[[int, str], None]
                   ) -> Iterator[tuple[int, dict[str, Any]]]:
     """The rows of a failed-message table, each as its number (from 1) and the dict
-    ``record_to_dict`` makes (values still encoded), fields the table lacks left out. A row that cannot be one (a string column that
-    is not UTF-8, a JSON column that does not parse) is passed to ``on_bad`` as its number
-    (from 1) and what is wrong, and skipped."""
+    ``record_to_dict`` makes (values still encoded), fields the table lacks left out. A row that
+    cannot be one (a string column that is not UTF-8, a JSON column that does not parse) is passed
+    to ``on_bad`` as its number (from 1) and what is wrong, and skipped."""
     names = set(table.column_names)
     for number, row in enumerate(_rows(table), 1):
         try:

@@ -8,7 +8,8 @@ tuple's ``values`` cannot be reassigned (see tuples.py); compiled is faster.
 The compiled modules share their classes at the C level (the collectors build ``Tuple`` objects
 directly), so they load all together or not at all: ``select()``, run once as the package is
 imported, loads every hot module from its .py file when ``STORMLET_PURE_PYTHON=1`` is set, when
-some of them were not compiled, or when one was edited since it was. ``stormlet local`` and the benchmarks print ``describe()``.
+some of them were not compiled, or when one was edited since it was. ``stormlet local`` and the
+benchmarks print ``describe()``.
 """
 
 from __future__ import annotations

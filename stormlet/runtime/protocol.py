@@ -3,10 +3,10 @@ and the layout of every control record.
 
 A message between executors is ``(kind, dest_task, src_task, payload)``. A data payload is a list
 of Tuple objects (from another worker, the same packed, which the bolt unpacks: see
-stormlet/cluster/wire.py); a control payload is a *flat* batch: the fields of one record after another, in
-the order its record type below declares (``[root, xor, spout_task, root, xor, spout_task, ...]``
-for ``ACK_INIT``), so that a batch of a thousand acks is one list, not a thousand small objects.
-The record types are the one definition of those layouts: writers append a record
+stormlet/cluster/wire.py); a control payload is a *flat* batch: the fields of one record after
+another, in the order its record type below declares (``[root, xor, spout_task, root, xor,
+spout_task, ...]`` for ``ACK_INIT``), so that a batch of a thousand acks is one list, not a thousand
+small objects. The record types are the one definition of those layouts: writers append a record
 (``batch.extend(AckInit(root, xor, task))``), readers iterate ``records(AckInit, batch)``, and
 the wire decoder checks a batch against ``RECORDS``; nothing else spells a record's length or
 field order. A bolt's acks are the one control payload that is not records: ``(root, value)``

@@ -2,8 +2,8 @@
 # (Compiled, the emit, emit_direct and ack that bolts and spouts call once a tuple are plain C
 # methods of their types, not function objects: a call from Python then costs ~180
 # instructions a word fewer in the peer word count, callgrind, benchmarks/peers/instructions.py.)
-"""The runtime's collectors: ``SpoutOutputCollector`` and ``OutputCollector`` (``stormlet.collectors``)
-as local mode and workers run them.
+"""The runtime's collectors: ``SpoutOutputCollector`` and ``OutputCollector``
+(``stormlet.collectors``) as local mode and workers run them.
 
 Spout emit (tracked, i.e. with a ``msg_id``): draw a root id, give each destination its own edge
 id, and tell the acker ``init(root, xor of those edges, spout task)``. Bolt emit anchored to input
@@ -481,7 +481,7 @@ class BoltCollector(_Emitter):
         pairs = self._acks[root % self._n_ackers]
         if cython.compiled:   # two C integers into the array's memory: no int object
             n = len(pairs)
-            resize_smart(pairs, n + 2)
+            resize_smart(pairs, n + 2)  # noqa: F821
             pairs.data.as_ulonglongs[n] = root
             pairs.data.as_ulonglongs[n + 1] = value
         else:

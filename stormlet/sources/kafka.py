@@ -131,9 +131,9 @@ class KafkaSource:
         try:
             metadata = self._client().list_topics(self.topic, timeout=self.timeout)
         except KafkaException as e:
-            raise SourceError(f"Kafka at {self.bootstrap_servers}: cannot read the metadata of topic "
-                              f"{self.topic!r} within {self.timeout}s ({e.args[0].str()}); is the "
-                              "broker running and reachable?") from e
+            raise SourceError(f"Kafka at {self.bootstrap_servers}: cannot read the metadata of "
+                              f"topic {self.topic!r} within {self.timeout}s ({e.args[0].str()}); "
+                              "is the broker running and reachable?") from e
         topic = metadata.topics.get(self.topic)
         if topic is None or topic.error is not None:
             why = topic.error.str() if topic is not None else "not in the metadata"
@@ -147,10 +147,11 @@ class KafkaSource:
         if cached is not None and not fresh and now - cached[2] < self.watermark_ttl:
             return cached[0], cached[1]
         try:
-            low, high = self._client().get_watermark_offsets(self._tp(partition), timeout=self.timeout)
+            low, high = self._client().get_watermark_offsets(self._tp(partition),
+                                                             timeout=self.timeout)
         except KafkaException as e:
-            raise SourceError(f"Kafka at {self.bootstrap_servers}: cannot read the offsets of topic "
-                              f"{self.topic!r} partition {partition} within {self.timeout}s "
+            raise SourceError(f"Kafka at {self.bootstrap_servers}: cannot read the offsets of "
+                              f"topic {self.topic!r} partition {partition} within {self.timeout}s "
                               f"({e.args[0].str()})") from e
         self._watermarks[partition] = (low, high, now)
         return low, high
@@ -217,7 +218,8 @@ class KafkaSource:
             consumer.seek(self._tp(partition, offset))
         except KafkaException as e:
             if e.args[0].code() != KafkaError._STATE:
-                raise SourceError(f"{self!r}: cannot seek partition {partition} to {offset}: {e}") from e
+                raise SourceError(
+                    f"{self!r}: cannot seek partition {partition} to {offset}: {e}") from e
             # librdkafka seeks only a partition it is fetching; one stopped by an out-of-range
             # error (or whose assignment is not active yet) is started again at the new offset.
             tp = [self._tp(partition)]

@@ -239,7 +239,8 @@ class OffsetSpout(Spout):
     # ----- partitions
 
     def _my_partitions(self, partitions: list[int]) -> list[int]:
-        return [p for i, p in enumerate(sorted(partitions)) if i % self.task_count == self.task_index]
+        return [p for i, p in enumerate(sorted(partitions))
+                if i % self.task_count == self.task_index]
 
     def _reassign(self, mine: list[int]) -> None:
         """Take up new partitions and let go of lost ones. A lost partition is committed first;

@@ -220,7 +220,8 @@ class BatchingBolt(Bolt):
                 self.raise_exception(exc, batch)
                 if self.auto_fail:
                     reason = f"process_batch raised {type(exc).__name__}: {exc}"
-                    self._settle(batch, lambda native: self._stormlet_collector.fail(native, reason))
+                    self._settle(batch,
+                                 lambda native: self._stormlet_collector.fail(native, reason))
                 continue
             finally:
                 self._current_tups = []

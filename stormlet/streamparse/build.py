@@ -86,8 +86,8 @@ def _instead(spec: ComponentSpec) -> str:
     if spec.is_spout:
         if "kafka" in f"{spec.java} {spec.shell}".lower():
             return "use stormlet's KafkaSpout (stormlet.sources) instead"
-        return ("write it as a streamparse Spout in Python or use a stormlet spout (stormlet.Spout, "
-                "or stormlet.sources' KafkaSpout and LogSpout) instead")
+        return ("write it as a streamparse Spout in Python or use a stormlet spout "
+                "(stormlet.Spout, or stormlet.sources' KafkaSpout and LogSpout) instead")
     return "write it as a streamparse Bolt in Python (or a stormlet Bolt) instead"
 
 

@@ -200,10 +200,11 @@ def _checked_inputs(inputs: Any) -> dict[tuple[Any, str], _Grouping]:
     if isinstance(inputs, dict):
         checked = {}
         for key, grouping in inputs.items():
-            if not isinstance(key, (ComponentSpec, StreamId)) or not isinstance(grouping, _Grouping):
-                raise TypeError(f"If inputs is a dict, it is expected to map from GlobalStreamId or "
-                                f"ComponentSpec objects to Grouping objects.  Given key: {key!r}; "
-                                f"Given value: {grouping!r}")
+            if (not isinstance(key, (ComponentSpec, StreamId))
+                    or not isinstance(grouping, _Grouping)):
+                raise TypeError(f"If inputs is a dict, it is expected to map from GlobalStreamId "
+                                f"or ComponentSpec objects to Grouping objects.  Given key: "
+                                f"{key!r}; Given value: {grouping!r}")
             checked[_stream_key(key)] = grouping
         return checked
     if isinstance(inputs, (ComponentSpec, StreamId)):
@@ -217,7 +218,8 @@ def _checked_inputs(inputs: Any) -> dict[tuple[Any, str], _Grouping]:
                             f"Given: {source!r}")
         spec, stream = _stream_key(source)
         declared = spec.outputs.get(stream) if isinstance(spec, ComponentSpec) else None
-        checked[(spec, stream)] = Grouping.DIRECT if declared and declared.direct else Grouping.SHUFFLE
+        checked[(spec, stream)] = (Grouping.DIRECT if declared and declared.direct
+                                   else Grouping.SHUFFLE)
     return checked
 
 
@@ -245,7 +247,8 @@ class TopologyType(type):
                                 f"Given: {value!r}")
         for spec in specs.values():
             _check_spec(spec, specs)
-        if namespace.get("_stormlet_base") is not True and not any(s.is_spout for s in specs.values()):
+        if (namespace.get("_stormlet_base") is not True
+                and not any(s.is_spout for s in specs.values())):
             raise ValueError("A Topology requires at least one Spout")
         config = namespace.setdefault("config", {})
         if not isinstance(config, dict):
@@ -279,8 +282,8 @@ def _check_spec(spec: ComponentSpec, specs: dict[str, ComponentSpec]) -> None:
         valid = set(source_spec.outputs[stream].fields)
         for field_name in grouping.fields:
             if field_name not in valid:
-                raise ValueError(f"Field {field_name!r} specified in grouping is not a valid output "
-                                 f"field for the {source_name!r} {stream!r} stream.")
+                raise ValueError(f"Field {field_name!r} specified in grouping is not a valid "
+                                 f"output field for the {source_name!r} {stream!r} stream.")
         resolved[(source_name, stream)] = grouping
     spec.inputs = resolved
 

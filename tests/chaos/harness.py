@@ -259,7 +259,8 @@ class ChaosRun:
         daemon = live_leader()
         daemon.kill()
         self._later(down_secs, daemon.start)
-        return f"SIGKILL the leading nimbus {daemon.name} (back as a standby after {down_secs:.0f}s)"
+        return (f"SIGKILL the leading nimbus {daemon.name} "
+                f"(back as a standby after {down_secs:.0f}s)")
 
     def _kill_zookeeper(self, down_secs: float = 12.0) -> str:
         self.cluster.zk.stop(hard=True)
@@ -363,7 +364,8 @@ class ChaosRun:
                 if t < fault.at + 0.5:
                     continue
                 before = next((s for s in reversed(samples[:i]) if s[0] <= t - 1.0), None)
-                fast = before is not None and (seen - before[1]) / (t - before[0]) >= 0.8 * self.rate
+                fast = (before is not None
+                        and (seen - before[1]) / (t - before[0]) >= 0.8 * self.rate)
                 states.append((t, fast or (t > stream_end and seen >= self.messages)))
             slow = [t for t, ok in states if not ok and t <= until]
             if not slow:

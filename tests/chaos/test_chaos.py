@@ -18,8 +18,8 @@ from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.security import Security
 
-pytestmark = pytest.mark.skipif(not zookeeper_available(),
-                                reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = pytest.mark.skipif(
+    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
 # CI runs the one-of-each run with security on only: it holds every fault of the run without
 # security, and adds CURVE and ZooKeeper's ACLs. STORMLET_CHAOS_FULL=1 runs both.

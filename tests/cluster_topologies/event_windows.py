@@ -3,8 +3,9 @@
 Spout task i emits ids i, i+2, i+4, ... below ``windows.count`` with event time
 ``BASE + id * 10`` ms. Once done, and ``windows.late_after`` seconds later, each emits one
 more tuple, id -1 - i, stamped ``BASE + 5``: older than the watermark by then, so late (and with
-the spouts in two workers and the window in one, at least one late tuple crosses workers). ``Totals`` (one task, tumbling 1 s event-time windows) sends each window's ids on; late
-tuples go to its ``late`` stream. ``Record`` writes both, one JSON line each, to
+the spouts in two workers and the window in one, at least one late tuple crosses workers).
+``Totals`` (one task, tumbling 1 s event-time windows) sends each window's ids on; late tuples go to
+its ``late`` stream. ``Record`` writes both, one JSON line each, to
 ``windows.dir``/out-<task>.jsonl.
 """
 

@@ -1,10 +1,11 @@
 """A stateful word count over a durable source, for cluster tests of checkpointed state.
 
 The source is ``ledger.py``'s (ids 0..N-1, ``ledger.messages``, resumed after acked ones on a
-restart), which here also appends every emit to ``emitted-<index>.log`` in ``ledger.dir``. Message m carries the word ``w<m % 13>``. ``Totals`` (a stateful bolt, fields
-grouping on the word) keeps each word's total and, for the test's accounting, how many times it
-counted each message: after a failure a message can be counted twice, but only if it was
-emitted twice, and every word's total is the sum of its messages' counts.
+restart), which here also appends every emit to ``emitted-<index>.log`` in ``ledger.dir``. Message m
+carries the word ``w<m % 13>``. ``Totals`` (a stateful bolt, fields grouping on the word) keeps each
+word's total and, for the test's accounting, how many times it counted each message: after a failure
+a message can be counted twice, but only if it was emitted twice, and every word's total is the sum
+of its messages' counts.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@
 
 Anything else in the directory (a spout's ``_offsets/``, ``_failed/``) is not the log's and is
 ignored; so is a ``.seg`` file whose name is not a segment's (not 20 digits, or an offset past
-the 64-bit offsets), with a warning naming it. A log is created whole or not at all (built aside, then renamed into place), and a
-partition always has a segment: its last one, empty or not, marks where the partition ends.
-No other module of the log spells a path in it.
+the 64-bit offsets), with a warning naming it. A log is created whole or not at all (built aside,
+then renamed into place), and a partition always has a segment: its last one, empty or not, marks
+where the partition ends. No other module of the log spells a path in it.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ descriptor. On taking the lock a writer brings its view of the last segment up t
 other writers appended, and truncates a torn frame that a writer killed mid-append left at the
 tail, so every append follows a whole frame. Damaged bytes are never truncated: they are set
 aside (quarantine.py) and the append goes after them, at an offset after every one they may have
-held (recovery.py), so no offset is handed out twice. A segment is rolled (a new one started, named after
-the next offset) once it holds ``segment_bytes`` bytes or ``segment_records`` records, and a
+held (recovery.py), so no offset is handed out twice. A segment is rolled (a new one started, named
+after the next offset) once it holds ``segment_bytes`` bytes or ``segment_records`` records, and a
 frame never crosses a segment's record limit. ``flush`` fsyncs what was written since the last
 flush: the segments rolled away from, the current one, then the partition directory.
 """
