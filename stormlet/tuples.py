@@ -109,7 +109,7 @@ class Tuple:
                     f"tuple from {self.info.component!r} stream {self.info.stream!r} has no field "
                     f"{key!r}; its fields are {self.info.fields}"
                 ) from None
-        return self.values[key]
+        return self.values[key]  # type: ignore[index]  # not a str: an int or a slice
 
     def __len__(self) -> int:
         return len(self.values)

@@ -38,7 +38,7 @@ def check_topology_id(topology_id: object) -> str:
     return topology_id
 
 
-def is_topology_id(value: object) -> bool:
+def is_topology_id(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 

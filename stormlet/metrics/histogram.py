@@ -103,6 +103,7 @@ def to_wire(count: int, total_secs: float, buckets: dict[int, int]) -> dict:
 
 def merge_wire(histograms: Iterable[dict]) -> tuple[int, float, dict[int, int]]:
     """Add up histograms in their wire form: (count, sum in seconds, sparse buckets)."""
+    buckets: dict[int, int]
     count, total, buckets = 0, 0.0, {}
     for h in histograms:
         count += h["count"]
