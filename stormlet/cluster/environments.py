@@ -232,6 +232,7 @@ class Environments:
         key = spec.key
         self.directory.mkdir(parents=True, exist_ok=True)
         lock = self._lock(key, wait=True)
+        assert lock is not None   # waiting, the lock is had
         try:
             found = self._complete(key)
             if found is not None:
@@ -256,7 +257,7 @@ class Environments:
     def building(self) -> list[dict]:
         """The builds under way on this node (a key whose lock is held and that is not yet
         complete): {"key", "requirements", "seconds" so far, "last": pip's last line so far}."""
-        builds = []
+        builds: list[dict] = []
         if not self.directory.is_dir():
             return builds
         for lock_path in sorted(self.directory.glob("*.lock")):

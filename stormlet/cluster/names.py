@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from typing import TypeGuard
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}-[0-9]{1,12}-[0-9a-f]{6}")

@@ -277,7 +277,7 @@ class RpcServer:
         if not self._secured:
             return None
         try:
-            return frame.get("User-Id") or ""
+            return str(frame.get("User-Id") or "")
         except zmq.ZMQError:
             return ""
 
