@@ -268,6 +268,7 @@ class Worker:
         self.stopping.set()
         self.sender.join(timeout=2)
         self.receiver.join(timeout=2)
+        assert self.context is not None   # made by _build, before the worker runs
         release(self.context)
         self.context.term()
         self.client.stop()

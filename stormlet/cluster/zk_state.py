@@ -311,6 +311,8 @@ class ClusterState:
         changed = 0
         for tid, record in self.topologies().items():
             acl = self.security.zk_topology_acl(str(record.get("name")))
+            if acl is None:   # security is off: nothing to secure
+                continue
             for path in (self.topology_path(tid), self.assignment_path(tid)):
                 try:
                     if not same_acl(self.client.get_acls(path)[0], acl):
