@@ -182,3 +182,12 @@ def test_an_offset_spout_fails_a_message_under_spout_harness(tmp_path):
     [emitted] = collector.emitted
     spout.fail(emitted.msg_id, "boom")
     spout.close()
+
+
+def test_bolt_harness_refuses_a_bolt_class_naming_it():
+    class Upper(Bolt):
+        def execute(self, tup):
+            pass
+
+    with pytest.raises(TypeError, match=r"the class Upper \(make one: Upper\(\)\)"):
+        BoltHarness(Upper)
