@@ -68,7 +68,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -478,7 +478,8 @@ class Builds:
     that is complete, None while it is being built; ``BuildError`` when the last build failed,
     until ``RETRY_SECS`` (doubling with each failure) have passed and it is tried again."""
 
-    def __init__(self, environments: Environments, clock=time.monotonic):
+    def __init__(self, environments: Environments,
+                 clock: Callable[[], float] = time.monotonic):
         self.environments = environments
         self._clock = clock
         self._lock = threading.Lock()

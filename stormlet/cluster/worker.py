@@ -35,7 +35,7 @@ import queue
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import zmq
 from kazoo.protocol.states import KazooState
@@ -328,7 +328,7 @@ class Worker:
     def _watch(self, path: str, what: str, handle: Callable[[dict], None]) -> None:
         """Follow a node: ``handle`` gets each valid version; removal ends the worker."""
 
-        def on_change(data, stat, *args) -> bool | None:
+        def on_change(data: bytes | None, stat: Any, *args: Any) -> bool | None:
             if self.done.is_set():
                 return False
             if data is None:

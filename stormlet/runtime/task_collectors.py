@@ -161,11 +161,12 @@ class _Emitter:
         else:
             vars(self).pop("emit", None)
 
-    def _hooked(self, emit):
+    def _hooked(self, emit: Callable[..., Any]) -> Callable[..., Any]:
         hooks = self.hooks
+        assert hooks is not None   # _choose_emit hooks emit only when there are hooks
         task = self.task
 
-        def hooked_emit(values, *args, **kwargs):
+        def hooked_emit(values: Any, *args: Any, **kwargs: Any) -> Any:
             tasks = emit(values, *args, **kwargs)
             stream = kwargs.get("stream", args[1] if len(args) > 1 else DEFAULT_STREAM)
             info = EmitInfo(values, stream, task, tasks)
@@ -192,9 +193,9 @@ class _Emitter:
                 roots = tup.many[::2]
         self._countdown = sampler.take(values, stream, tasks, msg_id, roots)
 
-    def _logged(self, emit):
+    def _logged(self, emit: Callable[..., Any]) -> Callable[..., Any]:
         # Both collectors' emit take (values, anchors or msg_id, stream, *, _to_task).
-        def logged_emit(values, *args, **kwargs):
+        def logged_emit(values: Any, *args: Any, **kwargs: Any) -> Any:
             tasks = emit(values, *args, **kwargs)
             stream = kwargs.get("stream", args[1] if len(args) > 1 else DEFAULT_STREAM)
             log.info("%s:%d emitted %r on %r to tasks %s", self.component_id, self.task,

@@ -232,7 +232,8 @@ def _stream_key(source: ComponentSpec | StreamId) -> tuple[Any, str]:
 class TopologyType(type):
     """Collects a topology class's specs, names them after their attributes and checks them."""
 
-    def __new__(mcs, classname: str, bases: tuple[type, ...], namespace: dict[str, Any]):
+    def __new__(mcs, classname: str, bases: tuple[type, ...],
+                namespace: dict[str, Any]) -> TopologyType:
         specs: dict[str, ComponentSpec] = {}
         for attribute, value in namespace.items():
             if isinstance(value, ComponentSpec):
