@@ -115,7 +115,8 @@ def ascii_crc32(text: str) -> int:
     if not cython.compiled:
         return zlib.crc32(text.encode())
     # ASCII: a byte a char
-    data = cython.cast(cython.p_uchar, PyUnicode_DATA(text))  # type: ignore[name-defined]  # noqa: F821
+    data = cython.cast(cython.p_uchar,
+                       PyUnicode_DATA(text))  # type: ignore[name-defined]  # noqa: F821
     crc = 0xFFFFFFFF
     for i in range(len(text)):
         crc = CRC_TABLE[(crc ^ data[i]) & 0xFF] ^ (crc >> 8)
@@ -371,7 +372,8 @@ def ascii_key_hash(text: str, offset: int) -> int:
     if not cython.compiled:
         return key_hash(text.encode(), offset)
     # ASCII: a byte a char
-    data = cython.cast(cython.p_uchar, PyUnicode_DATA(text))  # type: ignore[name-defined]  # noqa: F821
+    data = cython.cast(cython.p_uchar,
+                       PyUnicode_DATA(text))  # type: ignore[name-defined]  # noqa: F821
     h = offset
     for i in range(len(text)):
         h = (h ^ data[i]) * FNV_PRIME

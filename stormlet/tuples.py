@@ -164,7 +164,8 @@ def _values_as_slot() -> bool:
         return False
     values: list = []
     probe = untracked(values, StreamInfo("", "", []), 0)
-    return stormlet_values_as_slot(Tuple, probe, values) == 1  # type: ignore[name-defined]  # noqa: F821
+    return stormlet_values_as_slot(  # type: ignore[name-defined]  # noqa: F821
+        Tuple, probe, values) == 1
 
 
 VALUES_READ_AS_SLOT = _values_as_slot()

@@ -27,7 +27,8 @@ class SerializationError(TypeError):
 
 def is_ascii(text: str) -> bool:
     """``text.isascii()``; compiled, the flag CPython keeps in every str, without a method call."""
-    return PyUnicode_IS_ASCII(text) if cython.compiled else text.isascii()  # type: ignore[name-defined]  # noqa: F821
+    return (PyUnicode_IS_ASCII(text)  # type: ignore[name-defined]  # noqa: F821
+            if cython.compiled else text.isascii())
 
 
 def checked(values: Any, info: StreamInfo, component: str) -> list:

@@ -126,8 +126,9 @@ class WindowedBoltRunner(Bolt):
                 bolt.lag.ms if bolt.lag else 0, inputs)
             self.late_dropped = context.register_counter(LATE_DROPPED_METRIC)
         else:
-            self.manager = WindowManager(bolt.window_length, bolt.window_sliding,  # type: ignore[arg-type]
-                                         self._now_ms())
+            self.manager = WindowManager(
+                bolt.window_length, bolt.window_sliding,  # type: ignore[arg-type]
+                self._now_ms())
         bolt.prepare(conf, context, self.window_collector)
 
     def _now_ms(self) -> int:
