@@ -49,13 +49,14 @@ class OutputCollector(Protocol):
     out. Call it on the bolt's own thread (from ``prepare``, ``execute`` or ``cleanup``): it takes
     no locks, so a bolt that works on other threads hands their results back to ``execute``."""
 
-    def emit(self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] = (),
+    def emit(self, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] | None = (),
              stream: str = DEFAULT_STREAM) -> list[int]:
         """Emit a tuple anchored to ``anchors`` (one input tuple, or several): the spout
         tuples they descend from complete only once this one is acked too."""
         ...
 
-    def emit_direct(self, task: int, values: Sequence[Any], anchors: Tuple | Iterable[Tuple] = (),
+    def emit_direct(self, task: int, values: Sequence[Any],
+                    anchors: Tuple | Iterable[Tuple] | None = (),
                     stream: str = DEFAULT_STREAM) -> list[int]:
         """``emit`` to one task of a component subscribed with a direct grouping."""
         ...

@@ -114,7 +114,9 @@ def ascii_crc32(text: str) -> int:
     """``zlib.crc32(text.encode())`` for an ASCII ``text``; compiled, without the bytes copy."""
     if not cython.compiled:
         return zlib.crc32(text.encode())
-    data = cython.cast(cython.p_uchar, PyUnicode_DATA(text))  # ASCII: a byte a char  # noqa: F821
+    # ASCII: a byte a char
+    data = cython.cast(cython.p_uchar,
+                       PyUnicode_DATA(text))  # type: ignore[name-defined]  # noqa: F821
     crc = 0xFFFFFFFF
     for i in range(len(text)):
         crc = CRC_TABLE[(crc ^ data[i]) & 0xFF] ^ (crc >> 8)
@@ -369,7 +371,9 @@ def ascii_key_hash(text: str, offset: int) -> int:
     copy (as ``ascii_crc32``)."""
     if not cython.compiled:
         return key_hash(text.encode(), offset)
-    data = cython.cast(cython.p_uchar, PyUnicode_DATA(text))  # ASCII: a byte a char  # noqa: F821
+    # ASCII: a byte a char
+    data = cython.cast(cython.p_uchar,
+                       PyUnicode_DATA(text))  # type: ignore[name-defined]  # noqa: F821
     h = offset
     for i in range(len(text)):
         h = (h ^ data[i]) * FNV_PRIME

@@ -116,6 +116,9 @@ def _hashable(value: Any) -> Any:
     return value
 
 
+_Selector = Selector   # for JoinBolt's annotations, where its own attribute hides the class
+
+
 class JoinBolt(WindowedBolt):
     """Joins the streams it is given, window by window (see the module's docstring).
 
@@ -123,12 +126,12 @@ class JoinBolt(WindowedBolt):
     their ``key1``; ``JoinBolt(Selector.STREAM, "stream1", "key1")`` from stream ``stream1``.
     """
 
-    Selector = Selector   # Storm's spelling: JoinBolt.Selector.STREAM
+    Selector = _Selector   # Storm's spelling: JoinBolt.Selector.STREAM
 
     @overload
     def __init__(self, source: str, field: str, /) -> None: ...
     @overload
-    def __init__(self, selector: Selector, stream: str, field: str, /) -> None: ...
+    def __init__(self, selector: _Selector, stream: str, field: str, /) -> None: ...
 
     def __init__(self, *args: Any) -> None:
         if args and isinstance(args[0], Selector):
@@ -228,7 +231,7 @@ class JoinBolt(WindowedBolt):
                 problems.append(f"{where} selects {f.name!r}, which no joined stream has")
         return problems
 
-    def execute(self, window: Window) -> None:
+    def execute(self, window: Window) -> None:  # type: ignore[override]  # as WindowedBolt
         for tuples, values in self.join_window(window.get()):
             self.collector.emit(values, tuples, self.output_stream)
 
@@ -238,7 +241,7 @@ class JoinBolt(WindowedBolt):
         joins = self.joins
         # A record is a list with a place for each stream in join order (None where a left
         # join matched nothing): each field is then looked for at known places.
-        empty = [None] * len(joins)
+        empty: list[Tuple | None] = [None] * len(joins)
         hashed: list[dict[Any, list[Tuple]]] = [{} for _ in joins]
         position = self._positions
         keys = [j.field.path for j in joins]
@@ -299,8 +302,10 @@ class JoinBolt(WindowedBolt):
         at that stream's place (Storm matches the qualifier without case), an unqualified one
         at every place, the first not None winning."""
         names = [j.stream for j in self.joins]
-        self._priors: list[Place] = [((0,), ())] + [
-            ((names.index(j.prior.stream),), j.prior.path) for j in self.joins[1:] if j.prior]
+        first: Place = ((0,), ())
+        self._priors: list[Place] = [first] + [
+            ((names.index(j.prior.stream),), j.prior.path)  # type: ignore[arg-type]  # see _add
+            for j in self.joins[1:] if j.prior]
         self._outputs: list[Place] = [
             (tuple(i for i, name in enumerate(names)
                    if f.stream is None or name.lower() == f.stream.lower()), f.path)

@@ -235,7 +235,7 @@ DEFAULT_TYPES: tuple[tuple[int, type, Callable[[], Any]], ...] = (
 # Subclasses of msgpack's own types, which a packer of exact types hands to ``default``: encoded
 # as their base type, as msgpack encodes them without strict types (an IntEnum as an int, an
 # OrderedDict as a map, a namedtuple as a tuple).
-_BASES = (bool, int, float, str, bytes, bytearray, dict, list, tuple)
+_BASES: tuple[type, ...] = (bool, int, float, str, bytes, bytearray, dict, list, tuple)
 
 
 def class_path(kind: type) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import cython
@@ -109,12 +109,12 @@ class Tuple:
                     f"tuple from {self.info.component!r} stream {self.info.stream!r} has no field "
                     f"{key!r}; its fields are {self.info.fields}"
                 ) from None
-        return self.values[key]
+        return self.values[key]  # type: ignore[index]  # not a str: an int or a slice
 
     def __len__(self) -> int:
         return len(self.values)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.values)
 
     def get(self, field: str, default: Any = None) -> Any:
@@ -164,7 +164,8 @@ def _values_as_slot() -> bool:
         return False
     values: list = []
     probe = untracked(values, StreamInfo("", "", []), 0)
-    return stormlet_values_as_slot(Tuple, probe, values) == 1  # noqa: F821
+    return stormlet_values_as_slot(  # type: ignore[name-defined]  # noqa: F821
+        Tuple, probe, values) == 1
 
 
 VALUES_READ_AS_SLOT = _values_as_slot()

@@ -338,3 +338,15 @@ def test_a_consumer_in_another_process_reads_the_mock_cluster(mock_kafka, topic)
     assert proc.returncode == 0, proc.stderr
     got = sorted(tuple(r) for r in json.loads(proc.stdout))
     assert got == sorted((p, i, "k", f"p{p}-{i}") for p in range(2) for i in range(25))
+
+
+def test_an_error_of_no_partition_is_logged_not_lost(caplog):
+    # librdkafka's client-wide errors (all brokers down, transport) come from consume() as
+    # messages whose partition() is None; the warning formatted it with %d and was lost.
+    from confluent_kafka import KafkaError
+
+    source = KafkaSource("127.0.0.1:1", "t")
+    with caplog.at_level("WARNING", logger="stormlet.sources.kafka"):
+        source._on_error(None, KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    [record] = caplog.records
+    assert "partition None" in record.getMessage()

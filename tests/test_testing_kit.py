@@ -16,6 +16,7 @@ from stormlet.testing import (
     complete_topology,
     make_tuple,
     simulated_time,
+    spout_harness,
     tick_tuple,
 )
 from stormlet.windowing import Duration, WindowedBolt
@@ -165,3 +166,28 @@ def test_harness_ticks_and_make_tuple_defaults():
         harness.tick()
         harness.tick()
     assert harness.collector.emitted_values() == [[1], [2]]
+
+
+def test_an_offset_spout_fails_a_message_under_spout_harness(tmp_path):
+    # OffsetSpout.fail asked the collector whether the topology is stopping (``closed``), which
+    # only the runtime's collector had: under the harness, a fail raised AttributeError.
+    from stormlet.sources import LogSpout
+    from stormlet.sources.partitioned_log import PartitionedLog
+
+    log = PartitionedLog.create(tmp_path / "log", 1)
+    log.append("hello")
+    spout = LogSpout(str(tmp_path / "log"), spout_id="reader")
+    collector = spout_harness(spout)
+    spout.next_tuple()
+    [emitted] = collector.emitted
+    spout.fail(emitted.msg_id, "boom")
+    spout.close()
+
+
+def test_bolt_harness_refuses_a_bolt_class_naming_it():
+    class Upper(Bolt):
+        def execute(self, tup):
+            pass
+
+    with pytest.raises(TypeError, match=r"the class Upper \(make one: Upper\(\)\)"):
+        BoltHarness(Upper)

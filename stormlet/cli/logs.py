@@ -118,7 +118,7 @@ class Reader:
         from ..cluster.log_search import split_records
 
         last_time = 0.0
-        files = [(entry["name"], None) for entry in worker.rotated
+        files: list[tuple[str, int | None]] = [(entry["name"], None) for entry in worker.rotated
                  if since is None or float(entry.get("mtime", 0)) >= since]
         if worker.current is not None:
             files.append((worker.current, worker.inode))

@@ -13,6 +13,7 @@ new one (the old one is of no use to it any more).
 
 from __future__ import annotations
 
+import builtins
 import io
 import logging
 import threading
@@ -167,7 +168,7 @@ class BlobService:
 
     # ----- keeping a copy of every blob (standbys; a leader fills its gaps the same way)
 
-    def replicate(self, peers: list[str]) -> None:
+    def replicate(self, peers: builtins.list[str]) -> None:   # list: a method of the class
         """Copy every blob some key holds and this nimbus lacks from ``peers``, then remove the
         ones no key holds (after the grace)."""
         records = self._state().blobs()

@@ -34,7 +34,7 @@ def to_columns(tuples: list) -> tuple[Any, list, bytes | list]:
     first = tuples[0]
     info = first.info
     nfields = len(info.fields)
-    columns = [[None] * n for _ in range(nfields)]
+    columns: list[Any] = [[None] * n for _ in range(nfields)]
     pairs = array("Q", bytes(16 * n))
     view = pairs
     by_field = True
@@ -88,7 +88,7 @@ def rows(columns: list, n: int) -> list:
             columns[j] = candidate
         if type(candidate) is not list or len(candidate) != n:
             raise ValueError("a column is not a list of the batch's length")
-    out = [None] * n
+    out: list[Any] = [None] * n
     if nfields == 1:
         first = columns[0]
         for i in range(n):

@@ -155,7 +155,9 @@ def read_requirements(path: str | Path, depth: int = 0) -> list[tuple[str, str]]
     for number, line in _logical_lines(text):
         where = f"{path}:{number}"
         if line.startswith("-"):
-            option, value = _OPTION.match(line).groups()
+            match = _OPTION.match(line)
+            assert match is not None   # any line that starts with "-"
+            option, value = match.groups()
             if option not in INCLUDE_OPTIONS or not value:
                 raise DependencyError(
                     f"{where}: {option!r}: stormlet reads only requirements and -r includes "

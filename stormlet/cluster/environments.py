@@ -68,7 +68,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -232,6 +232,7 @@ class Environments:
         key = spec.key
         self.directory.mkdir(parents=True, exist_ok=True)
         lock = self._lock(key, wait=True)
+        assert lock is not None   # waiting, the lock is had
         try:
             found = self._complete(key)
             if found is not None:
@@ -256,7 +257,7 @@ class Environments:
     def building(self) -> list[dict]:
         """The builds under way on this node (a key whose lock is held and that is not yet
         complete): {"key", "requirements", "seconds" so far, "last": pip's last line so far}."""
-        builds = []
+        builds: list[dict] = []
         if not self.directory.is_dir():
             return builds
         for lock_path in sorted(self.directory.glob("*.lock")):
@@ -477,7 +478,8 @@ class Builds:
     that is complete, None while it is being built; ``BuildError`` when the last build failed,
     until ``RETRY_SECS`` (doubling with each failure) have passed and it is tried again."""
 
-    def __init__(self, environments: Environments, clock=time.monotonic):
+    def __init__(self, environments: Environments,
+                 clock: Callable[[], float] = time.monotonic):
         self.environments = environments
         self._clock = clock
         self._lock = threading.Lock()

@@ -224,6 +224,7 @@ class ProfileJobs:
         return job
 
     def _run(self, job: ProfileJob) -> None:
+        error: str | None
         try:
             answer = self._take(job)
         except rpc.RpcError as exc:

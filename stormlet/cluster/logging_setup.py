@@ -202,8 +202,10 @@ def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
     if args.exc_type is SystemExit:
         return   # as Python's own hook: a thread's way to end
     name = args.thread.name if args.thread is not None else "?"
+    # (exc_value may be None, which logging's traceback formats as well.)
     UNCAUGHT.error("uncaught exception in thread %s", name,
-                   exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
+                   exc_info=(args.exc_type,  # type: ignore[arg-type]
+                             args.exc_value, args.exc_traceback))
 
 
 def _log_exception(exc_type: type[BaseException], value: BaseException, tb: Any) -> None:

@@ -166,8 +166,8 @@ class MetricsStore:
         with self._lock:
             for key in [k for k in self._workers if k[0] not in topology_ids]:
                 del self._workers[key]
-            for key in [k for k in self._retired if k[0] not in topology_ids]:
-                del self._retired[key]
+            for retired in [k for k in self._retired if k[0] not in topology_ids]:
+                del self._retired[retired]
             for key in [k for k in self._gone if k[0] not in topology_ids]:
                 del self._gone[key]
             for tid in [t for t in self._names if t not in topology_ids]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from typing import TypeGuard
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}-[0-9]{1,12}-[0-9a-f]{6}")
@@ -38,7 +39,7 @@ def check_topology_id(topology_id: object) -> str:
     return topology_id
 
 
-def is_topology_id(value: object) -> bool:
+def is_topology_id(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 

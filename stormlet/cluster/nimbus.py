@@ -873,7 +873,7 @@ class Nimbus:
         self.preparer.tend(topologies)
         self.charts.retain(topologies)
         # Per-topology conditions are (what, topology id); the others, plain strings.
-        self._repeats.retain(lambda key: isinstance(key, str) or key[1] in topologies)
+        self._repeats.retain(lambda key: not isinstance(key, tuple) or key[1] in topologies)
         for tid, record in topologies.items():
             if record.get("status") == KILLED and time.time() >= float(record.get("kill_at") or 0):
                 self.state.remove_topology(tid)

@@ -23,7 +23,7 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import AbstractSet, Any, Callable
 
 import msgpack
 import zmq
@@ -102,7 +102,7 @@ def call(address: str, op: str, timeout: float = 30.0, payload: bytes | None = N
          credentials: CurveKeys | None = None, **args: Any) -> Any:
     """``op`` on the server at ``address``, presenting ``credentials`` (see
     ``Security.rpc_client_keys``); its result, or ``RpcError`` with its message."""
-    context = zmq.Context.instance()
+    context: zmq.Context = zmq.Context.instance()
     sock = context.socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDTIMEO, int(timeout * 1000))
@@ -138,7 +138,7 @@ def _receive(sock: zmq.Socket, monitor: zmq.Socket | None, address: str, timeout
     poller.register(sock, zmq.POLLIN)
     if monitor is not None:
         poller.register(monitor, zmq.POLLIN)
-    ready = dict(poller.poll(timeout * 1000))
+    ready = dict(poller.poll(int(timeout * 1000)))
     if sock in ready:
         return sock.recv()
     if monitor is not None and monitor in ready:
@@ -186,11 +186,11 @@ class RpcServer:
 
     def __init__(self, address: str, operations: dict[str, Operation],
                  stopping: threading.Event, security: Security | None = None,
-                 topology_ids: Callable[[], set[str]] = set, domain: str = RPC_DOMAIN):
+                 topology_ids: Callable[[], AbstractSet[str]] = set, domain: str = RPC_DOMAIN):
         self.operations = operations
         self.stopping = stopping
         self._secured = security is not None and security.enabled
-        context = zmq.Context.instance()
+        context: zmq.Context = zmq.Context.instance()
         self._socket = context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.LINGER, 0)
         if security is not None:
@@ -277,7 +277,7 @@ class RpcServer:
         if not self._secured:
             return None
         try:
-            return frame.get("User-Id") or ""
+            return str(frame.get("User-Id") or "")
         except zmq.ZMQError:
             return ""
 
@@ -325,7 +325,7 @@ class RpcServer:
         finally:
             with self._backlog_lock:
                 self._slow_backlog -= 1
-        sender = zmq.Context.instance().socket(zmq.PUSH)
+        sender: zmq.Socket = zmq.Context.instance().socket(zmq.PUSH)
         try:
             sender.connect(self._replies_address)
             sender.send_multipart([*envelope, reply])

@@ -46,7 +46,7 @@ import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import AbstractSet, Any, Callable, NamedTuple
 
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
@@ -434,7 +434,7 @@ class Security:
                 return user[len(ZK_TOPOLOGY_USER_PREFIX):]
         return None
 
-    def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], set[str]],
+    def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], AbstractSet[str]],
                           domain: str = RPC_DOMAIN) -> None:
         """Make ``sock`` (not yet bound) nimbus's CURVE server: it admits the role keys and the
         worker keys of the topologies ``topology_ids()`` names, and tags each message with its

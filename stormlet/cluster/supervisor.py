@@ -37,6 +37,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kazoo.protocol.states import KazooState
 
@@ -140,7 +141,7 @@ class Supervisor:
         self._session_lost = threading.Event()   # until the registration is back
         self._assignments: dict[str, dict] = {}
         # Port -> what the last worker that exited there left: its last metrics and errors.
-        self.exited: dict[int, dict] = {}
+        self.exited: dict[int, dict[str, Any]] = {}
         # ZooKeeper out of reach, found by a pass every second: logged once a minute at most.
         self._repeats = Repeats(log)
         # Workers stopped over their memory limit, by slot: what is reported of them.
@@ -336,15 +337,15 @@ class Supervisor:
             self.host)
         want = self.desired()
         for port in list(self.workers):
-            running = self.workers[port]
+            worker = self.workers[port]
             wanted = want.get(port)
-            if wanted is None and running.topology_id not in self._assignments:
+            if wanted is None and worker.topology_id not in self._assignments:
                 self._kill(port, "its topology is no longer assigned (killed)",
                            cause=events.UNASSIGNED)
-            elif wanted is None or wanted[0] != running.topology_id:
+            elif wanted is None or wanted[0] != worker.topology_id:
                 self._kill(port, "the topology's new assignment moved it off this slot",
                            cause=events.MOVED)
-            elif wanted[1] != running.tenure:
+            elif wanted[1] != worker.tenure:
                 self._kill(port, "its slot left the assignment and was given again (fenced: a "
                            "new worker takes the new tenure)", cause=events.FENCED)
         for port, (tid, tenure) in want.items():
@@ -658,13 +659,13 @@ class Supervisor:
                 entry["errors"] = report_errors(beat.errors)
             workers[str(port)] = entry
         exited = {str(port): dict(entry) for port, entry in self.exited.items()}
-        for port, entry in self.exited.items():
+        for port, gone in self.exited.items():
             # Workers stopped over their memory limit: what the supervisor says of them.
-            overruns = self.overruns.errors(port, entry["topology_id"])
+            overruns = self.overruns.errors(port, gone["topology_id"])
             if overruns:
-                exited[str(port)]["errors"] = [*entry["errors"], *overruns]
+                exited[str(port)]["errors"] = [*gone["errors"], *overruns]
                 exited[str(port)]["supervisor_errors"] = self.overruns.count(
-                    port, entry["topology_id"])
+                    port, gone["topology_id"])
         unstarted = {str(port): dict(entry) for port, entry in self.unstarted.items()}
         cap_report([*workers.values(), *exited.values(), *unstarted.values()])
         self.state.set_heartbeat(self.supervisor_id, {"time": time.time(), "host": self.host,

@@ -322,12 +322,12 @@ class FrameDecoder:
             return tuples
         if type(streams) is not list or len(streams) != n:
             raise WireError(f"data payload from {component!r} has malformed stream names")
-        tuples: list[Tuple] = []
+        mixed: list[Tuple] = []
         for stream, row, roots in zip(streams, values, roots_list):
             info = self._info(component, stream)
             _check_values(info, [row])
-            tuples += self._same_stream(info, src, [row], [roots])
-        return tuples
+            mixed += self._same_stream(info, src, [row], [roots])
+        return mixed
 
     def _info(self, component: str, stream: Any) -> StreamInfo:
         info = self._infos.get((component, stream)) if type(stream) is str else None

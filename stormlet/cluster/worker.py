@@ -35,7 +35,7 @@ import queue
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import zmq
 from kazoo.protocol.states import KazooState
@@ -268,6 +268,7 @@ class Worker:
         self.stopping.set()
         self.sender.join(timeout=2)
         self.receiver.join(timeout=2)
+        assert self.context is not None   # made by _build, before the worker runs
         release(self.context)
         self.context.term()
         self.client.stop()
@@ -327,7 +328,7 @@ class Worker:
     def _watch(self, path: str, what: str, handle: Callable[[dict], None]) -> None:
         """Follow a node: ``handle`` gets each valid version; removal ends the worker."""
 
-        def on_change(data, stat, *args) -> bool | None:
+        def on_change(data: bytes | None, stat: Any, *args: Any) -> bool | None:
             if self.done.is_set():
                 return False
             if data is None:

@@ -332,8 +332,11 @@ class _Process(Protocol):
 
 class _Worker(Protocol):
     """What ``Restarts.serve`` reads of a supervisor's worker (supervisor.WorkerProcess)."""
+
+    @property   # read-only: a Popen satisfies _Process only so
+    def process(self) -> _Process: ...
+
     topology_id: str
-    process: _Process
 
 
 @dataclass

@@ -139,12 +139,12 @@ def connect_timeout(hosts: str, session_timeout: float) -> float:
     return max(1.0, session_timeout / (2 * servers))
 
 
-def _bounded_connects(seconds: float):
+def _bounded_connects(seconds: float) -> Any:
     """kazoo's default handler, with each TCP connection attempt bounded to ``seconds``."""
     from kazoo.handlers.threading import SequentialThreadingHandler
 
     class BoundedConnects(SequentialThreadingHandler):
-        def create_connection(self, *args, **kwargs):
+        def create_connection(self, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("timeout") is not None:
                 kwargs["timeout"] = min(kwargs["timeout"], seconds)
             return super().create_connection(*args, **kwargs)
@@ -311,6 +311,8 @@ class ClusterState:
         changed = 0
         for tid, record in self.topologies().items():
             acl = self.security.zk_topology_acl(str(record.get("name")))
+            if acl is None:   # security is off: nothing to secure
+                continue
             for path in (self.topology_path(tid), self.assignment_path(tid)):
                 try:
                     if not same_acl(self.client.get_acls(path)[0], acl):

@@ -68,7 +68,7 @@ class DeadLetterBox:
             return None
 
     def exhausted(self, count: int) -> bool:
-        return bool(self.attempts) and count >= self.attempts
+        return self.attempts is not None and self.attempts != 0 and count >= self.attempts
 
     def forget(self, msg_id: Any) -> None:
         if self._failures:

@@ -22,8 +22,8 @@ def bucket_of(seconds: float) -> int:
     micros = seconds * 1e6
     if micros <= 1:
         return 0
-    bucket = int((c_log10(micros) if cython.compiled else math.log10(micros))  # noqa: F821
-                 * BUCKETS_PER_DECADE)
+    bucket = int((c_log10(micros)  # type: ignore[name-defined]  # noqa: F821
+                  if cython.compiled else math.log10(micros)) * BUCKETS_PER_DECADE)
     return bucket if bucket < BUCKETS else BUCKETS - 1
 
 
@@ -103,6 +103,7 @@ def to_wire(count: int, total_secs: float, buckets: dict[int, int]) -> dict:
 
 def merge_wire(histograms: Iterable[dict]) -> tuple[int, float, dict[int, int]]:
     """Add up histograms in their wire form: (count, sum in seconds, sparse buckets)."""
+    buckets: dict[int, int]
     count, total, buckets = 0, 0.0, {}
     for h in histograms:
         count += h["count"]

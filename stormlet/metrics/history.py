@@ -86,7 +86,7 @@ class _Counters:
         w = row["windows"]["all"]
         self.component: str = row["component"]
         self.kind: str = row["kind"]
-        self.counts = (float(sum(w["emitted"].values())), float(w["executed"]),
+        self.counts: tuple[float, ...] = (float(sum(w["emitted"].values())), float(w["executed"]),
                        float(w["acked"]), float(w["failed"]))
         self.busy = float(w["busy_secs"])
         self.throttled = float(w["throttled_secs"])
@@ -257,9 +257,10 @@ class _Series:
         for i in indexes:
             bucket = self.buckets.get(i)
             for cid, answer in components.items():
-                gains = bucket.components.get(cid) if bucket else None
+                gained = bucket.components.get(cid) if bucket else None
                 seconds = bucket.until - bucket.since if bucket else 0.0
-                values = gains.values(seconds) if gains and seconds > 0 else [None] * len(METRICS)
+                values = (gained.values(seconds) if gained and seconds > 0
+                          else [None] * len(METRICS))
                 for metric, value in zip(METRICS, values):
                     answer[metric].append(value)
         return {"step": self.step, "times": [i * self.step for i in indexes],
@@ -365,6 +366,7 @@ class MetricsHistory:
                         "step": self.step if resolution == FINE else self.coarse_step,
                         "times": [], "components": {}}
             complete = _complete_until(topology.workers.values(), now)
+            first: float
             if resolution == FINE:
                 series = topology.fine
                 first = math.floor((complete - self.hour) / series.step)

@@ -10,7 +10,7 @@ Each check returns what is wrong, in words, or None. A check never raises, whate
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 from .windows import ALL_TIME, WINDOWS
 
@@ -33,7 +33,7 @@ def _int(value: Any) -> bool:
     return type(value) is int
 
 
-def _seq(value: Any) -> bool:
+def _seq(value: Any) -> TypeGuard[list | tuple]:
     return isinstance(value, (list, tuple))
 
 

@@ -6,6 +6,8 @@ local mode computes it from the running topology.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..topology import Topology
 
 
@@ -16,7 +18,8 @@ def topology_structure(topology: Topology) -> dict:
     for cid, spec in topology.components.items():
         inputs = []
         for sub in spec.inputs:
-            edge = {"component": sub.source, "stream": sub.stream, "grouping": sub.grouping.kind}
+            edge: dict[str, Any] = {"component": sub.source, "stream": sub.stream,
+                                    "grouping": sub.grouping.kind}
             if sub.grouping.fields:
                 edge["fields"] = list(sub.grouping.fields)
             inputs.append(edge)

@@ -72,7 +72,7 @@ def _take(buckets: list, root: int) -> tuple[bool, int, int]:
 def _put(bucket: IntMap | dict, root: int, xor: int, low: int) -> None:
     """Set ``root``'s entry in ``bucket`` to its parts."""
     if cython.compiled:
-        bucket.put_u64(root, xor, low)
+        cython.cast(IntMap, bucket).put_u64(root, xor, low)   # compiled, buckets are IntMaps
     else:
         bucket[root] = (xor << XOR_SHIFT) | low
 
@@ -82,8 +82,10 @@ class Acker:
         # Compiled, roots live in packed arrays (see runtime/int_map.py); interpreted, that code is
         # several times slower than a dict, so dicts it is, at about 82 bytes a root.
         bucket = IntMap if cython.compiled else dict
-        self.pending: RotatingMap[int, int] = RotatingMap(buckets, bucket)
-        self.failed_early: RotatingMap[int, _FailedEarly] = RotatingMap(buckets)
+        # RotatingMap is not generic: pending maps root -> packed entry (int), failed_early
+        # root -> _FailedEarly.
+        self.pending: RotatingMap = RotatingMap(buckets, bucket)
+        self.failed_early: RotatingMap = RotatingMap(buckets)
         # False while failed_early is known to be empty (until a fail or after a rotation), so a
         # run without failures never looks there.
         self._any_failed_early = False

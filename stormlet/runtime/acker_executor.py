@@ -37,7 +37,8 @@ class AckerExecutor(Executor):
         self.failed: dict[int, list] = {}
         self.reset: dict[int, list] = {}
 
-    def handle(self, kind: int, src: int, payload: list) -> None:
+    def handle(self, kind: int, src: int, payload: Any) -> None:
+        """``payload``: a list of roots, or for ACK_ACK an array of pairs (protocol.ack_pairs)."""
         ledger = self.ledger
         component = self.task_component[src]
         if kind == ACK_ACK:
@@ -68,7 +69,9 @@ class AckerExecutor(Executor):
         since_flush = 0
         while True:
             message = yield next_rotation
-            kind = src = payload = None
+            kind = None
+            src: Any = None
+            payload: Any = None
             if message is not None:
                 kind, _dest, src, payload = message
             if kind == STOP:

@@ -147,7 +147,8 @@ class BoltExecutor(Executor):
         since_flush = 0
         while True:
             full = False
-            kind, dest, _src, payload = yield FOREVER
+            # Waiting FOREVER, the runner sends a message, never None.
+            kind, dest, _src, payload = yield FOREVER  # type: ignore[misc]
             if kind == DATA or kind == TICK:
                 if kind == DATA:
                     inbox.took_data()   # wakes a sender waiting for room

@@ -58,7 +58,8 @@ class _SourceFinder:
     def __init__(self, sources: dict[str, str]):
         self.sources = sources
 
-    def find_spec(self, name: str, path: object = None, target: ModuleType | None = None):
+    def find_spec(self, name: str, path: object = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         source = self.sources.get(name)
         return None if source is None else importlib.util.spec_from_file_location(name, source)
 

@@ -318,10 +318,10 @@ class TopologyRuntime:
             return SpoutTask(*common, collector=collector, pending=pending,
                              max_pending=conf.get(cfg.TOPOLOGY_MAX_SPOUT_PENDING), layout=layout,
                              dead_letters=dead_letters)
-        collector = BoltCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
-                                  timeout_secs=self.timeout_secs)
+        bolt_collector = BoltCollector(spec.id, task, routes, transfer, tracking, metrics, debug,
+                                       timeout_secs=self.timeout_secs)
         tick = conf.get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS)
-        return BoltTask(*common, collector=collector, tick_secs=tick)
+        return BoltTask(*common, collector=bolt_collector, tick_secs=tick)
 
     # ----- running
 

@@ -37,6 +37,8 @@ NOW = 0.0
 class TaskBase:
     """One task: its user object, context, outgoing buffers and counters."""
 
+    collector: Any   # the tasks that emit (spouts', bolts') set theirs
+
     def __init__(self, task_id: int, component_id: str, obj: Any, conf: dict[str, Any],
                  context: Any, transfer: Transfer, metrics: TaskMetrics):
         self.task_id = task_id

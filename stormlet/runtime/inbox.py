@@ -50,7 +50,7 @@ class Inbox:
         # Called (each once) when the executor next takes a data batch: waiting senders' locks.
         self._room_wakers: list[Callable[[], Any]] = []
         # Bound methods of the C queue: no Python frame per handoff.
-        self.put = self._queue.put
+        self.put: Callable[[Message], None] = self._queue.put
         self.get = self._queue.get
         self.get_nowait = self._queue.get_nowait
         self.qsize = self._queue.qsize

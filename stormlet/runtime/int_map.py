@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 KEY_LIMIT = 1 << 64
 LOW_BITS = 32                    # a value splits into its high 64 bits and its low 32
@@ -44,7 +44,7 @@ def _packable(key: Any, value: Any) -> bool:
     return _is_array_key(key) and _packable_value(value)
 
 
-def _packable_value(value: Any) -> bool:
+def _packable_value(value: Any) -> TypeGuard[int]:
     return type(value) is int and 0 <= value < VALUE_LIMIT
 
 

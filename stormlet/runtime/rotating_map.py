@@ -55,14 +55,14 @@ class RotatingMap:
         for bucket in self._buckets:
             value = bucket.get(key, _MISSING)
             if value is not _MISSING:
-                return value  # type: ignore[return-value]
+                return value
         return default
 
     def pop(self, key: Any, default: Any = None) -> Any:
         for bucket in self._buckets:
             value = bucket.pop(key, _MISSING)
             if value is not _MISSING:
-                return value  # type: ignore[return-value]
+                return value
         return default
 
     def take(self, key: Any) -> Any:
@@ -79,10 +79,10 @@ class RotatingMap:
 
     def touch(self, key: Any) -> bool:
         """Move ``key`` to the newest bucket, restarting its expiry; False if absent."""
-        value = self.pop(key, _MISSING)  # type: ignore[arg-type]
+        value = self.pop(key, _MISSING)
         if value is _MISSING:
             return False
-        self._buckets[0][key] = value  # type: ignore[assignment]
+        self._buckets[0][key] = value
         return True
 
     def rotate(self) -> dict[Any, Any]:

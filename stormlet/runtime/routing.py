@@ -112,10 +112,12 @@ def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tas
             if grouping.kind == g.DIRECT:
                 route.direct_tasks.update(tasks)
                 continue
-            route.choosers.append(g.make_chooser(
+            chooser = g.make_chooser(
                 grouping, list(declaration.fields), tasks, source_task=task,
                 local_tasks=local_tasks, context=context, stream=stream, rng=rng,
-                registry=registry, load_aware=load_aware))
+                registry=registry, load_aware=load_aware)
+            assert chooser is not None   # None only for DIRECT, handled above
+            route.choosers.append(chooser)
         route.seal()
         routes[stream] = route
     return routes, sorted(reachable)

@@ -205,14 +205,16 @@ def shown_id(msg_id: Any) -> Any:
 # One encoder for every line. Samples hold only what JSON can (see shown_values); anything
 # else would be written as its repr. json's C encoder is made once: JSONEncoder.encode makes
 # one a call, which costs as much as the line (the pure-Python one is the fallback).
-if json.encoder.c_make_encoder is not None:
-    _c_encoder = json.encoder.c_make_encoder(None, repr, json.encoder.encode_basestring_ascii,
-                                             None, ":", ",", False, False, False)
+# (c_make_encoder is json's private name, absent from its stubs.)
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+if _c_make_encoder is not None:
+    _c_encoder = _c_make_encoder(None, repr, json.encoder.encode_basestring_ascii,
+                                 None, ":", ",", False, False, False)
 
     def _encoded(sample: dict) -> str:
         return "".join(_c_encoder(sample, 0))
 else:   # pragma: no cover (CPython has the C encoder)
-    _encoded = json.JSONEncoder(allow_nan=False, default=repr).encode
+    _encoded = json.JSONEncoder(allow_nan=False, default=repr).encode  # type: ignore[assignment]
 
 
 class SampleSink:

@@ -27,7 +27,8 @@ class SerializationError(TypeError):
 
 def is_ascii(text: str) -> bool:
     """``text.isascii()``; compiled, the flag CPython keeps in every str, without a method call."""
-    return PyUnicode_IS_ASCII(text) if cython.compiled else text.isascii()  # noqa: F821
+    return (PyUnicode_IS_ASCII(text)  # type: ignore[name-defined]  # noqa: F821
+            if cython.compiled else text.isascii())
 
 
 def checked(values: Any, info: StreamInfo, component: str) -> list:
@@ -60,7 +61,7 @@ def checked(values: Any, info: StreamInfo, component: str) -> list:
                 # dicts of scalars itself, but not lists. A list filled with containers after
                 # its emit (values are immutable by Storm's convention) could leak a cycle
                 # through it; nothing worse.
-                PyObject_GC_UnTrack(values)  # noqa: F821
+                PyObject_GC_UnTrack(values)  # type: ignore[name-defined]  # noqa: F821
             return values
     check_values(values, component, info.stream, info.fields, info.registry)
     return values

@@ -303,6 +303,7 @@ class SpoutExecutor(Executor):
         task = self.tasks_by_id.get(dest)
         if kind == SPOUT_ACK or kind == SPOUT_FAIL:
             # The spout's ack and fail are its code: timed as busy, watched for hangs.
+            assert task is not None   # acks and fails come for this executor's own tasks
             started = time.monotonic()
             if kind == SPOUT_ACK:
                 self.busy = (started, task, "ack")
@@ -313,6 +314,7 @@ class SpoutExecutor(Executor):
             self.busy = None
             task.metrics.busy_secs += time.monotonic() - started
         elif kind == SPOUT_RESET:
+            assert task is not None
             task.on_resets(payload)
         elif kind == STOP:
             return False

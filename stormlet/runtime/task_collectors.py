@@ -119,7 +119,8 @@ class _Emitter:
         # Task hooks (stormlet/hooks.py), none: see hook_with.
         self.hooks: list | None = None
         if debug:
-            self.emit = self._logged(self.emit)  # type: ignore[method-assign]
+            # emit is each subclass's method, replaced on the instance (its __dict__, see the .pxd)
+            self.emit = self._logged(self.emit)  # type: ignore[has-type]
 
     def sample_with(self, sampler: Any) -> None:
         """Sample this task's emits with ``sampler`` (a ``sampling.Sampler``), or stop (None).
@@ -150,21 +151,22 @@ class _Emitter:
         """``emit``: the class's, or hooked, then logged, as each is on. Each choice is one
         attribute store, safe from another thread: an emit under way finishes with the emit it
         looked up."""
-        emit = type(self).emit.__get__(self)
+        emit = type(self).emit.__get__(self)  # type: ignore[misc]  # the class's, as above
         if self.hooks:
             emit = self._hooked(emit)
         if self.logs_emits:
             emit = self._logged(emit)
         if self.hooks or self.logs_emits:
-            self.emit = emit  # type: ignore[method-assign]
+            self.emit = emit
         else:
             vars(self).pop("emit", None)
 
-    def _hooked(self, emit):
+    def _hooked(self, emit: Callable[..., Any]) -> Callable[..., Any]:
         hooks = self.hooks
+        assert hooks is not None   # _choose_emit hooks emit only when there are hooks
         task = self.task
 
-        def hooked_emit(values, *args, **kwargs):
+        def hooked_emit(values: Any, *args: Any, **kwargs: Any) -> Any:
             tasks = emit(values, *args, **kwargs)
             stream = kwargs.get("stream", args[1] if len(args) > 1 else DEFAULT_STREAM)
             info = EmitInfo(values, stream, task, tasks)
@@ -191,9 +193,9 @@ class _Emitter:
                 roots = tup.many[::2]
         self._countdown = sampler.take(values, stream, tasks, msg_id, roots)
 
-    def _logged(self, emit):
+    def _logged(self, emit: Callable[..., Any]) -> Callable[..., Any]:
         # Both collectors' emit take (values, anchors or msg_id, stream, *, _to_task).
-        def logged_emit(values, *args, **kwargs):
+        def logged_emit(values: Any, *args: Any, **kwargs: Any) -> Any:
             tasks = emit(values, *args, **kwargs)
             stream = kwargs.get("stream", args[1] if len(args) > 1 else DEFAULT_STREAM)
             log.info("%s:%d emitted %r on %r to tasks %s", self.component_id, self.task,
@@ -206,7 +208,7 @@ class _Emitter:
         error saying what is wrong."""
         route = self._routes.get(stream)
         check_stream(self.component_id, stream, route, self._routes, to_task is not None)
-        return route  # type: ignore[return-value]
+        return route  # type: ignore[return-value]  # check_stream raised if it is None
 
 
 # What both collectors' emits do first. Functions rather than _Emitter's methods: compiled,
@@ -219,7 +221,7 @@ def _route_of(emitter: _Emitter, stream: str, to_task: int | None) -> StreamRout
     costs less than a dict lookup."""
     if to_task is None:
         if stream is emitter._last_stream:
-            return emitter._last_route
+            return emitter._last_route  # type: ignore[return-value]  # set with _last_stream
         route = emitter._plain_routes.get(stream)
         if route is not None:
             emitter._last_stream = stream
@@ -481,9 +483,10 @@ class BoltCollector(_Emitter):
         pairs = self._acks[root % self._n_ackers]
         if cython.compiled:   # two C integers into the array's memory: no int object
             n = len(pairs)
-            resize_smart(pairs, n + 2)  # noqa: F821
-            pairs.data.as_ulonglongs[n] = root
-            pairs.data.as_ulonglongs[n + 1] = value
+            resize_smart(pairs, n + 2)  # type: ignore[name-defined]  # noqa: F821
+            # Cython's view of an array's memory, compiled only:
+            pairs.data.as_ulonglongs[n] = root  # type: ignore[attr-defined]
+            pairs.data.as_ulonglongs[n + 1] = value  # type: ignore[attr-defined]
         else:
             pairs.append(root)
             pairs.append(value)
@@ -551,9 +554,9 @@ class BasicCollector(BasicOutputCollector):
     @cython.locals(bolt=BoltCollector)
     def emit(self, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         bolt = self._collector
-        return bolt._emit(values, self.input, stream, None)
+        return bolt._emit(values, self.input, stream, None)  # type: ignore[attr-defined]
 
     @cython.locals(bolt=BoltCollector)
     def emit_direct(self, task: int, values: Any, stream: str = DEFAULT_STREAM) -> list[int]:
         bolt = self._collector
-        return bolt._emit(values, self.input, stream, task)
+        return bolt._emit(values, self.input, stream, task)  # type: ignore[attr-defined]

@@ -76,14 +76,15 @@ class TaskErrors:
         self.per_window = int(per_window)
         self.count = 0   # every error, logged or not
         self.recent: deque[ErrorRecord] = deque(maxlen=RECENT)
-        self._kinds: dict[tuple, _Kind] = {}
+        # (what, the error's type); ("", None) holds every kind past MAX_KINDS.
+        self._kinds: dict[tuple[str, type | None], _Kind] = {}
         self._lock = threading.Lock()
 
     def report(self, what: str, error: BaseException | str, on: Any = None) -> None:
         """An error at ``what`` (a fixed phrase such as "execute raised"), optionally ``on`` the
         tuple being processed."""
         now = time.monotonic()
-        key = (what, type(error))
+        key: tuple[str, type | None] = (what, type(error))
         with self._lock:
             self.count += 1
             kind = self._kinds.get(key)
@@ -140,7 +141,8 @@ class TaskErrors:
                 else:
                     del self._kinds[key]
         for summary in summaries:
-            self._summarize(*summary)
+            if summary is not None:   # never: a kind with more always has a summary
+                self._summarize(*summary)
 
     def recent_records(self) -> list[ErrorRecord]:
         with self._lock:

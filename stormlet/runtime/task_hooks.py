@@ -162,5 +162,5 @@ def hook_spout(task: SpoutTask) -> None:
             task.call("a task hook's spout_fail raised", hook.spout_fail, info)
 
     task.on_acks = hooked_on_acks
-    task._deliver_fail = hooked_deliver_fail
-    task._ack_untracked = hooked_ack_untracked
+    task._deliver_fail = hooked_deliver_fail  # type: ignore[method-assign]
+    task._ack_untracked = hooked_ack_untracked  # type: ignore[method-assign]

@@ -178,10 +178,11 @@ class SharedThread(threading.Thread):
         of this one, and return it; None if not."""
         with self._lock:
             turn = self._current
-            if (turn is None or now - self._current_since < self._current_limit
-                    or turn not in self._turns or len(self._turns) < 2):   # not in: it ended
+            turns = self._turns
+            if (turn is None or turns is None or now - self._current_since < self._current_limit
+                    or turn not in turns or len(turns) < 2):   # not in: it ended
                 return None
-            others = [t for t in self._turns if t is not turn]
+            others = [t for t in turns if t is not turn]
             self._turns = [turn]
             self._handed_off = True
             successor = SharedThread(f"{self.name}+", [t[0] for t in others], self.cpu, others)
@@ -193,6 +194,7 @@ class SharedThread(threading.Thread):
 
     def _end(self, turn: list) -> None:
         with self._lock:
+            assert self._turns is not None   # set when this thread began running turns
             self._turns.remove(turn)
         turn[0].ended()
 

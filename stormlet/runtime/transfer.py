@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from .inbox import CycleGate
 from .metrics import TaskMetrics
@@ -54,7 +54,8 @@ class Transfer:
         # topology.transfer.batch.size: a destination's buffer holding this many tuples is
         # handed over before the executor's next flush would (has_full_batch); None: no bound.
         self.batch_size = UNBOUNDED if batch_size is None else batch_size
-        self.routes = routes
+        # None only for a task no data or ack goes to: flush reads the routes of its targets.
+        self.routes = cast(Sequence[Route], routes)
         self.data_targets = sorted(set(data_targets))
         # Indexed by destination task id, so emit does one list index, not a dict lookup.
         self.data: list[list] = [[] for _ in range(len(routes))]
@@ -71,6 +72,7 @@ class Transfer:
         self.resets: list[list] = [[] for _ in range(n)]
         self.timeouts: list[list] = [[] for _ in range(n)]
         # Each kind's buffers, and how to make an empty one.
+        self._acker_kinds: tuple[tuple[int, list[Any], Callable[[], Any]], ...]
         self._acker_kinds = ((ACK_INIT, self.inits, list), (ACK_ACK, self.acks, ack_pairs),
                              (ACK_FAIL, self.fails, list), (ACK_RESET, self.resets, list),
                              (ACK_TIMEOUT, self.timeouts, list))
@@ -144,7 +146,7 @@ class Transfer:
                     routes[task].put((DATA, task, src, buf))
                     continue
                 try:
-                    if gate_closed:
+                    if gate_closed and gate is not None:
                         self.metrics.throttled_secs += gate.wait_open(task, self.stopping)
                     waited = routes[task].put_data((DATA, task, src, buf), self.stopping,
                                                    task not in feedback)

@@ -195,6 +195,7 @@ class KafkaBolt(Bolt):
 
     def _send(self, tup: Tuple) -> None:
         try:
+            assert self.topic_selector is not None   # prepare checked
             topic = self.topic_selector.get_topic(tup)
             if topic is None:
                 log.warning("%s: skipping a tuple from %r: the topic selector gave no topic",

@@ -281,6 +281,7 @@ class KafkaSource:
             if partition not in positions:
                 continue  # buffered before an assign() that dropped the partition
             offset = m.offset()
+            assert partition is not None and offset is not None   # a record has both
             ts_type, ts = m.timestamp()
             records.append(Record(partition, offset, m.key(), m.value(),
                                   ts / 1000.0 if ts_type else None))
@@ -291,7 +292,8 @@ class KafkaSource:
             self._raise_out_of_range()
         return records
 
-    def _on_error(self, partition: int, err: KafkaError) -> None:
+    def _on_error(self, partition: int | None, err: KafkaError) -> None:
+        """``partition`` is None for an error of the client, not of one partition."""
         code = err.code()
         if code in _OUT_OF_RANGE_ERRORS and partition in self._positions:
             log.warning("%r partition %d: position %d is out of range (%s)", self, partition,
@@ -305,7 +307,7 @@ class KafkaSource:
         else:
             # Transport failures, leader changes, throttling: librdkafka reports them as events but
             # keeps retrying by itself, so a blip must not fail the spout.
-            log.warning("%r partition %d: %s (librdkafka retries)", self, partition, err.str())
+            log.warning("%r partition %s: %s (librdkafka retries)", self, partition, err.str())
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -339,7 +341,7 @@ def produce(bootstrap_servers: str, topic: str,
     count = 0
     for message in messages:
         key, value, *rest = message
-        kwargs = {"partition": rest[0]} if rest else {}
+        kwargs: dict[str, Any] = {"partition": rest[0]} if rest else {}
         while True:
             try:
                 producer.produce(topic, value, key, on_delivery=on_delivery, **kwargs)

@@ -95,7 +95,7 @@ def _partitions(records: dict[int, dict], ranges: dict[int, tuple[int, int]],
             continue
         start, end = ranges[p]
         notes = []
-        if record is not None:
+        if record is not None and committed is not None:
             if committed < start:
                 notes.append(f"{start - committed} unread messages were deleted by retention")
             if committed > end:

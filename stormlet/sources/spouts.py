@@ -46,9 +46,11 @@ class LogSpout(OffsetSpout):
         super().open(conf, context, collector)
 
     def local_offset_store(self) -> OffsetStore:
+        assert self.path is not None   # given, or set by open from the topology config
         return FileOffsetStore(offsets_dir(self.path))
 
     def default_failed_dir(self) -> str:
+        assert self.path is not None
         return str(failed_dir(self.path))
 
 

@@ -60,4 +60,5 @@ class PoisonKeys:
     def tree_failed(self, tup: Tuple) -> bool:
         """Whether every tree of ``tup`` has already failed here on a poison key."""
         roots = tup.roots
-        return bool(roots) and all(root in self.failed_roots for root in roots[::2])
+        return (roots is not None and len(roots) > 0
+                and all(root in self.failed_roots for root in roots[::2]))

@@ -79,7 +79,8 @@ def config_problems(conf: dict[str, Any]) -> list[str]:
         problems.append(str(exc))
     interval = conf.get(cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS)
     timeout = conf.get(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS)
-    if interval > timeout * 1000:   # as Storm's PersistentWindowedBoltExecutor: equal is fine
+    # As Storm's PersistentWindowedBoltExecutor: equal is fine.
+    if interval is not None and timeout is not None and interval > timeout * 1000:
         problems.append(f"{cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS} ({interval:g} ms) must not "
                         f"be longer than the message timeout ({timeout:g} s, "
                         f"{cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS}): acks wait for the checkpoint")

@@ -102,7 +102,7 @@ def connect(config: dict[str, Any]) -> Any:
     except ImportError:
         raise StateError("the redis state provider needs the redis package: "
                          "pip install 'stormlet[redis]'") from None
-    options = dict(config.get("jedisPoolConfig") or config)
+    options: dict[str, Any] = dict(config.get("jedisPoolConfig") or config)
     return redis.Redis(host=options.get("host", "127.0.0.1"), port=int(options.get("port", 6379)),
                        db=int(options.get("db", options.get("database", 0))),
                        password=options.get("password"),

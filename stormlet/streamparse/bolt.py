@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict, namedtuple
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from ..collectors import OutputCollector
 from ..context import TopologyContext
@@ -63,8 +64,9 @@ class Bolt(ShellBolt):
     auto_fail = True
 
     @classmethod
-    def spec(cls, name: str | None = None, inputs: Any = None, par: int | None = None,
-             config: dict[str, Any] | None = None) -> ComponentSpec:
+    def spec(  # type: ignore[override]  # as streamparse's: a Python bolt has no command
+            cls, name: str | None = None, inputs: Any = None, par: int | None = None,
+            config: dict[str, Any] | None = None) -> ComponentSpec:
         return shell_spec(cls, False, *python_command(cls), name=name, inputs=inputs, par=par,
                           config=config, outputs=cls.outputs)
 
@@ -79,7 +81,7 @@ class Bolt(ShellBolt):
         pass
 
     def emit(self, tup: list[Any] | tuple[Any, ...], stream: str | None = None,
-             anchors: list[Any] | None = None, direct_task: int | None = None,
+             anchors: Sequence[Any] | None = None, direct_task: int | None = None,
              need_task_ids: bool = False) -> list[int] | None:
         """Emit ``tup`` anchored to ``anchors`` (tuples or their ids), by default to the tuples
         being processed. Returns the task ids it went to when ``need_task_ids`` is true."""
@@ -144,9 +146,9 @@ class Bolt(ShellBolt):
             self._current_tups = []
         if self.auto_ack:
             if self._plain_ack:
-                native = self._inputs.pop(tup.id, None)
-                if native is not None:
-                    self._stormlet_collector.ack(native)
+                held = self._inputs.pop(tup.id, None)
+                if held is not None:
+                    self._stormlet_collector.ack(held)
             elif tup.id in self._inputs:
                 self.ack(tup)
 
@@ -158,7 +160,8 @@ class Bolt(ShellBolt):
         info = native.info
         value_type = self._value_types.get(info)
         if value_type is None:
-            value_type = namedtuple("Values", info.fields, rename=True)
+            # (cast: mypy takes a namedtuple assigned as it is for a class of literal fields.)
+            value_type = cast(type, namedtuple("Values", info.fields, rename=True))
             self._value_types[info] = value_type
         # tuple.__new__ skips the named tuples' generated constructors (a tenth of a bolt's
         # time); stormlet already checked the values against the stream's fields at emit.
@@ -186,6 +189,9 @@ class BatchingBolt(Bolt):
     it raises; emits in ``process_batch`` are anchored to the whole batch."""
 
     ticks_between_batches = 1
+    # Set by _stormlet_prepare.
+    _batches: defaultdict[Any, list[Tuple]]
+    _tick_counter: int
 
     def group_key(self, tup: Tuple) -> Any:
         """The batch ``tup`` belongs to (one batch for all by default)."""
@@ -194,7 +200,9 @@ class BatchingBolt(Bolt):
     def process_batch(self, key: Any, tups: list[Tuple]) -> None:
         raise NotImplementedError
 
-    def emit(self, tup: list[Any] | tuple[Any, ...], **kwargs: Any) -> list[int] | None:
+    # Keyword arguments only, as streamparse's BatchingBolt.emit.
+    def emit(  # type: ignore[override]
+            self, tup: list[Any] | tuple[Any, ...], **kwargs: Any) -> list[int] | None:
         kwargs["need_task_ids"] = False
         return super().emit(tup, **kwargs)
 
@@ -238,7 +246,7 @@ class BatchingBolt(Bolt):
 
     def _stormlet_prepare(self, conf: dict[str, Any], context: TopologyContext,
                           collector: OutputCollector) -> None:
-        self._batches: defaultdict[Any, list[Tuple]] = defaultdict(list)
+        self._batches = defaultdict(list)
         self._tick_counter = 0
         super()._stormlet_prepare(conf, context, collector)
 
@@ -266,6 +274,7 @@ class TicklessBatchingBolt(BatchingBolt):
     ``process_batch`` runs on the bolt's own thread as every other call does."""
 
     secs_between_batches = 2
+    _last_batches: float   # set by _stormlet_prepare
 
     def process_tick(self, tick_tup: Tuple) -> None:
         now = time.monotonic()

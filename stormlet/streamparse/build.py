@@ -39,6 +39,7 @@ def build(topology_class: type[StreamparseTopology]) -> tuple[Topology, dict[str
 
 def _add(builder: TopologyBuilder, spec: ComponentSpec) -> None:
     component_class = _component_class(spec)
+    assert spec.name is not None   # the topology's class named it
     config = dict(spec.config)
     if spec.is_spout:
         declarer = builder.set_spout(spec.name, StreamparseSpout(component_class, spec.outputs),
@@ -62,6 +63,7 @@ def _component_class(spec: ComponentSpec) -> type:
         raise TopologyError(
             f"component {spec.name!r}: {spec.component_cls.__name__} runs the Java class "
             f"{spec.java} on a JVM, which stormlet does not have; {_instead(spec)}")
+    assert spec.shell is not None   # a component that is not Java's is a shell one
     command, script = spec.shell
     if command != PYTHON_COMPONENT_COMMAND:
         raise TopologyError(

@@ -72,6 +72,7 @@ class Component:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"component {self.component_name!r}: report_metric({name!r}, "
                              f"{value!r}) takes a count, a whole number of at least 0")
+        assert self._stormlet_context is not None, "report_metric before the component runs"
         self._stormlet_context.register_counter(name).inc(value)
 
     def _stormlet_bind(self, conf: dict[str, Any], context: TopologyContext) -> None:

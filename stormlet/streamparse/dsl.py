@@ -149,7 +149,7 @@ def java_spec(component_cls: type, is_spout: bool, full_class_name: str | None,
                          java=full_class_name or "(serialized Java object)", **kwargs)
 
 
-def _checked_par(component_cls: type, par: Any) -> int:
+def _checked_par(component_cls: type[Any], par: Any) -> int:
     if par is None:
         par = component_cls.par
     if isinstance(par, dict):
@@ -162,7 +162,7 @@ def _checked_par(component_cls: type, par: Any) -> int:
     return par
 
 
-def _checked_config(component_cls: type, config: Any) -> dict[str, Any]:
+def _checked_config(component_cls: type[Any], config: Any) -> dict[str, Any]:
     if config is None:
         config = component_cls.config
     if config is None:
@@ -172,7 +172,7 @@ def _checked_config(component_cls: type, config: Any) -> dict[str, Any]:
     return dict(config)
 
 
-def _checked_outputs(component_cls: type, outputs: Any) -> dict[str, Stream]:
+def _checked_outputs(component_cls: type[Any], outputs: Any) -> dict[str, Stream]:
     if outputs is None:
         outputs = component_cls.outputs
     if outputs is None:
@@ -232,7 +232,8 @@ def _stream_key(source: ComponentSpec | StreamId) -> tuple[Any, str]:
 class TopologyType(type):
     """Collects a topology class's specs, names them after their attributes and checks them."""
 
-    def __new__(mcs, classname: str, bases: tuple[type, ...], namespace: dict[str, Any]):
+    def __new__(mcs, classname: str, bases: tuple[type, ...],
+                namespace: dict[str, Any]) -> TopologyType:
         specs: dict[str, ComponentSpec] = {}
         for attribute, value in namespace.items():
             if isinstance(value, ComponentSpec):

@@ -49,8 +49,9 @@ class Spout(ShellSpout):
     tracked tuples (those emitted with a ``tup_id``)."""
 
     @classmethod
-    def spec(cls, name: str | None = None, par: int | None = None,
-             config: dict[str, Any] | None = None) -> ComponentSpec:
+    def spec(  # type: ignore[override]  # as streamparse's: a Python spout has no command
+            cls, name: str | None = None, par: int | None = None,
+            config: dict[str, Any] | None = None) -> ComponentSpec:
         return shell_spec(cls, True, *python_command(cls), name=name, par=par, config=config,
                           outputs=cls.outputs)
 

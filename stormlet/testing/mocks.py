@@ -205,7 +205,10 @@ class BoltHarness:
                  sources: dict[str, list[str]] | None = None,
                  clock: SimulatedClock | None = None):
         self.clock = clock or current_clock() or SimulatedClock()
-        if isinstance(bolt, type) and issubclass(bolt, StreamparseBoltClass):
+        if isinstance(bolt, type):
+            if not issubclass(bolt, StreamparseBoltClass):
+                raise TypeError(f"BoltHarness takes a bolt, or a streamparse Bolt class; got "
+                                f"the class {bolt.__name__} (make one: {bolt.__name__}())")
             bolt = StreamparseBolt(bolt, bolt.spec(name=component_id).outputs)
         if isinstance(bolt, WindowedBolt):
             runner = WindowedBoltRunner(bolt)

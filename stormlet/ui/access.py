@@ -21,6 +21,7 @@ import socket
 from dataclasses import dataclass, field
 
 from flask import Flask, Response, g, jsonify, redirect, request
+from flask.typing import ResponseReturnValue
 
 SESSION_COOKIE = "stormlet_ui_session"
 # Where a request's check leaves whether it presented the token (see holds_admin_token), and
@@ -77,7 +78,7 @@ class UiAccess:
         cookie = request.cookies.get(SESSION_COOKIE, "")
         return hmac.compare_digest(cookie.encode(), self._session().encode())
 
-    def _check(self) -> Response | tuple[Response, int] | None:
+    def _check(self) -> ResponseReturnValue | None:
         if self.allowed_hosts and _host_name(request.host) not in self.allowed_hosts:
             return Response("unknown Host\n", status=400, mimetype="text/plain")
         # _signed_in() is true of everyone when there is no token: that proves nothing.
@@ -93,7 +94,7 @@ class UiAccess:
                                  "send 'Authorization: Bearer TOKEN'"), 401
         return redirect(LOGIN_PAGE)
 
-    def _login(self) -> Response | tuple[Response, int]:
+    def _login(self) -> ResponseReturnValue:
         presented = request.form.get("token", "")
         if self.token is None or not hmac.compare_digest(presented.encode(),
                                                          self.token.encode()):

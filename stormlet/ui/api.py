@@ -141,7 +141,8 @@ def api_blueprint(source: UiSource) -> Blueprint:
         data = source.topology(key)
         structure, snapshots = data["structure"], data["snapshots"]
         components = component_stats(structure, snapshots, window)
-        spouts, bolts = [], []
+        spouts: list[dict] = []
+        bolts: list[dict] = []
         for cid, spec in structure["components"].items():
             row = {"id": cid, "type": spec["kind"], **_without_tasks(components.get(cid, {}))}
             (spouts if spec["kind"] == "spout" else bolts).append(row)
@@ -185,6 +186,7 @@ def api_blueprint(source: UiSource) -> Blueprint:
             check_query(limit, since, kind)
         except ValueError as exc:
             raise BadRequest(str(exc)) from None
+        assert limit is not None   # it has a default
         history = source.events(key, limit, since, kind)
         shown = history["events"] if holds_admin_token() else redact_events(history["events"])
         return jsonify(topologyId=history["id"], topologyName=history["name"],

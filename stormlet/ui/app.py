@@ -20,6 +20,7 @@ from typing import Any
 
 from flask import Flask, Response, redirect, send_from_directory
 from flask.json.provider import DefaultJSONProvider
+from flask.typing import ResponseReturnValue
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
@@ -65,7 +66,7 @@ def create_app(source: UiSource, access: UiAccess | None = None) -> Flask:
     registry.register(SourceCollector(source))
 
     @app.get("/")
-    def index() -> Response:
+    def index() -> ResponseReturnValue:
         return redirect("/index.html")
 
     @app.get("/<page>")

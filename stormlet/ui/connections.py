@@ -103,6 +103,10 @@ class GuardedServer(TcpWSGIServer):
     """Waitress's TCP server with the limits of ``limits`` (see the module's doc)."""
 
     channel_class = GuardedChannel
+    # What waitress sets and its stubs (types-waitress) leave out or get wrong.
+    active_channels: dict[int, HTTPChannel]  # type: ignore[assignment]  # (one channel there)
+    effective_port: int
+    _map: dict[int, Any]
 
     def __init__(self, application: Any, limits: ConnectionLimits, **kw: Any):
         self.limits = limits
@@ -139,7 +143,7 @@ class GuardedServer(TcpWSGIServer):
     def maintenance(self, now: float) -> None:
         """Waitress's (idle connections past ``channel_timeout``), and every connection whose
         request is still incomplete ``request_secs`` after it began."""
-        super().maintenance(now)
+        super().maintenance(now)  # type: ignore[arg-type]  # waitress passes time.time()
         cutoff = now - self.limits.request_secs
         late = [c for c in self.active_channels.values()
                 if isinstance(c, GuardedChannel) and not c.in_service

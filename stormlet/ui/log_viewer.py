@@ -272,7 +272,7 @@ EVERYTHING = Wanted(RecordFilter(), {})
 
 
 def _wanted() -> Wanted:
-    arguments = {name: value for name, value in (
+    arguments: dict[str, Any] = {name: value for name, value in (
         ("grep", request.args.get("grep") or None),
         ("component", request.args.get("component") or None), ("task", _whole("task")))
         if value is not None}

@@ -75,7 +75,7 @@ class WindowedBolt(Bolt):
 
     def timestamp_of(self, tup: Tuple) -> int:
         value = (self.timestamp_extractor(tup) if self.timestamp_extractor is not None
-                 else tup[self.timestamp_field])
+                 else tup[self.timestamp_field])  # type: ignore[index]  # set if no extractor
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             raise ValueError(f"the tuple's timestamp must be a number of ms, got {value!r}")
         return int(value)

@@ -67,6 +67,7 @@ class WindowManager(_HeldItems):
         fired: list[Firing] = []
         while self._next_fire is not None and now_ms >= self._next_fire:
             _keep(fired, self._fire(self._next_fire))
+            assert isinstance(self.sliding, Duration)   # _next_fire is set only then
             self._next_fire += self.sliding.ms
         return fired
 

@@ -119,12 +119,17 @@ class WindowedBoltRunner(Bolt):
         if bolt.event_time:
             inputs = {task for source in context.get_this_sources()
                       for task in context.get_component_tasks(source)}
+            # (problems above refused a window without length and sliding, and in event time
+            # one of counts.)
             self.manager: Any = EventTimeWindowManager(
-                bolt.window_length, bolt.window_sliding, bolt.lag.ms if bolt.lag else 0, inputs)
+                bolt.window_length, bolt.window_sliding,  # type: ignore[arg-type]
+                bolt.lag.ms if bolt.lag else 0, inputs)
             self.late_dropped = context.register_counter(LATE_DROPPED_METRIC)
         else:
-            self.manager = WindowManager(bolt.window_length, bolt.window_sliding, self._now_ms())
-        bolt.prepare(conf, context, self.window_collector)   # type: ignore[arg-type]
+            self.manager = WindowManager(
+                bolt.window_length, bolt.window_sliding,  # type: ignore[arg-type]
+                self._now_ms())
+        bolt.prepare(conf, context, self.window_collector)
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -43,7 +43,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ...durable import fsync_dir
 from ..source import Record
@@ -207,7 +207,7 @@ class PartitionedLog:
         return written
 
     def _route(self, values: list, keys: list | None,
-               partition: int | None) -> dict[int, tuple[list | None, list]]:
+               partition: int | None) -> Mapping[int, tuple[list | None, list]]:
         n = self.partitions
         if partition is not None:
             self.check_partition(partition)

@@ -27,7 +27,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from ...durable import fsync_dir
 from .errors import LogError
@@ -145,7 +145,7 @@ def segment_bases(directory: Path) -> list[int]:
     return bases
 
 
-def _positive_int(value: Any) -> bool:
+def _positive_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 

@@ -256,6 +256,7 @@ class PartitionReader:
             # again, it is no damage (taking it for some lost the records a reader raced).
             self.buf, self.view, self.buf_start = b"", memoryview(b""), self.pos
             return True
+        step_damage: Damage | None
         if not isinstance(found, str) and found[1] > self.frame_offset:
             step_damage = Damage(self.pos, self.pos, self.frame_offset, found[1],
                                  "offsets missing between frames")

@@ -343,7 +343,7 @@ def past_damage(data: SegmentBytes, pos: int, offset: int, next_base: int | None
         # must wait as a torn tail does, not have its unwritten groups taken for damage.
         size = data.complete_length(pos)
         saved = None if size is None else salvage(data, pos, size, offset, reason)
-        if saved is not None:
+        if saved is not None and size is not None:   # saved only if size is
             end = offset + sum(n for _first, n, _items in saved.runs) + sum(
                 d.stop - d.first for d in saved.damage)
             return Step(None, pos + size, end, False, saved)

@@ -35,7 +35,7 @@ def encode_runs(runs: Runs) -> bytes:
 
 def decoded(runs: Runs | bytes) -> Runs:
     """A record's runs, as ``flush`` gathered them, whether or not they were encoded."""
-    return pickle.loads(runs) if type(runs) is bytes else runs
+    return pickle.loads(runs) if isinstance(runs, bytes) else runs
 
 
 class _Destination:

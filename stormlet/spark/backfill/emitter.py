@@ -139,9 +139,10 @@ class Emitter:
         # The runtime's own chooser: the same hash, over the same task ids, so a key lands on the
         # task index it would in streaming; custom and partial-key groupings keep per-emitting-
         # task state as they do there.
-        chooser = g.as_function(g.make_chooser(grouping, fields, tasks, source_task=self.task,
-                                               context=context, stream=stream, rng=rng,
-                                               registry=self.registry))
+        made = g.make_chooser(grouping, fields, tasks, source_task=self.task, context=context,
+                              stream=stream, rng=rng, registry=self.registry)
+        assert made is not None   # None only for DIRECT, which the caller handles
+        chooser = g.as_function(made)
         appends = {t: appender(i) for i, t in enumerate(tasks)}
         if grouping.kind in ONE_TASK:
             out.chooser, out.appends = chooser, appends
@@ -162,7 +163,7 @@ class Emitter:
     def _out(self, stream: str, direct: bool) -> _StreamOut:
         out = self.streams.get(stream)
         check_stream(self.component_id, stream, out, self.streams, direct)
-        return out
+        return out  # type: ignore[return-value]  # check_stream raised if it is None
 
     @cython.locals(out=_StreamOut)
     def emit(self, values: Any, anchors: Any = (), stream: str = DEFAULT_STREAM) -> list[int]:
@@ -180,7 +181,7 @@ class Emitter:
             out.appends[chosen[0]](values)
             return chosen
         if out.only_written:         # written, nobody downstream
-            out.output(values)
+            out.output(values)  # type: ignore[misc]  # set whenever only_written is
             return []
         return out.send(values)
 

@@ -72,7 +72,7 @@ class BoltRunner:
         counts = TaskCounts()
         collector = BackfillCollector(emitter, counts)
         where = f"{cid}:{task}"
-        bolt = spec.new_instance()
+        bolt: Any = spec.new_instance()   # a Bolt or a BasicBolt
         basic = BasicOutputCollector(collector) if isinstance(bolt, BasicBolt) else None
         broken: BaseException | None = None
         try:

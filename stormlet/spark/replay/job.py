@@ -137,10 +137,11 @@ def replay(failed_dir: str | os.PathLike, target: str | TargetSpec, *,
                      if files else "")
         else:
             with spark_session("stormlet-replay", master) as spark:
-                run = _plan(spark, manifest, failed_dir, new, filters, spec, opened.partitions,
-                            partition_by, chunk_size, dry_run, summary, progress)
-            if run is not None:
-                summary.run = write_run(run, opened, progress)
+                planned = _plan(spark, manifest, failed_dir, new, filters, spec,
+                                opened.partitions, partition_by, chunk_size, dry_run, summary,
+                                progress)
+            if planned is not None:
+                summary.run = write_run(planned, opened, progress)
     finally:
         opened.close()
         manifest.unlock()

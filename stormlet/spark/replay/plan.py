@@ -167,7 +167,9 @@ def _json_messages(lines: Iterator[bytes]) -> Iterator[tuple[int, Message]]:
     """The messages of a plan written as JSON Lines (by replays before the log was Parquet)."""
     # The decoder's scanner without json.loads's whitespace handling: a third faster, and Spark
     # writes one compact object per line.
-    scan, unbase64 = json.JSONDecoder().scan_once, binascii.a2b_base64
+    # (scan_once is set by JSONDecoder.__init__; its stubs leave it out.)
+    scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+    unbase64 = binascii.a2b_base64
     for line in lines:
         try:
             row = scan(line.decode(), 0)[0]

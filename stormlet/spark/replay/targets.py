@@ -149,7 +149,7 @@ class LogTarget:
         chunk was written. They were appended in one call, so what landed is one contiguous run
         of their first messages, possibly after other writers' records: the longest such run."""
         planned = list(zip(messages.keys, messages.values))
-        found = []
+        found: list[tuple[Any, Any]] = []
         end = self.log.end_offset(partition)
         offset = start
         while offset < end:
@@ -280,13 +280,17 @@ class KafkaTarget:
                                           f"back offsets {start}-{end - 1} to check what a "
                                           f"crashed replay wrote; try again")
                     for msg in consumer.consume(1000, 0.5):
-                        if msg.error() is not None:
+                        error = msg.error()
+                        if error is not None:
                             raise ReplayError(f"{self.spec} partition {partition}: reading back "
-                                              f"what a crashed replay wrote: {msg.error().str()}")
+                                              f"what a crashed replay wrote: {error.str()}")
                         headers = dict(msg.headers() or ())
-                        if headers.get(HEADER_RUN) == run and HEADER_KEY in headers:
-                            seen.add(headers[HEADER_KEY])
-                        position = msg.offset() + 1
+                        key = headers.get(HEADER_KEY)
+                        if headers.get(HEADER_RUN) == run and isinstance(key, bytes):
+                            seen.add(key)
+                        offset = msg.offset()
+                        assert offset is not None   # a message read has one
+                        position = offset + 1
             except KafkaException as exc:
                 raise ReplayError(f"{self.spec}: {exc}") from None
             finally:
