@@ -255,7 +255,7 @@ def test_a_window_larger_than_max_events_in_memory_fires_whole():
         runner = cluster.instances("test", "sums")[0]
         wait_until(lambda: len(runner.inner.windows) == 1, 60, "the window to fire")
         assert runner.inner.windows == [list(range(size))]
-        assert runner.partitions.spills >= 3 and runner.partitions.loads >= 3
+        assert runner.partitions.evictions >= 3 and runner.partitions.loads >= 3
         wait_until(lambda: len(spout.acked) == size, 20, "every number acked")
 
 

@@ -58,14 +58,13 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .. import config as cfg
 from ..collectors import AnchoringCollector
 from ..components import OutputFieldsDeclarer
 from ..errors import TopologyError
 from ..tuples import StreamInfo, Tuple
 from ..windowing import Duration, Length, Window, WindowedBolt, WindowManager
 from ..windowing.windows import Firing
-from ..windowing.wrapper import WindowedBoltRunner
+from ..windowing.wrapper import WindowedBoltRunner, refuse_problems
 from .bolt import StatefulBolt
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM, COMMIT, INITSTATE, PREPARE, ROLLBACK
 from .key_value import _ABSENT, KeyValueState
@@ -178,8 +177,9 @@ class WindowPartitions:
         self.count: int = record["count"]
         self._cache: collections.OrderedDict[int, collections.deque] = collections.OrderedDict()
         self._dirty: set[int] = set()
-        self.loads = 0    # partitions read from the state (the tests' and metrics' count)
-        self.spills = 0   # partitions written to it to make room
+        # For tests: partitions read from the state, dropped from memory to make room, and
+        # written to the state when dropped (a partition unchanged since its checkpoint is not).
+        self.loads = self.evictions = self.spills = 0
 
     def _partition(self, pid: int) -> collections.deque:
         part = self._cache.get(pid)
@@ -196,6 +196,7 @@ class WindowPartitions:
         self._cache[pid] = part
         while len(self._cache) > self.capacity:
             old, events = self._cache.popitem(last=False)
+            self.evictions += 1
             if old in self._dirty:
                 self._write(old, events)
                 self.spills += 1
@@ -368,10 +369,7 @@ class StatefulWindowedBoltRunner(StatefulBoltRunner):
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext,
                 collector: OutputCollector) -> None:
-        problems = self.problems(context.component_id,
-                                 float(conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]))
-        if problems:
-            raise TopologyError("; ".join(problems))
+        refuse_problems(self, conf, context)
         name = namespace(context.topology_name, context.component_id, context.task_id)
         self.window_state = SpillingState(open_store(conf, context.topology_name,
                                                      name + WINDOW_NAMESPACE_SUFFIX))
