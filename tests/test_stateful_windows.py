@@ -259,6 +259,22 @@ def test_a_window_larger_than_max_events_in_memory_fires_whole():
         wait_until(lambda: len(spout.acked) == size, 20, "every number acked")
 
 
+def test_a_persistent_time_window_fires_on_the_test_kit_s_simulated_clock():
+    from stormlet.testing import SimulatedCluster, advance_cluster_time, simulated_time
+    bolt = Sums().with_tumbling_window(Duration(seconds=10)).with_persistence()
+    with simulated_time() as clock, SimulatedCluster(clock) as cluster:
+        cluster.submit("test", conf(**{"test.count": 30}), sums_topology(bolt))
+        runner = cluster.instances("test", "sums")[0]
+        wait_until(lambda: len(runner.partitions) == 30, 10, "the numbers in the window")
+        advance_cluster_time(cluster, 9)
+        assert runner.inner.windows == []
+        advance_cluster_time(cluster, 2)
+        assert runner.inner.windows == [list(range(30))]
+        spout = cluster.instances("test", "numbers")[0]
+        wait_until(lambda: len(spout.acked) == 30, 10, "every number acked")
+        cluster.kill("test", wait_secs=0)
+
+
 def build_problems(bolt):
     builder = TopologyBuilder()
     builder.set_spout("numbers", Numbers())
