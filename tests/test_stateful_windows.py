@@ -9,6 +9,7 @@ import collections
 import time
 
 import pytest
+from redis_server import redis_server  # noqa: F401 (a fixture)
 from support import running, wait_until
 
 from stormlet import Spout, TopologyBuilder
@@ -219,13 +220,19 @@ def test_a_window_that_raises_is_rolled_back_and_replayed_and_every_number_count
         assert cluster.metrics("test")["sums"]["errors"] >= 1
 
 
-def test_a_topology_killed_mid_window_resumes_its_window_from_the_store(tmp_path):
+@pytest.mark.parametrize("provider", ["embedded", "redis"])
+def test_a_topology_killed_mid_window_resumes_its_window_from_the_store(provider, tmp_path,
+                                                                         request):
     """The first run is killed with a window half full and its tuples acked (committed); the
-    second, on the same embedded store, finishes that window with the tuples it never saw."""
+    second, on the same store, finishes that window with the tuples it never saw."""
     bolt = Sums().with_tumbling_window(Count(300)).with_persistence()
-    settings = conf(**{"topology.state.provider": "embedded",
-                       "topology.state.provider.config": {"dir": str(tmp_path)},
-                       "test.count": 450})
+    if provider == "redis":
+        server = request.getfixturevalue("redis_server")
+        server.client().flushall()
+        store = {"topology.state.provider.config": server.provider_config}
+    else:
+        store = {"topology.state.provider.config": {"dir": str(tmp_path)}}
+    settings = conf(**{"topology.state.provider": provider, **store, "test.count": 450})
     with running(sums_topology(bolt), settings) as cluster:
         spout = cluster.instances("test", "numbers")[0]
         runner = cluster.instances("test", "sums")[0]
