@@ -385,9 +385,9 @@ class StatefulWindowedBoltRunner(StatefulBoltRunner):
         """The window as committed: its partitions and bookkeeping."""
         self.partitions = WindowPartitions(self.window_state, self.inner.max_events_in_memory,
                                            self.codec)
-        self.manager = PersistentWindowManager(self.inner.window_length,
-                                               self.inner.window_sliding, self._now_ms(),
-                                               self.partitions)
+        length, sliding = self.inner.window_length, self.inner.window_sliding
+        assert length is not None and sliding is not None   # refuse_problems checked
+        self.manager = PersistentWindowManager(length, sliding, self._now_ms(), self.partitions)
         system = self.window_state.get(_SYSTEM_KEY)
         if system is not None:
             self.manager.restore(system)
