@@ -28,6 +28,7 @@ from .state.checkpoint import (
 )
 from .state.exactly import problems as effectively_once_problems
 from .state.exactly import rewindable
+from .state.windowed import StatefulWindowedBolt, StatefulWindowedBoltRunner
 from .state.wiring import checkpoint_sources
 from .state.wrappers import CheckpointForwarder, StatefulBoltRunner, run_bolt
 from .streams import DEFAULT_STREAM
@@ -269,7 +270,9 @@ class TopologyBuilder:
 
     def set_bolt(self, component_id: str, bolt: Bolt | BasicBolt,
                  parallelism: int = 1) -> ComponentDeclarer:
-        if isinstance(bolt, WindowedBolt):   # the runner keeps its window and calls it
+        if isinstance(bolt, StatefulWindowedBolt):   # the window is checkpointed with the state
+            bolt = StatefulWindowedBoltRunner(bolt)
+        elif isinstance(bolt, WindowedBolt):   # the runner keeps its window and calls it
             bolt = WindowedBoltRunner(bolt)
         elif isinstance(bolt, StatefulBolt):   # the runner keeps its state and checkpoints it
             bolt = StatefulBoltRunner(bolt)
@@ -342,10 +345,11 @@ def _window_problems(specs: Any, conf: dict[str, Any]) -> list[str]:
     problems = []
     for spec in specs:
         runner = run_bolt(spec.obj)
-        if isinstance(runner, WindowedBoltRunner):
+        if isinstance(runner, (WindowedBoltRunner, StatefulWindowedBoltRunner)):
             timeout = spec.component_conf(conf)[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
             if cfg.problem(cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS, timeout) is None:  # else reported
                 problems += runner.problems(spec.id, float(timeout))
+        if isinstance(runner, WindowedBoltRunner):   # a persistent window acks at checkpoints
             problems += _window_count_problems(spec, runner.bolt, conf)
     return problems
 

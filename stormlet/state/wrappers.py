@@ -201,7 +201,11 @@ class StatefulBoltRunner(_CheckpointingBolt):
         self.acked: list[Tuple] = []      # acked since the last PREPARE
         self.prepared: list[Tuple] = []   # acked before the last PREPARE, held for its COMMIT
         self.poison = PoisonKeys()
-        self.inner.prepare(conf, context, _StatefulCollector(self, collector))
+        self.inner.prepare(conf, context, self._bolt_collector(collector))
+
+    def _bolt_collector(self, collector: OutputCollector) -> AnchoringCollector:
+        """What the bolt's ``self.collector`` is."""
+        return _StatefulCollector(self, collector)
 
     def execute(self, tup: Tuple) -> None:
         if tup.stream == CHECKPOINT_STREAM:

@@ -25,6 +25,7 @@ from typing import Any
 from .. import config as cfg
 from ..local import FinalReport, LocalCluster
 from ..runtime.protocol import ACKER_COMPONENT, SYSTEM_TASK, TICK
+from ..state.windowed import StatefulWindowedBoltRunner
 from ..topology import Topology
 from ..windowing import WindowedBoltRunner
 from .clock import SimulatedClock, current_clock
@@ -43,8 +44,8 @@ class _Tick:
 
 def _on_clock(obj: Any, clock: SimulatedClock) -> Any:
     """``obj``, or a copy of it whose processing-time window reads ``clock``: a windowed bolt's
-    runner, also as the ``inner`` bolt of a checkpoint forwarder."""
-    if isinstance(obj, WindowedBoltRunner):
+    runner (a stateful one's too), also as the ``inner`` bolt of a checkpoint forwarder."""
+    if isinstance(obj, (WindowedBoltRunner, StatefulWindowedBoltRunner)):
         obj = copy.copy(obj)
         obj.clock = clock.time
     elif isinstance(getattr(obj, "inner", None), WindowedBoltRunner):

@@ -37,6 +37,9 @@ ending at or before the watermark fires, holding the tuples with timestamps in
 named by ``with_late_tuple_stream`` as one field, ``tuple``, holding its values, or is
 counted (the ``late_tuples_dropped`` metric) and acked if no stream is named.
 
+A window checkpointed with a state, acked at checkpoints and larger than memory if need be, is
+``stormlet.state.StatefulWindowedBolt``'s (Storm's stateful windowing).
+
 ``WindowManager`` and ``EventTimeWindowManager`` are the bookkeeping alone, on explicit
 timestamps, for tests and reuse; ``WindowedBoltRunner`` is the bolt the topology runs in a
 ``WindowedBolt``'s place.

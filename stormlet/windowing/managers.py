@@ -91,10 +91,14 @@ class WindowManager(_HeldItems):
         events = self._events
         if isinstance(self.length, Count):
             while len(events) > self.length.n:
-                self._expired.append(events.popleft()[2])
+                self._left(events.popleft()[2])
         else:
             while events and events[0][0] < at_ms - self.length.ms:
-                self._expired.append(events.popleft()[2])
+                self._left(events.popleft()[2])
+
+    def _left(self, item: Any) -> None:
+        """``item`` left the window: the next firing shows it expired (and the caller acks it)."""
+        self._expired.append(item)
 
 
 class EventTimeWindowManager(_HeldItems):

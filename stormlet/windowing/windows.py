@@ -3,6 +3,7 @@ one firing (``Window``), and the constants the windowed bolts share."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import TopologyError
@@ -63,6 +64,11 @@ class Window:
 
     def get(self) -> list:
         return self._tuples
+
+    def get_iter(self) -> Iterator:
+        """The window's tuples one at a time (a persistent window reads them from its store as
+        it goes, where ``get`` reads them all)."""
+        return iter(self._tuples)
 
     def get_new(self) -> list:
         return self._new

@@ -109,10 +109,7 @@ class WindowedBoltRunner(Bolt):
 
     def prepare(self, conf: dict[str, Any], context: TopologyContext,
                 collector: OutputCollector) -> None:
-        problems = self.problems(context.component_id,
-                                 float(conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]))
-        if problems:
-            raise TopologyError("; ".join(problems))
+        refuse_problems(self, conf, context)
         self.collector = collector
         self.window_collector = _WindowCollector(self, collector)
         bolt = self.bolt
@@ -187,3 +184,12 @@ class WindowedBoltRunner(Bolt):
 
     def cleanup(self) -> None:
         self.bolt.cleanup()
+
+
+def refuse_problems(runner: Any, conf: dict[str, Any], context: TopologyContext) -> None:
+    """Raise ``TopologyError`` with what is wrong with ``runner``'s window (its ``problems``)
+    under ``conf``: at prepare, for a topology that did not go through ``build()``."""
+    problems = runner.problems(context.component_id,
+                               float(conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]))
+    if problems:
+        raise TopologyError("; ".join(problems))
