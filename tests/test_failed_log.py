@@ -30,6 +30,7 @@ from stormlet.failed import (
     summarize,
     topologies,
 )
+from stormlet.failed import writer as writer_module
 from stormlet.failed.record import record_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,14 +270,32 @@ def test_rotation_by_size(tmp_path):
     assert message_ids(read_failed(tmp_path)) == list(range(12))
 
 
-def test_rotation_by_age(tmp_path):
-    writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3, max_age_secs=0.3)
+class SteppedClock:
+    """``time`` for the writer's module: monotonic time moves only when the test steps it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return time.time()
+
+
+def test_rotation_by_age(tmp_path, monkeypatch):
+    clock = SteppedClock()
+    monkeypatch.setattr(writer_module, "time", clock)
+    writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3, max_age_secs=0.5)
     writer.write(record(0))
+    clock.now += 0.25
     assert writer.rotate_if_due() is None                 # too young
-    time.sleep(0.35)
+    clock.now += 0.25
     writer.write(record(1))                               # finds the file old: completes it first
     assert message_ids(read_failed(tmp_path)) == [0]
-    time.sleep(0.35)
+    clock.now += 0.25
+    assert writer.rotate_if_due() is None
+    clock.now += 0.25
     assert writer.rotate_if_due() is not None             # an idle writer's records show too
     assert message_ids(read_failed(tmp_path)) == [0, 1]
     assert inprogress_files(tmp_path) == []
