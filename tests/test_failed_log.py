@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from support import SteppedClock
 
 from stormlet import FailReason
 from stormlet.cli import main
@@ -268,19 +269,6 @@ def test_rotation_by_size(tmp_path):
     sizes = [rows(f) for f in final_files(tmp_path)]
     assert sizes == [3, 3, 3, 1, 1, 1]
     assert message_ids(read_failed(tmp_path)) == list(range(12))
-
-
-class SteppedClock:
-    """``time`` for the writer's module: monotonic time moves only when the test steps it."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return time.time()
 
 
 def test_rotation_by_age(tmp_path, monkeypatch):
