@@ -39,7 +39,20 @@ SERVICE_FIXTURES = {
 # A multi-host cluster runs the same daemons and ZooKeeper, on hosts of its own.
 IMPLIED = {"chaos": ("cluster",), "cluster": ("zookeeper",), "multi_host": ("cluster",)}
 SERVICE_MARKERS = ("zookeeper", "cluster", "spark", "kafka", "browser", "chaos", "multi_host")
-CHAOS_DIR = Path(__file__).resolve().parent / "chaos"
+TESTS_DIR = Path(__file__).resolve().parent
+CHAOS_DIR = TESTS_DIR / "chaos"
+
+# Test modules import the helpers here (``from support import running``) and each other
+# (``from test_streamparse import FEATURES``) by bare name, from whichever folder of tests/ they
+# are in: tests/ comes first on the path (pytest puts a rootdir conftest's folder there), each
+# folder of test modules after everything else (their names, test_*, shadow nothing). The chaos
+# suite's folder stays off: its modules (run.py, harness.py) are found from its own tests.
+for _folder in [TESTS_DIR, *sorted({p.parent for p in TESTS_DIR.glob("*/test_*.py")})]:
+    if _folder != CHAOS_DIR and str(_folder) not in sys.path:
+        if _folder == TESTS_DIR:
+            sys.path.insert(0, str(_folder))
+        else:
+            sys.path.append(str(_folder))
 
 
 def pytest_configure(config):

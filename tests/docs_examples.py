@@ -1,5 +1,5 @@
-"""The documentation site's runnable parts, for tests/test_docs.py: its pages, the Python examples
-in them, and the `stormlet ...` commands they name.
+"""The documentation site's runnable parts, for tests/test_docs.py: its pages, the Python
+examples in them, and the `stormlet ...` commands they name.
 
 Every fenced ```python block of a page runs, in the page's order and in one namespace (a later
 block may use what an earlier one defined, as a reader would), so an example that no longer

@@ -36,6 +36,21 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str,
         time.sleep(interval)
 
 
+class SteppedClock:
+    """Stands for the ``time`` module in a module under test (``monkeypatch.setattr(module,
+    "time", SteppedClock())``): its monotonic clock moves only when the test moves ``now``,
+    starting from the real one; everything else (time.time, time.sleep...) is the real one."""
+
+    def __init__(self) -> None:
+        self.now = time.monotonic()
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
 @contextmanager
 def imported_from(folder: Path, name: str, tree: Path | None = None) -> Iterator[ModuleType]:
     """Module ``name`` imported from ``folder`` (a benchmark's, say); afterwards the folder

@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import wait_until
 from zookeeper_server import free_port
 
 import stormlet.blobs
@@ -268,20 +269,13 @@ def _cache(tmp_path, nimbus: Nimbus, keep_secs: float = 600.0) -> BlobCache:
                      keep_secs)
 
 
-def _until(condition, what: str, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def test_two_topologies_share_one_copy_and_an_update_swaps_the_link(tmp_path):
     nimbus = Nimbus()
     records = {"words": nimbus.put("words", b"alpha\n", 1)}
     cache = _cache(tmp_path, nimbus, keep_secs=0)
     maps = {"a-1-aaaaaa": {"words": "words.txt"}, "b-1-bbbbbb": {"words": "w.txt"}}
     cache.sync(maps, records)
-    _until(lambda: cache.has(records["words"].sha256), "the copy")
+    wait_until(lambda: cache.has(records["words"].sha256), 5, "the copy", interval=0.01)
     cache.sync(maps, records)
     assert cache.ready("a-1-aaaaaa") and cache.ready("b-1-bbbbbb")
     for tid in maps:
@@ -296,7 +290,8 @@ def test_two_topologies_share_one_copy_and_an_update_swaps_the_link(tmp_path):
     records = {"words": nimbus.put("words", b"beta\n", 2)}
     cache.sync(maps, records)   # starts the copy; the links stay until it is here
     assert a.read_text() == "alpha\n"
-    _until(lambda: cache.has(records["words"].sha256), "the new version's copy")
+    wait_until(lambda: cache.has(records["words"].sha256), 5, "the new version's copy",
+               interval=0.01)
     cache.sync(maps, records)
     assert a.read_text() == b.read_text() == "beta\n"
     assert stormlet.blobs.version(a) == sha(b"beta\n")
@@ -339,7 +334,7 @@ def test_while_an_update_is_copied_workers_start_with_the_version_they_had(tmp_p
     maps = {"a-1-aaaaaa": {"k": "k.bin"}}
     records = {"k": nimbus.put("k", b"one", 1)}
     cache.sync(maps, records)
-    _until(lambda: cache.has(records["k"].sha256), "the first copy")
+    wait_until(lambda: cache.has(records["k"].sha256), 5, "the first copy", interval=0.01)
     (tmp_path / "code" / "a-1-aaaaaa").mkdir(parents=True)
     cache.link("a-1-aaaaaa")
     cache.sync(maps, {"k": nimbus.put("k", b"two", 2)})   # the update's copy waits
@@ -348,7 +343,7 @@ def test_while_an_update_is_copied_workers_start_with_the_version_they_had(tmp_p
     link = tmp_path / "code" / "a-1-aaaaaa" / "k.bin"
     assert link.read_bytes() == b"one"
     release.set()
-    _until(lambda: cache.has(sha(b"two")), "the update's copy")
+    wait_until(lambda: cache.has(sha(b"two")), 5, "the update's copy", interval=0.01)
     cache.sync(maps, {"k": nimbus.put("k", b"two", 2)})
     assert link.read_bytes() == b"two"
 
@@ -372,7 +367,7 @@ def test_a_failed_copy_is_tried_again(tmp_path, monkeypatch):
         cache.sync(maps, {"k": record})
         return cache.ready("a-1-aaaaaa")
 
-    _until(copied, "the second try")
+    wait_until(copied, 5, "the second try", interval=0.01)
     assert len(calls) == 2
 
 
@@ -390,7 +385,7 @@ def test_version_and_watch_follow_the_link(tmp_path, monkeypatch):
                                  interval=0.02)
     os.symlink(tmp_path / ("b" * 64), ".new")
     os.replace(".new", "model.bin")
-    _until(lambda: seen == ["two"], "the callback")
+    wait_until(lambda: seen == ["two"], 5, "the callback", interval=0.01)
     watch.stop()
     assert watch.version == "b" * 64
     plain = tmp_path / "plain.txt"   # under stormlet local: a file of one's own

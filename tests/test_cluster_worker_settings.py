@@ -1,7 +1,8 @@
 """A worker's settings on a real cluster (one nimbus, one supervisor with two slots): the
 environment variables and Python options a topology's config gives its workers reach them, and
 a worker over its memory limit is stopped, reported and started again while another topology's
-worker on the same supervisor runs on. The checks themselves: tests/test_worker_settings.py."""
+worker on the same supervisor runs on. The checks themselves:
+tests/test_worker_settings.py."""
 
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from support import wait_until
 
 from stormlet.cluster import code
 from stormlet.cluster.code import (
@@ -317,10 +318,7 @@ def test_inspection_kills_what_the_topology_started_and_does_not_wait_for_it(tmp
     report = inspect_package(tmp_path / "t.py", timeout=30)
     assert report["ok"]
     # SIGKILL was sent before inspect_package returned; the kernel takes a moment to finish it.
-    deadline = time.monotonic() + 10
-    while processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with(marker) == []
+    wait_until(lambda: processes_with(marker) == [], 10, "the leftover process to end")
 
 
 def test_inspection_sees_none_of_the_daemons_environment(tmp_path, monkeypatch):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from local_wheels import TESTDEP, make_testdep_wheels
+from support import wait_until
 
 from stormlet.cluster import environments as envs
 from stormlet.cluster.code import MANIFEST, package_topology, unpack
@@ -241,19 +242,16 @@ def test_background_builds_answer_at_once_report_failures_and_try_again_later(tm
     assert builds.python_for(tmp_path) is None      # building, on a thread of its own
     assert builds.python_for(tmp_path) is None      # still: one build, not two
     fake.release.set()
-    deadline = time.monotonic() + 10
-    while builds.failures(tmp_path) == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: builds.failures(tmp_path) == 1, 10, "the build to fail", interval=0.01)
     with pytest.raises(BuildError, match="ERROR: no x"):
         builds.python_for(tmp_path)
     assert fake.builds == 1 and builds.failures(tmp_path) == 1
     now[0] += envs.RETRY_SECS + 1                   # time to try again; this time it works
     fake.fail = False
     assert builds.python_for(tmp_path) is None
-    while not fake.built and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.05)
-    assert builds.python_for(tmp_path) == f"/envs/{builds.key_of(tmp_path)}/bin/python"
+    built = f"/envs/{builds.key_of(tmp_path)}/bin/python"
+    wait_until(lambda: builds.python_for(tmp_path) == built, 10, "the second build",
+               interval=0.01)
     assert fake.builds == 2 and builds.failures(tmp_path) == 0
     # A package that declares nothing runs with our own interpreter.
     plain = tmp_path / "plain"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from support import SteppedClock
 
 from stormlet import FailReason
 from stormlet.cli import main
@@ -30,6 +31,7 @@ from stormlet.failed import (
     summarize,
     topologies,
 )
+from stormlet.failed import writer as writer_module
 from stormlet.failed.record import record_to_dict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -269,14 +271,19 @@ def test_rotation_by_size(tmp_path):
     assert message_ids(read_failed(tmp_path)) == list(range(12))
 
 
-def test_rotation_by_age(tmp_path):
-    writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3, max_age_secs=0.3)
+def test_rotation_by_age(tmp_path, monkeypatch):
+    clock = SteppedClock()
+    monkeypatch.setattr(writer_module, "time", clock)
+    writer = FailedMessageWriter(tmp_path, "wc", "sentences", 3, max_age_secs=0.5)
     writer.write(record(0))
+    clock.now += 0.25
     assert writer.rotate_if_due() is None                 # too young
-    time.sleep(0.35)
+    clock.now += 0.25
     writer.write(record(1))                               # finds the file old: completes it first
     assert message_ids(read_failed(tmp_path)) == [0]
-    time.sleep(0.35)
+    clock.now += 0.25
+    assert writer.rotate_if_due() is None
+    clock.now += 0.25
     assert writer.rotate_if_due() is not None             # an idle writer's records show too
     assert message_ids(read_failed(tmp_path)) == [0, 1]
     assert inprogress_files(tmp_path) == []

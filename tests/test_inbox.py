@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+from support import wait_until
 
 from stormlet.runtime import inbox as inbox_module
 from stormlet.runtime.inbox import Inbox
@@ -42,9 +43,8 @@ def test_a_sender_waiting_for_room_is_woken_when_the_executor_takes_a_batch(slow
     waited: list[float] = []
     sender = threading.Thread(target=lambda: waited.append(inbox.put_data(batch(1, 5))))
     sender.start()
-    while not inbox._room_wakers:   # until it waits
-        time.sleep(0.01)
-    time.sleep(0.1)
+    wait_until(lambda: inbox._room_wakers, 10, "the sender to wait for room", interval=0.001)
+    time.sleep(0.1)   # the scenario: a span it waits (put_data reports it: waited, below)
     assert sender.is_alive() and inbox.qsize() == 1   # full: the second batch waits
 
     first = inbox.get()
@@ -61,8 +61,7 @@ def test_a_waiting_sender_gives_up_when_the_topology_stops():
     stopping = threading.Event()
     sender = threading.Thread(target=inbox.put_data, args=(batch(1, 1), stopping))
     sender.start()
-    while not inbox._room_wakers:   # until it waits
-        time.sleep(0.01)
+    wait_until(lambda: inbox._room_wakers, 10, "the sender to wait for room", interval=0.001)
     stopping.set()   # no room is made: it looks again within ROOM_RECHECK_SECS and gives up
     sender.join(timeout=10)
     assert not sender.is_alive()
@@ -136,7 +135,10 @@ def test_senders_sharing_a_full_inbox_take_turns_and_keep_it_bounded(slow_rechec
     for _ in range(per_sender * senders):
         taken_from.append(inbox.get(timeout=10)[2])
         inbox.took_data()
-        time.sleep(0.002)   # the woken sender goes in
+        # The woken sender goes in (the inbox full again), unless every sender is done.
+        wait_until(lambda: inbox.qsize() >= inbox.capacity
+                   or not any(thread.is_alive() for thread in threads), 10,
+                   "the woken sender to go in", interval=0.0005)
         depths.append(inbox.qsize())
     for thread in threads:
         thread.join(timeout=10)
@@ -153,13 +155,11 @@ def test_a_waiting_sender_keeps_its_place_in_line_while_it_rechecks(monkeypatch)
     inbox.put_data(batch(1, 1))
     first = threading.Thread(target=inbox.put_data, args=((DATA, 1, 1, ["first"]),))
     first.start()
-    while not inbox._room_wakers:
-        time.sleep(0.001)
+    wait_until(lambda: inbox._room_wakers, 10, "the first to wait", interval=0.001)
     second = threading.Thread(target=inbox.put_data, args=((DATA, 1, 2, ["second"]),))
     second.start()
-    while len(inbox._room_wakers) < 2:
-        time.sleep(0.001)
-    time.sleep(0.05)   # both recheck dozens of times
+    wait_until(lambda: len(inbox._room_wakers) == 2, 10, "the second to wait", interval=0.001)
+    time.sleep(0.05)   # the scenario: both recheck dozens of times
     taken = [inbox.get()]
     inbox.took_data()
     # The take's one wake-up goes to the first in line. (Which batch is in first is not the
@@ -186,8 +186,7 @@ def test_a_spout_no_longer_held_declines_a_wake_up_and_a_waiting_bolt_gets_it(sl
     assert transfer.flush(hold_back=True, wake=wake) is False   # sent: its waker is stale
     bolt = threading.Thread(target=target.put_data, args=((DATA, 1, 7, ["bolt"]),))
     bolt.start()
-    while len(target._room_wakers) < 2:
-        time.sleep(0.001)
+    wait_until(lambda: len(target._room_wakers) == 2, 10, "the bolt to wait", interval=0.001)
     target.get()
     target.took_data()
     bolt.join(timeout=10)
@@ -204,8 +203,7 @@ def test_a_woken_sender_goes_in_even_if_data_from_another_worker_took_the_room(s
     inbox.put_data(batch(1, 1))
     sender = threading.Thread(target=inbox.put_data, args=(batch(1, 2),))
     sender.start()
-    while not inbox._room_wakers:   # until it waits
-        time.sleep(0.01)
+    wait_until(lambda: inbox._room_wakers, 10, "the sender to wait for room", interval=0.001)
     inbox.get()
     inbox.put(batch(1, 3))   # the receiver's delivery from another worker: never refused
     inbox.took_data()
@@ -227,9 +225,8 @@ def test_data_for_a_task_in_a_cycle_with_the_sender_goes_into_a_full_inbox_at_on
     transfer.data[2].append("on")
     sender = threading.Thread(target=transfer.flush)
     sender.start()
-    deadline = time.monotonic() + 10
-    while not downstream._room_wakers and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: downstream._room_wakers, 10, "the sender to wait for room",
+               interval=0.001)
     assert sender.is_alive() and downstream.qsize() == 1
     downstream.get()
     downstream.took_data()

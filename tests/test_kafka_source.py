@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 from kafka_mock import MockKafkaCluster
+from support import SteppedClock
 from zookeeper_server import free_port
 
+from stormlet.sources import kafka as kafka_module
 from stormlet.sources.kafka import KafkaSource, produce
 from stormlet.sources.source import OffsetOutOfRange, Record, SourceError
 
@@ -134,7 +136,8 @@ class CountingConsumer:
         return getattr(self.consumer, name)
 
 
-def test_lag_ends_of_partitions_being_read_come_from_their_fetches(mock_kafka, topic):
+def test_lag_ends_of_partitions_being_read_come_from_their_fetches(mock_kafka, topic,
+                                                                   monkeypatch):
     source = KafkaSource(mock_kafka.bootstrap_servers, topic, timeout=5.0, watermark_ttl=0.0,
                          lag_refresh=3.0)
     mock_kafka.create_topic(topic, 2)
@@ -156,12 +159,16 @@ def test_lag_ends_of_partitions_being_read_come_from_their_fetches(mock_kafka, t
         assert (source.earliest(0), source.latest(0)) == (0, 57)
         assert counting.watermark_requests == asked + 2
         # Paused, a partition is not fetched: its end is asked of the broker once the last
-        # one is lag_refresh old.
+        # one is lag_refresh old (on a clock the test moves).
+        clock = SteppedClock()
+        monkeypatch.setattr(kafka_module, "time", clock)
         source.pause([0])
         mock_kafka.produce(topic, values(3, "paused-"), partition=0)
         assert source.lag_end(0) == 57
+        clock.now += 1.0
+        assert source.lag_end(0) == 57
         assert counting.watermark_requests == asked + 2
-        time.sleep(3.1)
+        clock.now += 2.0
         assert source.lag_end(0) == 60
         assert counting.watermark_requests == asked + 3
     finally:

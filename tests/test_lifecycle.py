@@ -130,22 +130,20 @@ def test_tick_tuples_reach_only_the_configured_bolt_at_its_frequency():
         .add_config(TICK_FREQ, 1)
     b.set_bolt("plain", AckBolt()).shuffle_grouping("spout")
     conf = {MESSAGE_TIMEOUT: 2, "test.count": 5}
+    # The runtime schedules a task's k-th tick for k periods after it set the task up, which is
+    # after this moment: so tick k comes no earlier than k seconds from here. (Only a lower
+    # bound: a busy machine may deliver a tick late, never early.)
+    before_submit = time.monotonic()
     with running(b.build(), conf) as cluster:
-        started = time.monotonic()
         ticked = cluster.instances("lifecycle", "ticked")
         plain = cluster.instances("lifecycle", "plain")[0]
-        cluster.wait_for(lambda: all(len(t.ticks) >= 3 for t in ticked), timeout=10)
-        elapsed = time.monotonic() - started
-        time.sleep(0.3)
-        assert 2.5 <= elapsed <= 4.5, elapsed
+        cluster.wait_for(lambda: all(len(t.ticks) >= 3 for t in ticked), timeout=30)
         for task in ticked:  # every task of the bolt gets its own ticks
             ticks = list(task.ticks)
-            assert len(ticks) <= 4
-            for _t, tup in ticks:
+            for k, (at, tup) in enumerate(ticks, 1):
                 assert tup.is_tick()
                 assert tup.source_component == "__system"
-            gaps = [b[0] - a[0] for a, b in zip(ticks, ticks[1:])]
-            assert all(0.5 <= gap <= 1.5 for gap in gaps), gaps
+                assert at - before_submit >= k * 1.0, (k, at - before_submit)
         # Data tuples are not ticks, and the other bolt got data but no ticks.
         assert sorted(x for t in ticked for x in t.data) == [0, 1, 2, 3, 4]
         assert sorted(plain.data) == [0, 1, 2, 3, 4]
@@ -170,11 +168,11 @@ def test_deactivate_stops_emission_and_activate_resumes_on_the_spout_thread():
         cluster.deactivate("lifecycle")
         cluster.wait_for(lambda: "deactivate" in spout.methods(), timeout=5)
         stopped_at = len(spout.emitted)
-        time.sleep(0.4)
+        # In-flight tuples still complete while inactive: the spout's thread takes their acks,
+        # so it ran its loop while inactive, where it would have called next_tuple.
+        cluster.wait_for(lambda: len(spout.acks) == stopped_at, timeout=5)
         assert len(spout.emitted) == stopped_at
         assert spout.calls_while_inactive == 0
-        # In-flight tuples still complete while inactive.
-        cluster.wait_for(lambda: len(spout.acks) == stopped_at, timeout=5)
 
         cluster.activate("lifecycle")
         cluster.wait_for(lambda: len(spout.emitted) >= stopped_at + 10, timeout=5)
@@ -202,7 +200,8 @@ def test_activation_wakes_a_waiting_spout_at_once(monkeypatch, shared):
         cluster.wait_for(lambda: len(spout.emitted) >= 5, timeout=10)
         cluster.deactivate("lifecycle")
         cluster.wait_for(lambda: "deactivate" in spout.methods(), timeout=10)
-        # Now the spout waits a minute between looks, unless woken.
+        # Now the spout waits a minute between looks, unless woken. (The scenario: a moment for
+        # it to go to sleep; were it still awake, the test would pass without proving the wake.)
         time.sleep(0.2)
         stopped_at = len(spout.emitted)
         cluster.activate("lifecycle")
@@ -226,10 +225,10 @@ def test_kill_drains_in_flight_tuples_then_closes_and_cleans_up():
         bolts = cluster.instances("drain", "slow")
         cluster.wait_for(lambda: len(spout.emitted) >= 15, timeout=10)
         started = time.monotonic()
-        cluster.kill("drain", wait_secs=5)
+        cluster.kill("drain", wait_secs=30)
         took = time.monotonic() - started
         assert "drain" not in cluster.topologies()
-        assert took < 3, took
+        assert took < 30, f"the kill waited out its limit ({took:.1f} s), not the drain"
         assert spout.methods() == ["open", "activate", "deactivate", "close"]
         (spout_thread,) = spout.threads["next_tuple"]
         assert spout.threads["deactivate"] == spout.threads["close"] == {spout_thread}
@@ -246,7 +245,8 @@ def test_kill_fails_tuples_still_in_flight_after_the_wait_with_reason_timeout():
     b = TopologyBuilder()
     b.set_spout("spout", LifecycleSpout())
     b.set_bolt("holder", AckBolt()).shuffle_grouping("spout")
-    conf = {MESSAGE_TIMEOUT: 2, "test.count": 10, "test.hold.odd": True}
+    # The message timeout far beyond the kill's wait: a "timeout" below is the kill's.
+    conf = {MESSAGE_TIMEOUT: 60, "test.count": 10, "test.hold.odd": True}
     with LocalCluster() as cluster:
         cluster.submit("hold", conf, b.build())
         spout = cluster.instances("hold", "spout")[0]
@@ -255,7 +255,7 @@ def test_kill_fails_tuples_still_in_flight_after_the_wait_with_reason_timeout():
         started = time.monotonic()
         cluster.kill("hold", wait_secs=0.3)
         took = time.monotonic() - started
-        assert 0.3 <= took < 1.5, took
+        assert 0.3 <= took < 60, took   # waited its 0.3 s; failed them, not the timeout
         assert sorted(spout.acks) == [0, 2, 4, 6, 8]
         assert sorted(m for m, _ in spout.fails) == [1, 3, 5, 7, 9]
         assert {r.kind for _, r in spout.fails} == {"timeout"}

@@ -102,7 +102,9 @@ def test_a_setting_the_topology_cannot_run_with_is_refused_at_submit(cluster, se
 
 def test_list_is_answered_while_a_slow_submission_is_inspected(cluster, leader, tmp_path):
     slow = tmp_path / "slow.py"
-    slow.write_text(LEDGER.read_text() + "\nimport time\ntime.sleep(6)\n")
+    inspecting = tmp_path / "inspecting"   # made by the import of nimbus's inspection
+    slow.write_text(LEDGER.read_text() + f"\nimport pathlib, time\n"
+                    f"pathlib.Path({str(inspecting)!r}).touch()\ntime.sleep(6)\n")
     submitted = {}
 
     def submit() -> None:
@@ -111,7 +113,7 @@ def test_list_is_answered_while_a_slow_submission_is_inspected(cluster, leader, 
 
     thread = threading.Thread(target=submit)
     thread.start()
-    time.sleep(1.5)   # the CLI has packaged and sent it; nimbus is inspecting
+    wait_until(inspecting.exists, 30, "nimbus to inspect the submission")
     answered = 0
     while thread.is_alive() and answered < 10:
         assert isinstance(rpc.call(leader, "list", timeout=2), list)

@@ -170,15 +170,18 @@ def test_due_retries_go_out_while_the_uncommitted_cap_holds_new_fetches(tmp_path
     with support.running(topology_over(spout, spout_tasks=1, sinks=1), conf) as cluster:
         # While m0 waits to retry, at most the cap (plus one fetch) gets emitted past it.
         source = cluster.instances("test", "source")[0]
-        peak = 0
-        deadline = time.monotonic() + 20
-        while committed(tmp_path / "log").get(0) != 300 and time.monotonic() < deadline:
+        peaks = [0]
+
+        def all_committed() -> bool:   # watching the uncommitted count meanwhile
             state = source.partitions.get(0)
             if state is not None:
-                peak = max(peak, state.uncommitted())
-            time.sleep(0.005)
+                peaks.append(max(peaks[-1], state.uncommitted()))
+            return committed(tmp_path / "log").get(0) == 300
+
+        support.wait_until(all_committed, 20, "offset 300 committed", interval=0.005)
         assert committed(tmp_path / "log") == {0: 300}
         assert seen(cluster)["m0"] == 4
+        peak = peaks[-1]
         assert 20 <= peak <= 20 + 5   # the cap was reached (else no deadlock to avoid), and held
 
 

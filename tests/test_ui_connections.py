@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
+from support import wait_until
 from ui_support import ui_cluster
 
 from stormlet.ui.app import UiServer, serve
@@ -142,10 +143,8 @@ def test_an_unfinished_request_is_closed_after_its_time_however_slowly_it_is_sen
         with Tricklers(server.port, 1, every=0.05) as trickler:
             assert closed_by_server(silent, within=5)
             assert closed_by_server(partial, within=5)
-            deadline = time.monotonic() + 5
-            while trickler.reconnects == 0 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert trickler.reconnects >= 1, "a trickled request outlived request_secs"
+            wait_until(lambda: trickler.reconnects >= 1, 5,
+                       "the server to close a trickled request after request_secs", interval=0.05)
     # The operator hears of it, once for all of them.
     warnings = [r.getMessage() for r in caplog.records if r.name == "stormlet.ui.connections"]
     assert len(warnings) == 1 and "kept it waiting for a request" in warnings[0]

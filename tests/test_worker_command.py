@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -53,12 +52,10 @@ def test_the_command_line_of_a_running_process_is_read_from_proc():
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)",
                                 PORT_OPTION, "6700"])
     try:
-        deadline = time.monotonic() + 5
-        command = command_line(process.pid)
         # Just after the fork, the cmdline reads empty or still as this process's.
-        while option_value(command, PORT_OPTION) is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-            command = command_line(process.pid)
+        wait_until(lambda: option_value(command_line(process.pid), PORT_OPTION) is not None, 5,
+                   "the child's command line", interval=0.01)
+        command = command_line(process.pid)
         assert command[0] == sys.executable.encode()
         assert option_value(command, PORT_OPTION) == b"6700"
     finally:
