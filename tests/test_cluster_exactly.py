@@ -213,6 +213,7 @@ def inject(cluster, name: str, fault: str, rng: random.Random) -> tuple[str, set
         daemon.kill()
         time.sleep(rng.uniform(1, 4))   # the fault's length
         daemon.start()
+        cluster.wait_for_leader()   # its old registration lingers until its session expires
         return "SIGKILL nimbus, started again", set()
     if fault == "zookeeper":
         cluster.zk.stop(hard=True)
