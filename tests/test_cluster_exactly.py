@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import after_test, serve_cluster, wait_until
+from kazoo.exceptions import NoNodeError
 from redis_server import RedisServer, redis_available
 from zookeeper_server import zookeeper_available
 
@@ -41,7 +42,6 @@ pytestmark = pytest.mark.skipif(
 TOPOLOGIES = Path(__file__).resolve().parent / "cluster_topologies"
 TOPOLOGY = {"log": TOPOLOGIES / "exactly_word_count.py",
             "kafka": TOPOLOGIES / "exactly_kafka_word_count.py"}
-SPOUT_ID = {"log": "exactly-words", "kafka": "exactly-kafka-words"}   # the files' spout ids
 FAULTS = ("worker", "supervisor", "nimbus", "zookeeper")
 MARKS = {"log": (), "kafka": (pytest.mark.kafka,)}   # the Kafka runs start the mock broker
 SENTENCES = 1500
@@ -174,15 +174,16 @@ def test_faults_leave_the_committed_word_count_exact(request, cluster, tmp_path,
         run(cluster, tmp_path, source, seed, faults, None, kafka)
 
 
-def forget_commits(cluster, spout_id: str) -> None:
-    """Delete the spout's offset commits of an earlier run, which a new log or topic would
-    otherwise resume at (a new topology resumes a spout id's commits, by design)."""
+def forget_commits(cluster) -> None:
+    """Delete the offset commits of the module's earlier runs, which a spout of the same id
+    would otherwise resume at in a new log or topic (a new topology resumes a spout id's
+    commits, by design)."""
     client = connect(cluster.zk.hosts)
     try:
-        client.delete(f"{offsets_path()}/{spout_id}", recursive=True)
-    except Exception as e:   # kazoo's NoNodeError: nothing committed yet
-        if type(e).__name__ != "NoNodeError":
-            raise
+        for spout_id in client.get_children(offsets_path()):
+            client.delete(f"{offsets_path()}/{spout_id}", recursive=True)
+    except NoNodeError:   # nothing committed yet
+        pass
     finally:
         client.stop()
         client.close()
@@ -227,7 +228,7 @@ def run(cluster, tmp_path: Path, source: str, seed: int, faults: tuple[str, ...]
         redis: RedisServer | None, kafka) -> None:
     rng = random.Random(seed)
     name = f"exactly{source[0]}{seed}{'r' if redis else ''}"
-    forget_commits(cluster, SPOUT_ID[source])
+    forget_commits(cluster)
     if source == "log":
         target: Path | str = tmp_path / "log"
         PartitionedLog.create(target, 2).close()
