@@ -20,6 +20,7 @@ python benchmarks/groupings.py
 echo
 python benchmarks/state_and_windows.py
 python benchmarks/stateful_windows.py
+python benchmarks/effectively_once.py
 python benchmarks/joins.py
 echo
 python benchmarks/streamparse_wordcount.py

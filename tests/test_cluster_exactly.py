@@ -1,11 +1,14 @@
 """Effectively-once on a real loopback cluster (ZooKeeper, nimbus, a supervisor, two workers): a
-stateful word count over the partitioned log, fed while it runs, one of its workers SIGKILLed
-mid-stream; the committed state must then equal a failure-free run's exactly: every word's total
-the true count, every (partition, offset, word) counted once.
+stateful word count over the partitioned log or a Kafka topic (the mock broker), fed while it
+runs, with faults injected mid-stream: a worker SIGKILLed, the supervisor SIGKILLed with its
+workers and started again, nimbus SIGKILLed and started again, ZooKeeper SIGKILLed and started
+again. The committed state must then equal a failure-free run's exactly: every word's total the
+true count, every (partition, offset, word) counted once.
 
-Quick form (CI): one kill, the embedded store. Full form: ``STORMLET_EXACTLY_SEEDS=20`` runs that
-many seeds on each store (embedded, and Redis when installed), each killing a worker (chosen and
-timed by the seed) once or twice."""
+Quick form (CI): two runs, the log with a worker killed and Kafka with the supervisor killed,
+on the embedded store. Full form: ``STORMLET_EXACTLY_SEEDS=N`` runs N seeds of each source on
+each store (embedded, and Redis when installed), each seed choosing one or two faults from
+``FAULTS`` and when they strike."""
 
 from __future__ import annotations
 
@@ -21,9 +24,11 @@ from pathlib import Path
 
 import pytest
 from cluster_support import after_test, serve_cluster, wait_until
+from kazoo.exceptions import NoNodeError
 from redis_server import RedisServer, redis_available
 from zookeeper_server import zookeeper_available
 
+from stormlet.cluster.zk_state import connect, offsets_path
 from stormlet.sources.partitioned_log import PartitionedLog
 from stormlet.state.checkpoint import CHECKPOINT_COMPONENT
 from stormlet.state.exactly import PROGRESS_KEY
@@ -34,11 +39,32 @@ from stormlet.state.store import decode_key, decode_value, encode_key
 pytestmark = pytest.mark.skipif(
     not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
 
-TOPOLOGY = Path(__file__).resolve().parent / "cluster_topologies" / "exactly_word_count.py"
+TOPOLOGIES = Path(__file__).resolve().parent / "cluster_topologies"
+TOPOLOGY = {"log": TOPOLOGIES / "exactly_word_count.py",
+            "kafka": TOPOLOGIES / "exactly_kafka_word_count.py"}
+FAULTS = ("worker", "supervisor", "nimbus", "zookeeper")
+MARKS = {"log": (), "kafka": (pytest.mark.kafka,)}   # the Kafka runs start the mock broker
 SENTENCES = 1500
 RATE = 300   # sentences a second, appended while the topology runs
 SEEDS = int(os.environ.get("STORMLET_EXACTLY_SEEDS", "1"))
 STORES = ["embedded"] + (["redis"] if SEEDS > 1 and redis_available() else [])
+QUICK = [("log", "embedded", 0, ("worker",)), ("kafka", "embedded", 0, ("supervisor",))]
+
+
+def cases() -> list:
+    """(source, store, seed, faults): the quick form's two, or the full form's seeded ones."""
+    if SEEDS <= 1:
+        return [pytest.param(*case, id=f"{case[0]}-{case[1]}-{'+'.join(case[3])}",
+                             marks=MARKS[case[0]]) for case in QUICK]
+    found = []
+    for source in ("log", "kafka"):
+        for store in STORES:
+            for seed in range(SEEDS):
+                rng = random.Random(f"{source}{store}{seed}")
+                faults = tuple(rng.sample(FAULTS, rng.choice((1, 2))))
+                found.append(pytest.param(source, store, seed, faults, marks=MARKS[source],
+                                          id=f"{source}-{store}-{seed}-{'+'.join(faults)}"))
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -110,58 +136,129 @@ def committed(db_path: Path, name: str) -> tuple[dict, dict, tuple]:
     return split_state(state, decode_value(progress[0]) if progress else (0, "", 0))
 
 
-def feed(log_path: Path, stop: threading.Event) -> None:
-    log = PartitionedLog(log_path)
-    try:
-        for start in range(0, SENTENCES, RATE // 10):
-            if stop.is_set():
-                return
-            log.append_many([sentence(i) for i in range(start, min(SENTENCES, start + RATE // 10))])
-            log.flush()
-            time.sleep(0.1)   # the feed's pace, not a wait for the system under test
-    finally:
-        log.close()
+class Feed:
+    """Appends the sentences to the log, or produces them to the Kafka topic, at ``RATE``."""
+
+    def __init__(self, source: str, target: Path | str, kafka=None):
+        self.source, self.target, self.kafka = source, target, kafka
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        log = PartitionedLog(self.target) if self.source == "log" else None
+        step = RATE // 10
+        try:
+            for start in range(0, SENTENCES, step):
+                if self.stop.is_set():
+                    return
+                batch = [sentence(i) for i in range(start, min(SENTENCES, start + step))]
+                if log is not None:
+                    log.append_many(batch)
+                    log.flush()
+                else:
+                    self.kafka.produce(self.target, batch, partition=(start // step) % 2)
+                time.sleep(0.1)   # the feed's pace, not a wait for the system under test
+        finally:
+            if log is not None:
+                log.close()
 
 
-@pytest.mark.parametrize("store", STORES)
-@pytest.mark.parametrize("seed", range(SEEDS))
-def test_a_killed_worker_leaves_the_committed_word_count_exact(cluster, tmp_path, seed, store):
+@pytest.mark.parametrize(("source", "store", "seed", "faults"), cases())
+def test_faults_leave_the_committed_word_count_exact(request, cluster, tmp_path, source, store,
+                                                     seed, faults):
+    kafka = request.getfixturevalue("mock_kafka") if source == "kafka" else None
     if store == "redis":
         with RedisServer(tmp_path / "redis") as redis:
-            run(cluster, tmp_path, seed, redis)
+            run(cluster, tmp_path, source, seed, faults, redis, kafka)
     else:
-        run(cluster, tmp_path, seed, None)
+        run(cluster, tmp_path, source, seed, faults, None, kafka)
 
 
-def run(cluster, tmp_path: Path, seed: int, redis: RedisServer | None) -> None:
+def forget_commits(cluster) -> None:
+    """Delete the offset commits of the module's earlier runs, which a spout of the same id
+    would otherwise resume at in a new log or topic (a new topology resumes a spout id's
+    commits, by design)."""
+    client = connect(cluster.zk.hosts)
+    try:
+        for spout_id in client.get_children(offsets_path()):
+            client.delete(f"{offsets_path()}/{spout_id}", recursive=True)
+    except NoNodeError:   # nothing committed yet
+        pass
+    finally:
+        client.stop()
+        client.close()
+
+
+def inject(cluster, name: str, fault: str, rng: random.Random) -> tuple[str, set[int]]:
+    """Strike with ``fault`` and undo it (a daemon started again); returns what was done and
+    the pids of the workers it killed, whose restart the test then waits for."""
+    workers = sorted(cluster.topology_workers(name).values(), key=lambda b: b["pid"])
+    if fault == "worker":
+        victim = rng.choice(workers)
+        os.kill(victim["pid"], signal.SIGKILL)
+        return f"SIGKILL worker pid {victim['pid']}", {victim["pid"]}
+    if fault == "supervisor":
+        daemon = cluster.supervisors["s1"]
+        daemon.kill()
+        for beat in workers:
+            try:
+                os.kill(beat["pid"], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(rng.uniform(1, 4))   # how long the node is down: the fault's length
+        daemon.start()
+        return "SIGKILL the supervisor and its workers, started again", {
+            beat["pid"] for beat in workers}
+    if fault == "nimbus":
+        daemon = cluster.nimbuses[0]
+        daemon.kill()
+        time.sleep(rng.uniform(1, 4))   # the fault's length
+        daemon.start()
+        cluster.wait_for_leader()   # its old registration lingers until its session expires
+        return "SIGKILL nimbus, started again", set()
+    if fault == "zookeeper":
+        cluster.zk.stop(hard=True)
+        time.sleep(rng.uniform(2, 6))   # the fault's length, within the sessions' timeout
+        cluster.zk.start()
+        return "SIGKILL ZooKeeper, started again", set()
+    raise ValueError(f"unknown fault {fault!r}")
+
+
+def run(cluster, tmp_path: Path, source: str, seed: int, faults: tuple[str, ...],
+        redis: RedisServer | None, kafka) -> None:
     rng = random.Random(seed)
-    name = f"exactly{seed}{'r' if redis else ''}"
-    log_path = tmp_path / "log"
-    PartitionedLog.create(log_path, 2).close()
+    name = f"exactly{source[0]}{seed}{'r' if redis else ''}"
+    forget_commits(cluster)
+    if source == "log":
+        target: Path | str = tmp_path / "log"
+        PartitionedLog.create(target, 2).close()
+        where = [f"words.log={target}"]
+    else:
+        target = f"words-{name}"
+        kafka.create_topic(target, 2)
+        where = [f"words.kafka={kafka.bootstrap_servers}", f"words.topic={target}"]
     committed_now = Committed(cluster.base / "s1" / "state" / f"{name}.sqlite3", name, redis)
     state = ["topology.state.provider=embedded"]
     if redis is not None:
         state = ["topology.state.provider=redis",
                  f"topology.state.provider.config={json.dumps(redis.provider_config)}"]
-    cluster.submit(TOPOLOGY, name, "topology.workers=2", f"words.log={log_path}", *state)
+    cluster.submit(TOPOLOGY[source], name, "topology.workers=2", *where, *state)
     wait_until(lambda: len(cluster.topology_workers(name)) == 2, 40, "two workers")
-    stop = threading.Event()
-    feeder = threading.Thread(target=feed, args=(log_path, stop), daemon=True)
-    feeder.start()
+    feed = Feed(source, target, kafka)
+    feed.thread.start()
+    done = []
     try:
-        kills = 1 if SEEDS == 1 else rng.choice((1, 2))
-        for k in range(kills):
-            at = rng.randint(200, SENTENCES // 3) * (k + 1)   # both kills mid-stream
+        for k, fault in enumerate(faults):
+            at = rng.randint(200, SENTENCES // 3) * (k + 1)   # each fault mid-stream
             wait_until(lambda: len(committed_now()[1]) > at * 2, 90,
                        f"{at} sentences' words committed")
-            victim = rng.choice(sorted(cluster.topology_workers(name).values(),
-                                       key=lambda b: b["pid"]))
-            os.kill(victim["pid"], signal.SIGKILL)
-            wait_until(lambda: len(cluster.topology_workers(name)) == 2 and victim["pid"] not in
-                       {b["pid"] for b in cluster.topology_workers(name).values()},
-                       60, "the worker to be restarted")
+            what, killed = inject(cluster, name, fault, rng)
+            done.append(what)
+            wait_until(lambda: len(cluster.topology_workers(name)) == 2 and not killed & {
+                b["pid"] for b in cluster.topology_workers(name).values()},
+                60, "the topology's two workers to run again")
         expected = failure_free_totals()
-        killed_at = time.monotonic()
+        struck_at = time.monotonic()
         try:
             wait_until(lambda: committed_now()[0] == expected, 120,
                        "the committed totals to equal a failure-free run's")
@@ -169,17 +266,18 @@ def run(cluster, tmp_path: Path, seed: int, redis: RedisServer | None) -> None:
             totals, seen, progress = committed_now()
             off = {w: (totals.get(w), n) for w, n in expected.items() if totals.get(w) != n}
             twice = sorted(k for k, n in seen.items() if n > 1)[:10]
-            raise AssertionError(f"committed (got, expected) differ: {off}; counted twice: "
-                                 f"{twice}; progress {progress}") from None
-        recovered_secs = time.monotonic() - killed_at
+            raise AssertionError(f"after {done}: committed (got, expected) differ: {off}; "
+                                 f"counted twice: {twice}; progress {progress}") from None
+        recovered_secs = time.monotonic() - struck_at
         totals, seen, progress = committed_now()
     finally:
-        stop.set()
-        feeder.join()
+        feed.stop.set()
+        feed.thread.join()
         cluster.kill_and_wait(name)
     assert totals == expected
     assert len(seen) == 2 * SENTENCES
     assert {n for n in seen.values()} == {1}, "a word of a record was counted twice"
-    assert progress[2] >= 2, f"no recovery happened ({progress}): the kill tested nothing"
-    print(f"seed {seed}: {kills} kill(s), exact again {recovered_secs:.1f} s after the last, "
-          f"checkpoint progress {progress}")
+    if set(faults) & {"worker", "supervisor"}:
+        assert progress[2] >= 2, f"no recovery happened ({progress}): the kill tested nothing"
+    print(f"{source} {seed}: {'; '.join(done)}; exact again {recovered_secs:.1f} s after the "
+          f"last fault; checkpoint progress {progress}")

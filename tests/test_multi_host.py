@@ -27,6 +27,8 @@ from cluster_support import wait_until
 from multi_host import MultiHostChaosRun, MultiHostCluster, multi_host_available, unavailable_reason
 from zookeeper_server import zookeeper_available
 
+from stormlet import config as cfg
+
 LOCAL_STATEFUL_TOPOLOGY = (Path(__file__).resolve().parent / "chaos" /
                            "chaos_stateful_local_topology.py")
 
@@ -453,3 +455,25 @@ def test_an_orphan_cut_off_from_zookeeper_commits_no_checkpoint_over_its_success
         state.lines(run.started_wall)
     assert not state.double_commits, state.lines(run.started_wall)
     assert not state.foreign, state.lines(run.started_wall)
+
+
+@full_form_only
+@pytest.mark.parametrize("fault", ["cut_off", "link_cut"])
+def test_effectively_once_counts_every_message_exactly_once_across_a_partition(
+        multi_host, tmp_path, fault):
+    """Issue 55: the stateful topology in effectively-once, its state on a Redis server on a
+    host of its own, while s1 is cut off from the network (its worker runs on alone, split
+    brain) or the link between s1 and s2 is cut both ways (each still reaches ZooKeeper). The
+    chaos checker with exact equality: every message counted exactly once in the committed
+    state, as a failure-free run counts it."""
+    redis = multi_host.add_redis()
+    messages, down = scaled(8_000, 14)
+    run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=messages, rate=RATE,
+                            workers=2, seed=55, scenario=f"effectively-once, {fault}",
+                            redis=redis, guarantee=cfg.EFFECTIVELY_ONCE)
+    run.start()
+    time.sleep(5)
+    run.inject(fault, down_secs=down, **({"host": "s1"} if fault == "cut_off" else {}))
+    report = run.finish(timeout=240)
+    checked(report)
+    assert report.exact, report.lines()

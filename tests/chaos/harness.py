@@ -16,6 +16,11 @@ With ``history=True`` the run also keeps a history (tests/history.py: heartbeats
 over time) and its report the checker's findings: offsets below the commits no sink saw, when
 the cluster noticed each fault, and how long a spout task ran in two workers at once;
 ``report.table()`` is the run as a row of the scenario table.
+
+With ``guarantee="effectively-once"`` (a stateful run) the topology runs in that mode, and the
+checker's stateful count becomes exact equality: every message counted exactly once in the
+committed state (``report.exact``), as a failure-free run counts it; at-least-once runs report
+the messages counted more than once too, which that mode allows.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ class ChaosReport:
     lost: int
     duplicates: int
     uncounted: int | None = None   # stateful runs: messages missing from the committed state
+    overcounted: int | None = None  # stateful runs: messages counted more than once in it
     scenario: str = ""
     # With a history (tests/history.py): offsets below the final commits no sink saw, offsets
     # below a commit no sink had seen when it was made, and the longest stretch a spout task
@@ -85,6 +91,12 @@ class ChaosReport:
     # its lines (StateCheck.lines), printed before the history.
     state: object = None
     state_lines: list[str] | None = None
+
+    @property
+    def exact(self) -> bool:
+        """A stateful run's committed state is a failure-free run's: every message in it, each
+        counted once."""
+        return self.uncounted == 0 and self.overcounted == 0
 
     def row(self) -> str:
         """This run as one row of the scenario table (``ROW_HEADER``): its faults' detection
@@ -109,7 +121,9 @@ class ChaosReport:
         out = [f"messages: {self.messages} in {self.seconds:.0f}s; faults injected: "
                f"{len(self.faults)}; lost: {self.lost}; duplicates delivered: {self.duplicates}"
                + ("" if self.uncounted is None
-                  else f"; missing from the committed state: {self.uncounted}")]
+                  else f"; missing from the committed state: {self.uncounted}")
+               + ("" if self.overcounted is None
+                  else f"; counted more than once in it: {self.overcounted}")]
         for f in self.faults:
             recovery = ("not measured: the run ended first" if f.recovered_after is None
                         else "throughput never fell below 80%" if f.recovered_after == 0
@@ -130,9 +144,11 @@ class ChaosReport:
 class ChaosRun:
     def __init__(self, cluster: LoopbackCluster, workdir: Path, messages: int, rate: float,
                  workers: int = 3, seed: int | None = None, redis=None, scenario: str = "",
-                 history: bool = False, topology: Path | None = None):
+                 history: bool = False, topology: Path | None = None,
+                 guarantee: str | None = None):
         """With ``redis`` (a ``RedisServer``), the stateful topology runs, its state there
-        (``topology``: another stateful topology file, its stateful bolt ``tally`` too).
+        (``topology``: another stateful topology file, its stateful bolt ``tally`` too), in
+        ``guarantee`` (``topology.guarantee``; None: the topology's, at-least-once).
         With ``history``, a ``history.History`` records the run and ``finish`` checks it
         (tests/history.py; the watcher runs with ``watch_prefix()``)."""
         self.cluster = cluster
@@ -141,6 +157,7 @@ class ChaosRun:
         self.keep_history = history
         self.history = None
         self.redis = redis
+        self.guarantee = guarantee
         # The cluster's credentials, to read its ZooKeeper as its daemons do.
         self.security = Security.load(cluster.secret_file)
         self.workdir = workdir
@@ -166,6 +183,8 @@ class ChaosRun:
         if self.redis is not None:
             state = ["-c", "topology.state.provider=redis", "-c",
                      f"topology.state.provider.config={json.dumps(self.redis.provider_config)}"]
+        if self.guarantee is not None:
+            state += ["-c", f"topology.guarantee={self.guarantee}"]
         result = self.cluster.cli("submit", str(self.topology),
                                   "--name", NAME, "-c", f"topology.workers={self.workers}",
                                   "-c", f"chaos.log={self.log_path}",
@@ -321,12 +340,14 @@ class ChaosRun:
         expected = {f"{i:09d}" for i in range(self.messages)}
         lost = len(expected - counts.keys())
         duplicates = sum(counts.values()) - len(counts)
-        uncounted = None
+        uncounted = overcounted = None
         if self.redis is not None:
-            uncounted = len(expected - self.committed_counts().keys())
+            tallied = self.committed_counts()
+            uncounted = len(expected - tallied.keys())
+            overcounted = sum(1 for n in tallied.values() if n > 1)
         self._measure_recovery()
         report = ChaosReport(self.messages, seconds, self.faults, lost, duplicates, uncounted,
-                             scenario=self.scenario)
+                             overcounted, scenario=self.scenario)
         if self.history is not None:
             self._check_history(report, ends)
         return report

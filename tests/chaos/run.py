@@ -2,11 +2,12 @@
 every kind are injected at random, then the report.
 
     python tests/chaos/run.py [--messages 200000] [--rate 2000] [--faults 20] [--seed N]
-                              [--stateful]
+                              [--stateful] [--effectively-once]
 
 Needs ZooKeeper (bash deploy/zookeeper.sh install); --stateful runs the stateful topology with
-its state on a Redis server (bash deploy/redis.sh install), which also gets SIGKILLed. Exits
-non-zero if any message was lost (or, --stateful, is missing from the committed state).
+its state on a Redis server (bash deploy/redis.sh install), which also gets SIGKILLed;
+--effectively-once runs it in that mode. Exits non-zero if any message was lost (or, stateful,
+is missing from the committed state; or, effectively-once, counted there more than once).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from harness import FAULTS, ChaosRun  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 from test_chaos import chaos_cluster  # noqa: E402
 
+from stormlet import config as cfg  # noqa: E402
+
 SUPERVISOR_DOWN = 15.0
 ZOOKEEPER_DOWN = 12.0
 
@@ -37,7 +40,12 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--stateful", action="store_true",
                         help="the stateful topology, its state on a Redis server")
+    parser.add_argument("--effectively-once", action="store_true",
+                        help="the stateful topology in topology.guarantee effectively-once "
+                             "(implies --stateful): every message counted exactly once")
     args = parser.parse_args()
+    args.stateful = args.stateful or args.effectively_once
+    guarantee = cfg.EFFECTIVELY_ONCE if args.effectively_once else None
     rng = random.Random(args.seed)
     stream_secs = args.messages / args.rate
     interval = stream_secs / (args.faults + 1)
@@ -47,7 +55,7 @@ def main() -> int:
         cluster = chaos_cluster(Path(tmp))
         try:
             run = ChaosRun(cluster, Path(tmp) / "run", args.messages, args.rate, seed=args.seed,
-                           redis=redis)
+                           redis=redis, guarantee=guarantee)
             run.start()
             # Faults that take capacity away for a while are not stacked: at most one
             # supervisor down and one ZooKeeper outage at a time, so the cluster can recover.
@@ -75,7 +83,7 @@ def main() -> int:
             if redis is not None:
                 redis.kill()
     print("\n".join(report.lines()))
-    return 1 if report.lost or report.uncounted else 0
+    return 1 if report.lost or report.uncounted or (guarantee and report.overcounted) else 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 """The chaos suite, quick form (CI): one of each fault against a live stream, on a real loopback
 cluster. Every message must be acked and seen; duplicates are allowed (at-least-once) and
-reported. The long form is ``python tests/chaos/run.py`` (see its --help)."""
+reported. The long form is ``python tests/chaos/run.py`` (see its --help).
+
+Effectively-once (issue 55) is checked here with exact equality in the full form (CI runs its
+quicker proof, tests/test_cluster_exactly.py): the stateful topology in that mode under every
+fault, every message counted exactly once in the committed state."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from redis_server import SKIP_REASON as REDIS_SKIP_REASON
 from redis_server import RedisServer, redis_available
 from zookeeper_server import zookeeper_available
 
+from stormlet import config as cfg
 from stormlet.cluster.security import Security
 
 pytestmark = pytest.mark.skipif(
@@ -92,3 +97,20 @@ def test_a_stateful_topology_on_redis_loses_no_message_and_no_committed_count(tm
     assert report.lost == 0, report.lines()
     assert report.uncounted == 0, report.lines()
     assert [f.kind for f in report.faults] == ["worker", "redis", "supervisor"]
+
+
+@full_form_only
+@pytest.mark.skipif(not redis_available(), reason=REDIS_SKIP_REASON)
+def test_effectively_once_counts_every_message_exactly_once_through_every_fault(tmp_path):
+    with RedisServer(tmp_path / "redis") as redis, serving_chaos_cluster(tmp_path) as cluster:
+        run = ChaosRun(cluster, tmp_path / "run", messages=12_000, rate=400, seed=55,
+                       redis=redis, guarantee=cfg.EFFECTIVELY_ONCE,
+                       scenario="effectively-once, each fault")
+        run.start()
+        for kind in ("worker", "supervisor", "nimbus", "zookeeper", "redis"):
+            time.sleep(5)   # the stream runs between faults
+            run.inject(kind, **({"down_secs": 8} if kind in ("supervisor", "zookeeper") else {}))
+        report = run.finish(timeout=300)
+    print("\n".join(report.lines()))
+    assert report.lost == 0, report.lines()
+    assert report.exact, report.lines()

@@ -1,5 +1,6 @@
 """A stateful word count over the partitioned log in effectively-once, for the cluster test of
-exact state under a killed worker (tests/test_cluster_exactly.py).
+exact state under failures (tests/test_cluster_exactly.py); exactly_kafka_word_count.py is
+the same over Kafka.
 
 Each record is a sentence ``<id> w<a> w<b>``; ``Split`` sends its words on, each with its
 partition and offset, and ``Count`` (stateful, fields grouping on the word) keeps every word's
@@ -18,7 +19,10 @@ class Split(Bolt):
     outputs = ["word", "partition", "offset"]
 
     def execute(self, tup):
-        for word in tup["value"].split()[1:]:
+        value = tup["value"]
+        if isinstance(value, bytes):   # a Kafka record's value
+            value = value.decode()
+        for word in value.split()[1:]:
             self.collector.emit([word, tup["partition"], tup["offset"]], anchors=[tup])
         self.collector.ack(tup)
 
