@@ -320,3 +320,30 @@ def test_the_fake_fences_as_kafka_does():
     with pytest.raises(Exception, match="fenced"):
         first.commit_transaction(1)
     assert broker.committed == []
+
+
+def test_the_real_client_runs_the_transactions_on_librdkafkas_mock_broker(tmp_path, mock_kafka):
+    """The calls the sink makes, through confluent-kafka, against a Kafka-protocol broker
+    (failure-free: the mock keeps no transaction semantics to test failures against)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    mock_kafka.create_topic("sink-counts", partitions=1)
+    sink = TransactionalKafkaBolt(mock_kafka.bootstrap_servers).with_topic_selector(
+        "sink-counts").with_tuple_to_kafka_mapper(FieldNameBasedTupleToKafkaMapper("word", "n"))
+    expected = running_counts()
+    consumer = Consumer({"bootstrap.servers": mock_kafka.bootstrap_servers, "group.id": "read",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("sink-counts", 0, 0)])
+    got: Counter = Counter()
+
+    def done():
+        while (message := consumer.poll(0.05)) is not None:
+            assert message.error() is None, message.error()
+            got[(message.key().decode(), message.value().decode())] += 1
+        return sum(got.values()) >= sum(expected.values())
+    try:
+        run_until(tmp_path, sink, "none", done, "every running count in the topic")
+        done()   # and nothing more
+    finally:
+        consumer.close()
+    assert got == expected

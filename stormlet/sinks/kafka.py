@@ -19,6 +19,55 @@ Deliveries are reported on the bolt's own thread: the bolt asks for a tick every
 ``poll_secs`` (default 0.1 s) and looks for them then and on every input, so an input is acked
 within about that long of its delivery. On ``cleanup`` it waits up to ``close_timeout_secs``
 for the records still in flight.
+
+KafkaBolt is at least once: ``topology.guarantee: effectively-once`` refuses it.
+
+Transactions: ``TransactionalKafkaBolt``
+----------------------------------------
+
+    bolt = (TransactionalKafkaBolt("127.0.0.1:9092")
+            .with_topic_selector("word-counts")
+            .with_tuple_to_kafka_mapper(FieldNameBasedTupleToKafkaMapper("word", "count")))
+
+A stateful bolt (``stormlet.sinks.checkpointed``) whose writes of checkpoint ``t`` go in one
+Kafka transaction, the two-phase commit of Flink's ``KafkaSink`` (EXACTLY_ONCE) on stormlet's
+checkpoint actions: records are produced into the open transaction as their inputs come;
+``PREPARE t`` flushes them (every record is with the broker, or the PREPARE fails and the
+checkpoint rolls back) and stages them in the task's checkpointed state; ``COMMIT t`` commits
+the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
+``isolation.level=read_committed`` see each checkpoint's records once, whole, in order.
+
+- The transactional.id is stable per task, ``<prefix>.<topology>.<component>.<task>``: a
+  restarted task's ``init_transactions`` fences its zombie predecessor (whose later calls fail
+  with PRODUCER_FENCED, raised as ``ProducerFenced``) and ends what it left open (aborted).
+- The mark: each transaction also commits, with ``send_offsets_to_transaction``, the offset
+  ``t`` of partition 0 of the marker topic for the task's consumer group (named as its
+  transactional.id), so whether ``t`` is out is read from Kafka itself, atomically with the
+  records.
+- A commit that fails after the checkpoint is decided: the checkpoint spout decides ``t`` when
+  it saves it COMMITTING, before any bolt commits, and every other bolt may have committed ``t``
+  already; ``t``'s records cannot be given up. Flink keeps the transaction open across the
+  failure and resumes it by its producer id and epoch (which confluent-kafka cannot do), and
+  loses the records if the broker times it out meanwhile. Here the records are staged in the
+  checkpoint itself, so nothing depends on the broker keeping a transaction: the failing COMMIT
+  fails its checkpoint action, the checkpoint spout's recovery sends COMMIT ``t`` again (as for
+  any bolt), and the sink, with a new producer (whose init ends the old transaction, committed
+  if its commit had reached the broker), reads its mark: at ``t``, the commit had succeeded and
+  only its answer was lost; below, it produces ``t``'s staged records in a new transaction with
+  mark ``t`` and commits that. A task that died instead does the same from ``init_state``,
+  whose state is the checkpoint ``t`` with its staged records. So a decided checkpoint's
+  records are committed once, however often the commit is tried.
+- What it costs: each checkpoint's records are written twice (to Kafka, and to the state store
+  at PREPARE), and readers in read_committed see them only at the commit, a checkpoint interval
+  late. ``transaction.timeout.ms`` (librdkafka's default 60 s) must exceed the checkpoint
+  interval plus the PREPARE.
+- Not done: a task that no longer exists after a rebalance with fewer tasks leaves its
+  transactional.id's open transaction to the broker's timeout (Flink aborts the ids of a range
+  at start); readers in read_committed wait at it until then. The marks follow the checkpoint
+  txids: a topology whose state is wiped must use a new ``transactional_id_prefix``.
+- librdkafka's mock cluster (the tests' broker) accepts the transactional calls but keeps no
+  transaction semantics; the tests prove the protocol on a fake that does
+  (``tests/fake_kafka_txn.py``) and run the real client against the mock without failures.
 """
 
 from __future__ import annotations
