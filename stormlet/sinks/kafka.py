@@ -312,7 +312,7 @@ def _fenced(error: Any) -> bool:
     """True for a KafkaException saying a newer producer took this transactional.id."""
     from confluent_kafka import KafkaError
 
-    err = error.args[0] if getattr(error, "args", None) else None
+    err: Any = error.args[0] if getattr(error, "args", None) else None
     code = err.code() if hasattr(err, "code") else None
     return code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
                     KafkaError.INVALID_PRODUCER_EPOCH)
