@@ -39,7 +39,9 @@ the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
 
 - The transactional.id is stable per task, ``<prefix>.<topology>.<component>.<task>``: a
   restarted task's ``init_transactions`` fences its zombie predecessor (whose later calls fail
-  with PRODUCER_FENCED, raised as ``ProducerFenced``) and ends what it left open (aborted).
+  with PRODUCER_FENCED) and ends what it left open (aborted). A fenced instance that is sent a
+  COMMIT takes the id back with a new producer and reads the mark before it writes: the one
+  that is behind publishes nothing, so fencing churns but never duplicates.
 - The mark: each transaction also commits, with ``send_offsets_to_transaction``, the offset
   ``t`` of partition 0 of the marker topic for the task's consumer group (named as its
   transactional.id), so whether ``t`` is out is read from Kafka itself, atomically with the
@@ -318,10 +320,6 @@ def _fenced(error: Any) -> bool:
                     KafkaError.INVALID_PRODUCER_EPOCH)
 
 
-class ProducerFenced(RuntimeError):
-    """A newer instance of this sink task took its transactional.id: this one is a zombie."""
-
-
 class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
     """Writes each checkpoint's records in one Kafka transaction, committed when the checkpoint
     commits: exactly once for readers with ``isolation.level=read_committed`` (see the
@@ -384,9 +382,7 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         """A producer of this task's transactional.id: its init fences every older one (a
         zombie of this task) and ends what that left open (aborted, or, if its commit had
         begun, committed)."""
-        old, self.producer, self.open = self.producer, None, False
-        if old is not None:
-            old.flush(0)
+        self.producer, self.open = None, False
         producer = self.make_producer({
             "logger": log, **self.producer_config, "bootstrap.servers": self.bootstrap_servers,
             "transactional.id": self.transactional_id})
@@ -403,6 +399,8 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
                 _record_bytes("value", self.mapper.get_message_from_tuple(tup))]
 
     def write_ahead(self, write: Any) -> None:
+        if self.producer is None:   # the last one failed: see publish
+            self._new_producer()
         if not self.open:
             self.producer.begin_transaction()
             self.open = True
@@ -435,17 +433,22 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
                 self._commit(txid)
                 return
             except Exception as exc:
-                if _fenced(exc):
-                    raise ProducerFenced(f"{self.transactional_id} is fenced by a newer "
-                                         f"instance of this task") from exc
                 # Committed or not? A new producer ends the transaction either way, and the
-                # mark then says which.
+                # mark then says which. Fenced, too: by a zombie that took the id back, or by
+                # this task's successor (then this is the zombie, and the mark keeps its
+                # publish out).
+                why = ("fenced by another instance of this task" if _fenced(exc)
+                       else _reason(exc))
                 log.warning("%s: committing checkpoint %d's transaction failed (%s): "
-                            "checking its mark", self.component, txid, _reason(exc))
-                self._new_producer()
+                            "checking its mark", self.component, txid, why)
+                self.producer = None
         elif self.open:
             self.discard()
-        if not writes or self._mark() >= txid:
+        if not writes:
+            return
+        if self.producer is None:
+            self._new_producer()   # before reading the mark: its init fences the others
+        if self._mark() >= txid:
             return
         for write in writes:
             self.write_ahead(write)
@@ -472,7 +475,8 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
 
     def discard(self) -> None:
         self.undelivered = None
-        if not self.open:
+        if not self.open or self.producer is None:
+            self.open = False
             return
         try:
             self.producer.abort_transaction(self.timeout_secs)
