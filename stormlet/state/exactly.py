@@ -49,7 +49,9 @@ use Redis. What costs: the spouts pause for the drain and the PREPARE at every c
 a recovery waits for the failed tuple's report (one checkpoint interval) or, when a message or a
 checkpoint action is lost with a worker, for the message timeout.
 
-What the mode cannot protect is refused at submit (``problems``).
+What the mode cannot protect is refused at submit (``problems``), sinks that cannot take part
+among it: a sink's writes outside are exactly once when it commits them with the checkpoint
+(``stormlet.sinks.checkpointed``).
 """
 
 from __future__ import annotations
