@@ -267,6 +267,20 @@ def test_a_restarted_upsert_sink_publishes_again_only_what_is_not_out(tmp_path):
     assert read_table(path, "t") == {"a": 3}
 
 
+
+def test_a_late_redis_publish_of_an_older_checkpoint_writes_nothing(redis_server):
+    client = redis_server.client()
+    client.flushall()
+    sink = RedisUpsertBolt(redis_server.provider_config, "late", ["word"], "n")
+    BoltHarness(sink, component_id="sink")
+    sink.init_state(KeyValueState(MemoryStore()))
+    sink.publish(2, [["a", "2"]], ahead=True)
+    sink.publish(1, [["a", "1"], ["b", "1"]], ahead=True)   # a zombie's, or a COMMIT again
+    sink.publish(2, [["a", "1"]], ahead=True)
+    assert client.hgetall("late") == {b"a": b"2"}
+    assert client.hgetall("late:stormlet-marks") == {sink.writer.encode(): b"2"}
+    sink.cleanup()
+
 # ----- refusals at submit
 
 class UserSink(Bolt, Sink):
