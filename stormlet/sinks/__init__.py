@@ -5,6 +5,10 @@ of ``stormlet.sources``.
   broker has its record.
 - ``stormlet.sinks.redis``: ``RedisStoreBolt``, ``RedisLookupBolt`` and ``RedisFilterBolt``
   (storm-redis's), with their mappers.
+- Effectively-once (``topology.guarantee``) refuses a sink that cannot take part
+  (``base.Sink``) and takes those that commit their writes with the checkpoint
+  (``checkpointed``): ``kafka.TransactionalKafkaBolt``, ``upsert.RedisUpsertBolt`` and
+  ``upsert.EmbeddedUpsertBolt``.
 
 Import them from their modules: each needs its client library (confluent-kafka, redis) only
 when used.

@@ -19,17 +19,70 @@ Deliveries are reported on the bolt's own thread: the bolt asks for a tick every
 ``poll_secs`` (default 0.1 s) and looks for them then and on every input, so an input is acked
 within about that long of its delivery. On ``cleanup`` it waits up to ``close_timeout_secs``
 for the records still in flight.
+
+KafkaBolt is at least once: ``topology.guarantee: effectively-once`` refuses it.
+
+Transactions: ``TransactionalKafkaBolt``
+----------------------------------------
+
+    bolt = (TransactionalKafkaBolt("127.0.0.1:9092")
+            .with_topic_selector("word-counts")
+            .with_tuple_to_kafka_mapper(FieldNameBasedTupleToKafkaMapper("word", "count")))
+
+A stateful bolt (``stormlet.sinks.checkpointed``) whose writes of checkpoint ``t`` go in one
+Kafka transaction, the two-phase commit of Flink's ``KafkaSink`` (EXACTLY_ONCE) on stormlet's
+checkpoint actions: records are produced into the open transaction as their inputs come;
+``PREPARE t`` flushes them (every record is with the broker, or the PREPARE fails and the
+checkpoint rolls back) and stages them in the task's checkpointed state; ``COMMIT t`` commits
+the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
+``isolation.level=read_committed`` see each checkpoint's records once, whole, in order.
+
+- The transactional.id is stable per task, ``<prefix>.<topology>.<component>.<task>``: a
+  restarted task's ``init_transactions`` fences its zombie predecessor (whose later calls fail
+  with PRODUCER_FENCED) and ends what it left open (aborted). A fenced instance that is sent a
+  COMMIT takes the id back with a new producer and reads the mark before it writes: the one
+  that is behind publishes nothing, so fencing churns but never duplicates.
+- The mark: each transaction also commits, with ``send_offsets_to_transaction``, the offset
+  ``t`` of partition 0 of the marker topic for the task's consumer group (named as its
+  transactional.id), so whether ``t`` is out is read from Kafka itself, atomically with the
+  records.
+- A commit that fails after the checkpoint is decided: the checkpoint spout decides ``t`` when
+  it saves it COMMITTING, before any bolt commits, and every other bolt may have committed ``t``
+  already; ``t``'s records cannot be given up. Flink keeps the transaction open across the
+  failure and resumes it by its producer id and epoch (which confluent-kafka cannot do), and
+  loses the records if the broker times it out meanwhile. Here the records are staged in the
+  checkpoint itself, so nothing depends on the broker keeping a transaction: the failing COMMIT
+  fails its checkpoint action, the checkpoint spout's recovery sends COMMIT ``t`` again (as for
+  any bolt), and the sink, with a new producer (whose init ends the old transaction, committed
+  if its commit had reached the broker), reads its mark: at ``t``, the commit had succeeded and
+  only its answer was lost; below, it produces ``t``'s staged records in a new transaction with
+  mark ``t`` and commits that. A task that died instead does the same from ``init_state``,
+  whose state is the checkpoint ``t`` with its staged records. So a decided checkpoint's
+  records are committed once, however often the commit is tried.
+- What it costs: each checkpoint's records are written twice (to Kafka, and to the state store
+  at PREPARE), and readers in read_committed see them only at the commit, a checkpoint interval
+  late. ``transaction.timeout.ms`` (librdkafka's default 60 s) must exceed the checkpoint
+  interval plus the PREPARE.
+- Not done: a task that no longer exists after a rebalance with fewer tasks leaves its
+  transactional.id's open transaction to the broker's timeout (Flink aborts the ids of a range
+  at start); readers in read_committed wait at it until then. The marks follow the checkpoint
+  txids: a topology whose state is wiped must use a new ``transactional_id_prefix``.
+- librdkafka's mock cluster (the tests' broker) accepts the transactional calls but keeps no
+  transaction semantics; the tests prove the protocol on a fake that does
+  (``tests/fake_kafka_txn.py``) and run the real client against the mock without failures.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from .. import config as cfg
 from ..components import Bolt
 from ..tuples import Tuple
+from .base import Sink
+from .checkpointed import CheckpointedSink
 
 log = logging.getLogger(__name__)
 
@@ -128,13 +181,44 @@ def _reason(error: Any) -> str:
     return f"kafka: {type(error).__name__}: {error}"
 
 
-class KafkaBolt(Bolt):
+class _RecordsOf:
+    """What both Kafka sinks share: how an input becomes a record, and the builder methods
+    that say so."""
+
+    bootstrap_servers: str
+    producer_config: dict[str, Any]
+    mapper: TupleToKafkaMapper
+    topic_selector: KafkaTopicSelector | None
+
+    def with_tuple_to_kafka_mapper(self, mapper: TupleToKafkaMapper) -> Self:
+        self.mapper = mapper
+        return self
+
+    def with_topic_selector(self, selector: KafkaTopicSelector | str) -> Self:
+        """A ``KafkaTopicSelector``, or a topic name for a ``DefaultTopicSelector``."""
+        self.topic_selector = (DefaultTopicSelector(selector) if isinstance(selector, str)
+                               else selector)
+        return self
+
+    def with_producer_properties(self, config: dict[str, Any]) -> Self:
+        self.producer_config.update(config)
+        return self
+
+    def _check_selector(self, component: str) -> None:
+        if self.topic_selector is None:
+            raise ValueError(f"{type(self).__name__} {component!r} has no topic selector: "
+                             f"call with_topic_selector(...)")
+
+
+class KafkaBolt(_RecordsOf, Bolt, Sink):
     """Writes each input to Kafka and acks it once the broker has it (see the module doc).
 
     ``producer_config`` is librdkafka's (``bootstrap.servers`` given apart); the producer is
     made in ``prepare``, one per task."""
 
     outputs = None   # a sink: it emits nothing
+    why_not = ("it sends each record as its input comes, outside any transaction, so a "
+               "replay after a rollback sends it again")
 
     def __init__(self, bootstrap_servers: str, producer_config: dict[str, Any] | None = None,
                  poll_secs: float = DEFAULT_POLL_SECS,
@@ -147,20 +231,6 @@ class KafkaBolt(Bolt):
         self.topic_selector: KafkaTopicSelector | None = None
         self.fire_and_forget = False
         self.is_async = True
-
-    def with_tuple_to_kafka_mapper(self, mapper: TupleToKafkaMapper) -> KafkaBolt:
-        self.mapper = mapper
-        return self
-
-    def with_topic_selector(self, selector: KafkaTopicSelector | str) -> KafkaBolt:
-        """A ``KafkaTopicSelector``, or a topic name for a ``DefaultTopicSelector``."""
-        self.topic_selector = (DefaultTopicSelector(selector) if isinstance(selector, str)
-                               else selector)
-        return self
-
-    def with_producer_properties(self, config: dict[str, Any]) -> KafkaBolt:
-        self.producer_config.update(config)
-        return self
 
     def set_fire_and_forget(self, fire_and_forget: bool) -> KafkaBolt:
         """Ack each input once its record is queued, without waiting for the broker."""
@@ -178,9 +248,7 @@ class KafkaBolt(Bolt):
     def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
         from confluent_kafka import Producer  # only a topology that writes to Kafka needs it
 
-        if self.topic_selector is None:
-            raise ValueError(f"KafkaBolt {context.component_id!r} has no topic selector: call "
-                             f"with_topic_selector(...)")
+        self._check_selector(context.component_id)
         self.collector = collector
         self.component = context.component_id
         self.producer = Producer({"logger": log, **self.producer_config,
@@ -241,3 +309,187 @@ class KafkaBolt(Bolt):
                 log.warning("%s: %d record(s) not delivered within %g s of shutdown: their "
                             "inputs time out and are replayed", self.component, left,
                             self.close_timeout_secs)
+
+
+def _fenced(error: Any) -> bool:
+    """True for a KafkaException saying a newer producer took this transactional.id."""
+    from confluent_kafka import KafkaError
+
+    err: Any = error.args[0] if getattr(error, "args", None) else None
+    code = err.code() if hasattr(err, "code") else None
+    return code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
+                    KafkaError.INVALID_PRODUCER_EPOCH)
+
+
+class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
+    """Writes each checkpoint's records in one Kafka transaction, committed when the checkpoint
+    commits: exactly once for readers with ``isolation.level=read_committed`` (see the
+    "Transactions" part of the module's docstring).
+
+    ``producer_config`` is librdkafka's (``bootstrap.servers`` and ``transactional.id`` are
+    set here). ``transactional_id_prefix``: each task's transactional.id is
+    ``<prefix>.<topology>.<component>.<task>``, and its mark's consumer group the same.
+    ``marker_topic``: the topic whose partition 0 carries the mark (an offset of that group,
+    never a record); by default the ``DefaultTopicSelector``'s topic. ``timeout_secs`` bounds
+    each call to the broker (init, flush, commit, abort)."""
+
+    def __init__(self, bootstrap_servers: str, producer_config: dict[str, Any] | None = None,
+                 transactional_id_prefix: str = "stormlet", marker_topic: str | None = None,
+                 timeout_secs: float = DEFAULT_CLOSE_TIMEOUT_SECS):
+        self.bootstrap_servers = bootstrap_servers
+        self.producer_config = dict(producer_config or {})
+        self.transactional_id_prefix = transactional_id_prefix
+        self.marker_topic = marker_topic
+        self.timeout_secs = timeout_secs
+        self.mapper = FieldNameBasedTupleToKafkaMapper()
+        self.topic_selector = None
+
+    # ----- the clients (a test puts fakes in their place)
+
+    def make_producer(self, config: dict[str, Any]) -> Any:
+        from confluent_kafka import Producer
+
+        return Producer(config)
+
+    def make_consumer(self, config: dict[str, Any]) -> Any:
+        from confluent_kafka import Consumer
+
+        return Consumer(config)
+
+    # ----- CheckpointedSink
+
+    def prepare(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        super().prepare(conf, context, collector)
+        self._check_selector(self.component)
+        topic = self.marker_topic or getattr(self.topic_selector, "topic", None)
+        if topic is None:
+            raise ValueError(f"TransactionalKafkaBolt {self.component!r}: give marker_topic "
+                             f"(a topic to carry each task's mark) with a topic selector other "
+                             f"than DefaultTopicSelector")
+        self.mark_topic = topic
+        self.transactional_id = f"{self.transactional_id_prefix}.{self.writer}"
+        self.producer: Any = None
+        self.consumer: Any = None
+        self.open = False             # a transaction is open on the producer
+        self.undelivered: str | None = None
+
+    def started(self) -> None:
+        self.consumer = self.make_consumer({
+            "logger": log, "bootstrap.servers": self.bootstrap_servers,
+            "group.id": self.transactional_id, "enable.auto.commit": False})
+        self._new_producer()
+
+    def _new_producer(self) -> None:
+        """A producer of this task's transactional.id: its init fences every older one (a
+        zombie of this task) and ends what that left open (aborted, or, if its commit had
+        begun, committed)."""
+        self.producer, self.open = None, False
+        producer = self.make_producer({
+            "logger": log, **self.producer_config, "bootstrap.servers": self.bootstrap_servers,
+            "transactional.id": self.transactional_id})
+        producer.init_transactions(self.timeout_secs)
+        self.producer = producer
+
+    def gather(self, tup: Tuple) -> Any:
+        topic = self.topic_selector.get_topic(tup)   # type: ignore[union-attr]
+        if topic is None:
+            log.warning("%s: skipping a tuple from %r: the topic selector gave no topic",
+                        self.component, tup.source_component)
+            return None
+        return [topic, _record_bytes("key", self.mapper.get_key_from_tuple(tup)),
+                _record_bytes("value", self.mapper.get_message_from_tuple(tup))]
+
+    def write_ahead(self, write: Any) -> None:
+        if self.producer is None:   # the last one failed: see publish
+            self._new_producer()
+        if not self.open:
+            self.producer.begin_transaction()
+            self.open = True
+        topic, key, value = write
+        while True:
+            try:
+                self.producer.produce(topic, value, key, on_delivery=self._delivered)
+                return
+            except BufferError:   # the local queue is full: deliveries make room
+                self.producer.poll(0.1)
+
+    def _delivered(self, err: Any, _msg: Any) -> None:
+        if err is not None and self.undelivered is None:
+            self.undelivered = _reason(err)
+
+    def sealed(self, txid: int) -> None:
+        # Flink's pre-commit: every record of the checkpoint is with the broker (in the open
+        # transaction) before the checkpoint may complete.
+        if not self.open:
+            return
+        left = self.producer.flush(self.timeout_secs)
+        if left or self.undelivered:
+            why = self.undelivered or f"{left} record(s) not delivered in {self.timeout_secs} s"
+            raise RuntimeError(f"{self.component}: checkpoint {txid}'s transaction cannot be "
+                               f"prepared: {why}")
+
+    def publish(self, txid: int, writes: list[Any], ahead: bool) -> None:
+        if ahead and self.open:
+            try:
+                self._commit(txid)
+                return
+            except Exception as exc:
+                # Committed or not? A new producer ends the transaction either way, and the
+                # mark then says which. Fenced, too: by a zombie that took the id back, or by
+                # this task's successor (then this is the zombie, and the mark keeps its
+                # publish out).
+                why = ("fenced by another instance of this task" if _fenced(exc)
+                       else _reason(exc))
+                log.warning("%s: committing checkpoint %d's transaction failed (%s): "
+                            "checking its mark", self.component, txid, why)
+                self.producer = None
+        elif self.open:
+            self.discard()
+        if not writes:
+            return
+        if self.producer is None:
+            self._new_producer()   # before reading the mark: its init fences the others
+        if self._mark() >= txid:
+            return
+        for write in writes:
+            self.write_ahead(write)
+        self.sealed(txid)
+        self._commit(txid)
+
+    def _commit(self, txid: int) -> None:
+        from confluent_kafka import TopicPartition
+
+        # The mark goes in the transaction: committed with its records or not at all.
+        self.producer.send_offsets_to_transaction(
+            [TopicPartition(self.mark_topic, 0, txid)], self.consumer.consumer_group_metadata(),
+            self.timeout_secs)
+        self.producer.commit_transaction(self.timeout_secs)
+        self.open = False
+
+    def _mark(self) -> int:
+        """The txid of the last checkpoint this task's transactions committed, or -1."""
+        from confluent_kafka import TopicPartition
+
+        found = self.consumer.committed([TopicPartition(self.mark_topic, 0)], self.timeout_secs)
+        offset = found[0].offset if found else -1
+        return offset if offset >= 0 else -1
+
+    def discard(self) -> None:
+        self.undelivered = None
+        if not self.open or self.producer is None:
+            self.open = False
+            return
+        try:
+            self.producer.abort_transaction(self.timeout_secs)
+            self.open = False
+        except Exception as exc:
+            log.warning("%s: aborting the transaction failed (%s): a new producer ends it",
+                        self.component, _reason(exc))
+            self._new_producer()
+
+    def cleanup(self) -> None:
+        # An open transaction is left to the next instance of this task (its init aborts it)
+        # or to the broker's transaction.timeout.ms.
+        for client in (getattr(self, "producer", None), getattr(self, "consumer", None)):
+            if client is not None and hasattr(client, "close"):
+                client.close()

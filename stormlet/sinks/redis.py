@@ -41,6 +41,7 @@ from typing import Any, Protocol
 from ..components import Bolt, OutputFieldsDeclarer
 from ..state.redis_store import connect
 from ..tuples import Tuple
+from .base import Sink
 
 
 class RedisDataType(enum.Enum):
@@ -229,9 +230,13 @@ class _RedisBolt(Bolt):
             client.close()
 
 
-class RedisStoreBolt(_RedisBolt):
+class RedisStoreBolt(_RedisBolt, Sink):
     """Stores each input's value at its key (storm-redis's ``RedisStoreBolt``; see the module
-    doc for the command per data type). Emits nothing."""
+    doc for the command per data type). Emits nothing. Effectively-once refuses it: use
+    ``stormlet.sinks.upsert.RedisUpsertBolt``."""
+
+    why_not = ("it writes each input as it comes, outside the checkpoints (a LIST, SET or "
+               "counter gains a replayed input twice; a value rolled back stays written)")
 
     def process(self, tup: Tuple, key: str, add: str | None) -> None:
         value = self.mapper.get_value_from_tuple(tup)   # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .store import Changes, StateError, check_commit_txid
@@ -107,6 +107,22 @@ class EmbeddedStore:
         with self._transaction():
             self._db.execute("DELETE FROM prepared WHERE ns = ?", (self.namespace,))
             self._db.execute("UPDATE txids SET prepared = NULL WHERE ns = ?", (self.namespace,))
+
+    def publish(self, writer: str, txid: int, rows: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Upsert ``rows`` (key, value) into the committed rows of this namespace and set
+        ``writer``'s mark to ``txid``, in one transaction; nothing (and False) when the mark is
+        ``txid`` or later already. For ``stormlet.sinks.upsert``: a sink's published writes."""
+        mark = f"{self.namespace}\x00{writer}"   # never a state namespace (no NUL in those)
+        with self._transaction():
+            row = self._db.execute("SELECT committed FROM txids WHERE ns = ?",
+                                   (mark,)).fetchone()
+            if row is not None and row[0] is not None and row[0] >= txid:
+                return False
+            self._db.executemany("INSERT OR REPLACE INTO kv (ns, k, v) VALUES (?, ?, ?)",
+                                 ((self.namespace, k, v) for k, v in rows))
+            self._db.execute("INSERT INTO txids (ns, committed) VALUES (?, ?) ON CONFLICT (ns) "
+                             "DO UPDATE SET committed = excluded.committed", (mark, txid))
+        return True
 
     def close(self) -> None:
         self._db.close()

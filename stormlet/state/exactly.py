@@ -49,7 +49,9 @@ use Redis. What costs: the spouts pause for the drain and the PREPARE at every c
 a recovery waits for the failed tuple's report (one checkpoint interval) or, when a message or a
 checkpoint action is lost with a worker, for the message timeout.
 
-What the mode cannot protect is refused at submit (``problems``).
+What the mode cannot protect is refused at submit (``problems``), sinks that cannot take part
+among it: a sink's writes outside are exactly once when it commits them with the checkpoint
+(``stormlet.sinks.checkpointed``).
 """
 
 from __future__ import annotations
@@ -196,6 +198,7 @@ def problems(components: Mapping[str, Any], conf: Mapping[str, Any]) -> list[str
             found.append(f"bolt {cid!r} gets tick tuples ({cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS}): "
                          f"they come by the wall clock, so a replay does not see them at the "
                          f"same places; {mode} cannot protect it")
+    found += _sink_problems(components, mode)
     try:
         if provider_name(dict(conf)) == MEMORY:
             found.append(f"{cfg.TOPOLOGY_STATE_PROVIDER} memory cannot take part in {mode}: "
@@ -207,4 +210,30 @@ def problems(components: Mapping[str, Any], conf: Mapping[str, Any]) -> list[str
     if conf.get(cfg.TOPOLOGY_ACKER_EXECUTORS) == 0:
         found.append(f"{cfg.TOPOLOGY_ACKER_EXECUTORS} 0 cannot run {mode}: a checkpoint waits "
                      f"for the spouts' tuples to be acked")
+    return found
+
+
+def _sink_problems(components: Mapping[str, Any], mode: str) -> list[str]:
+    """The sinks (``stormlet.sinks.base.Sink``) that cannot take part: their writes outside
+    would not be exactly once."""
+    from ..sinks.base import Sink
+    from .bolt import StatefulBolt
+    from .wrappers import StatefulBoltRunner, run_bolt
+
+    found = []
+    for cid in sorted(components):
+        spec = components[cid]
+        if spec.is_spout:
+            continue
+        obj = spec.obj
+        bolt = obj.inner if isinstance(obj, StatefulBoltRunner) else run_bolt(obj)
+        if not isinstance(bolt, Sink):
+            continue
+        kind = type(bolt).__name__
+        if not bolt.takes_part:
+            found.append(f"sink {cid!r} ({kind}) cannot take part in {mode}: {bolt.why_not} "
+                         f"(use TransactionalKafkaBolt, RedisUpsertBolt or EmbeddedUpsertBolt)")
+        elif not isinstance(bolt, StatefulBolt):
+            found.append(f"sink {cid!r} ({kind}) says it takes part in {mode} but is not a "
+                         f"StatefulBolt, so it never gets the checkpoint's PREPARE and COMMIT")
     return found
