@@ -28,6 +28,7 @@ HOT_MODULES = (
     "stormlet.runtime.rotating_map",
     "stormlet.runtime.acker",
     "stormlet.groupings",
+    "stormlet.values",                     # the full value check, for values not plain scalars
     "stormlet.runtime.serialization",
     "stormlet.collectors",
     "stormlet.runtime.routing",
