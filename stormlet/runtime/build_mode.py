@@ -27,9 +27,9 @@ HOT_MODULES = (
     "stormlet.runtime.int_map",
     "stormlet.runtime.rotating_map",
     "stormlet.runtime.acker",
-    "stormlet.groupings",
     "stormlet.values",                     # the full value check, for values not plain scalars
     "stormlet.runtime.serialization",
+    "stormlet.runtime.choosers",
     "stormlet.collectors",
     "stormlet.runtime.routing",
     "stormlet.metrics.histogram",

@@ -28,6 +28,7 @@ import cython
 
 from ... import groupings as g
 from ...context import TopologyContext
+from ...runtime import choosers
 from ...runtime.protocol import DEFAULT_STREAM
 from ...runtime.routing import _nobody, check_direct_task, check_stream
 from ...runtime.serialization import checked
@@ -139,9 +140,9 @@ class Emitter:
         # The runtime's own chooser: the same hash, over the same task ids, so a key lands on the
         # task index it would in streaming; custom and partial-key groupings keep per-emitting-
         # task state as they do there.
-        chooser = g.as_function(g.make_chooser(grouping, fields, tasks, source_task=self.task,
-                                               context=context, stream=stream, rng=rng,
-                                               registry=self.registry))
+        chooser = choosers.as_function(choosers.make_chooser(
+            grouping, fields, tasks, source_task=self.task, context=context, stream=stream,
+            rng=rng, registry=self.registry))
         appends = {t: appender(i) for i, t in enumerate(tasks)}
         if grouping.kind in ONE_TASK:
             out.chooser, out.appends = chooser, appends
