@@ -17,7 +17,7 @@ import statistics
 import time
 
 from stormlet import groupings as g
-from stormlet.runtime import build_mode
+from stormlet.runtime import build_mode, choosers
 from stormlet.runtime.load_aware import WORKER_LOCAL, Balancer
 from stormlet.runtime.routing import StreamRoute
 from stormlet.tuples import StreamInfo
@@ -34,9 +34,9 @@ def route_for(kind: str, fields: tuple[str, ...], tasks: int,
               load_aware: bool = False) -> StreamRoute:
     route = StreamRoute(StreamInfo("split", "default", FIELDS), direct=False)
     # Local-or-shuffle with every target task in this worker: a shuffle among them.
-    route.choosers.append(g.make_chooser(g.Grouping(kind, fields), FIELDS, list(range(tasks)),
-                                         source_task=100, local_tasks=set(range(tasks)),
-                                         rng=random.Random(1), load_aware=load_aware))
+    route.choosers.append(choosers.make_chooser(
+        g.Grouping(kind, fields), FIELDS, list(range(tasks)), source_task=100,
+        local_tasks=set(range(tasks)), rng=random.Random(1), load_aware=load_aware))
     if load_aware:
         (chooser,) = route.choosers
         Balancer(chooser, 0.8, 0.2, random.Random(1)).refresh(

@@ -12,10 +12,10 @@ from .failed import DeadLetterBox
 from .joins import JoinBolt, Selector
 from .local import LocalCluster
 from .runtime import extensions
-from .runtime.serialization import SerializationError
 from .serializers import Serializer, register_serialization
 from .topology import Topology, TopologyBuilder, TopologyError
 from .tuples import Tuple
+from .values import SerializationError
 
 # The features built on the runtime, plugged in here: the runtime never imports them.
 extensions.plug_dead_letters(DeadLetterBox)

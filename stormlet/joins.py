@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from .components import OutputFieldsDeclarer
 from .errors import TopologyError
-from .runtime.protocol import DEFAULT_STREAM
+from .streams import DEFAULT_STREAM
 from .tuples import Tuple
 from .windowing import Window, WindowedBolt
 

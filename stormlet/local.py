@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import config as cfg
-from .cluster import events
+from . import event_history as events
 from .runtime import live_settings as live
 from .runtime.cpu_affinity import local_executor_cpu
 from .runtime.engine import TopologyRuntime

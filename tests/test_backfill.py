@@ -826,7 +826,7 @@ def test_the_runners_send_each_word_to_the_task_the_runtimes_chooser_picks(tmp_p
     run them, with the records moved between them as the job's RDDs move them."""
     from types import SimpleNamespace
 
-    from stormlet import groupings as g
+    from stormlet.runtime.choosers import make_chooser
     from stormlet.spark.backfill import shipping
     from stormlet.spark.backfill.chunks import decoded
     from stormlet.spark.backfill.counts import Tally
@@ -872,8 +872,8 @@ def test_the_runners_send_each_word_to_the_task_the_runtimes_chooser_picks(tmp_p
     layout = shipping.LoadedTopology(code, job.topology, {}).layout
     tasks = layout.component_tasks["count"]
     grouping = job.topology.components["count"].inputs[0].grouping
-    chooser = g.make_chooser(grouping, ["word"], tasks,
-                             source_task=layout.component_tasks["split"][0])
+    chooser = make_chooser(grouping, ["word"], tasks,
+                           source_task=layout.component_tasks["split"][0])
     split_tasks = layout.component_tasks["split"]
     for i, partition in enumerate(by_task):
         runs = [run for _index, encoded in partition for run in decoded(encoded)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import os
 import shutil
 import subprocess
@@ -83,3 +84,22 @@ def test_a_module_edited_since_it_was_compiled_runs_all_from_source(tmp_path):
     assert line == ("hot path: interpreted (edited since compiled: stormlet.runtime.acker; "
                     "pip install -e . rebuilds)")
     assert all(f.endswith(".py") for f in files)
+
+
+def test_a_build_left_of_a_module_no_longer_compiled_never_loads(tmp_path):
+    # groupings.py was compiled before its choosers moved to runtime/choosers.py; a rebuild
+    # leaves its old build beside it, which Python's import would prefer to the .py.
+    copy = tmp_path / "stormlet"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in build_mode.RETIRED_HOT_MODULES:
+        path = Path(tmp_path, *name.split("."))
+        path.with_name(path.name + importlib.machinery.EXTENSION_SUFFIXES[0]).write_bytes(
+            b"not a build: loading it fails")
+    code = ("import importlib, stormlet.runtime.build_mode as b; "
+            "print(*[importlib.import_module(m).__file__ for m in b.RETIRED_HOT_MODULES])")
+    for pure in ("1", ""):
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(tmp_path), "STORMLET_PURE_PYTHON": pure})
+        assert result.returncode == 0, result.stderr
+        assert all(f.startswith(str(copy)) and f.endswith(".py") for f in result.stdout.split())

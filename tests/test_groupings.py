@@ -19,7 +19,9 @@ import pytest
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet import groupings as g
-from stormlet.groupings import Grouping, make_chooser, stable_hash
+from stormlet.groupings import Grouping
+from stormlet.runtime import choosers
+from stormlet.runtime.choosers import make_chooser, stable_hash
 from stormlet.runtime.routing import StreamRoute
 from stormlet.tuples import StreamInfo
 
@@ -553,12 +555,12 @@ def test_groupings_whose_answer_never_changes_are_constant_choosers():
     # What lets a route answer them from a field, with no call per emit.
     for kind, fields in ((g.SHUFFLE, ()), (g.NONE, ()), (g.FIELDS, ("key",)),
                          (g.LOCAL_OR_SHUFFLE, ()), (g.PARTIAL_KEY, ("key",))):
-        assert type(chooser(kind, fields, tasks=[4])) is g.Always, kind
-        assert type(chooser(kind, fields)) is not g.Always, kind
-    assert type(chooser(g.ALL)) is g.Always and type(chooser(g.GLOBAL)) is g.Always
+        assert type(chooser(kind, fields, tasks=[4])) is choosers.Always, kind
+        assert type(chooser(kind, fields)) is not choosers.Always, kind
+    assert type(chooser(g.ALL)) is choosers.Always and type(chooser(g.GLOBAL)) is choosers.Always
     for kind, fields in ((g.FIELDS, ("key",)), (g.ALL, ()), (g.SHUFFLE, ())):
         choose = chooser(kind, fields, rng=random.Random(2))
-        as_function = g.as_function(chooser(kind, fields, rng=random.Random(2)))
+        as_function = choosers.as_function(chooser(kind, fields, rng=random.Random(2)))
         assert [as_function([i, f"k{i}"]) for i in range(20)] == \
             [choose([i, f"k{i}"]) for i in range(20)]
 
@@ -592,7 +594,7 @@ def test_a_str_key_hashes_as_zlib_crc32_of_its_utf8_compiled_or_not():
     for key in keys:
         assert stable_hash([key]) == zlib.crc32(key.encode("utf-8", "surrogatepass")), key
         if key.isascii():
-            assert g.ascii_crc32(key) == zlib.crc32(key.encode()), key
+            assert choosers.ascii_crc32(key) == zlib.crc32(key.encode()), key
 
 
 def test_make_chooser_fields_spreads_keys():
@@ -672,9 +674,9 @@ def test_partial_key_hash_is_what_its_steps_say():
     keys = [b"", b"a", b"\xff" * 3, bytes(range(256)), msgpack.packb(["hot", 7])]
     for offset in PARTIAL_KEY_OFFSETS:
         for key in keys:
-            assert g.key_hash(key, offset) == _partial_key_hash(key, offset)
+            assert choosers.key_hash(key, offset) == _partial_key_hash(key, offset)
         for text in ("", "w", "hotkey", string.printable):
-            assert g.ascii_key_hash(text, offset) == _partial_key_hash(text.encode(), offset)
+            assert choosers.ascii_key_hash(text, offset) == _partial_key_hash(text.encode(), offset)
 
 
 def test_partial_key_candidates_are_the_two_hashes_of_the_key():
@@ -721,7 +723,7 @@ def test_stable_hash_is_deterministic_across_processes():
     here = [stable_hash(v) for v in values]
     assert here == [stable_hash(list(v)) for v in values]
     assert len(set(here)) == len(values)
-    code = ("import sys, json; from stormlet.groupings import stable_hash; "
+    code = ("import sys, json; from stormlet.runtime.choosers import stable_hash; "
             "print(json.dumps([stable_hash(v) for v in " + repr(values) + "]))")
     outputs = set()
     for seed in ("1", "2", "random"):

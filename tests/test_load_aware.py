@@ -18,7 +18,9 @@ import pytest
 
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet import groupings as g
-from stormlet.groupings import Grouping, LoadAwareChooser, ShuffleChooser, make_chooser
+from stormlet.groupings import Grouping
+from stormlet.runtime import choosers
+from stormlet.runtime.choosers import LoadAwareChooser, ShuffleChooser, make_chooser
 from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.load_aware import (
     EVERYTHING,
@@ -84,7 +86,7 @@ def test_disabled_or_onto_one_task_it_is_plain():
     plain = make_chooser(Grouping(g.SHUFFLE), ["n"], TASKS, source_task=1, load_aware=False)
     assert isinstance(plain, ShuffleChooser)
     one = make_chooser(Grouping(g.SHUFFLE), ["n"], [5], source_task=1, load_aware=True)
-    assert type(one) is g.Always and one.tasks == [5]
+    assert type(one) is choosers.Always and one.tasks == [5]
     none = make_chooser(Grouping(g.NONE), ["n"], TASKS, source_task=1, load_aware=True)
     assert isinstance(none, ShuffleChooser)
 

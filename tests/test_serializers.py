@@ -18,8 +18,8 @@ from support import running, wait_until
 from stormlet import SerializationError, register_serialization
 from stormlet.cluster.wire import FrameDecoder, encode_data, encode_frame
 from stormlet.failed import read_failed
-from stormlet.groupings import stable_hash
 from stormlet.loader import load_topology_file
+from stormlet.runtime.choosers import stable_hash
 from stormlet.runtime.numbering import TopologyLayout
 from stormlet.runtime.protocol import DATA
 from stormlet.runtime.serialization import checked

@@ -7,7 +7,6 @@ import pytest
 
 from stormlet import BasicBolt, Bolt, Spout, TopologyBuilder, TopologyError
 from stormlet import config as cfg
-from stormlet.runtime.serialization import SerializationError
 from stormlet.testing import (
     BoltHarness,
     CompleteTopologyParam,
@@ -19,6 +18,7 @@ from stormlet.testing import (
     spout_harness,
     tick_tuple,
 )
+from stormlet.values import SerializationError
 from stormlet.windowing import Duration, WindowedBolt
 
 

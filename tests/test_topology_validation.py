@@ -17,8 +17,8 @@ from stormlet import (
     TopologyBuilder,
     TopologyError,
 )
-from stormlet.runtime.serialization import check_values
 from stormlet.topology import Topology
+from stormlet.values import check_values
 
 CONF = {"topology.message.timeout.secs": 10}
 WAIT = 15

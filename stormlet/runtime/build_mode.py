@@ -27,8 +27,9 @@ HOT_MODULES = (
     "stormlet.runtime.int_map",
     "stormlet.runtime.rotating_map",
     "stormlet.runtime.acker",
-    "stormlet.groupings",
+    "stormlet.values",                     # the full value check, for values not plain scalars
     "stormlet.runtime.serialization",
+    "stormlet.runtime.choosers",
     "stormlet.collectors",
     "stormlet.runtime.routing",
     "stormlet.metrics.histogram",
@@ -42,6 +43,11 @@ HOT_MODULES = (
     "stormlet.cluster.columns",            # tuples to and from the wire's columns
     "stormlet.spark.backfill.emitter",     # backfill's: every emit of a backfill's bolts
 )
+
+#: Modules compiled once that are plain Python now (groupings.py's choosers moved to
+#: runtime/choosers.py). A build of one left in a source tree, which a rebuild does not remove,
+#: would load in place of its .py: their .py files load whatever the mode.
+RETIRED_HOT_MODULES = ("stormlet.groupings",)
 
 COMPILED = "compiled"
 INTERPRETED = "interpreted"
@@ -90,6 +96,8 @@ def _is_stale(name: str) -> bool:
 def select() -> None:
     """Load the hot modules from source if they cannot all load compiled, or if asked to."""
     global _why_interpreted
+    # A retired module's build never loads; the hot modules' only when all can.
+    sources = {name: _path(name, ".py") for name in RETIRED_HOT_MODULES if _is_built(name)}
     built = [name for name in HOT_MODULES if _is_built(name)]
     stale = [name for name in built if _is_stale(name)]
     if os.environ.get(PURE_PYTHON_ENV) == "1":
@@ -101,10 +109,10 @@ def select() -> None:
         # Running an old build of edited code would test what is no longer there.
         _why_interpreted = (f"edited since compiled: {', '.join(stale)}; "
                             f"pip install -e . rebuilds")
-    else:
-        return
-    if built:
-        sys.meta_path.insert(0, _SourceFinder({name: _path(name, ".py") for name in HOT_MODULES}))
+    if _why_interpreted and built:
+        sources.update({name: _path(name, ".py") for name in HOT_MODULES})
+    if sources:
+        sys.meta_path.insert(0, _SourceFinder(sources))
 
 
 def compiled_modules() -> list[str]:

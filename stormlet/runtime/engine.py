@@ -31,7 +31,6 @@ from typing import Any
 
 from .. import config as cfg
 from ..context import TopologyContext
-from ..groupings import LoadAwareChooser
 from ..metrics.process import ProcessStats
 from ..metrics.structure import topology_structure
 from ..metrics.windows import RollingWindows
@@ -41,6 +40,7 @@ from ..topology import ComponentSpec, Topology
 from . import extensions
 from .acker_executor import AckerExecutor
 from .bolt_executor import BoltExecutor, BoltTask
+from .choosers import LoadAwareChooser
 from .executor import Executor, TaskBase
 from .inbox import CycleGate, Inbox
 from .load_aware import LoadAwareness

@@ -1,7 +1,7 @@
 """Load-aware messaging: what weighs a load-aware shuffle's choice (Storm 2's
 LoadAwareShuffleGrouping, docs/LocalityAwareness.md), off the per-tuple path.
 
-A ``groupings.LoadAwareChooser`` walks a ring of its targets; once a second the runtime's timer
+A ``choosers.LoadAwareChooser`` walks a ring of its targets; once a second the runtime's timer
 thread gives each a new ring made here by its ``Balancer``, from every target's load and place.
 
 Place: a target is in one of four scopes, nearest first: ``WORKER_LOCAL`` (an inbox in this
@@ -33,7 +33,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from ..groupings import LoadAwareChooser
+from .choosers import LoadAwareChooser
 
 log = logging.getLogger(__name__)
 

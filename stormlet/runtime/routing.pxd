@@ -1,6 +1,6 @@
 # Types stormlet/runtime/routing.py when it is compiled (see runtime/build_mode.py).
 
-from stormlet.groupings cimport PerTupleChooser
+from stormlet.runtime.choosers cimport PerTupleChooser
 from stormlet.tuples cimport StreamInfo
 
 cdef class StreamRoute:

@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import groupings as g
 from ..tuples import StreamInfo
+from . import choosers as ch
 from .numbering import TopologyLayout
 
 
@@ -20,13 +21,13 @@ class StreamRoute:
 
     def __init__(self, info: StreamInfo, direct: bool):
         self.info = info
-        self.choosers: list[g.Chooser] = []
+        self.choosers: list[ch.Chooser] = []
         self.direct = direct
         self.direct_tasks: set[int] = set()
-        self.choose: g.Chooser = _nobody
+        self.choose: ch.Chooser = _nobody
         self.emitted = 0
         self._fixed: list[int] | None = []
-        self._per_tuple: g.PerTupleChooser | None = None
+        self._per_tuple: ch.PerTupleChooser | None = None
 
     def seal(self) -> None:
         """Fix ``choose``: one function over every subscriber's chooser. Called once the
@@ -36,13 +37,13 @@ class StreamRoute:
         if len(choosers) == 1:
             self.choose = choosers[0]
         elif choosers:
-            calls = [g.as_function(chooser) for chooser in choosers]
+            calls = [ch.as_function(chooser) for chooser in choosers]
             self.choose = lambda values: [t for choose in calls for t in choose(values)]
         only = self.choose
-        self._per_tuple = only if isinstance(only, g.PerTupleChooser) else None
+        self._per_tuple = only if isinstance(only, ch.PerTupleChooser) else None
         if not choosers:
             self._fixed = []
-        elif type(only) is g.Always:
+        elif type(only) is ch.Always:
             self._fixed = only.tasks
         else:
             self._fixed = None
@@ -98,7 +99,7 @@ def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tas
     """Routes for each stream ``task`` may emit on, and every task it may send tuples to;
     ``registry``: the topology's types (serializers.py), which the check at emit allows and
     fields groupings hash; ``load_aware``: shuffle groupings are load-aware
-    (``groupings.make_chooser``)."""
+    (``choosers.make_chooser``)."""
     topology = layout.topology
     spec = topology.components[component_id]
     routes: dict[str, StreamRoute] = {}
@@ -112,7 +113,7 @@ def build_routes(layout: TopologyLayout, component_id: str, task: int, local_tas
             if grouping.kind == g.DIRECT:
                 route.direct_tasks.update(tasks)
                 continue
-            chooser = g.make_chooser(
+            chooser = ch.make_chooser(
                 grouping, list(declaration.fields), tasks, source_task=task,
                 local_tasks=local_tasks, context=context, stream=stream, rng=rng,
                 registry=registry, load_aware=load_aware)

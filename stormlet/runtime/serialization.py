@@ -3,6 +3,9 @@
 
 Checking at emit, not at send, puts the error in the component that made the bad value, with the
 field and type named, and keeps local mode as strict as a cluster.
+
+This is the runtime's compiled pass over a tuple of plain scalars; anything else goes to the
+API's full check, ``values.check_values``.
 """
 
 from __future__ import annotations
@@ -11,18 +14,17 @@ from typing import Any
 
 import cython
 
-from ..serializers import DEFAULT_REGISTRY, SerializerFailed, UnregisteredType, how_to_register
 from ..tuples import StreamInfo
 
-# Types that always encode. ints need a range check, and strs a look at their characters: an
-# ASCII str always encodes, but a lone surrogate ("\ud800") does not.
-PLAIN_TYPES = frozenset((float, bool, type(None), bytes))
-INT_MIN = -(2**63)     # the ints msgpack encodes
-INT_MAX = 2**64 - 1
-
-
-class SerializationError(TypeError):
-    """A value in an emitted tuple that cannot be sent between workers."""
+# The full check and its error are the API's (values.py); imported from here too, as they were.
+from ..values import (  # noqa: F401
+    INT_MAX,
+    INT_MIN,
+    PLAIN_TYPES,
+    SerializationError,
+    check_values,
+    plainly_encodable,
+)
 
 
 def is_ascii(text: str) -> bool:
@@ -65,53 +67,3 @@ def checked(values: Any, info: StreamInfo, component: str) -> list:
             return values
     check_values(values, component, info.stream, info.fields, info.registry)
     return values
-
-
-def plainly_encodable(value: Any) -> bool:
-    """True if msgpack surely encodes ``value`` (a scalar of a plain type, in range); False
-    means "encode it to know"."""
-    kind = type(value)
-    if kind in PLAIN_TYPES or kind is str and is_ascii(value):
-        return True
-    return kind is int and INT_MIN <= value <= INT_MAX
-
-
-def check_values(values: Any, component: str, stream: str, fields: list[str],
-                 registry: Any = None) -> None:
-    """The full check behind ``checked``: each value is packed, unless surely encodable."""
-    if registry is None:
-        registry = DEFAULT_REGISTRY
-    if type(values) is not list:
-        if isinstance(values, (tuple, list)):
-            return check_values(list(values), component, stream, fields, registry)
-        raise SerializationError(
-            f"{component!r} emitted {type(values).__name__} on stream {stream!r}; "
-            f"emit takes a list of values for the fields {fields}"
-        )
-    if len(values) != len(fields):
-        raise SerializationError(
-            f"{component!r} emitted {len(values)} values on stream {stream!r}, "
-            f"which declares {len(fields)} fields {fields}"
-        )
-    for i, value in enumerate(values):
-        kind = type(value)
-        if plainly_encodable(value) or kind in registry.trusted:
-            continue
-        where = f"{component!r} emitted a value of type {kind.__name__} in field {fields[i]!r} " \
-                f"of stream {stream!r}"
-        try:
-            registry.packb(value)
-        except UnregisteredType as exc:
-            inner = "" if exc.kind is kind else f" (it holds a {exc.kind.__qualname__})"
-            raise SerializationError(
-                f"{where}{inner}, and {exc.kind.__qualname__} is not a type a tuple may hold: "
-                f"{how_to_register(exc.kind)}; or emit str, bytes, int, float, bool, None, "
-                f"lists and dicts of those, or a type registered by default (datetime, date, "
-                f"time, timedelta, Decimal, UUID, tuple, set, frozenset)") from None
-        except SerializerFailed as exc:
-            raise SerializationError(f"{where}, which cannot be serialized: {exc}") from None
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise SerializationError(
-                f"{where}, which cannot be serialized ({exc}); emit str, bytes, int, float, "
-                f"bool, None, lists and dicts of those, or registered types"
-            ) from None

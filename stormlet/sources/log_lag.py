@@ -4,7 +4,7 @@ below the log's offsets.
 A spout commits, per partition, the next offset it will read (offset_store.py) and the log it
 read, as ``topic``: the log's absolute path (``LogSource.name``). Its lag on a partition is the
 log's end offset minus that commit. Spouts in local mode commit in the log's own directory
-(``<log>/_offsets``); spouts on a cluster commit in ZooKeeper (``zk_state.offsets_path``), where
+(``<log>/_offsets``); spouts on a cluster commit in ZooKeeper (``zookeeper.offsets_path``), where
 only the spout ids with a commit naming this log are taken.
 
     log = PartitionedLog("data/events")
@@ -109,9 +109,8 @@ def _partitions(records: dict[int, dict], ranges: dict[int, tuple[int, int]],
 def _zookeeper_commits(hosts: str, root: str | None, log_name: str,
                        security: Any) -> dict[str, dict[int, dict]]:
     """Every spout id's commits for this log (by its path) where the cluster under ``root``
-    keeps them (``zk_state.offsets_path``)."""
-    # Imported here: only for a cluster, whose layout zk_state keeps.
-    from ..cluster.zk_state import offsets_path
+    keeps them (``zookeeper.offsets_path``)."""
+    from ..zookeeper import offsets_path
 
     store = ZooKeeperOffsetStore(hosts, offsets_path(root), security)
     try:

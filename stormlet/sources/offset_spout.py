@@ -86,7 +86,7 @@ class OffsetSpout(Spout):
       guarantee: ``at_least_once``, ``at_most_once`` or ``none``.
       commit_interval: seconds between commits (also on deactivate and close).
       offsets: an ``OffsetStore``; default ZooKeeper on a cluster, else the source's choice.
-      zk_root: where commits go in ZooKeeper (default: the cluster's, ``zk_state.offsets_path``).
+      zk_root: where commits go in ZooKeeper (default: the cluster's, ``zookeeper.offsets_path``).
       failed_dir: the failed-message log (default: topology config ``stormlet.failed.dir``,
         else the source's choice).
     """
@@ -190,8 +190,7 @@ class OffsetSpout(Spout):
     def _default_store(self, conf: dict[str, Any]) -> OffsetStore:
         hosts = conf.get(cfg.STORMLET_ZOOKEEPER_CONNECT)
         if hosts:
-            # Imported here: only on a cluster, whose layout zk_state keeps.
-            from ..cluster.zk_state import offsets_path
+            from ..zookeeper import offsets_path
 
             root = self.zk_root or offsets_path(conf.get(cfg.STORMLET_ZOOKEEPER_ROOT))
             return ZooKeeperOffsetStore(hosts, root)

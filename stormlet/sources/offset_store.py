@@ -7,7 +7,7 @@ partition:
 
 ``offset`` is the next offset to read: every message below it is done (acked or dead-lettered).
 
-    from stormlet.cluster.zk_state import offsets_path    # where a cluster's spouts commit
+    from stormlet.zookeeper import offsets_path    # where a cluster's spouts commit
 
     store = ZooKeeperOffsetStore("127.0.0.1:2181", offsets_path())
     store.save("events-reader", 0, record)      # at <offsets path>/events-reader/0
@@ -66,7 +66,7 @@ class OffsetStoreUnavailable(ConnectionError):
 
 class ZooKeeperOffsetStore:
     """Offsets at ``<root>/<spout_id>/<partition>``, as storm-kafka kept them (the paths are
-    ``zk_state``'s: ``offset_path``, ``spout_offsets_path``).
+    ``zookeeper.py``'s: ``offset_path``, ``spout_offsets_path``).
 
     A spout must go on reading through a ZooKeeper outage, and its topology must be able to
     stop while ZooKeeper is away: ``save`` and ``all`` are refused at once while the client is
@@ -89,7 +89,7 @@ class ZooKeeperOffsetStore:
     def client(self) -> Any:
         # Connected on first use: a spout's store is deep-copied per task before it runs.
         if self._client is None:
-            from ..cluster.zk_state import connect
+            from ..zookeeper import connect
 
             self._client = connect(self.hosts, timeout=15, session_timeout=10.0,
                                    security=self._security())
@@ -103,8 +103,7 @@ class ZooKeeperOffsetStore:
         return self.security
 
     def _path(self, spout_id: str, partition: int) -> str:
-        # Imported here: only on a cluster, whose layout zk_state keeps.
-        from ..cluster.zk_state import offset_path
+        from ..zookeeper import offset_path
 
         return offset_path(self.root, spout_id, partition)
 
@@ -128,7 +127,7 @@ class ZooKeeperOffsetStore:
         """The commit, once its node and its spout id's are known to be this topology's own
         (else ``ForeignOffsetError``, naming the node): a node another topology's workers or
         an anonymous client made must never set where this topology starts."""
-        from ..cluster.zk_state import spout_offsets_path
+        from ..zookeeper import spout_offsets_path
 
         path = self._path(spout_id, partition)
         for node in (spout_offsets_path(self.root, spout_id), path):
@@ -206,7 +205,7 @@ class ZooKeeperOffsetStore:
         """Every spout id's committed records, by partition."""
         from kazoo.exceptions import NoNodeError
 
-        from ..cluster.zk_state import spout_offsets_path
+        from ..zookeeper import spout_offsets_path
 
         def children(path: str) -> list[str]:
             return self._answer(self._connected().get_children_async(path),

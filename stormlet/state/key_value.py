@@ -31,7 +31,7 @@ from typing import Any
 
 import msgpack
 
-from ..runtime.serialization import plainly_encodable
+from ..values import plainly_encodable
 from .store import Changes, Store, decoded_key, decoded_value, encode_key, encode_value
 
 _ABSENT = object()   # cached: the key has no value; pending: the key is deleted

@@ -24,10 +24,10 @@ from ..components import BasicBolt, Bolt, Spout, StreamDeclaration, declared_str
 from ..context import TopologyContext
 from ..fail_reason import FailReason
 from ..runtime.protocol import DEFAULT_STREAM, SYSTEM_COMPONENT, SYSTEM_TASK, TICK_STREAM
-from ..runtime.serialization import check_values
 from ..streamparse.adapters import StreamparseBolt
 from ..streamparse.bolt import Bolt as StreamparseBoltClass
 from ..tuples import StreamInfo, Tuple
+from ..values import check_values
 from ..windowing import WindowedBolt, WindowedBoltRunner
 from .clock import SimulatedClock, current_clock
 

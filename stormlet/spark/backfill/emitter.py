@@ -28,6 +28,7 @@ import cython
 
 from ... import groupings as g
 from ...context import TopologyContext
+from ...runtime import choosers
 from ...runtime.protocol import DEFAULT_STREAM
 from ...runtime.routing import _nobody, check_direct_task, check_stream
 from ...runtime.serialization import checked
@@ -139,10 +140,11 @@ class Emitter:
         # The runtime's own chooser: the same hash, over the same task ids, so a key lands on the
         # task index it would in streaming; custom and partial-key groupings keep per-emitting-
         # task state as they do there.
-        made = g.make_chooser(grouping, fields, tasks, source_task=self.task, context=context,
-                              stream=stream, rng=rng, registry=self.registry)
+        made = choosers.make_chooser(grouping, fields, tasks, source_task=self.task,
+                                     context=context, stream=stream, rng=rng,
+                                     registry=self.registry)
         assert made is not None   # None only for DIRECT, which the caller handles
-        chooser = g.as_function(made)
+        chooser = choosers.as_function(made)
         appends = {t: appender(i) for i, t in enumerate(tasks)}
         if grouping.kind in ONE_TASK:
             out.chooser, out.appends = chooser, appends

@@ -1,4 +1,4 @@
-# Types stormlet/groupings.py when it is compiled (see runtime/build_mode.py): a fields
+# Types stormlet/runtime/choosers.py when it is compiled (see runtime/build_mode.py): a fields
 # grouping hashes an ASCII str's characters where they are, a shuffle grouping draws its random
 # numbers and a partial-key grouping hashes its keys, with C arithmetic.
 
