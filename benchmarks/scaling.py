@@ -3,6 +3,7 @@ process, with a dial for the user work an event.
 
     python benchmarks/scaling.py [--work 6] [--seconds 8] [--rounds 2]
     python benchmarks/scaling.py --sweep [--seconds 6] [--rounds 1] [--chart PATH]
+    python benchmarks/scaling.py --rate EVENTS_PER_SEC [--work 6] [--seconds 8] [--rounds 2]
 
 The topology (scaling_topology.py): JSON click events, each tracked, parsed and enriched
 (``json.loads``, a regular expression over the user agent, a hash of the URL) and summed per user
@@ -25,7 +26,9 @@ on the machine used loopback meanwhile).
 ``--work`` is microseconds of user code an event (the enrichment as scaling_topology.py does it,
 timed here on one thread before the runs and rounded to whole rounds of its dial). ``--sweep``
 runs user work from ~1 µs to ~50 µs and writes a PNG chart of the two-worker ratio against it
-(needs matplotlib: ``pip install .[bench]``).
+(needs matplotlib: ``pip install .[bench]``). ``--rate`` runs the cluster alone with its spouts
+paced to that many events a second in all: for complete latency below the peak (half of the
+peak that a run without it prints, say).
 """
 
 from __future__ import annotations
@@ -163,9 +166,11 @@ class Cluster:
         return cw.total([beat.get("metrics", {}) for beat in self.beats(name)], "totals",
                         "executed")
 
-    def submit(self, name: str, rounds: int) -> None:
+    def submit(self, name: str, rounds: int, rate: float = 0.0) -> None:
+        """Submit the topology with ``rounds`` of user work, its two spout tasks paced to
+        ``rate`` events a second between them (0: unpaced); wait for its first events."""
         self.cli("submit", str(HERE / "scaling_topology.py"), "--name", name, "-c",
-                 f"{topo.ROUNDS_KEY}={rounds}")
+                 f"{topo.ROUNDS_KEY}={rounds}", "-c", f"{topo.RATE_KEY}={rate / 2}")
         deadline = time.monotonic() + 60
         while self.summed(name) == 0 or len(self.beats(name)) < 2:
             if time.monotonic() > deadline:
@@ -228,6 +233,24 @@ def loopback() -> tuple[int, int]:
     return (int((stats / "tx_bytes").read_text()), int((stats / "tx_packets").read_text()))
 
 
+def print_window(window: dict) -> None:
+    print(f"  two workers: {window['events_per_sec']:>9,.0f} events/s, "
+          f"{window['cpu_us']:5.2f} µs CPU an event ({window['cores']:.2f} cores, CPUs "
+          f"{window['cpus']}, p99 {window['p99_ms']} ms, failed {window['failed']})\n"
+          f"               an event: {window['switches']:.3f} context switches, loopback "
+          f"{window['lo_bytes']:.0f} bytes in {window['lo_packets']:.3f} packets",
+          flush=True)
+
+
+def paced(cluster: Cluster, name: str, seconds: float, windows: int) -> None:
+    """``windows`` windows of the cluster alone, its spouts paced (``--rate``): complete
+    latency p99 per worker below the peak, since the topology's start (its spouts were paced
+    from their first event)."""
+    time.sleep(3)   # warm-up
+    for _ in range(windows):
+        print_window(cluster.window(name, seconds))
+
+
 def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: int) -> dict:
     """``windows`` cluster windows, each between one-process runs: the medians."""
     singles, results = [], []
@@ -242,12 +265,7 @@ def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: i
         cluster.cli("activate", name)
         time.sleep(3)   # warm-up
         window = cluster.window(name, seconds)
-        print(f"  two workers: {window['events_per_sec']:>9,.0f} events/s, "
-              f"{window['cpu_us']:5.2f} µs CPU an event ({window['cores']:.2f} cores, CPUs "
-              f"{window['cpus']}, p99 {window['p99_ms']} ms, failed {window['failed']})\n"
-              f"               an event: {window['switches']:.3f} context switches, loopback "
-              f"{window['lo_bytes']:.0f} bytes in {window['lo_packets']:.3f} packets",
-              flush=True)
+        print_window(window)
         results.append(window)
     ratios, overheads = [], []
     for i, window in enumerate(results):
@@ -302,6 +320,8 @@ def main() -> None:
                         help=f"user work {', '.join(f'{w:g}' for w in SWEEP_US)} µs; a chart")
     parser.add_argument("--chart", type=Path, default=REPO / "docs" / "images" / "scaling.png",
                         help="where --sweep writes its chart")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="the cluster alone, its spouts paced to this many events/s in all")
     parser.add_argument("--one-process-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rounds-of-work", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -326,7 +346,11 @@ def main() -> None:
             for i, (rounds, cost) in enumerate(levels):
                 name = f"scaling{i}"
                 print(f"user work {cost:.1f} µs an event (rounds {rounds}):", flush=True)
-                cluster.submit(name, rounds)
+                cluster.submit(name, rounds, args.rate)
+                if args.rate:
+                    paced(cluster, name, seconds, windows)
+                    cluster.cli("kill", name, "--wait", "0")
+                    continue
                 result = compare(cluster, name, rounds, seconds, windows)
                 cluster.cli("kill", name, "--wait", "0")
                 points.append((cost, result["ratio"], result["two_core_ratio"]))

@@ -17,11 +17,14 @@ import hashlib
 import json
 import random
 import re
+import time
 
 from stormlet import Bolt, Spout, TopologyBuilder
 
 #: The config key of the dial (rounds of user work an event, see enrich_event).
 ROUNDS_KEY = "bench.rounds"
+#: The config key of a spout task's pace, events a second (0: as fast as it is let).
+RATE_KEY = "bench.rate"
 USERS = 10_000
 AGENTS = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 "
@@ -59,7 +62,8 @@ def enrich_event(raw: str, rounds: int) -> tuple[str, str, str, int]:
 
 
 class ClickSpout(Spout):
-    """Cycles through 1,000 events, each tracked by its own message id."""
+    """Cycles through 1,000 events, each tracked by its own message id; paced to ``bench.rate``
+    events a second if set (an emit is skipped while ahead of that pace)."""
 
     outputs = ["event"]
 
@@ -67,8 +71,12 @@ class ClickSpout(Spout):
         self.collector = collector
         self.events = make_events()
         self.n = 0
+        self.rate = float(conf.get(RATE_KEY, 0))
+        self.started = time.monotonic()
 
     def next_tuple(self):
+        if self.rate and self.n > (time.monotonic() - self.started) * self.rate:
+            return
         self.n += 1
         self.collector.emit([self.events[self.n % 1000]], msg_id=self.n)
 
