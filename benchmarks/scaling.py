@@ -320,6 +320,9 @@ def main() -> None:
                         help=f"user work {', '.join(f'{w:g}' for w in SWEEP_US)} µs; a chart")
     parser.add_argument("--chart", type=Path, default=REPO / "docs" / "images" / "scaling.png",
                         help="where --sweep writes its chart")
+    parser.add_argument("--dial", type=int, default=None,
+                        help="rounds of user work an event, as set, instead of --work's "
+                             "(the same work in runs to compare)")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="the cluster alone, its spouts paced to this many events/s in all")
     parser.add_argument("--one-process-run", action="store_true", help=argparse.SUPPRESS)
@@ -332,7 +335,8 @@ def main() -> None:
         return
     levels = list({rounds: (rounds, cost) for rounds, cost in
                    (rounds_for(work) for work in (SWEEP_US if args.sweep else [args.work]))
-                   }.values())   # one run a dial setting: the smallest levels may share one
+                   }.values()) if args.dial is None else [(args.dial, work_cost(args.dial))]
+    # (one run a dial setting: the smallest levels may share one)
     base = Path(tempfile.mkdtemp(prefix="stormlet-scaling-"))
     print(f"scaling: click events, {windows} window(s) of {seconds:g}s a work level, each "
           f"between one-process runs; {build_mode.describe()}; load {os.getloadavg()[0]:.2f}",
