@@ -38,7 +38,8 @@ cdef class IntMap:
     cdef _grow(self)
     cdef _discard(self, object key)
     cpdef (bint, unsigned long long, unsigned int) take_parts(self, object key)
-    @cython.locals(slot=Py_ssize_t, high=cython.ulonglong, low=cython.uint)
+    @cython.locals(slot=Py_ssize_t, found=cython.ulonglong, high=cython.ulonglong,
+                   low=cython.uint)
     cpdef (bint, unsigned long long, unsigned int) take_u64(self, unsigned long long key)
     cdef (bint, unsigned long long, unsigned int) _take_other(self, object key)
     cpdef put_parts(self, object key, unsigned long long high, unsigned int low)
