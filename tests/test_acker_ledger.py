@@ -24,6 +24,7 @@ from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.cluster.wire import decode_acks, encode_acks
 from stormlet.fail_reason import ERROR, FAIL, TIMEOUT
 from stormlet.runtime.acker import Acker, _FailedEarly
+from stormlet.runtime.int_map import IntMap
 from stormlet.runtime.protocol import AckFail, AckInit, SpoutFail, records
 from stormlet.runtime.rotating_map import RotatingMap
 
@@ -302,6 +303,22 @@ def test_entry_packing_keeps_64_bit_values_and_16_bit_tasks():
     assert acked == {}
     acker.timeouts([(1 << 64) - 5], 0xFFFF, failed)
     assert failed == {0xFFFF: [(1 << 64) - 5, TIMEOUT, 0xFFFE, None]}
+
+
+def test_both_builds_keep_roots_in_the_same_bucket_type():
+    # One ledger: the compiled and the interpreted build run the same code on IntMap buckets,
+    # so the tests of either build test the ledger the other runs.
+    acker, acked, failed = fresh()
+    acker.inits([7, 0x1, 5], SPOUT, acked, failed)
+    buckets = acker.pending.buckets()
+    assert [type(bucket) for bucket in buckets] == [IntMap] * 3
+    assert buckets[0].take_u64(7) == (True, 0x1, SPOUT << 16 | 5)
+
+
+def test_a_root_outside_64_bits_is_refused_in_both_builds():
+    acker, acked, failed = fresh()
+    with pytest.raises(OverflowError):
+        acker.inits([1 << 64, 0x1, 5], SPOUT, acked, failed)
 
 
 # =========================================================================== property tests

@@ -26,6 +26,7 @@ from stormlet.runtime.protocol import (
     BACKPRESSURE,
     DATA,
     SPOUT_FAIL,
+    Message,
 )
 from stormlet.tuples import StreamInfo, Tuple
 
@@ -90,6 +91,14 @@ def test_tuples_and_control_messages_survive_a_round_trip(decoder):
     acks = decoded[3][3]   # packed pairs, as the acker reads them
     assert dict(zip(acks[::2], acks[1::2])) == {2**64 - 1: 2**63}
     assert [m[3] for m in decoded[4:]] == [m[3] for m in messages[4:]]
+
+
+def test_decoded_messages_are_named_records(decoder):
+    src = spout_task(decoder)
+    (message,) = decoder.decode(encode_frame([(ACK_INIT, 3, src, [5, 6, src])], "t-1"))
+    assert type(message) is Message
+    assert (message.kind, message.dest_task, message.src_task, message.payload) == (
+        ACK_INIT, 3, src, [5, 6, src])
 
 
 def test_control_records_travel_as_packed_int_columns():

@@ -25,7 +25,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable
 
-from ..runtime.protocol import BACKPRESSURE, SYSTEM_TASK, Backpressure, records
+from ..runtime.protocol import BACKPRESSURE, SYSTEM_TASK, Backpressure, Message, records
 
 REFRESH_SECS = 1.0
 PAUSE_TTL_SECS = 3.0
@@ -122,7 +122,7 @@ class OverloadWatch:
         self._changed.clear()
         self._last_sent = now
         payload = [x for task, flag in sorted(state.items()) for x in Backpressure(task, flag)]
-        message = (BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK, payload)
+        message = Message(BACKPRESSURE, SYSTEM_TASK, SYSTEM_TASK, payload)
         for address in self.peers():
             self.send(address, message)
 

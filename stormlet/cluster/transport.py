@@ -278,10 +278,12 @@ class Sender(threading.Thread):
                     self._close(address)
                     by_address.pop(address, None)  # nothing more goes to a retired worker
                     held = {t: h for t, h in held.items() if h[0] != address}
-                elif message[0] == DATA and (message[1] in held or paused(message[1])):
-                    held.setdefault(message[1], (address, []))[1].append(message)
                 else:
-                    by_address.setdefault(address, []).append(message)
+                    kind, dest, _src, _payload = message
+                    if kind == DATA and (dest in held or paused(dest)):
+                        held.setdefault(dest, (address, []))[1].append(message)
+                    else:
+                        by_address.setdefault(address, []).append(message)
                 try:
                     item = self.queue.get_nowait()
                 except queue.Empty:
@@ -488,10 +490,10 @@ def make_deliver(routes: list[Any], paused: PausedTasks | None = None,
     repeats = Repeats(log)   # the receiver's thread alone calls deliver
 
     def deliver(message: tuple) -> None:
-        kind, dest = message[0], message[1]
+        kind, dest, _src, payload = message
         if kind == BACKPRESSURE:
             if paused is not None:
-                paused.apply(message[3])
+                paused.apply(payload)
             return
         inbox = routes[dest] if 0 <= dest < len(routes) else None
         if inbox is None or isinstance(inbox, RemoteRoute):

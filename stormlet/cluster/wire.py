@@ -51,6 +51,7 @@ from ..runtime.protocol import (
     RECORDS,
     AckInit,
     Backpressure,
+    Message,
     int_positions,
     other_fields,
     records,
@@ -225,7 +226,7 @@ class FrameDecoder:
                 self._infos[(cid, stream)] = StreamInfo(cid, stream, list(declaration.fields),
                                                         registry)
 
-    def decode(self, frame: bytes) -> list[tuple]:
+    def decode(self, frame: bytes) -> list[Message]:
         if len(frame) > MAX_FRAME_BYTES:
             raise WireError(f"frame of {len(frame)} bytes is over the {MAX_FRAME_BYTES} limit")
         try:
@@ -251,7 +252,7 @@ class FrameDecoder:
             raise Fenced(sender[:200], tenure, fence.why_refused(sender, tenure))
         return [self._message(item) for item in messages]
 
-    def _message(self, item: Any) -> tuple:
+    def _message(self, item: Any) -> Message:
         if type(item) is not list or len(item) != 4:
             raise WireError(f"message {str(item)[:80]!r} is not [kind, dest, src, payload]")
         kind, dest, src, payload = item
@@ -263,7 +264,7 @@ class FrameDecoder:
                                           for task, _overloaded in records(Backpressure, payload)):
                 raise WireError("backpressure payload is not [task, flag] records naming this "
                                 "topology's tasks")
-            return (kind, dest, src, payload)
+            return Message(kind, dest, src, payload)
         component = self.layout.task_component.get(src)
         if component is None:
             raise WireError(f"message from unknown task {src}")
@@ -279,7 +280,7 @@ class FrameDecoder:
                 raise WireError(f"payload of kind {kind} is not its records' packed columns")
             if kind == ACK_INIT and not set(payload[_INIT_TASKS]) <= {src}:
                 raise WireError(f"acker inits from task {src} name another spout task")
-        return (kind, dest, src, payload)
+        return Message(kind, dest, src, payload)
 
     def tuples(self, component: str, src: int, payload: Any) -> list[Tuple]:
         """The tuples of an unpacked data payload from task ``src`` of ``component``."""

@@ -12,10 +12,11 @@ is dropped silently after 2T to 3T; the spout's own 2-bucket map times tuples ou
 and then asks the acker who the tree last reached (``timeouts``).
 
 An entry is two numbers: the tree's XOR, and a low word ``last_component << 16 | spout_task``.
-Interpreted, a bucket is a dict holding them packed in one int, ``xor << 32 | low``; compiled, it
-is an ``IntMap``, which keeps them in flat arrays (29 to 57 bytes per root, no object each) and
-hands them to the acker as two C integers, so an update makes no int object. ``spout_task`` 0
-means "init not seen yet"; component and task numbers must fit in 16 bits. A root failed before
+A bucket is an ``IntMap``, which keeps them in flat arrays (29 to 57 bytes per root, no object
+each) and hands them to the acker as two numbers (compiled, two C integers, so an update makes no
+int object). The compiled and interpreted builds run this same code on the same bucket type, so
+a test of either tests the ledger the other runs. ``spout_task`` 0 means "init not seen yet";
+component and task numbers must fit in 16 bits. A root failed before
 its init arrived is held apart, as a ``_FailedEarly`` in a second rotating map, until the init
 says which spout task to tell.
 
@@ -28,16 +29,13 @@ from __future__ import annotations
 from array import array
 from typing import NamedTuple
 
-import cython
-
 from ..fail_reason import TIMEOUT
-from .int_map import LOW_BITS, LOW_MASK, IntMap
+from .int_map import IntMap
 from .protocol import AckFail, AckInit, SpoutFail, records
 from .rotating_map import RotatingMap
 
 TASK_MASK = 0xFFFF
 COMPONENT_SHIFT = 16
-XOR_SHIFT = LOW_BITS   # an entry packs as an IntMap splits a value: the low word is its low part
 MAX_TASK = TASK_MASK
 
 
@@ -58,33 +56,17 @@ def roots_in_acks(batch: array) -> int:
 def _take(buckets: list, root: int) -> tuple[bool, int, int]:
     """Remove ``root``'s entry from the newest bucket holding it: (found, xor, low word)."""
     for bucket in buckets:
-        if cython.compiled:
-            found, xor, low = bucket.take_u64(root)   # an IntMap's, key and parts C integers
-            if found:
-                return True, xor, low
-        else:
-            entry = bucket.pop(root, None)   # a dict's: one C call, not a method of ours
-            if entry is not None:
-                return True, entry >> XOR_SHIFT, entry & LOW_MASK
+        found, xor, low = bucket.take_u64(root)   # compiled, key and parts C integers
+        if found:
+            return True, xor, low
     return False, 0, 0
-
-
-def _put(bucket: IntMap | dict, root: int, xor: int, low: int) -> None:
-    """Set ``root``'s entry in ``bucket`` to its parts."""
-    if cython.compiled:
-        cython.cast(IntMap, bucket).put_u64(root, xor, low)   # compiled, buckets are IntMaps
-    else:
-        bucket[root] = (xor << XOR_SHIFT) | low
 
 
 class Acker:
     def __init__(self, buckets: int = 3):
-        # Compiled, roots live in packed arrays (see runtime/int_map.py); interpreted, that code is
-        # several times slower than a dict, so dicts it is, at about 82 bytes a root.
-        bucket = IntMap if cython.compiled else dict
-        # RotatingMap is not generic: pending maps root -> packed entry (int), failed_early
-        # root -> _FailedEarly.
-        self.pending: RotatingMap = RotatingMap(buckets, bucket)
+        # Roots live in packed arrays (see runtime/int_map.py), in both builds. RotatingMap is
+        # not generic: pending maps root -> packed entry (int), failed_early root -> _FailedEarly.
+        self.pending: RotatingMap = RotatingMap(buckets, IntMap)
         self.failed_early: RotatingMap = RotatingMap(buckets)
         # False while failed_early is known to be empty (until a fail or after a rotation), so a
         # run without failures never looks there.
@@ -117,7 +99,7 @@ class Acker:
             if value == 0:
                 acked.setdefault(task, []).append(root)
             else:
-                _put(newest, root, value, (last << COMPONENT_SHIFT) | task)
+                newest.put_u64(root, value, (last << COMPONENT_SHIFT) | task)
 
     def acks(self, batch: array, component: int, acked: Notifications) -> None:
         """``batch`` holds ``(root, value)`` pairs (``protocol.ack_pairs``) from a task of
@@ -127,25 +109,26 @@ class Acker:
             raise TypeError(f"acks come as an array('Q') of (root, value) pairs, not "
                             f"{type(batch).__name__}")
         buckets = self.pending.buckets()
+        newest = buckets[0]
         pairs = batch
         for i in range(0, len(pairs) - 1, 2):
-            self._ack(buckets, pairs[i], pairs[i + 1], component, acked)
+            self._ack(buckets, newest, pairs[i], pairs[i + 1], component, acked)
 
-    def _ack(self, buckets: list, root: int, value: int, component: int,
+    def _ack(self, buckets: list, newest: IntMap, root: int, value: int, component: int,
              acked: Notifications) -> None:
         found, xor, low = _take(buckets, root)
         if not found:
             if self._any_failed_early and self.failed_early.touch(root):
                 return   # failed already; wait for the init to report it
             # The ack may arrive before the spout's init: start the entry without a task.
-            _put(buckets[0], root, value, component << COMPONENT_SHIFT)
+            newest.put_u64(root, value, component << COMPONENT_SHIFT)
             return
         value ^= xor
         task = low & TASK_MASK
         if value == 0 and task:
             acked.setdefault(task, []).append(root)
         else:
-            _put(buckets[0], root, value, (component << COMPONENT_SHIFT) | task)
+            newest.put_u64(root, value, (component << COMPONENT_SHIFT) | task)
 
     def fails(self, batch: list, component: int, failed: Notifications) -> None:
         """``batch`` holds ``AckFail`` records: a task of ``component`` failed these roots."""
@@ -166,7 +149,7 @@ class Acker:
         for root in roots:
             found, xor, low = _take(buckets, root)
             if found:
-                _put(newest, root, xor, low)
+                newest.put_u64(root, xor, low)
                 if low & TASK_MASK:
                     reset.setdefault(low & TASK_MASK, []).append(root)
             else:

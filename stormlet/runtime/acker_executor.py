@@ -19,6 +19,7 @@ from .protocol import (
     SPOUT_RESET,
     STOP,
     AckInit,
+    Message,
     stride,
 )
 
@@ -59,7 +60,7 @@ class AckerExecutor(Executor):
                                (SPOUT_RESET, self.reset)):
             if verdicts:
                 for task, batch in verdicts.items():
-                    self.routes[task].put((kind, task, self.task, batch))
+                    self.routes[task].put(Message(kind, task, self.task, batch))
                 verdicts.clear()
 
     def steps(self) -> Generator[float, tuple | None, None]:

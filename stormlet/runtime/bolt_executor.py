@@ -22,7 +22,7 @@ from ..collectors import BasicOutputCollector
 from ..components import BasicBolt
 from ..tuples import StreamInfo, Tuple
 from . import task_hooks
-from .executor import FLUSH_EVERY, FOREVER, Executor, TaskBase
+from .executor import FLUSH_EVERY, FOREVER, Busy, Executor, TaskBase
 from .inbox import ROOM_RECHECK_SECS as HELD_RECHECK_SECS
 from .protocol import DATA, STOP, SYSTEM_COMPONENT, SYSTEM_TASK, TICK, TICK_STREAM
 from .task_collectors import BasicCollector, BoltCollector
@@ -138,7 +138,7 @@ class BoltTask(TaskBase):
 class BoltExecutor(Executor):
     def steps(self) -> Generator[float, tuple | None, None]:
         for task in self.tasks:
-            self.busy = (monotonic(), task, "prepare")
+            self.busy = Busy(monotonic(), task, "prepare")
             task.prepare()
         self.busy = None
         self.ready.set()
@@ -154,7 +154,7 @@ class BoltExecutor(Executor):
                     inbox.took_data()   # wakes a sender waiting for room
                 task = tasks[dest]
                 started = monotonic()
-                self.busy = (started, task, "execute")
+                self.busy = Busy(started, task, "execute")
                 if kind == DATA:
                     task.run_batch(payload, started)
                 else:

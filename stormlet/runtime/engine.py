@@ -46,7 +46,7 @@ from .inbox import CycleGate, Inbox
 from .load_aware import LoadAwareness
 from .metrics import TaskMetrics, summarize, window_stats
 from .numbering import TopologyLayout
-from .protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK
+from .protocol import ACKER_COMPONENT, STOP, SYSTEM_TASK, TICK, Message
 from .rotating_map import RotatingMap
 from .routing import build_routes
 from .spout_executor import SpoutExecutor, SpoutTask
@@ -428,7 +428,7 @@ class TopologyRuntime:
             for tick in schedule:
                 if now >= tick.due:
                     tick.due += tick.every
-                    tick.inbox.put((TICK, tick.task, SYSTEM_TASK, None))
+                    tick.inbox.put(Message(TICK, tick.task, SYSTEM_TASK, None))
             if now >= next_sample:
                 next_sample = now + SAMPLE_SECS
                 self._sample_safely(now)
@@ -475,7 +475,7 @@ class TopologyRuntime:
         for component_id in self._stop_order():
             group = executors.get(component_id, [])
             for executor in group:
-                executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
+                executor.inbox.put(Message(STOP, SYSTEM_TASK, SYSTEM_TASK, None))
             # A component's executors stop side by side, so they share one bound: a component
             # whose every executor is stuck holds the stop up once, not once per executor.
             deadline = time.monotonic() + EXECUTOR_STOP_SECS
@@ -488,7 +488,8 @@ class TopologyRuntime:
     @staticmethod
     def _left_behind(executor: Executor) -> None:
         busy = executor.busy
-        where = (f"in {busy[2]} of task {busy[1].task_id} for {time.monotonic() - busy[0]:.0f} s"
+        where = (f"in {busy.call} of task {busy.task.task_id} for "
+                 f"{time.monotonic() - busy.since:.0f} s"
                  if busy is not None else "not in user code")
         log.error("executor %s did not stop within %g s (%s); the stop goes on without it",
                   executor.name, EXECUTOR_STOP_SECS, where)

@@ -16,7 +16,7 @@ import logging
 import threading
 import traceback
 from collections.abc import Generator
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import config as cfg
 from ..context import TopologyContext
@@ -32,6 +32,14 @@ FLUSH_EVERY = 8
 # What an executor's steps yield: no deadline, or none but a turn for the others first.
 FOREVER = float("inf")
 NOW = 0.0
+
+
+class Busy(NamedTuple):
+    """What an executor is doing in user code: since when (``time.monotonic()``), for which
+    task, in what call (``"execute"``, ``"ack"``, ``"open"``...). The watchdog reads it."""
+    since: float
+    task: TaskBase
+    call: str
 
 
 class TaskBase:
@@ -97,9 +105,10 @@ class Executor:
         self.stopping = stopping
         self.ready = threading.Event()   # set once open/prepare ran on every task
         self.finished = threading.Event()
-        # (monotonic start, task, call) while in user code, else None. One tuple assignment, so
-        # the watchdog never reads a start time of one call with the task of another.
-        self.busy: tuple[float, TaskBase, str] | None = None
+        # What it is doing while in user code, else None. One assignment of a new record, so the
+        # watchdog never reads a start time of one call with the task of another, and tells one
+        # call from the next by identity.
+        self.busy: Busy | None = None
         self.hang_secs = 0.0   # 0: the watchdog leaves this executor alone
         self.death: str | None = None   # why its steps ended, if they broke
         self.shared = False   # taking turns on a thread with other executors (the engine sets it)

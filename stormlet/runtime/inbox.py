@@ -19,7 +19,7 @@ from _thread import allocate_lock
 from collections.abc import Callable
 from typing import Any
 
-Message = tuple  # (kind, dest_task, src_task, payload)
+from .protocol import Message
 
 # A waiting sender looks again this often even if no wake-up came (one registered just after the
 # executor took a batch, or a stop): the wake-up is what makes waiting short, not this.

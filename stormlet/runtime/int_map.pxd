@@ -15,6 +15,7 @@ cdef object VALUE_LIMIT
 cdef class IntMap:
     cdef dict _others
     cdef int _bits
+    cdef int _shift
     cdef Py_ssize_t _mask
     cdef Py_ssize_t _count
     cdef unsigned long long[:] _keys
@@ -22,7 +23,6 @@ cdef class IntMap:
     cdef unsigned int[:] _low
 
     cdef _reset(self, int bits)
-    cdef Py_ssize_t _home(self, unsigned long long key)
     @cython.locals(slot=Py_ssize_t, found=cython.ulonglong)
     cdef Py_ssize_t _probe(self, unsigned long long key)
     @cython.locals(k=cython.ulonglong, slot=Py_ssize_t)
@@ -38,7 +38,8 @@ cdef class IntMap:
     cdef _grow(self)
     cdef _discard(self, object key)
     cpdef (bint, unsigned long long, unsigned int) take_parts(self, object key)
-    @cython.locals(slot=Py_ssize_t, high=cython.ulonglong, low=cython.uint)
+    @cython.locals(slot=Py_ssize_t, found=cython.ulonglong, high=cython.ulonglong,
+                   low=cython.uint)
     cpdef (bint, unsigned long long, unsigned int) take_u64(self, unsigned long long key)
     cdef (bint, unsigned long long, unsigned int) _take_other(self, object key)
     cpdef put_parts(self, object key, unsigned long long high, unsigned int low)

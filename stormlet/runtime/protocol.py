@@ -1,9 +1,9 @@
 """Names shared by every part of the runtime: system streams, system components, message kinds,
 and the layout of every control record.
 
-A message between executors is ``(kind, dest_task, src_task, payload)``. A data payload is a list
-of Tuple objects (from another worker, the same packed, which the bolt unpacks: see
-stormlet/cluster/wire.py); a control payload is a *flat* batch: the fields of one record after
+A message between executors is a ``Message``: ``(kind, dest_task, src_task, payload)``. A data
+payload is a list of Tuple objects (from another worker, the same packed, which the bolt unpacks:
+see stormlet/cluster/wire.py); a control payload is a *flat* batch: the fields of one record after
 another, in the order its record type below declares (``[root, xor, spout_task, root, xor,
 spout_task, ...]`` for ``ACK_INIT``), so that a batch of a thousand acks is one list, not a thousand
 small objects. The record types are the one definition of those layouts: writers append a record
@@ -15,7 +15,7 @@ as its bytes.
 """
 
 from array import array
-from typing import Iterator, NamedTuple, get_args, get_type_hints
+from typing import Any, Iterator, NamedTuple, get_args, get_type_hints
 
 # The system's stream and component names are the API's (streams.py); here for the runtime.
 from ..streams import ACKER_COMPONENT, DEFAULT_STREAM, SYSTEM_COMPONENT, SYSTEM_TASK, TICK_STREAM  # noqa: F401
@@ -43,6 +43,15 @@ WAKE = 31          # payload is None: look again (held data's inbox has room, ac
 
 # Between workers, from and to SYSTEM_TASK (cluster/backpressure.py): Backpressure records.
 BACKPRESSURE = 40
+
+
+class Message(NamedTuple):
+    """What an executor's inbox holds: ``kind`` (a constant above) for task ``dest_task`` from
+    task ``src_task`` (SYSTEM_TASK for the runtime's own), with its ``payload``."""
+    kind: int
+    dest_task: int
+    src_task: int
+    payload: Any
 
 
 class AckInit(NamedTuple):

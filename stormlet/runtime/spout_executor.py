@@ -34,7 +34,7 @@ import cython
 
 from ..fail_reason import TIMEOUT, FailReason
 from . import task_hooks
-from .executor import NOW, Executor, TaskBase
+from .executor import NOW, Busy, Executor, TaskBase
 from .extensions import DeadLetters
 from .metrics import TaskMetrics
 from .numbering import TopologyLayout
@@ -45,6 +45,7 @@ from .protocol import (
     STOP,
     SYSTEM_TASK,
     WAKE,
+    Message,
     SpoutFail,
     records,
 )
@@ -278,7 +279,7 @@ class SpoutExecutor(Executor):
         self.published_in_flight = 0
         # Put in this executor's inbox by a full inbox it held data for, once that has room:
         # a throttled spout sends again then, not after THROTTLED_WAIT_SECS.
-        wake_message = (WAKE, SYSTEM_TASK, SYSTEM_TASK, None)
+        wake_message = Message(WAKE, SYSTEM_TASK, SYSTEM_TASK, None)
         self._wake = lambda: self.inbox.put(wake_message)
 
     def ask_active(self, want: bool) -> None:
@@ -306,10 +307,10 @@ class SpoutExecutor(Executor):
             assert task is not None   # acks and fails come for this executor's own tasks
             started = time.monotonic()
             if kind == SPOUT_ACK:
-                self.busy = (started, task, "ack")
+                self.busy = Busy(started, task, "ack")
                 task.on_acks(payload)
             else:
-                self.busy = (started, task, "fail")
+                self.busy = Busy(started, task, "fail")
                 task.on_fails(payload)
             self.busy = None
             task.metrics.busy_secs += time.monotonic() - started
@@ -328,10 +329,10 @@ class SpoutExecutor(Executor):
         for task in self.tasks:
             if task.opened:
                 if want:
-                    self.busy = (time.monotonic(), task, "activate")
+                    self.busy = Busy(time.monotonic(), task, "activate")
                     task.call("activate raised", task.obj.activate)
                 else:
-                    self.busy = (time.monotonic(), task, "deactivate")
+                    self.busy = Busy(time.monotonic(), task, "deactivate")
                     task.call("deactivate raised", task.obj.deactivate)
         self.busy = None
 
@@ -342,7 +343,7 @@ class SpoutExecutor(Executor):
 
     def steps(self) -> Generator[float, tuple | None, None]:
         for task in self.tasks:
-            self.busy = (time.monotonic(), task, "open")
+            self.busy = Busy(time.monotonic(), task, "open")
             task.open()
         self.busy = None
         self.ready.set()
@@ -369,7 +370,7 @@ class SpoutExecutor(Executor):
             if now >= next_partitions:
                 next_partitions = now + PARTITIONS_SECS
                 for task in self.tasks:
-                    self.busy = (now, task, "partition_metrics")
+                    self.busy = Busy(now, task, "partition_metrics")
                     task.refresh_partitions()
                 self.busy = None
             emitted = 0
@@ -380,7 +381,7 @@ class SpoutExecutor(Executor):
                     if task in throttled:
                         continue   # its last batch is still held back
                     started = time.monotonic()
-                    self.busy = (started, task, "next_tuple")
+                    self.busy = Busy(started, task, "next_tuple")
                     emitted += task.emit_burst(self)
                     task.metrics.busy_secs += time.monotonic() - started
                 self.busy = None

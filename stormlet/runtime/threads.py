@@ -29,7 +29,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 from .. import config as cfg
 from . import log_context
@@ -102,6 +102,19 @@ class OwnThread(threading.Thread):
             executor.ended()
 
 
+class Turn:
+    """An executor's place on a shared thread: its ``steps`` (None until its first turn starts
+    them) and the ``deadline`` they last yielded (NOW until then). Updated in place each turn,
+    so a class with slots: as cheap to read and write as a list's items."""
+
+    __slots__ = ("executor", "steps", "deadline")
+
+    def __init__(self, executor: Executor) -> None:
+        self.executor = executor
+        self.steps: Generator[float, tuple | None, None] | None = None
+        self.deadline = NOW
+
+
 class SharedThread(threading.Thread):
     """Runs several executors, each in turn given the messages its inbox holds (or resumed at
     its deadline, or when woken), in the order given: the spouts first, then each bolt after
@@ -113,18 +126,17 @@ class SharedThread(threading.Thread):
     not hold up the rest, as it would not with a thread each."""
 
     def __init__(self, name: str, executors: Sequence[Executor], cpu: int | None,
-                 turns: list[list] | None = None):
+                 turns: list[Turn] | None = None):
         super().__init__(name=name, daemon=True)
         self.executors = list(executors)
         self.cpu = cpu
         self.idle = False
         self._doorbell: queue.SimpleQueue[None] = queue.SimpleQueue()
-        # A turn per executor still running here: [executor, its steps, its deadline], where
-        # steps is None and deadline NOW until the executor's first turn starts it. The list is
-        # None until this thread runs, unless it was handed these turns by another.
+        # A turn per executor still running here. The list is None until this thread runs,
+        # unless it was handed these turns by another.
         self._turns = turns
         self._lock = threading.Lock()   # the turns, the current one, its start and its limit
-        self._current: list | None = None
+        self._current: Turn | None = None
         self._current_since = 0.0
         # How long the current turn may last before a hand-off, fixed as it begins: read from
         # the turn when the guard looks, a start that ended an instant before would be judged
@@ -146,22 +158,22 @@ class SharedThread(threading.Thread):
         pin_executor_thread(self.cpu, self.name)
         enter_context = log_context.enter
         if self._turns is None:
-            self._turns = [[executor, None, NOW] for executor in self.executors]
+            self._turns = [Turn(executor) for executor in self.executors]
         while self._turns:
             progressed = False
             for turn in list(self._turns):
                 with self._lock:
                     self._current, self._current_since = turn, time.monotonic()
-                    self._current_limit = (STARTING_BLOCKED_SECS if turn[1] is None
+                    self._current_limit = (STARTING_BLOCKED_SECS if turn.steps is None
                                            else BLOCKED_SECS)
-                enter_context(turn[0].log_context)   # what its log lines name
+                enter_context(turn.executor.log_context)   # what its log lines name
                 try:
                     if self._take_turn(turn):
                         progressed = True
                 except StopIteration:
                     self._end(turn)
                 except BaseException as exc:
-                    turn[0].died(exc)
+                    turn.executor.died(exc)
                     self._end(turn)
                 with self._lock:
                     self._current = None
@@ -185,29 +197,30 @@ class SharedThread(threading.Thread):
             others = [t for t in turns if t is not turn]
             self._turns = [turn]
             self._handed_off = True
-            successor = SharedThread(f"{self.name}+", [t[0] for t in others], self.cpu, others)
+            successor = SharedThread(f"{self.name}+", [t.executor for t in others], self.cpu,
+                                     others)
         log.info("executor %s held its shared thread for %.2f s: it keeps that thread, and %s "
-                 "go on on thread %s", turn[0].name, now - self._current_since,
-                 ", ".join(t[0].name for t in others), successor.name)
+                 "go on on thread %s", turn.executor.name, now - self._current_since,
+                 ", ".join(t.executor.name for t in others), successor.name)
         successor.start()
         return successor
 
-    def _end(self, turn: list) -> None:
+    def _end(self, turn: Turn) -> None:
         with self._lock:
             assert self._turns is not None   # set when this thread began running turns
             self._turns.remove(turn)
-        turn[0].ended()
+        turn.executor.ended()
 
     @staticmethod
-    def _take_turn(turn: list) -> bool:
+    def _take_turn(turn: Turn) -> bool:
         """Resume one executor with what is waiting for it: at most the messages its inbox held
         when its turn came, so that a busy inbox does not keep the others waiting. Whether it
         ran. An executor's first turn starts it (its spout's ``open`` or its bolts' ``prepare``),
         so that a slow start is a long turn like any other, and the others go on elsewhere."""
-        executor, steps, deadline = turn
+        executor, steps, deadline = turn.executor, turn.steps, turn.deadline
         if steps is None:
-            steps = turn[1] = executor.steps()
-            turn[2] = next(steps)
+            steps = turn.steps = executor.steps()
+            turn.deadline = next(steps)
             return True
         inbox = executor.inbox
         budget = min(inbox.qsize() + 1, MAX_TURN_MESSAGES)
@@ -225,20 +238,21 @@ class SharedThread(threading.Thread):
                 message = None
             else:
                 break
-            deadline = turn[2] = steps.send(message)
+            deadline = turn.deadline = steps.send(message)
             ran = True
         return ran
 
-    def _sleep(self, turns: list[list]) -> None:
+    def _sleep(self, turns: list[Turn]) -> None:
         """Sleep until a message or wake-up comes for an executor, or the earliest deadline."""
         self.idle = True
         try:
             # What came before ``idle`` was set rang no bell: look once more first.
-            for executor, _steps, deadline in turns:
-                if (deadline == NOW or _woken(executor)
+            for turn in turns:
+                executor = turn.executor
+                if (turn.deadline == NOW or _woken(executor)
                         or (executor.wants_input and not executor.inbox.empty())):
                     return
-            timeout = min(deadline for _e, _s, deadline in turns) - time.monotonic()
+            timeout = min(turn.deadline for turn in turns) - time.monotonic()
             try:
                 if timeout == FOREVER:
                     self._doorbell.get()

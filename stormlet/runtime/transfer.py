@@ -15,7 +15,16 @@ from typing import Any, Protocol, cast
 
 from .inbox import CycleGate
 from .metrics import TaskMetrics
-from .protocol import ACK_ACK, ACK_FAIL, ACK_INIT, ACK_RESET, ACK_TIMEOUT, DATA, ack_pairs
+from .protocol import (
+    ACK_ACK,
+    ACK_FAIL,
+    ACK_INIT,
+    ACK_RESET,
+    ACK_TIMEOUT,
+    DATA,
+    Message,
+    ack_pairs,
+)
 
 # A transfer batch size no buffer reaches.
 UNBOUNDED = 1 << 62
@@ -112,7 +121,7 @@ class Transfer:
                 if buf:
                     buffers[i] = empty()
                     task = self.acker_tasks[i]
-                    routes[task].put((kind, task, src, buf))
+                    routes[task].put(Message(kind, task, src, buf))
         data = self.data
         held_for = self._held
         granted = self._granted
@@ -143,12 +152,12 @@ class Transfer:
                 data[task] = []
                 self.metrics.transferred += len(buf)
                 if woken:   # by a take (only a local inbox wakes): in without waiting
-                    routes[task].put((DATA, task, src, buf))
+                    routes[task].put(Message(DATA, task, src, buf))
                     continue
                 try:
                     if gate_closed and gate is not None:
                         self.metrics.throttled_secs += gate.wait_open(task, self.stopping)
-                    waited = routes[task].put_data((DATA, task, src, buf), self.stopping,
+                    waited = routes[task].put_data(Message(DATA, task, src, buf), self.stopping,
                                                    task not in feedback)
                 except Exception as exc:
                     # A batch for another worker that would not pack (a value changed after

@@ -20,7 +20,7 @@ import time
 import traceback
 from typing import Sequence
 
-from .executor import Executor
+from .executor import Busy, Executor
 from .metrics import TaskMetrics
 from .task_errors import MAX_DETAIL, clip_tail
 
@@ -37,9 +37,9 @@ class Watchdog(threading.Thread):
         super().__init__(name=f"{name}:watchdog", daemon=True)
         self.stopping = stopping
         self.watch(executors, metrics)
-        # Executor -> the busy tuple reported as hung, until that call returns (or it is no
+        # Executor -> the Busy record reported as hung, until that call returns (or it is no
         # longer watched). Only this thread touches it.
-        self._hung: dict[Executor, tuple] = {}
+        self._hung: dict[Executor, Busy] = {}
 
     def watch(self, executors: Sequence[Executor], metrics: Sequence[TaskMetrics]) -> None:
         """Watch ``executors`` and flush the error windows of ``metrics`` from the next look on,
@@ -69,24 +69,24 @@ class Watchdog(threading.Thread):
                 del self._hung[executor]
                 self._recovered(reported, now)
             if (busy is not None and executor.hang_secs > 0 and executor not in self._hung
-                    and now - busy[0] >= executor.hang_secs):
+                    and now - busy.since >= executor.hang_secs):
                 self._hung[executor] = busy
                 self._report(executor, busy, now)
         for metrics in self.metrics:
             metrics.errors.flush(now)
 
-    def _report(self, executor: Executor, busy: tuple, now: float) -> None:
-        since, task, call = busy
+    def _report(self, executor: Executor, busy: Busy, now: float) -> None:
+        task = busy.task
         frame = sys._current_frames().get(executor.ident or -1)
         stack = ("".join(traceback.format_stack(frame)).rstrip() if frame is not None
                  else "(no stack: the thread is gone)")
         task.metrics.errors.note(
-            f"component {task.component_id} task {task.task_id} has been in {call} for "
-            f"{now - since:.0f} s (threshold {executor.hang_secs:g} s); its stack:",
+            f"component {task.component_id} task {task.task_id} has been in {busy.call} for "
+            f"{now - busy.since:.0f} s (threshold {executor.hang_secs:g} s); its stack:",
             detail=clip_tail(stack, MAX_DETAIL))
 
-    def _recovered(self, busy: tuple, now: float) -> None:
-        since, task, call = busy
+    def _recovered(self, busy: Busy, now: float) -> None:
+        task = busy.task
         task.metrics.errors.note(
-            f"component {task.component_id} task {task.task_id} returned from {call} after "
-            f"about {now - since:.0f} s", level=logging.WARNING, counted=False)
+            f"component {task.component_id} task {task.task_id} returned from {busy.call} after "
+            f"about {now - busy.since:.0f} s", level=logging.WARNING, counted=False)

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import config as cfg
 from ..local import FinalReport, LocalCluster
-from ..runtime.protocol import ACKER_COMPONENT, SYSTEM_TASK, TICK
+from ..runtime.protocol import ACKER_COMPONENT, SYSTEM_TASK, TICK, Message
 from ..state.windowed import StatefulWindowedBoltRunner
 from ..topology import Topology
 from ..windowing import WindowedBoltRunner
@@ -119,7 +119,7 @@ class SimulatedCluster(LocalCluster):
                     if tick.due <= due:
                         tick.due += tick.every
                         self._ticks_sent[name] += 1
-                        tick.inbox.put((TICK, tick.task, SYSTEM_TASK, None))
+                        tick.inbox.put(Message(TICK, tick.task, SYSTEM_TASK, None))
             for name in list(self._ticks):
                 self.wait_idle(name, timeout)
         self.clock.advance_to(target)
