@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Debian's chromium for the UI's browser tests (tests/test_ui_browser.py drives it with
+# Install Debian's chromium for the UI's browser tests (tests/ui/test_ui_browser.py drives it with
 # Playwright; Playwright's own browser downloads do not work here). Does nothing when
 # /usr/bin/chromium is there already.
 #

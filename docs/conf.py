@@ -2,7 +2,7 @@
 
 Build it: ``python -m sphinx -W -n --keep-going docs docs/_build/html`` (``-W -n``: a broken
 link, a missing reference or a docstring that does not parse fails the build, as the test does:
-tests/test_docs.py). Nothing here reaches the network.
+tests/docs/test_docs.py). Nothing here reaches the network.
 """
 
 from __future__ import annotations

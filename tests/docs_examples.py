@@ -1,4 +1,4 @@
-"""The documentation site's runnable parts, for tests/test_docs.py: its pages, the Python
+"""The documentation site's runnable parts, for tests/docs/test_docs.py: its pages, the Python
 examples in them, and the `stormlet ...` commands they name.
 
 Every fenced ```python block of a page runs, in the page's order and in one namespace (a later

@@ -1,5 +1,5 @@
 """The stateful topology with its whole checkpoint path in one worker: for the multi-host run in
-which that worker is the orphan (tests/test_multi_host.py).
+which that worker is the orphan (tests/cluster/test_multi_host.py).
 
 ``chaos_stateful_topology`` spreads every component over both workers, so each checkpoint
 action reaches every tally task through both relays: a worker cut off from ZooKeeper, whose

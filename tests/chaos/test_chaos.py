@@ -3,7 +3,7 @@ cluster. Every message must be acked and seen; duplicates are allowed (at-least-
 reported. The long form is ``python tests/chaos/run.py`` (see its --help).
 
 Effectively-once (issue 55) is checked here with exact equality in the full form (CI runs its
-quicker proof, tests/test_cluster_exactly.py): the stateful topology in that mode under every
+quicker proof, tests/state/test_cluster_exactly.py): the stateful topology in that mode under every
 fault, every message counted exactly once in the committed state."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A steady topology whose bolt logs a DEBUG line for every tuple it sees, for the tests of
-run-time log levels and tuple sampling (tests/test_cluster_live_settings.py).
+run-time log levels and tuple sampling (tests/cluster/test_cluster_live_settings.py).
 
 A spout emits a numbered word (with its number as the message id) every ``chatty.interval``
 seconds; a bolt logs ``chatty saw <word>`` at DEBUG on the logger CHATTY_LOGGER, emits the word

@@ -1,5 +1,5 @@
 """Bolts that feed each other in a cycle, for the tests of cycles under backpressure
-(tests/test_cycles.py runs it locally, tests/test_cluster.py on two workers).
+(tests/runtime/test_cycles.py runs it locally, tests/cluster/test_cluster.py on two workers).
 
 The spout emits ``test.count`` numbers as ``[n, 0]``, tracked unless ``test.untracked``. The
 fan-out bolt emits each input three times, one lap further on; the back bolt sends each back to

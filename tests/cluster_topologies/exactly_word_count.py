@@ -1,5 +1,5 @@
 """A stateful word count over the partitioned log in effectively-once, for the cluster test of
-exact state under failures (tests/test_cluster_exactly.py); exactly_kafka_word_count.py is
+exact state under failures (tests/state/test_cluster_exactly.py); exactly_kafka_word_count.py is
 the same over Kafka.
 
 Each record is a sentence ``<id> w<a> w<b>``; ``Split`` sends its words on, each with its

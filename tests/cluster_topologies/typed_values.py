@@ -1,5 +1,5 @@
 """Values of registered types (stormlet/serializers.py) through a topology, for
-tests/test_serializers.py: in local mode, on a cluster (across workers), into the failed-message
+tests/api/test_serializers.py: in local mode, on a cluster (across workers), into the failed-message
 log, and in a Spark backfill.
 
 The spout emits ``test.count`` tuples ``[i, SAMPLES[i % len(SAMPLES)]]``, tracked. ``enrich``

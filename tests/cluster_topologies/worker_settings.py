@@ -1,5 +1,5 @@
 """What a worker's process was given, for the cluster tests of worker settings
-(tests/test_cluster_worker_settings.py).
+(tests/cluster/test_cluster_worker_settings.py).
 
 Spout ``ticks`` emits a number five times a second. Bolt ``probe`` writes, at every tuple, what
 its process sees to ``<probe.dir>/<topology id>.<pid>.json``: the variable PROBE_GREETING
