@@ -182,8 +182,10 @@ class Blocking:
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.serving: list[int] = []   # one entry a request being answered (append is atomic)
 
     def cluster_summary(self) -> dict:
+        self.serving.append(threading.get_ident())
         self.release.wait(10)
         return {"mode": self.mode, "nimbuses": [], "supervisors": []}
 
@@ -202,7 +204,8 @@ def test_connections_being_served_are_never_closed_for_a_newcomer():
                 sock = stack.enter_context(socket.create_connection(("127.0.0.1", server.port)))
                 sock.sendall(b"GET /api/v1/cluster/summary HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 served.append(sock)
-            time.sleep(0.3)   # both requests taken by the server's threads
+            # Being answered, each request is still its connection's: in service.
+            wait_until(lambda: len(source.serving) == 2, 5, "both requests being answered")
             newcomer = stack.enter_context(socket.create_connection(("127.0.0.1", server.port)))
             assert closed_by_server(newcomer, within=2)
             source.release.set()
