@@ -50,6 +50,7 @@ class Tricklers:
     def __init__(self, port: int, count: int, every: float = 0.1):
         self.port, self.count, self.every = port, count, every
         self.reconnects = 0
+        self.rounds = 0   # rounds in which every connection sent its byte
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tricklers", daemon=True)
 
@@ -77,6 +78,7 @@ class Tricklers:
                         sock.close()
                         sockets[i] = self._connect()
                         self.reconnects += 1
+                self.rounds += 1
         finally:
             for sock in sockets:
                 sock.close()
@@ -115,11 +117,12 @@ def test_the_ui_answers_through_hundreds_of_half_open_and_trickling_connections(
     # Waitress's defaults stopped accepting at ~99 such connections: this read hung.
     with ui() as server, ExitStack() as stack:
         half_open(stack, server.port, 300)
-        with Tricklers(server.port, 20):
-            time.sleep(0.3)   # the tricklers connected and are sending
+        with Tricklers(server.port, 20) as tricklers:
             for _ in range(5):
+                # Each summary read while the tricklers, all connected, go on sending.
+                done = tricklers.rounds
+                wait_until(lambda: tricklers.rounds > done, 5, "a round of trickled bytes")
                 assert summary_secs(server.port) < PROMPT_SECS
-                time.sleep(0.2)
 
 
 def test_many_clients_under_the_per_client_cap_still_leave_room():
