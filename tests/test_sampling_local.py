@@ -121,21 +121,6 @@ def all_done(cluster) -> bool:
     return sink.seen == 5 * N
 
 
-class CountedSink(SampleSink):
-    """A SampleSink that counts the write passes begun and ended (the settings thread's)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.begun = self.ended = 0
-
-    def write(self) -> int:
-        self.begun += 1
-        try:
-            return super().write()
-        finally:
-            self.ended += 1
-
-
 def emits_done(cluster) -> Callable[[], bool]:
     """Whether every emitting component has finished an emit since this was called, or has no
     more to make: an emit under way when it was called (sampled or not) is over."""
@@ -145,14 +130,6 @@ def emits_done(cluster) -> Callable[[], bool]:
         return [source.n, getattr(plain, "executed", 0), getattr(basic, "executed", 0)]
     then = counts()
     return lambda: all(now > was or now == N for now, was in zip(counts(), then))
-
-
-def written_from_now(settings: LiveSettings, sink: CountedSink) -> None:
-    """Wake the settings thread (following what it follows: sampling off) and wait for a write
-    pass begun after this call to end: every sample taken before the call is then in the file."""
-    begun = sink.begun
-    settings.follow({"sampling": {}})
-    wait_until(lambda: sink.ended > begun, 10, "a write pass of the settings thread")
 
 
 def sampled(path) -> Counter:
@@ -212,7 +189,7 @@ def test_one_components_own_percentage_wins_over_every_components(cluster, tmp_p
 def test_turned_off_or_run_out_nothing_more_is_sampled(cluster, tmp_path):
     path = tmp_path / "samples.jsonl"
     Gate.pause = 0.0005   # N emits take 2 s at least: the changes come while it runs
-    sink = CountedSink(path, pending=len(PATHS) * N, written_per_sec=None)
+    sink = SampleSink(path, pending=len(PATHS) * N, written_per_sec=None)
     settings = LiveSettings(cluster.runtime("s"), samples=sink).start()
     try:
         settings.follow({"sampling": {"plain": {"percent": 100, "until": None},
@@ -220,12 +197,13 @@ def test_turned_off_or_run_out_nothing_more_is_sampled(cluster, tmp_path):
         Gate.go.set()
         wait_until(lambda: sampled(path)[("plain", "default")] > 50, 20, "plain's samples")
         settings.follow({"sampling": {}})
-        # What was sampled before: the emits under way as it was turned off, and then a write.
+        # What was sampled before: the emits under way as it was turned off are over, and
+        # closing writes every sample made (its thread stopped: from here the test writes).
         wait_until(emits_done(cluster), 20, "an emit of each component since")
-        written_from_now(settings, sink)
+        settings.close()
         before = sampled(path)
         wait_until(lambda: all_done(cluster), 60, "every tuple at the sink")
-        written_from_now(settings, sink)   # anything sampled since would now be in the file
+        sink.write()   # anything sampled since would now be in the file
         after = sampled(path)
         assert after == before
         assert 0 < after[("basic", "default")] < N and after[("plain", "default")] < N
