@@ -192,15 +192,19 @@ def test_stack_dumps_do_not_disturb_the_worker(target):
 def test_a_worker_without_the_handler_is_not_sent_the_signal_but_dumped_by_py_spy(target):
     worker = target("default")   # SIGUSR1 would end it
     assert not catches_signal(worker.pid, STACKS_SIGNAL)
+    wait_until(lambda: (worker.directory / "ticks").exists(), 10, "the first tick")
 
     text = stack_dump(worker.pid, worker.directory)
+    after_dump = ticks(worker)
 
     assert text.startswith(f"(worker {worker.pid} does not answer SIGUSR1 (yet): these stacks "
                            f"are py-spy's)\n")
     for expected in WORKER_THREADS:
         assert expected in text, text
-    time.sleep(0.2)
-    assert worker.poll() is None   # still running: it was never sent the signal
+    # A signal sent during the dump is delivered before the process runs on; SIGUSR1 would
+    # have ended it, so a tick after the dump shows it was never sent.
+    wait_until(lambda: ticks(worker) > after_dump, 10, "a tick after the dump")
+    assert worker.poll() is None
 
 
 @needs_py_spy

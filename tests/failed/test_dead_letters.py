@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import time
-
 import support
 
 from stormlet import Bolt, Spout, TopologyBuilder
@@ -21,8 +19,10 @@ class Replaying(Spout):
         self.collector = collector
         self.todo = list(range(20))
         self.acked, self.fails, self.dead = set(), [], []
+        self.calls = 0
 
     def next_tuple(self):
+        self.calls += 1
         if self.todo:
             msg_id = self.todo.pop(0)
             if msg_id == 13:
@@ -58,7 +58,12 @@ def test_a_message_failing_n_times_goes_to_the_failed_log_not_back_to_the_spout(
     with support.running(builder.build(), conf) as cluster:
         spout = cluster.instances("test", "numbers")[0]
         cluster.wait_for(lambda: len(spout.acked) == 18 and spout.dead, timeout=10)
-        time.sleep(0.3)
+        # A fail or a replay after the dead letter would now have been heard: the spout has
+        # stepped on since (anything it called or emitted then is done) and nothing is in
+        # flight (any replay's verdict has come).
+        calls = spout.calls
+        support.wait_until(lambda: spout.calls > calls + 1, 10, "the spout's next steps")
+        support.wait_until(lambda: cluster.in_flight("test") == 0, 10, "no tuple in flight")
         assert spout.fails == [7, 7]                      # two fails, the third dead-lettered
         assert spout.dead == [(7, "fail", "check")]
         assert spout.acked == set(range(20)) - {7, 13}

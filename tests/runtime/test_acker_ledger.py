@@ -11,11 +11,11 @@ after rotations.
 from __future__ import annotations
 
 import random
-import time
 from array import array
 from collections import defaultdict
 
 import pytest
+import support
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ledger_model import COMPONENT_OF, N_ACKERS, Run
@@ -563,10 +563,12 @@ class OneTupleSpout(Spout):
     def open(self, conf, context, collector):
         self.collector = collector
         self.done = False
+        self.calls = 0
         self.acked = []
         self.failed = []
 
     def next_tuple(self):
+        self.calls += 1
         if not self.done:
             self.done = True
             self.collector.emit(["v"] * len(self.outputs), msg_id="m")
@@ -613,7 +615,15 @@ def test_a_held_child_keeps_the_tree_open(fields):
         cluster.wait_for(lambda: holder.held, timeout=10)
         assert holder.held[0].roots, "the child was emitted untracked"
         cluster.wait_for(lambda: cluster.metrics("held")["anchor"]["acked"] == 1, timeout=10)
-        time.sleep(0.3)  # room for an (early) ack verdict to arrive
+        # An early verdict would now have reached the spout: the acker took the spout's init
+        # and the anchor's ack and sent what they decided (none of its verdicts wait unsent),
+        # and the spout, which reads its inbox before each next_tuple, has stepped on since.
+        (acker,) = [e for e in cluster.runtime("held").all_executors() if hasattr(e, "ledger")]
+        support.wait_until(lambda: cluster.metrics("held")["__acker"]["executed"] == 2
+                           and not acker.acked and not acker.failed, 10,
+                           "the acker to take and answer both messages")
+        calls = spout.calls
+        support.wait_until(lambda: spout.calls > calls + 1, 10, "the spout's next steps")
         assert spout.acked == [] and spout.failed == []
         assert cluster.in_flight("held") == 1
         cluster.kill("held", wait_secs=0)

@@ -10,6 +10,7 @@ import math
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 from support import wait_until
@@ -62,6 +63,7 @@ class Plain(Bolt):
         self.collector.emit([tup[0]], tup)
         self.collector.emit_direct(self.sink, [tup[0]], tup, stream="direct")
         self.collector.ack(tup)
+        self.executed = getattr(self, "executed", 0) + 1   # after its emits: see emits_done
 
 
 class Basic(BasicBolt):
@@ -75,6 +77,7 @@ class Basic(BasicBolt):
     def execute(self, tup, collector):
         collector.emit([tup[0]])
         collector.emit_direct(self.sink, [tup[0]], stream="direct")
+        self.executed = getattr(self, "executed", 0) + 1
 
 
 class Sink(Bolt):
@@ -116,6 +119,17 @@ def cluster():
 def all_done(cluster) -> bool:
     sink, = cluster.instances("s", "sink")
     return sink.seen == 5 * N
+
+
+def emits_done(cluster) -> Callable[[], bool]:
+    """Whether every emitting component has finished an emit since this was called, or has no
+    more to make: an emit under way when it was called (sampled or not) is over."""
+    def counts() -> list[int]:
+        (source,), (plain,), (basic,) = (cluster.instances("s", c)
+                                         for c in ("source", "plain", "basic"))
+        return [source.n, getattr(plain, "executed", 0), getattr(basic, "executed", 0)]
+    then = counts()
+    return lambda: all(now > was or now == N for now, was in zip(counts(), then))
 
 
 def sampled(path) -> Counter:
@@ -183,10 +197,13 @@ def test_turned_off_or_run_out_nothing_more_is_sampled(cluster, tmp_path):
         Gate.go.set()
         wait_until(lambda: sampled(path)[("plain", "default")] > 50, 20, "plain's samples")
         settings.follow({"sampling": {}})
-        time.sleep(1.2)   # the settings thread's write of what was sampled before
+        # What was sampled before: the emits under way as it was turned off are over, and
+        # closing writes every sample made (its thread stopped: from here the test writes).
+        wait_until(emits_done(cluster), 20, "an emit of each component since")
+        settings.close()
         before = sampled(path)
         wait_until(lambda: all_done(cluster), 60, "every tuple at the sink")
-        time.sleep(1.2)
+        sink.write()   # anything sampled since would now be in the file
         after = sampled(path)
         assert after == before
         assert 0 < after[("basic", "default")] < N and after[("plain", "default")] < N

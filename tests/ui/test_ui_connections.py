@@ -50,6 +50,7 @@ class Tricklers:
     def __init__(self, port: int, count: int, every: float = 0.1):
         self.port, self.count, self.every = port, count, every
         self.reconnects = 0
+        self.rounds = 0   # rounds in which every connection sent its byte
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tricklers", daemon=True)
 
@@ -77,6 +78,7 @@ class Tricklers:
                         sock.close()
                         sockets[i] = self._connect()
                         self.reconnects += 1
+                self.rounds += 1
         finally:
             for sock in sockets:
                 sock.close()
@@ -115,11 +117,12 @@ def test_the_ui_answers_through_hundreds_of_half_open_and_trickling_connections(
     # Waitress's defaults stopped accepting at ~99 such connections: this read hung.
     with ui() as server, ExitStack() as stack:
         half_open(stack, server.port, 300)
-        with Tricklers(server.port, 20):
-            time.sleep(0.3)   # the tricklers connected and are sending
+        with Tricklers(server.port, 20) as tricklers:
             for _ in range(5):
+                # Each summary read while the tricklers, all connected, go on sending.
+                done = tricklers.rounds
+                wait_until(lambda: tricklers.rounds > done, 5, "a round of trickled bytes")
                 assert summary_secs(server.port) < PROMPT_SECS
-                time.sleep(0.2)
 
 
 def test_many_clients_under_the_per_client_cap_still_leave_room():
@@ -182,8 +185,10 @@ class Blocking:
 
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.serving: list[int] = []   # one entry a request being answered (append is atomic)
 
     def cluster_summary(self) -> dict:
+        self.serving.append(threading.get_ident())
         self.release.wait(10)
         return {"mode": self.mode, "nimbuses": [], "supervisors": []}
 
@@ -202,7 +207,8 @@ def test_connections_being_served_are_never_closed_for_a_newcomer():
                 sock = stack.enter_context(socket.create_connection(("127.0.0.1", server.port)))
                 sock.sendall(b"GET /api/v1/cluster/summary HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 served.append(sock)
-            time.sleep(0.3)   # both requests taken by the server's threads
+            # Being answered, each request is still its connection's: in service.
+            wait_until(lambda: len(source.serving) == 2, 5, "both requests being answered")
             newcomer = stack.enter_context(socket.create_connection(("127.0.0.1", server.port)))
             assert closed_by_server(newcomer, within=2)
             source.release.set()
