@@ -64,14 +64,19 @@ def format_number(value: int | float | str) -> str:
 
 
 def figure(record: dict) -> str:
-    """The figure column: the value (several joined by " / "), its unit, then its detail."""
+    """The figure column: the value (several joined by " / "), its unit, then its detail and
+    the build if it was not compiled."""
     value = record["value"]
     parts = value if isinstance(value, list) else [value]
     text = " / ".join(format_number(v) for v in parts)
     if record.get("unit"):
         text += f" {record['unit']}"
-    if record.get("detail"):
-        text += f" ({record['detail']})"
+    # The page's figures are of the compiled build; one from the interpreted build says so.
+    notes = [record["detail"]] if record.get("detail") else []
+    if record.get("build") == "interpreted":
+        notes.append("interpreted build")
+    if notes:
+        text += f" ({'; '.join(notes)})"
     return text
 
 

@@ -2,6 +2,7 @@
 renders LATEST.md's table from the latest record of each measure, and the committed LATEST.md
 is in sync with the committed records."""
 
+import ast
 import json
 from pathlib import Path
 
@@ -71,7 +72,8 @@ def test_the_table_shows_the_latest_record_of_each_measure(figures, diary, tmp_p
     for measure, bench, value, date in rows:
         recorder = figures.Recorder(bench, enabled=True, results=results,
                                     command=f"python benchmarks/{bench}.py")
-        recorder._context = {"date": date}
+        recorder._context = {"date": date, "build": "interpreted" if bench == "zz_new" else
+                             "compiled"}
         recorder.record(measure, value, unit="u" if bench != "zz_new" else "")
     assert diary.main(["--check", "--latest", str(page), "--results", str(results)]) == 1
     assert page.read_text() == PAGE    # --check changes nothing
@@ -84,7 +86,8 @@ def test_the_table_shows_the_latest_record_of_each_measure(figures, diary, tmp_p
         "| a | 1,234,567 u | 2026-02-01 | `python benchmarks/wordcount.py` |",  # its place kept
         "| b | 0.223 u | 2026-01-01 | the same |",
         "| x | 1.5 / 0.9 u | 2026-01-05 | `python benchmarks/cluster_wordcount.py` |",
-        "| c | ~5 (text) | 2026-03-01 | `python benchmarks/zz_new.py` |",  # unnamed: last
+        # a benchmark the table's order does not name comes last
+        "| c | ~5 (text) (interpreted build) | 2026-03-01 | `python benchmarks/zz_new.py` |",
     ]
     assert diary.main(["--check", "--latest", str(page), "--results", str(results)]) == 0
 
@@ -98,3 +101,35 @@ def test_a_page_without_markers_is_an_error_naming_them(diary, tmp_path):
 
 def test_the_committed_latest_page_matches_the_committed_results(diary):
     assert diary.main(["--check"]) == 0, "run python benchmarks/diary.py"
+
+
+def recorded_measures(source: Path) -> tuple[str | None, set[str]]:
+    """The benchmark name a file's ``Recorder`` is made with, and the measures it records."""
+    name, measures = None, set()
+    for node in ast.walk(ast.parse(source.read_text())):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        first = node.args[0]
+        called = getattr(node.func, "attr", getattr(node.func, "id", None))
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            if called == "Recorder":
+                name = first.value
+            elif called == "record":
+                measures.add(first.value)
+    return name, measures
+
+
+def test_each_wired_benchmark_records_the_rows_it_fills(diary):
+    """A measure renamed in a benchmark but not in its records would leave the old row standing
+    and add a new one: each measure a benchmark records is a row of the committed records."""
+    rows = {(r["benchmark"], r["measure"]) for r in diary.read_records(diary.RESULTS)}
+    wired = 0
+    for source in sorted(BENCHMARKS.rglob("*.py")):
+        name, measures = recorded_measures(source)
+        if name is None:
+            continue
+        wired += 1
+        assert measures, f"{source.name} makes a Recorder and records nothing"
+        missing = {m for m in measures if (name, m) not in rows}
+        assert not missing, f"{source.name} records measures that are no row of results/: {missing}"
+    assert wired
