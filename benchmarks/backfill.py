@@ -127,8 +127,8 @@ def main() -> None:
                                      f"; the warm-up job (1,000 lines): {warmup:.1f} s"))
     # LATEST.md's row (benchmarks/diary.py renders it from the records); a run in a new JVM is
     # a row of its own, after it.
-    spark_label = "local Spark, 2 cores" if args.master == "local[2]" else f"Spark {args.master}"
-    measure = f"backfill of word count over {args.lines:,} lines ({spark_label})"
+    measure = (f"backfill of word count over {args.lines:,} lines "
+               f"({figures.spark_label(args.master)})")
     figures.Recorder("backfill", enabled=args.record).record(
         "the same in a new JVM" if args.no_warmup else measure,
         result.messages / result.seconds, unit="lines/s" + ("" if args.no_warmup else " warm"),

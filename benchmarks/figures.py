@@ -56,6 +56,11 @@ def this_command() -> str:
     return " ".join(["python", script_text, *map(shlex.quote, args)])
 
 
+def spark_label(master: str) -> str:
+    """How a measure names the Spark it ran on: LATEST.md's rows say "local Spark, 2 cores"."""
+    return "local Spark, 2 cores" if master == "local[2]" else f"Spark {master}"
+
+
 def _commit() -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],

@@ -136,10 +136,9 @@ def main() -> None:
         assert again.written == 0 and again.files == 0, again
         print(f"second replay of the same log (nothing to do): {again.seconds:.2f}s")
         # LATEST.md's row (benchmarks/diary.py renders it from the records).
-        spark_label = ("local Spark, 2 cores" if args.master == "local[2]"
-                       else f"Spark {args.master}")
         figures.Recorder("replay", enabled=args.record).record(
-            f"replay of {args.records:,} failed messages into a local log ({spark_label})",
+            f"replay of {args.records:,} failed messages into a local log "
+            f"({figures.spark_label(args.master)})",
             f"{rates[0]:,.0f} msgs/s in a new JVM, {rates[1]:,.0f} in a warm one")
         spark.stop()
         if profiler is not None:
