@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Every benchmark, one after the other; each prints its own figures.
+# Every benchmark, one after the other; each prints its own figures. With
+# STORMLET_BENCH_RECORD=1 the benchmarks wired to figures.py also append them to results/, and
+# LATEST.md's table is rendered from them at the end (benchmarks/diary.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python benchmarks/wordcount.py "$@"
@@ -40,3 +42,6 @@ echo
 python benchmarks/backfill_floor.py
 echo
 python benchmarks/replay.py
+if [ "${STORMLET_BENCH_RECORD:-0}" != 0 ]; then
+    python benchmarks/diary.py
+fi

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+import figures
+
 from stormlet.loader import load_topology_file
 from stormlet.spark.backfill import Backfill, InputOptions
 from stormlet.spark.session import build_session
@@ -76,13 +78,16 @@ class Bench:
 
 
 @contextmanager
-def word_count_bench(doc: str, name: str) -> Iterator[Bench]:
-    """The setting both backfill benchmarks run in, its files and session gone afterwards."""
+def word_count_bench(doc: str, name: str, recorded: bool = False) -> Iterator[Bench]:
+    """The setting both backfill benchmarks run in, its files and session gone afterwards;
+    ``recorded``: the benchmark records its figures, so it takes ``--record``."""
     parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--lines", type=int, default=1_000_000)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--no-warmup", action="store_true",
                         help="run the timed job first, in a new JVM")
+    if recorded:
+        figures.add_flag(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
         directory = Path(tmp)
@@ -98,7 +103,7 @@ def word_count_bench(doc: str, name: str) -> Iterator[Bench]:
 
 
 def main() -> None:
-    with word_count_bench(__doc__, "stormlet-backfill-bench") as bench:
+    with word_count_bench(__doc__, "stormlet-backfill-bench", recorded=True) as bench:
         args, directory = bench.args, bench.directory
         warmup = None
         if not args.no_warmup:
@@ -120,6 +125,14 @@ def main() -> None:
           f"({result.messages / cpu:,.0f} messages per CPU-second); Spark session start: "
           f"{session_secs:.1f} s" + ("" if warmup is None else
                                      f"; the warm-up job (1,000 lines): {warmup:.1f} s"))
+    # LATEST.md's row (benchmarks/diary.py renders it from the records); a run in a new JVM is
+    # a row of its own, after it.
+    measure = (f"backfill of word count over {args.lines:,} lines "
+               f"({figures.spark_label(args.master)})")
+    figures.Recorder("backfill", enabled=args.record).record(
+        "the same in a new JVM" if args.no_warmup else measure,
+        result.messages / result.seconds, unit="lines/s" + ("" if args.no_warmup else " warm"),
+        detail=f"{cpu:.1f} CPU-seconds; Spark session start {session_secs:.1f} s")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import figures
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
@@ -72,7 +74,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--bolt-ms", type=float, default=2.0)
     parser.add_argument("--max-pending", type=int, default=1000)
+    figures.add_flag(parser)
     args = parser.parse_args()
+    recorder = figures.Recorder("backpressure", enabled=args.record)
     print(f"backpressure: spout -> bolt sleeping {args.bolt_ms:g} ms a tuple, in another worker; "
           f"{args.seconds:g}s measured after a 5 s warm-up")
     for max_pending in (None, args.max_pending):
@@ -85,6 +89,16 @@ def main() -> None:
               f"{r['acked']:,} acked, {r['failed']:,} failed ({r['timeouts']:,} timeouts)")
         print(f"  spout worker memory {mb.format(*r['spout_rss_mb'])}; "
               f"bolt worker memory {mb.format(*r['bolt_rss_mb'])}")
+        if max_pending is None:
+            # LATEST.md's row (benchmarks/diary.py renders it from the records): backpressure
+            # alone, with no max.spout.pending to bound what is in flight.
+            recorder.record(
+                f"backpressure: spout in one worker, a bolt taking {args.bolt_ms:g} ms a tuple in "
+                f"the other (its own rate {r['bolt_rate']:,.0f}/s)",
+                f"{r['acked_per_sec']:,.0f} acked/s, {r['timeouts']:,} timeouts, at most "
+                f"{r['max_in_flight']:,} in flight, "
+                f"{max(r['spout_rss_mb'][2], r['bolt_rss_mb'][2]):.0f} MB",
+                detail=f"no max.spout.pending; the larger worker's peak memory; {args.seconds:g} s")
 
 
 if __name__ == "__main__":

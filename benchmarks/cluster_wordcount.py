@@ -39,6 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import figures
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 # Ports below the kernel's ephemeral range, as the tests' servers get (a bind-to-0 port can be
@@ -179,6 +181,29 @@ def per_cpu_second(run: dict) -> float:
     return run["words_per_sec"] / run["cpu_cores"] if run["cpu_cores"] else float("nan")
 
 
+def record(args: argparse.Namespace, ratios: list[float], cpu_ratios: list[float]) -> None:
+    """LATEST.md's rows (benchmarks/diary.py renders them from the records): the default
+    placement's two topologies only, so that a run with other settings replaces neither."""
+    if args.secure or args.unpinned or args.pin_one_process or args.conf or not ratios:
+        return
+    measure = {
+        str(HERE / "wordcount_topology.py"): "cluster, two workers (one per core): acked words/s "
+        "against one process in the same run, and per worker CPU-second against one process's",
+        str(HERE / "wordcount_no_crossing_topology.py"): "the same with nothing crossing "
+        "between the workers",
+    }.get(args.topology)
+    if measure is None:
+        return
+
+    def span(values: list[float], form: str) -> str:
+        low, high = format(min(values), form), format(max(values), form)
+        return low if low == high else f"{low}–{high}".replace("%–", "–")
+
+    figures.Recorder("cluster_wordcount", enabled=args.record).record(
+        measure, f"{span(ratios, '.2f')}×; {span(cpu_ratios, '.0%')}",
+        detail=f"{len(ratios)} windows of {args.seconds:g} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0,
@@ -198,6 +223,7 @@ def main() -> None:
                              "(its executors share one by default)")
     parser.add_argument("-c", dest="conf", action="append", default=[], metavar="KEY=VALUE",
                         help="topology config override, as for stormlet submit")
+    figures.add_flag(parser)
     args = parser.parse_args()
     if args.topology is not None and args.no_crossing:
         parser.error("--no-crossing picks its own topology: give --topology or --no-crossing")
@@ -283,6 +309,7 @@ def main() -> None:
         if len(windows) > 1:
             print(f"  median of {len(windows)} windows: {statistics.median(ratios):.2f}x the "
                   f"words/s, {statistics.median(cpu_ratios):.0%} of the words per CPU-second")
+        record(args, ratios, cpu_ratios)
         finished = True
     finally:
         for daemon in daemons:

@@ -31,6 +31,7 @@ import threading
 import time
 from collections import Counter
 
+import figures
 import zmq
 from wordcount import WORDS, WORDS_PER_SENTENCE, CountBolt, SentenceSpout, SplitBolt
 
@@ -164,6 +165,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--stages", action="store_true",
                         help="also time each stage of one more run of each (CPU ns a word)")
+    figures.add_flag(parser)
     args = parser.parse_args()
     tune_for_streaming()
     layout = word_count_layout()
@@ -190,6 +192,12 @@ def main() -> None:
           f"{min(crossing):.0f}-{max(crossing):.0f})")
     print(f"what crossing adds:     {statistics.median(added):7.1f} ns a word (each run "
           f"against the local one before it: {min(added):.0f}-{max(added):.0f})")
+    # LATEST.md's row (benchmarks/diary.py renders it from the records).
+    figures.Recorder("crossing", enabled=args.record).record(
+        "what crossing adds to a word in the bolts' threads (no sockets)",
+        statistics.median(added), unit="ns",
+        detail=f"more than its {statistics.median(local):,.0f} ns through a local inbox; "
+               f"medians of {args.runs} runs")
     if args.stages:
         for crossing in (False, True):
             stages: Counter = Counter()

@@ -16,6 +16,8 @@ import random
 import statistics
 import time
 
+import figures
+
 from stormlet import groupings as g
 from stormlet.runtime import build_mode, choosers
 from stormlet.runtime.load_aware import WORKER_LOCAL, Balancer
@@ -60,6 +62,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tuples", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=7)
+    figures.add_flag(parser)
     args = parser.parse_args()
     rng = random.Random(7)
     words = [f"word{rng.randrange(5000)}" for _ in range(1000)]
@@ -67,14 +70,26 @@ def main() -> None:
     print(f"routing one emit, ns a tuple (median of {args.runs} runs of {args.tuples:,} tuples, "
           f"the calling loop included); {build_mode.describe()}")
     print(f"{'grouping':<30}{'2 tasks':>10}{'8 tasks':>10}")
+    onto_two = {}
     for kind, fields in ROWS:
         name = kind + (f"({', '.join(fields)})" if fields else "")
-        figures = [ns_a_tuple(route_for(kind, fields, n), values, args.runs) for n in (2, 8)]
-        print(f"{name:<30}" + "".join(f"{f:>10.0f}" for f in figures))
+        ns = [ns_a_tuple(route_for(kind, fields, n), values, args.runs) for n in (2, 8)]
+        onto_two[kind, fields] = ns[0]
+        print(f"{name:<30}" + "".join(f"{f:>10.0f}" for f in ns))
         if kind in LOAD_AWARE:
-            figures = [ns_a_tuple(route_for(kind, fields, n, True), values, args.runs)
-                       for n in (2, 8)]
-            print(f"{name + ' load-aware':<30}" + "".join(f"{f:>10.0f}" for f in figures))
+            ns = [ns_a_tuple(route_for(kind, fields, n, True), values, args.runs)
+                  for n in (2, 8)]
+            print(f"{name + ' load-aware':<30}" + "".join(f"{f:>10.0f}" for f in ns))
+    # LATEST.md's rows (benchmarks/diary.py renders them from the records).
+    recorder = figures.Recorder("groupings", enabled=args.record)
+    recorder.record("routing one emit, onto 2 tasks: shuffle / fields on one field / fields on "
+                    "two fields (the calling loop, ~50 ns, included)",
+                    [onto_two[g.SHUFFLE, ()], onto_two[g.FIELDS, ("word",)],
+                     onto_two[g.FIELDS, ("word", "n")]], unit="ns a tuple",
+                    detail=f"median of {args.runs} runs")
+    recorder.record("routing one emit onto 2 tasks by partial key (one str field)",
+                    onto_two[g.PARTIAL_KEY, ("word",)], unit="ns a tuple",
+                    detail=f"median of {args.runs} runs")
 
 
 if __name__ == "__main__":

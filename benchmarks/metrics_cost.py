@@ -17,6 +17,7 @@ import statistics
 import threading
 import time
 
+import figures
 import msgpack
 from wordcount import build
 
@@ -57,19 +58,29 @@ def run(seconds: float, every: float | None) -> tuple[float, list[float], dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0)
+    figures.add_flag(parser)
     args = parser.parse_args()
     tune_for_streaming()
     print(f"metrics cost: local word count, {args.seconds:g}s per run")
+    all_costs = []
     for label, every in (("no extra snapshots", None), ("a snapshot every 5 s", 5.0),
                          ("ten snapshots a second", 0.1)):
         rate, costs, snapshot = run(args.seconds, every)
         line = f"{label}: {rate:,.0f} acked words/s"
         if costs:
             line += f"; one snapshot takes {statistics.median(costs) * 1000:.1f} ms (median)"
+            all_costs += costs
         print(line)
-    print(f"one snapshot of {len(snapshot['tasks'])} tasks: "
-          f"{len(json.dumps(snapshot)):,} bytes as JSON, "
+    json_bytes = len(json.dumps(snapshot))
+    print(f"one snapshot of {len(snapshot['tasks'])} tasks: {json_bytes:,} bytes as JSON, "
           f"{len(msgpack.packb(snapshot, use_bin_type=True)):,} as msgpack")
+    if all_costs:
+        # LATEST.md's row (benchmarks/diary.py renders it from the records).
+        figures.Recorder("metrics_cost", enabled=args.record).record(
+            "one worker's metrics snapshot (4 tasks, sent every 5 s)",
+            statistics.median(all_costs) * 1000, unit="ms",
+            detail=f"median of {len(all_costs)}; {json_bytes / 1000:.1f} KB as JSON, "
+                   f"{len(snapshot['tasks'])} tasks")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import figures
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the test brokers: mock Kafka, ZooKeeper
 
@@ -94,22 +96,29 @@ def commit_cost_ms(store, saves: int = 500) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=300_000)
+    figures.add_flag(parser)
     args = parser.parse_args()
+    # LATEST.md's rows (benchmarks/diary.py renders them from the records); each pairs two
+    # figures, so it is recorded only when both were measured.
+    recorder = figures.Recorder("offset_spout", enabled=args.record)
     tune_for_streaming()
     n = args.messages
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         path = local_log(base, n)
-        rate = acked_per_second(LogSpout(str(path), spout_id="slow-commits"), n)
-        print(f"local log -> ack-only bolt, commits every 2 s:    {rate:>10,.0f} msgs/s")
+        log_rate = acked_per_second(LogSpout(str(path), spout_id="slow-commits"), n)
+        print(f"local log -> ack-only bolt, commits every 2 s:    {log_rate:>10,.0f} msgs/s")
         rate = acked_per_second(LogSpout(str(path), spout_id="fast-commits",
                                          commit_interval=0.05), n)
         print(f"local log -> ack-only bolt, commits every 50 ms:  {rate:>10,.0f} msgs/s")
         rate = kafka_figure(n)
         if rate is not None:
             print(f"kafka (mock broker) -> ack-only bolt:             {rate:>10,.0f} msgs/s")
-        print(f"one commit, file store (fsync + rename):          "
-              f"{commit_cost_ms(FileOffsetStore(base / 'offsets')):>10.3f} ms")
+            recorder.record("offset spout, every message tracked: from the local log / from "
+                            "Kafka (librdkafka's mock broker)", [log_rate, rate],
+                            unit="messages/s", detail=f"{n:,} messages")
+        file_cost = commit_cost_ms(FileOffsetStore(base / 'offsets'))
+        print(f"one commit, file store (fsync + rename):          {file_cost:>10.3f} ms")
         try:
             from zookeeper_server import ZooKeeperServer, zookeeper_available
         except ImportError:
@@ -118,6 +127,8 @@ def main() -> None:
             with ZooKeeperServer(base / "zk") as zk:
                 cost = commit_cost_ms(ZooKeeperOffsetStore(zk.hosts, "/bench"))
             print(f"one commit, ZooKeeper store (set):                {cost:>10.3f} ms")
+            recorder.record("one offset commit: file store / ZooKeeper", [file_cost, cost],
+                            unit="ms", detail="medians of 500")
 
 
 if __name__ == "__main__":

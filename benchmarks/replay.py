@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import figures
+
 from stormlet.fail_reason import FailReason
 from stormlet.failed import FailedMessageWriter, FailedRecord, SourceRef, read_failed
 from stormlet.sources.partitioned_log import PartitionedLog
@@ -87,6 +89,7 @@ def main() -> None:
                         help="print the driver's cProfile of the writing phase")
     parser.add_argument("--floor", action="store_true",
                         help="time only the least a plan must do (see the module doc)")
+    figures.add_flag(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -117,6 +120,7 @@ def main() -> None:
             def profiled(*a, **kw):  # type: ignore[no-untyped-def]
                 return profiler.runcall(write_run, *a, **kw)
             replay_job.write_run = profiled
+        rates = []
         for label, (failed_dir, log_path) in zip(("new JVM", "warm JVM"), logs):
             summary = replay(failed_dir, f"log:{log_path}", chunk_size=args.chunk_size)
             assert summary.run is not None and summary.written == args.records, summary
@@ -126,10 +130,16 @@ def main() -> None:
                   f"{args.records / summary.seconds:,.0f} msgs/s end to end "
                   f"(planning {args.records / summary.plan_seconds:,.0f}/s, "
                   f"writing {args.records / writing:,.0f}/s)")
+            rates.append(args.records / summary.seconds)
         replay_job.write_run = write_run
         again = replay(failed_dir, f"log:{log_path}")
         assert again.written == 0 and again.files == 0, again
         print(f"second replay of the same log (nothing to do): {again.seconds:.2f}s")
+        # LATEST.md's row (benchmarks/diary.py renders it from the records).
+        figures.Recorder("replay", enabled=args.record).record(
+            f"replay of {args.records:,} failed messages into a local log "
+            f"({figures.spark_label(args.master)})",
+            f"{rates[0]:,.0f} msgs/s in a new JVM, {rates[1]:,.0f} in a warm one")
         spark.stop()
         if profiler is not None:
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)

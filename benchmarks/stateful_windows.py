@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))  # the tests' free_port, for the Redis server
 
+import figures  # noqa: E402
 from state_and_windows import topology, with_redis  # noqa: E402
 from wordcount import measure  # noqa: E402
 
@@ -96,6 +97,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one round of shorter runs")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=None)
+    figures.add_flag(parser)
     args = parser.parse_args()
     seconds = args.seconds or (3.0 if args.quick else 6.0)
     rounds = args.rounds or (1 if args.quick else 2)
@@ -127,11 +129,25 @@ def main() -> None:
     plain_rate = statistics.median(r for r, _ in results[runs[0][0]])
     plain_us = statistics.median(u for _, u in results[runs[0][0]])
     print("medians:")
+    median_us = {}
     for label, _, _ in runs:
         rate = statistics.median(r for r, _ in results[label])
-        us = statistics.median(u for _, u in results[label])
+        us = median_us[label] = statistics.median(u for _, u in results[label])
         print(f"{label:<52} {rate:>10,.0f} acked words/s {rate / plain_rate:5.2f}x plain  "
               f"{us:6.2f} CPU µs/word {us / plain_us:5.2f}x plain")
+    # LATEST.md's row (benchmarks/diary.py renders it from the records): the persistent
+    # windows' CPU a word against the plain window's, then the large window's.
+    persistent = [label for label, _, _ in runs[1:] if label.startswith("stateful window, ")]
+    large = runs[-1][0]
+    figures.Recorder("stateful_windows", enabled=args.record).record(
+        "a stateful window with persistence against a plain window, tumbling `Count(1000)`, "
+        "local mode: CPU a word (median of 3 rounds, in turn)",
+        " / ".join(f"{median_us[label]:.1f}" for label in persistent)
+        + f" µs against {plain_us:.1f} µs ("
+        + " / ".join(f"{median_us[label] / plain_us:.2f}" for label in persistent) + "×: "
+        + ", ".join(label.removeprefix("stateful window, ") for label in persistent)
+        + f"); a `Count(30000)` window with 10,000 in memory {median_us[large]:.1f} µs "
+        f"({median_us[large] / plain_us:.2f}×)", detail=f"medians of {rounds} rounds")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import sys
 import time
 import tracemalloc
 
+import figures
+
 from stormlet import BasicBolt, Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.runtime import build_mode
 from stormlet.runtime.acker import Acker
@@ -155,6 +157,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=None)
     parser.add_argument("--acked-only", action="store_true",
                         help="only the acking-on run, as one JSON line (cluster_wordcount.py)")
+    figures.add_flag(parser)
     args = parser.parse_args()
     seconds = args.seconds or (3.0 if args.quick else 8.0)
     tune_for_streaming()  # as `stormlet local` and workers do
@@ -164,22 +167,32 @@ def main() -> None:
     print(f"word count, local mode, 1 spout -> split -> count, {WORDS_PER_SENTENCE} words/sentence,"
           f" {seconds:g}s per run, python {sys.version.split()[0]}, pid {os.getpid()}; "
           f"{build_mode.describe()}")
+    # The measures are LATEST.md's rows (benchmarks/diary.py renders them from the records).
+    recorder = figures.Recorder("wordcount", enabled=args.record)
     on = run(True, seconds)
     print(f"acking on : {on['words_per_sec']:>10,.0f} words/s  "
           f"complete latency p50 {on['p50_ms']} ms  p99 {on['p99_ms']} ms  "
           f"(cpu {on['cpu_cores']:.2f} cores, failed {on['failed']})")
+    recorder.record("local mode, one task per component: acked words/s, acking on, the split "
+                    "anchoring by hand", on["words_per_sec"], unit="words/s")
     basic = run(True, seconds, basic=True)
     print(f"acking on, split as a BasicBolt: {basic['words_per_sec']:>10,.0f} words/s  "
           f"(cpu {basic['cpu_cores']:.2f} cores, failed {basic['failed']})")
+    recorder.record("the same, the split as a `BasicBolt`", basic["words_per_sec"],
+                    unit="words/s")
     off = run(False, seconds)
     print(f"acking off: {off['words_per_sec']:>10,.0f} words/s  (cpu {off['cpu_cores']:.2f} cores)")
+    recorder.record("the same, acking off", off["words_per_sec"], unit="words/s")
     half = on["words_per_sec"] / 2 / WORDS_PER_SENTENCE
     throttled = run(True, seconds, rate=half)
     print(f"throttled to half ({half * WORDS_PER_SENTENCE:,.0f} words/s): "
           f"{throttled['words_per_sec']:>10,.0f} words/s  complete latency "
           f"p50 {throttled['p50_ms']} ms  p99 {throttled['p99_ms']} ms")
-    print(f"acker memory: {acker_bytes_per_root():.1f} bytes per pending root "
-          f"(1,000,000 roots pending)")
+    recorder.record("complete latency with the spout throttled to half of peak: p50 / p99",
+                    (throttled["p50_ms"], throttled["p99_ms"]), unit="ms")
+    per_root = acker_bytes_per_root()
+    print(f"acker memory: {per_root:.1f} bytes per pending root (1,000,000 roots pending)")
+    recorder.record("acker memory per pending root, 1,000,000 pending", per_root, unit="bytes")
 
 
 if __name__ == "__main__":

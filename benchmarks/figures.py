@@ -1,0 +1,109 @@
+"""What a benchmark prints, recorded: one JSON line per figure in ``benchmarks/results/``.
+
+A benchmark makes one :class:`Recorder` and hands it each figure it prints::
+
+    figures = Recorder("wordcount", enabled=args.record)
+    figures.record("the same, acking off", off["words_per_sec"], unit="words/s")
+
+With ``--record`` (:func:`add_flag`) or ``STORMLET_BENCH_RECORD=1`` each call appends a line to
+``benchmarks/results/<benchmark>.jsonl``: the measure, its value, and what it was measured on
+(date, git commit, build mode, Python, the machine's load average). Without either it writes
+nothing, so test runs of a benchmark leave the results alone. ``benchmarks/diary.py`` renders
+``LATEST.md``'s table from the latest line of each measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from stormlet.runtime import build_mode
+
+RESULTS = Path(__file__).resolve().parent / "results"
+RECORD_ENV = "STORMLET_BENCH_RECORD"
+REPO = Path(__file__).resolve().parent.parent
+
+Value = int | float | str | Sequence[int | float | str]
+
+
+def add_flag(parser: argparse.ArgumentParser) -> None:
+    """Add ``--record``: append this run's figures to ``benchmarks/results/``."""
+    parser.add_argument("--record", action="store_true",
+                        help=f"append the figures to benchmarks/results/ (or {RECORD_ENV}=1)")
+
+
+def recording_asked(flag: bool = False) -> bool:
+    """Whether to record: the ``--record`` flag or ``STORMLET_BENCH_RECORD=1``."""
+    return flag or os.environ.get(RECORD_ENV, "") not in ("", "0")
+
+
+def this_command() -> str:
+    """The command that is running, as typed from the repository's root (``--record`` left out)."""
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script_text = str(script.relative_to(REPO))
+    except ValueError:
+        script_text = str(script)
+    args = [a for a in sys.argv[1:] if a != "--record"]
+    return " ".join(["python", script_text, *map(shlex.quote, args)])
+
+
+def spark_label(master: str) -> str:
+    """How a measure names the Spark it ran on: LATEST.md's rows say "local Spark, 2 cores"."""
+    return "local Spark, 2 cores" if master == "local[2]" else f"Spark {master}"
+
+
+def _commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+class Recorder:
+    """Records one benchmark's figures, if asked (see the module's docstring)."""
+
+    def __init__(self, benchmark: str, *, enabled: bool = False, command: str | None = None,
+                 results: Path = RESULTS):
+        self.benchmark = benchmark
+        self.enabled = recording_asked(enabled)
+        self.command = command or this_command()
+        self.path = results / f"{benchmark}.jsonl"
+        self._context: dict | None = None
+
+    def context(self) -> dict:
+        """What every record of this run carries: when, which code, built how, on what load."""
+        if self._context is None:
+            self._context = {
+                "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "commit": _commit(),
+                "build": build_mode.mode(),
+                "python": platform.python_version(),
+                "load": [round(x, 2) for x in os.getloadavg()],
+            }
+        return self._context
+
+    def record(self, measure: str, value: Value, *, unit: str = "", detail: str = "",
+               command: str | None = None) -> dict | None:
+        """Append one figure (a number, a text, or several shown as ``a / b``); the record, or
+        None when not recording. ``measure`` is the row of LATEST.md's table it fills."""
+        if not self.enabled:
+            return None
+        if not isinstance(value, (int, float, str)):
+            value = list(value)
+        entry = {"benchmark": self.benchmark, "measure": measure, "value": value, "unit": unit,
+                 "detail": detail, "command": command or self.command, **self.context()}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        return entry
