@@ -11,13 +11,16 @@ machine's speed drifts by a third within minutes, so each window is compared wit
 either side of it.
 
 Prints, per window and overall: acked words per second and the ratio to one process; acked
-words per CPU-second of the workers against one process's; complete latency p50/p99 per spout,
-read from the workers' heartbeats. The supervisor pins each worker to a CPU of its own, as it
-does by default with a CPU for each slot (stormlet/cluster/cpu_pinning.py); --unpinned runs
-them unpinned (``--no-pin-workers``). The one-process run is local mode's, whose executor threads
-share one CPU by default (stormlet/runtime/cpu_affinity.py); --pin-one-process pins its whole
-process there, main thread too, as a pinned worker runs. With --secure the cluster runs with a
-secret (CURVE on nimbus's port and between the workers), to compare with the same run without it.
+words per CPU-second of the workers against one process's; the spouts' complete latency p50/p99
+over the window and since the topology's start, all tasks' and each worker's, from the workers'
+metrics reports to nimbus at the window's two ends (``latency_window``).
+
+The supervisor pins each worker to a CPU of its own, as it does by default with a CPU for each
+slot (stormlet/cluster/cpu_pinning.py); --unpinned runs them unpinned (``--no-pin-workers``).
+The one-process run is local mode's, whose executor threads share one CPU by default
+(stormlet/runtime/cpu_affinity.py); --pin-one-process pins its whole process there, main thread
+too, as a pinned worker runs. With --secure the cluster runs with a secret (CURVE on nimbus's
+port and between the workers), to compare with the same run without it.
 
 With --no-crossing each word is counted in its splitter's own worker, so no tuple and no ack
 crosses between the workers (wordcount_no_crossing_topology.py): the same work per word, minus
@@ -49,6 +52,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from zookeeper_server import free_port  # noqa: E402
 
+from stormlet.cluster.nimbus_client import NimbusClient  # noqa: E402
+from stormlet.cluster.security import Security  # noqa: E402
+from stormlet.metrics.histogram import merge_wire, summary_ms  # noqa: E402
+from stormlet.metrics.windows import ALL_TIME  # noqa: E402
 from stormlet.runtime import build_mode  # noqa: E402
 
 CLI = [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING"]
@@ -137,7 +144,7 @@ def settle(heartbeats: Path, seconds: float = 30.0) -> None:
 
 
 def measure_window(heartbeats: Path, seconds: float) -> dict:
-    """The cluster's acked words/s, the cores its workers used and each spout's latency."""
+    """The cluster's acked words/s and the cores its workers used."""
     start_words = total(worker_metrics(heartbeats), "count", "executed")
     pids = worker_pids(heartbeats)
     start_cpu = cpu_seconds(pids)
@@ -148,24 +155,109 @@ def measure_window(heartbeats: Path, seconds: float) -> dict:
     elapsed = time.monotonic() - start
     return {"words_per_sec": words / elapsed,
             "cpu_cores": (cpu_seconds(pids) - start_cpu) / elapsed,
-            # Each spout's percentiles, from its own worker (heartbeats carry summaries only).
-            "latencies": [m["sentences"]["complete_latency_ms"] for m in metrics
-                          if "sentences" in m],
             "failed": total(metrics, "sentences", "failed")}
 
 
-def crossing_reports(zk: str) -> dict[int, tuple[float, int]]:
-    """Each worker's newest report to nimbus: port -> (when, tuples it sent other workers)."""
-    from stormlet.cluster import rpc
-    from stormlet.cluster.zk_state import ClusterState, connect, rpc_address
-    client = connect(zk)
-    try:
-        leader = rpc_address(ClusterState(client).leader())
-    finally:
-        client.stop()
-        client.close()
+def nimbus_client(zk: str, secret: list[str]) -> NimbusClient:
+    """A client of the cluster's nimbus (``secret``: ``["--secret-file", PATH]`` or nothing)."""
+    return NimbusClient(zk, security=Security.load(secret[1] if secret else None))
+
+
+def fresh_reports(nimbus: NimbusClient, name: str, workers: int,
+                  timeout: float = 30.0) -> list[dict]:
+    """Nimbus's newest metrics report of each of ``name``'s workers, once ``workers`` of them
+    have reported since this call (a worker reports every ``topology.metrics.report.secs``, 5 s
+    by default): counters and latency histograms per task, cumulative in the ``"all"`` window.
+    A window between two such calls starts and ends within one report interval of them."""
+    since = time.time()   # a report's "time" is its worker's time.time(), on this machine
+    deadline = time.monotonic() + timeout
+    while True:
+        reports = nimbus.call("metrics", name=name)
+        if sum(1 for r in reports if not r.get("retired") and r["time"] > since) >= workers:
+            return reports
+        if time.monotonic() > deadline:
+            raise SystemExit(f"nimbus got no metrics report from {workers} workers of {name} "
+                             f"within {timeout:g} s")
+        time.sleep(0.2)
+
+
+def crossing_reports(reports: list[dict]) -> dict[int, tuple[float, int]]:
+    """Each worker's report: port -> (when, tuples it sent other workers)."""
     return {s["worker"]["port"]: (s["time"], s["worker"].get("tuples_sent", 0))
-            for s in rpc.call(leader, "metrics", timeout=5, name="bench") if not s.get("retired")}
+            for s in reports if not s.get("retired")}
+
+
+def spout_histograms(reports: list[dict], spout: str) -> dict[int, tuple[str, dict]]:
+    """Per task of ``spout``: its worker ("host:port"; "retired" for tasks no worker reports
+    now) and its complete latency histogram since the topology's start (wire form). Nimbus
+    counts a replaced worker's counts in its task's row, so a task's histogram only grows."""
+    found = {}
+    for report in reports:
+        worker = ("retired" if report.get("retired")
+                  else f"{report['worker']['host']}:{report['worker']['port']}")
+        for row in report["tasks"]:
+            if row["component"] == spout:
+                found[row["task"]] = (worker, row["windows"][ALL_TIME]["histograms"]["complete"])
+    return found
+
+
+def histogram_window(before: dict | None, after: dict) -> dict:
+    """``after - before``: two cumulative histograms of one task (wire form, ``before`` None
+    where the task had none yet) give the latencies recorded between them, in wire form."""
+    if before is None:
+        return after
+    buckets = dict(after["buckets"])
+    for bucket, count in before["buckets"]:
+        buckets[bucket] = buckets.get(bucket, 0) - count
+    if after["count"] < before["count"] or any(c < 0 for c in buckets.values()):
+        raise ValueError(f"a histogram went back ({before['count']} latencies, then "
+                         f"{after['count']}): not two readings of one task's histogram")
+    return {"count": after["count"] - before["count"], "sum": after["sum"] - before["sum"],
+            "buckets": [[b, c] for b, c in sorted(buckets.items()) if c]}
+
+
+def latency_window(before: list[dict], after: list[dict], spout: str) -> dict:
+    """Complete latency of ``spout`` between two sets of nimbus's reports (``fresh_reports``):
+    ``"window"``, its percentiles over the window alone (each task's histogram at the end minus
+    the one at the start), and ``"since_start"``, the cumulative ones at the end (what the
+    heartbeats and ``stormlet local`` show, which a stall at start-up can set); each as
+    ``{"count", "mean", "p50", "p99"}`` (ms) for all tasks and per worker (``"workers"``), and
+    ``"seconds"``: the shortest and longest span between a worker's two reports."""
+    start, end = spout_histograms(before, spout), spout_histograms(after, spout)
+    windows: dict[str, list[dict]] = {}
+    totals: dict[str, list[dict]] = {}
+    for task, (worker, histogram) in sorted(end.items()):
+        windows.setdefault(worker, []).append(histogram_window(start.get(task, (worker, None))[1],
+                                                               histogram))
+        totals.setdefault(worker, []).append(histogram)
+
+    def summary(histograms: list[dict]) -> dict:
+        count, secs, buckets = merge_wire(histograms)
+        return {"count": count, **summary_ms(count, secs, buckets)}
+
+    when = {r["worker"]["port"]: r["time"] for r in before if not r.get("retired")}
+    spans = [r["time"] - when[r["worker"]["port"]] for r in after
+             if not r.get("retired") and r["worker"]["port"] in when]
+    return {"window": summary([h for hs in windows.values() for h in hs]),
+            "since_start": summary([h for hs in totals.values() for h in hs]),
+            "workers": {worker: {"window": summary(windows[worker]),
+                                 "since_start": summary(totals[worker])}
+                        for worker in sorted(windows) if worker != "retired"},
+            "seconds": (min(spans), max(spans)) if spans else (0.0, 0.0)}
+
+
+def latency_lines(latency: dict, indent: str = "  ") -> str:
+    """``latency_window``'s figures as two lines: the window's, then since the start."""
+    workers = latency["workers"].values()
+    low, high = latency["seconds"]
+    lines = []
+    for key, what in (("window", f"over the window ({low:.1f}–{high:.1f} s of reports)"),
+                      ("since_start", "since the topology's start")):
+        every = latency[key]
+        lines.append(f"{indent}complete latency {what}: p50 {every['p50']} ms, p99 "
+                     f"{every['p99']} ms of {every['count']:,} (per worker p99 "
+                     f"{', '.join(str(w[key]['p99']) for w in workers)} ms)")
+    return "\n".join(lines)
 
 
 def crossing_rate(before: dict, after: dict) -> float:
@@ -249,6 +341,7 @@ def main() -> None:
                  *(["--no-pin-workers"] if args.unpinned else []), *secret,
                  log=base / "supervisor.log"),
     ]
+    nimbus = nimbus_client(zk, secret)
     try:
         time.sleep(2)
         cli("submit", args.topology, "--name", "bench",
@@ -284,9 +377,11 @@ def main() -> None:
                 break
             cli("activate", "bench", zk=zk, secret=secret)
             time.sleep(3)  # warm-up
-            reports = crossing_reports(zk)
+            before = fresh_reports(nimbus, "bench", len(affinities))
             window = measure_window(heartbeats, args.seconds)
-            window["crossing"] = crossing_rate(reports, crossing_reports(zk))
+            after = fresh_reports(nimbus, "bench", len(affinities))
+            window["crossing"] = crossing_rate(crossing_reports(before), crossing_reports(after))
+            window["latency"] = latency_window(before, after, "sentences")
             windows.append(window)
             print(f"cluster:      {window['words_per_sec']:>10,.0f} words/s, "
                   f"{per_cpu_second(window):>10,.0f} per CPU-second "
@@ -294,9 +389,7 @@ def main() -> None:
                   f"start: {window['failed']}); {window['crossing']:,.0f} tuples/s crossed "
                   f"between the workers ({window['crossing'] / window['words_per_sec']:.2f} a "
                   f"word)", flush=True)
-            for i, latency in enumerate(window["latencies"]):
-                print(f"  spout in worker {i + 1}: complete latency since the start: p50 "
-                      f"{latency['p50']} ms, p99 {latency['p99']} ms")
+            print(latency_lines(window["latency"]), flush=True)
         print("against the one-process runs on either side:")
         ratios, cpu_ratios = [], []
         for i, window in enumerate(windows):
@@ -312,6 +405,7 @@ def main() -> None:
         record(args, ratios, cpu_ratios)
         finished = True
     finally:
+        nimbus.close()
         for daemon in daemons:
             os.killpg(daemon.pid, signal.SIGTERM)
         time.sleep(1)

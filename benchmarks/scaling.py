@@ -19,9 +19,12 @@ events summed); and the distributed overhead per event, the two workers' CPU per
 the one process's: what going distributed costs on top of the work itself; and 2 × the one
 process's CPU an event / the two workers', what two whole cores would give at those costs (the
 ratio of rates falls short of it where other work on the machine takes part of the cores).
-With the cluster's figures go its context switches an event (every thread of both workers) and
+With the cluster's figures go its context switches an event (every thread of both workers),
 the loopback bytes and packets an event (the frames between the workers, plus whatever else
-on the machine used loopback meanwhile).
+on the machine used loopback meanwhile), and the spouts' complete latency p50/p99 over the
+window alone (the workers' histograms reported to nimbus at its two ends, subtracted:
+cluster_wordcount.latency_window) and since the topology's start, which a stall at start-up
+can set.
 
 ``--work`` is microseconds of user code an event (the enrichment as scaling_topology.py does it,
 timed here on one thread before the runs and rounded to whole rounds of its dial). ``--sweep``
@@ -128,6 +131,7 @@ class Cluster:
         self.base = base
         self.zk = f"127.0.0.1:{free_port()}"
         self.heartbeats = base / "s" / "heartbeats"
+        self.nimbus = cw.nimbus_client(self.zk, [])   # connects on its first call
 
     @contextlib.contextmanager
     def running(self) -> Iterator[Cluster]:
@@ -146,6 +150,7 @@ class Cluster:
             time.sleep(2)
             yield self
         finally:
+            self.nimbus.close()
             for daemon in daemons:
                 os.killpg(daemon.pid, signal.SIGTERM)
             time.sleep(1)
@@ -189,6 +194,7 @@ class Cluster:
 
     def window(self, name: str, seconds: float) -> dict:
         pids = [beat["pid"] for beat in self.beats(name) if "pid" in beat]
+        before = cw.fresh_reports(self.nimbus, name, len(pids))
         start_events, start_cpu = self.summed(name), cw.cpu_seconds(pids)
         start_switches, start_lo = switches(pids), loopback()
         start = time.monotonic()
@@ -198,11 +204,12 @@ class Cluster:
         lo_bytes, lo_packets = (now - then for now, then in zip(loopback(), start_lo))
         events = max(events, 1)
         metrics = [beat.get("metrics", {}) for beat in self.beats(name)]
+        latency = cw.latency_window(before, cw.fresh_reports(self.nimbus, name, len(pids)),
+                                    "events")
         return {"events_per_sec": events / elapsed, "cpu_us": cpu / events * 1e6,
                 "cores": cpu / elapsed, "switches": (switches(pids) - start_switches) / events,
                 "lo_bytes": lo_bytes / events, "lo_packets": lo_packets / events,
-                "p99_ms": [m["events"]["complete_latency_ms"]["p99"] for m in metrics
-                           if "events" in m],
+                "latency": latency,
                 "failed": cw.total(metrics, "events", "failed"),
                 "cpus": [sorted(os.sched_getaffinity(pid)) for pid in pids]}
 
@@ -236,16 +243,15 @@ def loopback() -> tuple[int, int]:
 def print_window(window: dict) -> None:
     print(f"  two workers: {window['events_per_sec']:>9,.0f} events/s, "
           f"{window['cpu_us']:5.2f} µs CPU an event ({window['cores']:.2f} cores, CPUs "
-          f"{window['cpus']}, p99 {window['p99_ms']} ms, failed {window['failed']})\n"
+          f"{window['cpus']}, failed {window['failed']})\n"
           f"               an event: {window['switches']:.3f} context switches, loopback "
-          f"{window['lo_bytes']:.0f} bytes in {window['lo_packets']:.3f} packets",
-          flush=True)
+          f"{window['lo_bytes']:.0f} bytes in {window['lo_packets']:.3f} packets\n"
+          f"{cw.latency_lines(window['latency'], indent='               ')}", flush=True)
 
 
 def paced(cluster: Cluster, name: str, seconds: float, windows: int) -> None:
     """``windows`` windows of the cluster alone, its spouts paced (``--rate``): complete
-    latency p99 per worker below the peak, since the topology's start (its spouts were paced
-    from their first event)."""
+    latency below the peak, over each window and since the topology's start."""
     time.sleep(3)   # warm-up
     for _ in range(windows):
         print_window(cluster.window(name, seconds))
