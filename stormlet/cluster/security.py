@@ -27,7 +27,7 @@ secret is distributed:
   clients may do nothing (``NoAuth``), and a node whose ACL names anyone else was not made by
   the cluster (``zk_acl_problem``): it is refused, never read. These are ``zookeeper_auth.py``'s
   ``ZooKeeperCredentials`` (below the daemons, for the offset stores), which ``Security``
-  holds and delegates to; it also reads the secret and worker credentials files.
+  holds and delegates to; that module reads the secret and worker credentials files too.
 
 Daemons hold the secret file; workers run the topology's code and get only their topology's
 credentials.
