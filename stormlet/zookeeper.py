@@ -49,7 +49,8 @@ def offset_path(offsets_root: str, spout_id: str, partition: int) -> str:
 def connect(hosts: str, timeout: float = 15.0, session_timeout: float = DEFAULT_SESSION_TIMEOUT,
             security: Any = None) -> KazooClient:
     """A started client, authenticated and creating nodes with the ACL ``security`` gives (a
-    ``cluster.security.Security``; None: no credentials, ZooKeeper's open ACL). The session
+    ``zookeeper_auth.ZooKeeperCredentials``, or a ``cluster.security.Security``, which holds
+    one; None: no credentials, ZooKeeper's open ACL). The session
     timeout bounds how long a dead daemon's ephemeral nodes (a supervisor's registration, the
     nimbus leader) outlive it."""
     from kazoo.client import KazooClient

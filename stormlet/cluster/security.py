@@ -25,7 +25,9 @@ secret is distributed:
   id nodes nimbus made for it at submit (``zk_topology_acl``); every worker's shared identity
   reads only where the leading nimbus is (``zk_shared_acl``) and creates nothing. Anonymous
   clients may do nothing (``NoAuth``), and a node whose ACL names anyone else was not made by
-  the cluster (``zk_acl_problem``): it is refused, never read.
+  the cluster (``zk_acl_problem``): it is refused, never read. These are ``zookeeper_auth.py``'s
+  ``ZooKeeperCredentials`` (below the daemons, for the offset stores), which ``Security``
+  holds and delegates to; that module reads the secret and worker credentials files too.
 
 Daemons hold the secret file; workers run the topology's code and get only their topology's
 credentials.
@@ -33,16 +35,11 @@ credentials.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import ipaddress
-import json
 import logging
 import os
 import secrets
 import socket
-import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,19 +49,20 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
-log = logging.getLogger(__name__)
+from ..zookeeper_auth import (
+    READ_ONLY_KIND,
+    SECRET_BYTES,
+    SECRET_FILE_ENV,
+    WORKER_CREDENTIALS_ENV,
+    SecurityError,
+    ZooKeeperCredentials,
+    derive,
+    read_only_fields,
+    read_secret_file,
+    read_worker_credentials,
+)
 
-SECRET_FILE_ENV = "STORMLET_SECRET_FILE"
-# Where a worker finds the credentials its supervisor wrote for it.
-WORKER_CREDENTIALS_ENV = "STORMLET_WORKER_CREDENTIALS"
-SECRET_BYTES = 32
-# ZooKeeper digest identities: "<user>:<password>", the password derived from the secret.
-ZK_DAEMON_USER, ZK_WORKER_USER, ZK_READER_USER, ZK_TOPOLOGY_USER_PREFIX = (
-    "stormlet-daemon", "stormlet-worker", "stormlet-reader", "stormlet-topology-")
-# ZooKeeper's permission bits (kazoo.security.Permissions): every one, and write.
-_ZK_ALL, _ZK_WRITE = 31, 2
-# What a read-only credentials file says it is (``stormlet secret read-only``).
-READ_ONLY_KIND = "stormlet-read-only"
+log = logging.getLogger(__name__)
 
 # Who calls nimbus (the user ZAP names for a key) ...
 ADMIN_USER, READ_USER, DAEMON_USER, WORKER_USER_PREFIX = "admin", "read", "daemon", "worker:"
@@ -80,10 +78,6 @@ HANDSHAKE_FAILED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE
 PASS_THE_SECRET = "pass it with --secret-file FILE (or STORMLET_SECRET_FILE=FILE)"
 SECURITY_HINT = ("create a cluster secret with `stormlet secret generate FILE`, copy it to every "
                  f"node, and {PASS_THE_SECRET}")
-
-
-class SecurityError(Exception):
-    """A secret or credentials file that cannot be used, or a setting security forbids."""
 
 
 @dataclass(frozen=True)
@@ -106,27 +100,6 @@ class _WorkerTopology(NamedTuple):
     topology_id: str
     secret: bytes
     nimbus_key: bytes   # nimbus's public CURVE key (z85)
-
-
-class _WorkerZooKeeper(NamedTuple):
-    """A worker's ZooKeeper identities and the ACL ids of the nodes it creates."""
-
-    logins: list[str]        # "user:password", each added to its sessions
-    owner_ids: list[str]     # may do anything with its nodes: the daemons, its topology
-    reader_id: str           # may read them: read-only clients
-
-
-class _ReadOnly(NamedTuple):
-    """A read-only client's credentials (``stormlet secret read-only``)."""
-
-    keys: CurveKeys
-    zk_login: str
-    zk_daemon_id: str        # the owner of any node it has to create
-
-
-def _hmac(key: bytes, label: str) -> bytes:
-    """The key derivation everything here uses: HMAC-SHA256 of ``label`` under ``key``."""
-    return hmac.new(key, label.encode(), hashlib.sha256).digest()
 
 
 #: What a daemon's files (topology code, logs, heartbeats, state) let others do: their owner
@@ -170,11 +143,14 @@ class Security:
 
     def __init__(self, cluster_secret: bytes | None = None,
                  topology: _WorkerTopology | None = None,
-                 worker_zk: _WorkerZooKeeper | None = None,
-                 read_only: _ReadOnly | None = None):
+                 zookeeper: ZooKeeperCredentials | None = None,
+                 read_only: CurveKeys | None = None):
+        """``zookeeper``: the process's ZooKeeper credentials; by default the cluster
+        secret's. ``read_only``: a read-only client's keys to nimbus."""
         self._cluster_secret = cluster_secret
         self._topology = topology
-        self._worker_zk = worker_zk
+        self._zookeeper = (zookeeper if zookeeper is not None
+                           else ZooKeeperCredentials(cluster_secret=cluster_secret))
         self._read_only = read_only
 
     # ----- loading
@@ -186,38 +162,13 @@ class Security:
         if path is None or str(path) == "":
             return cls()
         path = Path(path)
-        try:
-            mode = path.stat().st_mode
-            text = path.read_text().strip()
-        except OSError as exc:
-            raise SecurityError(f"cannot read the cluster secret {path}: {exc.strerror}") from None
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise SecurityError(f"the cluster secret {path} is readable by others: "
-                                f"chmod 600 {path}")
-        if text.startswith("{"):
-            return cls._load_read_only(path, text)
-        try:
-            secret = bytes.fromhex(text)
-        except ValueError:
-            secret = b""
-        if len(secret) != SECRET_BYTES:
-            raise SecurityError(f"{path} does not hold a stormlet cluster secret "
-                                f"({SECRET_BYTES * 2} hex digits)")
-        return cls(cluster_secret=secret)
-
-    @classmethod
-    def _load_read_only(cls, path: Path, text: str) -> Security:
-        try:
-            record = json.loads(text)
-            if record.get("kind") != READ_ONLY_KIND:
-                raise ValueError(f"not a {READ_ONLY_KIND} file")
-            keys = CurveKeys(*(record[k].encode("ascii")
+        found = read_secret_file(path)
+        if isinstance(found, bytes):
+            return cls(cluster_secret=found)
+        with read_only_fields(path):
+            keys = CurveKeys(*(found[k].encode("ascii")
                                for k in ("nimbus_key", "public", "secret")))
-            return cls(read_only=_ReadOnly(keys, str(record["zk_login"]),
-                                           str(record["zk_daemon_id"])))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise SecurityError(f"{path} holds neither a cluster secret nor read-only "
-                                f"credentials: {exc}") from None
+        return cls(zookeeper=ZooKeeperCredentials.from_secret_file(path, found), read_only=keys)
 
     def read_only_credentials(self) -> dict[str, str]:
         """A file's worth of credentials that may only read (the ``read`` role, and read
@@ -225,8 +176,7 @@ class Security:
         public, secret = self._role_keys(READ_USER)
         return {"kind": READ_ONLY_KIND, "nimbus_key": self._nimbus_keys()[0].decode("ascii"),
                 "public": public.decode("ascii"), "secret": secret.decode("ascii"),
-                "zk_login": self._zk_login(ZK_READER_USER),
-                "zk_daemon_id": self._zk_id(ZK_DAEMON_USER)}
+                **self._zookeeper.read_only_record()}
 
     @classmethod
     def from_environment(cls) -> Security:
@@ -239,17 +189,14 @@ class Security:
 
     @classmethod
     def for_worker(cls, path: str | Path) -> Security:
-        try:
-            record = json.loads(Path(path).read_text())
+        def parse(record: dict[str, Any]) -> Security:
             topology = _WorkerTopology(record["topology_id"],
                                        bytes.fromhex(record["topology_secret"]),
                                        record["nimbus_key"].encode("ascii"))
-            zk = _WorkerZooKeeper([str(a) for a in record["zk_auth"]],
-                                  [str(i) for i in record["zk_acl_ids"]],
-                                  str(record["zk_reader_id"]))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise SecurityError(f"cannot read the worker credentials {path}: {exc}") from None
-        return cls(topology=topology, worker_zk=zk)
+            return cls(topology=topology,
+                       zookeeper=ZooKeeperCredentials.from_worker_record(record))
+
+        return read_worker_credentials(path, parse)
 
     @staticmethod
     def generate(path: str | Path) -> None:
@@ -276,7 +223,7 @@ class Security:
     def _derive(self, label: str) -> bytes:
         if self._cluster_secret is None:
             raise SecurityError("this process holds no cluster secret")
-        return _hmac(self._cluster_secret, label)
+        return derive(self._cluster_secret, label)
 
     def topology_secret(self, topology_id: str) -> bytes:
         if self._topology is not None and self._topology.topology_id == topology_id:
@@ -289,7 +236,7 @@ class Security:
     def _role_keys(self, user: str) -> tuple[bytes, bytes]:
         if user.startswith(WORKER_USER_PREFIX):
             topology_id = user[len(WORKER_USER_PREFIX):]
-            return _keypair(_hmac(self.topology_secret(topology_id), "rpc/worker"))
+            return _keypair(derive(self.topology_secret(topology_id), "rpc/worker"))
         return _keypair(self._derive(f"rpc/{user}"))
 
     def rpc_client_keys(self, user: str = ADMIN_USER) -> CurveKeys | None:
@@ -298,7 +245,7 @@ class Security:
         if not self.enabled:
             return None
         if self._read_only is not None:
-            return self._read_only.keys
+            return self._read_only
         if self._topology is not None:
             user = WORKER_USER_PREFIX + self._topology.topology_id
             server_public = self._topology.nimbus_key
@@ -316,123 +263,47 @@ class Security:
         """What a supervisor hands a worker of ``topology_id`` (see ``for_worker``): its
         topology's secret, nimbus's public key, and its ZooKeeper identities (the workers' and
         its topology's) with the ACL ids its offsets nodes grant (the daemons', its own)."""
-        topology_user = _topology_user(topology_name)
         return {"topology_id": topology_id,
                 "topology_secret": self.topology_secret(topology_id).hex(),
                 "nimbus_key": self._nimbus_keys()[0].decode("ascii"),
-                "zk_auth": [self._zk_login(ZK_WORKER_USER), self._zk_login(topology_user)],
-                "zk_acl_ids": [self._zk_id(ZK_DAEMON_USER), self._zk_id(topology_user)],
-                "zk_reader_id": self._zk_id(ZK_READER_USER)}
+                **self._zookeeper.worker_record(topology_name)}
 
-    # ----- ZooKeeper
+    # ----- ZooKeeper: ``zookeeper_auth.ZooKeeperCredentials``'s
 
-    def _zk_login(self, user: str) -> str:
-        return f"{user}:{self._derive(f'zk/{user}').hex()}"
-
-    def _zk_id(self, user: str) -> str:
-        """The digest ACL id of ``user``: ``user:base64(sha1(user:password))``."""
-        login = self._zk_login(user)
-        return f"{user}:{base64.b64encode(hashlib.sha1(login.encode()).digest()).decode()}"
+    @property
+    def zookeeper(self) -> ZooKeeperCredentials:
+        """This process's ZooKeeper credentials."""
+        return self._zookeeper
 
     def zk_auth(self) -> list[tuple[str, str]]:
         """The digest credentials this process's ZooKeeper sessions present."""
-        if self._worker_zk is not None:
-            return [("digest", login) for login in self._worker_zk.logins]
-        if self._read_only is not None:
-            return [("digest", self._read_only.zk_login)]
-        if self._cluster_secret is None:
-            return []
-        return [("digest", self._zk_login(ZK_DAEMON_USER))]
+        return self._zookeeper.zk_auth()
 
     def zk_acl(self) -> list | None:
-        """The ACL of the nodes this process creates by default (None: ZooKeeper's open
-        default, with security off). A daemon's: the daemons may do anything, read-only clients
-        read, workers nothing (what they read is granted node by node: ``zk_shared_acl``,
-        ``zk_topology_acl``). A worker's (its offsets): ``zk_topology_acl`` of its topology with
-        write access. A read-only client's (a path it ensures before nimbus made it): the
-        daemons' alone."""
-        from kazoo.security import make_acl
-
-        if self._worker_zk is not None:
-            return [*(make_acl("digest", acl_id, all=True)
-                      for acl_id in self._worker_zk.owner_ids),
-                    make_acl("digest", self._worker_zk.reader_id, read=True)]
-        if self._read_only is not None:
-            return [make_acl("digest", self._read_only.zk_daemon_id, all=True)]
-        if self._cluster_secret is None:
-            return None
-        return [make_acl("digest", self._zk_id(ZK_DAEMON_USER), all=True),
-                make_acl("digest", self._zk_id(ZK_READER_USER), read=True)]
+        """The ACL of the nodes this process creates by default (``ZooKeeperCredentials``)."""
+        return self._zookeeper.zk_acl()
 
     def zk_shared_acl(self) -> list | None:
-        """The ACL of a daemon's node that every worker reads (where the leading nimbus is):
-        ``zk_acl`` and read access for the workers' shared identity."""
-        from kazoo.security import make_acl
-
-        acl = self.zk_acl()
-        if acl is None or not self.holds_secret:
-            return acl
-        return [*acl, make_acl("digest", self._zk_id(ZK_WORKER_USER), read=True)]
+        """The ACL of a daemon's node that every worker reads (``ZooKeeperCredentials``)."""
+        return self._zookeeper.zk_shared_acl()
 
     def zk_topology_acl(self, topology_name: str, write: bool = False) -> list | None:
-        """The ACL of a node that belongs to one topology: the daemons may do anything,
-        read-only clients read, and the topology's own identity (by name, so a resubmission
-        resumes) reads it (its record and assignment) or, with ``write``, may do anything (its
-        offsets, the same ACL its workers give the nodes they create). No other topology's
-        workers may touch it."""
-        from kazoo.security import make_acl
-
-        if self._cluster_secret is None:
-            return None
-        topology_id = self._zk_id(_topology_user(topology_name))
-        return [make_acl("digest", self._zk_id(ZK_DAEMON_USER), all=True),
-                make_acl("digest", topology_id, all=write, read=True),
-                make_acl("digest", self._zk_id(ZK_READER_USER), read=True)]
+        """The ACL of a node that belongs to one topology (``ZooKeeperCredentials``)."""
+        return self._zookeeper.zk_topology_acl(topology_name, write)
 
     def zk_acl_problem(self, acl: list) -> str | None:
-        """Why ``acl`` (a node's, as ZooKeeper gives it) is not one this cluster's daemons or
-        workers would have given a node, or None if it is: every entry a digest identity
-        derived from the cluster secret (a topology's checked against its name), and the
-        daemons' with every permission. A node without such an ACL was made by someone else
-        (anonymously before the cluster existed, say) and must not be trusted."""
-        daemon = self._zk_id(ZK_DAEMON_USER)
-        known = {daemon, self._zk_id(ZK_WORKER_USER), self._zk_id(ZK_READER_USER)}
-        daemon_has_all = False
-        for entry in acl:
-            scheme, acl_id = entry.id.scheme, entry.id.id
-            user = acl_id.partition(":")[0]
-            if scheme != "digest" or not (
-                    acl_id in known or (user.startswith(ZK_TOPOLOGY_USER_PREFIX)
-                                        and acl_id == self._zk_id(user))):
-                return f"it grants {scheme}:{acl_id}, an identity this cluster did not make"
-            daemon_has_all |= acl_id == daemon and entry.perms == _ZK_ALL
-        if not daemon_has_all:
-            return "the cluster's daemons may not do everything with it"
-        return None
+        """Why ``acl`` is not one this cluster would have given a node, or None
+        (``ZooKeeperCredentials``)."""
+        return self._zookeeper.zk_acl_problem(acl)
 
     def zk_node_problem(self, acl: list) -> str | None:
-        """Why a node this process is about to trust as its own (a committed offset) is not, or
-        None: for a worker, any ACL but the one its topology's nodes get (another topology's,
-        or one someone planted); for a daemon, ``zk_acl_problem``. None with security off, and
-        for a read-only client, which trusts nothing to write."""
-        if self._worker_zk is not None:
-            if same_acl(acl, self.zk_acl() or []):
-                return None
-            granted = ", ".join(sorted(f"{e.id.scheme}:{e.id.id.partition(':')[0]}"
-                                       for e in acl))
-            return f"its ACL ({granted}) is not this topology's"
-        if self._cluster_secret is not None:
-            return self.zk_acl_problem(acl)
-        return None
+        """Why a node this process is about to trust as its own is not, or None
+        (``ZooKeeperCredentials``)."""
+        return self._zookeeper.zk_node_problem(acl)
 
     def zk_topology_owner(self, acl: list) -> str | None:
         """The name of the topology whose identity ``acl`` grants write access, if one does."""
-        for entry in acl:
-            user = entry.id.id.partition(":")[0]
-            if (user.startswith(ZK_TOPOLOGY_USER_PREFIX) and entry.perms & _ZK_WRITE
-                    and entry.id.id == self._zk_id(user)):
-                return user[len(ZK_TOPOLOGY_USER_PREFIX):]
-        return None
+        return self._zookeeper.zk_topology_owner(acl)
 
     def secure_rpc_server(self, sock: zmq.Socket, topology_ids: Callable[[], AbstractSet[str]],
                           domain: str = RPC_DOMAIN) -> None:
@@ -462,7 +333,7 @@ class Security:
         _serve_curve(sock, domain, who, public, secret)
 
     def _transport_keys(self, topology_id: str) -> tuple[bytes, bytes]:
-        return _keypair(_hmac(self.topology_secret(topology_id), "transport"))
+        return _keypair(derive(self.topology_secret(topology_id), "transport"))
 
     def transport_server(self, sock: zmq.Socket, topology_id: str) -> zmq.Socket:
         """Make a worker's receiving socket (not yet bound) admit only the topology's own
@@ -489,11 +360,6 @@ class Security:
             CurveKeys(public, public, secret).apply(sock)
         else:
             sock.plain_username, sock.plain_password = _topology_login(topology_id)
-
-
-def _topology_user(topology_name: str) -> str:
-    """The ZooKeeper identity of a topology's workers: by name, so a resubmission resumes."""
-    return ZK_TOPOLOGY_USER_PREFIX + topology_name
 
 
 def _topology_login(topology_id: str) -> tuple[bytes, bytes]:
@@ -585,13 +451,6 @@ class _Provider:
 
     def callback(self, domain: str, key: bytes) -> bool:
         return self.gatekeeper.resolve(self.domain, key)
-
-
-def same_acl(a: list, b: list) -> bool:
-    """Whether two ZooKeeper ACLs grant the same permissions to the same identities, in any
-    order."""
-    return ({(e.perms, e.id.scheme, e.id.id) for e in a}
-            == {(e.perms, e.id.scheme, e.id.id) for e in b})
 
 
 def permits(user: str | None, role: str, arguments: dict) -> bool:

@@ -64,8 +64,9 @@ from ..zookeeper import (  # noqa: F401  (the cluster's layout: re-exported)
     offsets_path,
     spout_offsets_path,
 )
+from ..zookeeper_auth import same_acl
 from .names import is_digest
-from .security import Security, SecurityError, same_acl
+from .security import Security, SecurityError
 from .submissions import Submission
 
 if TYPE_CHECKING:

@@ -77,8 +77,10 @@ class ZooKeeperOffsetStore:
 
     def __init__(self, hosts: str, root: str, security: Any = None,
                  request_timeout: float = 10.0):
-        """``security``: the ``cluster.security.Security`` to connect with; by default the
-        process's own (a worker's topology credentials, or ``STORMLET_SECRET_FILE``)."""
+        """``security``: the ZooKeeper credentials to connect with (a
+        ``zookeeper_auth.ZooKeeperCredentials``, or a ``cluster.security.Security``, which holds
+        one); by default the process's own (a worker's topology credentials, or
+        ``STORMLET_SECRET_FILE``)."""
         self.hosts = hosts
         self.root = root.rstrip("/")
         self.security = security
@@ -96,10 +98,10 @@ class ZooKeeperOffsetStore:
         return self._client
 
     def _security(self) -> Any:
-        from ..cluster.security import Security
+        from ..zookeeper_auth import ZooKeeperCredentials
 
         if self.security is None:
-            self.security = Security.from_environment()
+            self.security = ZooKeeperCredentials.from_environment()
         return self.security
 
     def _path(self, spout_id: str, partition: int) -> str:
