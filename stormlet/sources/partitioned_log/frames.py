@@ -65,7 +65,7 @@ class Frame(NamedTuple):
 
     size: int
     base: int
-    count: int
+    records: int
     time: float
 
 
@@ -75,12 +75,12 @@ class Placed(NamedTuple):
 
     pos: int
     base: int
-    count: int
+    records: int
 
     @property
     def end(self) -> int:
         """The offset after its last record."""
-        return self.base + self.count
+        return self.base + self.records
 
 
 def encode_frame(base: int, count: int, timestamp: float, flat: list,
@@ -183,4 +183,4 @@ def tail_frame(fd: int, size: int) -> Placed | None:
         return None
     if frame.size != length:
         return None
-    return Placed(size - length, frame.base, frame.count)
+    return Placed(size - length, frame.base, frame.records)

@@ -288,7 +288,7 @@ class PartitionReader:
         self.pos, self.frame_offset = step.pos, step.offset
         self.buf, self.view, self.buf_start = b"", memoryview(b""), step.pos
         self.salvaged = deque(run for run in step.salvaged.runs
-                              if run.first + run.count > skip_below)
+                              if run.first + run.records > skip_below)
         self.salvaged_time = step.salvaged.timestamp
         return self._next_salvaged() or self._next_frame(skip_below)
 
@@ -297,7 +297,7 @@ class PartitionReader:
         if not self.salvaged:
             return False
         run = self.salvaged.popleft()
-        self.batch, self.batch_base, self.batch_count = run.items, run.first, run.count
+        self.batch, self.batch_base, self.batch_count = run.items, run.first, run.records
         self.batch_index, self.batch_time = 0, self.salvaged_time
         return True
 

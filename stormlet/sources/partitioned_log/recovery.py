@@ -78,7 +78,7 @@ class Run(NamedTuple):
     their keys and values, flat (``[k0, v0, k1, v1, ...]``)."""
 
     first: int
-    count: int
+    records: int
     items: list
 
 
@@ -180,11 +180,11 @@ class SegmentBytes:
             found = self.frame(at)
             if not isinstance(found, str):
                 if found.base >= offset:
-                    return Placed(at, found.base, found.count)
+                    return Placed(at, found.base, found.records)
                 continue
             head = _checked_head(self, at, body_len + OVERHEAD)
             if head is not None and head.base >= offset:
-                return Placed(at, head.base, head.count)
+                return Placed(at, head.base, head.records)
         return None
 
     def complete_length(self, pos: int) -> int | None:
@@ -232,7 +232,7 @@ def _records_end(data: SegmentBytes, pos: int, size: int, offset: int) -> int:
     most = _most_records(size)
     checked = _checked_head(data, pos, size)
     if checked is not None and checked.base == offset:
-        return offset + checked.count
+        return offset + checked.records
     buf, i = data.at(pos + PREFIX.size, BODY_HEAD.size + 5)
     if len(buf) - i >= BODY_HEAD.size + 1:
         base, count, _ = BODY_HEAD.unpack_from(buf, i)
@@ -246,7 +246,7 @@ class CheckedHead(NamedTuple):
     """The head and group table of a frame with groups, checked by their own CRC."""
 
     base: int
-    count: int
+    records: int
     timestamp: float
     entries: list[tuple[int, int]]   # per group: where its records end in the payload, CRC-32
     payload: int                     # the payload's position in the segment
@@ -285,7 +285,7 @@ def salvage(data: SegmentBytes, pos: int, size: int, offset: int,
     head = _checked_head(data, pos, size)
     if head is None or head.base != offset:
         return None
-    base, count, payload = head.base, head.count, head.payload
+    base, count, payload = head.base, head.records, head.payload
     end = pos + size - TRAILER.size
     runs: list[Run] = []
     damage: list[Damage] = []
@@ -298,9 +298,9 @@ def salvage(data: SegmentBytes, pos: int, size: int, offset: int,
         if items is None:
             damage.append(Damage(min(start, end), min(max(start, stop), end), first, first + n,
                                  reason))
-        elif runs and runs[-1].first + runs[-1].count == first:
+        elif runs and runs[-1].first + runs[-1].records == first:
             last = runs[-1]
-            runs[-1] = Run(last.first, last.count + n, last.items + items)
+            runs[-1] = Run(last.first, last.records + n, last.items + items)
         else:
             runs.append(Run(first, n, items))
         start = stop
@@ -365,7 +365,7 @@ def past_damage(data: SegmentBytes, pos: int, offset: int, next_base: int | None
         size = data.complete_length(pos)
         saved = None if size is None else salvage(data, pos, size, offset, reason)
         if saved is not None and size is not None:   # saved only if size is
-            end = offset + sum(run.count for run in saved.runs) + sum(
+            end = offset + sum(run.records for run in saved.runs) + sum(
                 d.stop - d.first for d in saved.damage)
             return Step(None, pos + size, end, False, saved)
     else:
@@ -413,7 +413,7 @@ def scan(fd: int, pos: int, offset: int, until: int | None = None,
                 if on_frame is not None:
                     on_frame(pos, found.base)
                 pos += found.size
-                offset += found.count
+                offset += found.records
                 continue
             if found.base > offset:
                 # Whole frames on either side, offsets missing between them.
