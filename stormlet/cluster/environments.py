@@ -476,7 +476,7 @@ class _Failed(NamedTuple):
 
     error: BuildError
     retry_at: float
-    count: int
+    failures: int
 
 
 class Builds:
@@ -526,7 +526,7 @@ class Builds:
             return 1
         with self._lock:
             failed = self._failed.get(key or "")
-        return failed.count if failed else 0
+        return failed.failures if failed else 0
 
     def key_of(self, directory: Path) -> str | None:
         spec = self._spec(directory)
@@ -578,7 +578,7 @@ class Builds:
                 self._failed.pop(key, None)
                 return
             last = self._failed.get(key)
-            count = (last.count if last else 0) + 1
+            count = (last.failures if last else 0) + 1
             delay = min(MAX_RETRY_SECS, RETRY_SECS * 2 ** (count - 1))
             self._failed[key] = _Failed(error, self._clock() + delay, count)
         log.warning("environment %s failed to build (attempt %d; again in %.0f s): %s",
