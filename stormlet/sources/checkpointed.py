@@ -121,7 +121,7 @@ class CheckpointFollower:
         positions: dict[int, int] = {}
         for store in self.siblings:
             found = read_report(store, committed) if committed > 0 else None
-            if found is not None and found.positions != FAILED:
+            if found is not None and not isinstance(found.positions, str):   # else FAILED
                 positions.update((p, offset) for p, offset in found.positions)
         self.spout.rewind_to_checkpoint(positions)
         self.spout.collector.emit([epoch, EPOCH, epoch], None, CHECKPOINT_STREAM)
