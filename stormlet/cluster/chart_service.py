@@ -15,16 +15,20 @@ standby has none, and one that becomes leader starts its series at the reports i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from ..metrics.history import FINE, MetricsHistory
 from . import rpc
 
+if TYPE_CHECKING:
+    from .zk_state import FoundTopology
+
 
 class ChartService:
     def __init__(self, require_leader: Callable[[], None],
-                 find_topology: Callable[[str], tuple[str, dict]],
+                 find_topology: Callable[[str], FoundTopology],
                  history: MetricsHistory | None = None):
-        """``find_topology``: a topology's (id, record) from its name or id, raising
+        """``find_topology``: a topology found by its name or id, raising
         ``RpcError`` for one not running (nimbus's ``_find_any``)."""
         self.history = history or MetricsHistory()
         self._require_leader = require_leader

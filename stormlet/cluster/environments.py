@@ -71,6 +71,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from .. import __version__
 from .code import CodeError, package_requirements
@@ -469,6 +470,15 @@ def _last_lines(text: str, count: int = PIP_MESSAGE_LINES) -> str:
     return "\n".join(lines[-count:])
 
 
+class _Failed(NamedTuple):
+    """An environment's last failed build: its error, when (on the builds' clock) it may be
+    tried again, and how many builds in a row have failed."""
+
+    error: BuildError
+    retry_at: float
+    failures: int
+
+
 class Builds:
     """Environments for a daemon whose loop must not wait on pip (the supervisor): a lookup
     answers at once, and a missing environment is built on a thread of its own.
@@ -485,7 +495,7 @@ class Builds:
         self._lock = threading.Lock()
         self._specs: dict[Path, EnvironmentSpec | None] = {}   # wheels are hashed once
         self._building: set[str] = set()
-        self._failed: dict[str, tuple[BuildError, float, int]] = {}  # error, retry at, count
+        self._failed: dict[str, _Failed] = {}   # by environment key
         self._last_touch = self._last_clean = clock()
 
     def python_for(self, directory: Path) -> str | None:
@@ -500,8 +510,8 @@ class Builds:
             if key in self._building:
                 return None
             failed = self._failed.get(key)
-            if failed is not None and self._clock() < failed[1]:
-                raise failed[0]
+            if failed is not None and self._clock() < failed.retry_at:
+                raise failed.error
             self._building.add(key)
         threading.Thread(target=self._build, args=(spec,), name=f"environment-{key[:8]}",
                          daemon=True).start()
@@ -516,7 +526,7 @@ class Builds:
             return 1
         with self._lock:
             failed = self._failed.get(key or "")
-        return failed[2] if failed else 0
+        return failed.failures if failed else 0
 
     def key_of(self, directory: Path) -> str | None:
         spec = self._spec(directory)
@@ -567,8 +577,9 @@ class Builds:
             if error is None:
                 self._failed.pop(key, None)
                 return
-            count = self._failed.get(key, (None, 0.0, 0))[2] + 1
+            last = self._failed.get(key)
+            count = (last.failures if last else 0) + 1
             delay = min(MAX_RETRY_SECS, RETRY_SECS * 2 ** (count - 1))
-            self._failed[key] = (error, self._clock() + delay, count)
+            self._failed[key] = _Failed(error, self._clock() + delay, count)
         log.warning("environment %s failed to build (attempt %d; again in %.0f s): %s",
                     key, count, delay, error)

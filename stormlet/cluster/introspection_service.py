@@ -60,7 +60,7 @@ from .worker_introspection import (
     check_profile_rate,
     check_profile_seconds,
 )
-from .zk_state import ClusterState, Executor, assigned_executors
+from .zk_state import ClusterState, Executor, FoundTopology, assigned_executors
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +263,7 @@ class ProfileJobs:
 
 class IntrospectionService:
     def __init__(self, state: Callable[[], ClusterState],
-                 find: Callable[[str], tuple[str, dict]], security: Security,
+                 find: Callable[[str], FoundTopology], security: Security,
                  record_event: Callable[..., None]):
         """``find``: a running topology's id and record from its name or id (RpcError if
         none); ``record_event``: ``Nimbus.record_event``."""
@@ -275,7 +275,7 @@ class IntrospectionService:
 
     def _locate(self, name: str, worker: str | None, supervisor: str | None, port: int | None,
                 component: str | None, task: int | None) -> WorkerSlot:
-        topology_id = self._find(name)[0]
+        topology_id = self._find(name).topology_id
         executors = assigned_executors(self._state().checked_assignment(topology_id) or {})
         return locate(topology_id, executors, worker, supervisor, port, component, task)
 

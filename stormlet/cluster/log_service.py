@@ -34,7 +34,7 @@ from .log_files import DAEMON, MAX_READ_BYTES, identify
 from .names import is_topology_id
 from .node_service import call_node
 from .security import Security
-from .zk_state import ClusterState, assigned_executors
+from .zk_state import ClusterState, FoundTopology, assigned_executors
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ MAX_PARALLEL_NODES = 16
 
 class LogService:
     def __init__(self, state: Callable[[], ClusterState],
-                 find: Callable[[str], tuple[str, dict]], security: Security):
+                 find: Callable[[str], FoundTopology], security: Security):
         """``find``: a topology's id and record from its name or id (RpcError if none)."""
         self._state = state
         self._find = find
@@ -60,7 +60,7 @@ class LogService:
         the id of one that is gone: its workers' logs stay on the nodes a while
         (log_files.RETENTION_SECS), which is when they are wanted most."""
         try:
-            return self._find(name)[0]
+            return self._find(name).topology_id
         except rpc.RpcError:
             if is_topology_id(name):
                 return name

@@ -85,6 +85,7 @@ from .zk_state import (
     ClusterState,
     Executor,
     ForeignNodeError,
+    FoundTopology,
     Slot,
     assigned_executors,
     connect,
@@ -362,17 +363,17 @@ class Nimbus:
             where = rpc_address(leader) if leader else "unknown"
             raise rpc.RpcError(f"{rpc.NOT_LEADER}; the leader is at {where}")
 
-    def _find(self, name: str) -> tuple[str, dict]:
+    def _find(self, name: str) -> FoundTopology:
         for tid, record in self.state.topologies().items():
             if record.get("name") == name:
-                return tid, record
+                return FoundTopology(tid, record)
         raise self._not_running(name)
 
-    def _find_any(self, key: str) -> tuple[str, dict]:
+    def _find_any(self, key: str) -> FoundTopology:
         """Like _find, for the read-only ops: ``key`` is a topology's name or its id."""
         for tid, record in self.state.topologies().items():
             if key in (tid, record.get("name")):
-                return tid, record
+                return FoundTopology(tid, record)
         raise self._not_running(key)
 
     def record_event(self, topology_id: str, kind: str, text: str, **detail: Any) -> None:
@@ -731,7 +732,7 @@ class Nimbus:
         (the UI shows it to a holder of its token). ``name`` may be the topology's id; a
         submission's is the submit's overrides."""
         try:
-            return self._find_any(name)[1].get("conf", {})
+            return self._find_any(name).record.get("conf", {})
         except rpc.RpcError:
             submission = self._submission(name)
             if submission is None:

@@ -21,10 +21,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..runtime import live_settings as live
 from . import rpc
+
+if TYPE_CHECKING:
+    from .zk_state import FoundTopology
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ class RuntimeSettings:
     topology's workers' newest metrics reports (nimbus's ``metrics``)."""
 
     def __init__(self, state: Callable[[], Any], require_leader: Callable[[], None],
-                 lock: threading.Lock, find: Callable[[str], tuple[str, dict]],
+                 lock: threading.Lock, find: Callable[[str], FoundTopology],
                  record_event: Callable[..., None], snapshots: Callable[[str], list[dict]],
                  clock: Callable[[], float] = time.time):
         self._state = state
@@ -123,7 +126,7 @@ class RuntimeSettings:
     def live_settings(self, name: str) -> dict:
         """The log levels and sampling in force: ``{"log_levels": ..., "sampling": ...}`` as
         the record holds them (``until`` in epoch seconds, None: until cleared)."""
-        return self._shown(self._find(name)[1])
+        return self._shown(self._find(name).record)
 
     def samples(self, name: str, component: str | None = None, limit: int = 100) -> list[dict]:
         """The newest ``limit`` tuple samples (of ``component``, or every one), oldest first:

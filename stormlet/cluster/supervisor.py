@@ -37,7 +37,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from kazoo.protocol.states import KazooState
 
@@ -86,6 +86,14 @@ REPORT_SECS = 3.0
 # A worker that exits (or is stopped over its memory limit) younger than this is restarted
 # after growing delays: it would likely do the same again at once.
 QUICK_EXIT_SECS = 10.0
+
+
+class Wanted(NamedTuple):
+    """What should run in one of this supervisor's slots: a topology's worker, and the slot's
+    tenure in its assignment (a new tenure means a new worker: tenure.py)."""
+
+    topology_id: str
+    tenure: int | None
 
 
 @dataclass
@@ -312,17 +320,17 @@ class Supervisor:
             good[tid] = self._assignments[tid]   # act on the last good version
         self._assignments = good
 
-    def desired(self) -> dict[int, tuple[str, int | None]]:
+    def desired(self) -> dict[int, Wanted]:
         """What should run here: per slot, the topology id and its tenure there (a new one
         means a new worker: tenure.py). A worker takes on and gives up executors while it
         runs (worker.py), so a change of those alone is no reason to replace it."""
-        want: dict[int, tuple[str, int | None]] = {}
+        want: dict[int, Wanted] = {}
         # Only well-formed assignments get here (ClusterState.checked_assignments).
         for tid, assignment in self._assignments.items():
             for executor in assigned_executors(assignment):
                 if executor.supervisor == self.supervisor_id and executor.port in self.slots:
-                    want[executor.port] = (tid, slot_tenure(assignment, self.supervisor_id,
-                                                            executor.port))
+                    want[executor.port] = Wanted(tid, slot_tenure(assignment, self.supervisor_id,
+                                                                  executor.port))
         return want
 
     def restart_worker(self, topology_id: str, port: int, reason: str,
@@ -342,10 +350,10 @@ class Supervisor:
             if wanted is None and worker.topology_id not in self._assignments:
                 self._kill(port, "its topology is no longer assigned (killed)",
                            cause=events.UNASSIGNED)
-            elif wanted is None or wanted[0] != worker.topology_id:
+            elif wanted is None or wanted.topology_id != worker.topology_id:
                 self._kill(port, "the topology's new assignment moved it off this slot",
                            cause=events.MOVED)
-            elif wanted[1] != worker.tenure:
+            elif wanted.tenure != worker.tenure:
                 self._kill(port, "its slot left the assignment and was given again (fenced: a "
                            "new worker takes the new tenure)", cause=events.FENCED)
         for port, (tid, tenure) in want.items():
@@ -479,7 +487,7 @@ class Supervisor:
     def _sync_blobs(self) -> None:
         """Tell the blob cache what the topologies here map and what their keys hold now."""
         connected = self.client.state == KazooState.CONNECTED
-        here = ({tid for tid, _tenure in self.desired().values()}
+        here = ({wanted.topology_id for wanted in self.desired().values()}
                 | {w.topology_id for w in self.workers.values()})
         self._blob_maps = {tid: m for tid, m in self._blob_maps.items() if tid in here}
         for tid in here - set(self._blob_maps):

@@ -207,6 +207,14 @@ class BlobRecord(NamedTuple):
         return record
 
 
+class FoundTopology(NamedTuple):
+    """A running topology found by its name or id (nimbus's ``_find_any``): its id and its
+    record (the JSON of its node under ``topologies``)."""
+
+    topology_id: str
+    record: dict
+
+
 class ForeignNodeError(SecurityError):
     """A node under the cluster's root that this cluster did not make: refused, never adopted."""
 

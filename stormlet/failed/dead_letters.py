@@ -31,6 +31,17 @@ MAX_TRACKED = 100_000
 DEFAULT_DIR = "stormlet-failed"
 
 
+class Failures:
+    """How many times one message has failed so far, and when it first did; counted up in
+    place at each failure."""
+
+    __slots__ = ("count", "first_at")
+
+    def __init__(self, first_at: float) -> None:
+        self.count = 0
+        self.first_at = first_at
+
+
 class DeadLetterBox:
     def __init__(self, directory: str | None, topology: str, component: str, task: int,
                  attempts: int | None, registry: Any = None):
@@ -38,7 +49,7 @@ class DeadLetterBox:
         self.topology, self.component, self.task = topology, component, task
         self.attempts = attempts
         self.registry = registry   # the topology's types, which the values may hold
-        self._failures: OrderedDict[Any, list] = OrderedDict()  # msg id -> [count, first time]
+        self._failures: OrderedDict[Any, Failures] = OrderedDict()  # by msg id
         self._writer: FailedMessageWriter | None = None
         self.unflushed = 0
 
@@ -52,15 +63,15 @@ class DeadLetterBox:
         except TypeError:
             return 0
         if history is None:
-            history = [0, time.time()]
+            history = Failures(time.time())
             if len(self._failures) >= MAX_TRACKED:
                 self._failures.popitem(last=False)
-        history[0] += 1
+        history.count += 1
         self._failures[msg_id] = history
-        return history[0]
+        return history.count
 
-    def _pop(self, msg_id: Any) -> list | None:
-        """Take out ``msg_id``'s [count, first time], if it has one (an id that is not hashable
+    def _pop(self, msg_id: Any) -> Failures | None:
+        """Take out ``msg_id``'s failures, if it has any counted (an id that is not hashable
         never has)."""
         try:
             return self._failures.pop(msg_id, None)
@@ -79,7 +90,7 @@ class DeadLetterBox:
         history = self._pop(msg_id)
         now = time.time()
         self.put(FailedRecord(message_id=msg_id, reason=reason, attempts=attempts,
-                              first_failed_at=history[1] if history else now,
+                              first_failed_at=history.first_at if history else now,
                               last_failed_at=now, value=values))
 
     def put(self, record: FailedRecord) -> None:

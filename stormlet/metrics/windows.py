@@ -19,7 +19,7 @@ so one ``subtract`` serves counters and histograms alike.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, NamedTuple
 
 # Window name (as Storm's UI spells it in ?window=) -> length in seconds.
 WINDOWS: dict[str, float] = {"600": 600.0, "10800": 10800.0, "86400": 86400.0}
@@ -51,36 +51,43 @@ def add(a: dict, b: dict) -> dict:
     return out
 
 
+class Sample(NamedTuple):
+    """A task's counters, and when they were sampled."""
+
+    time: float
+    counters: dict
+
+
 class RollingWindows:
     """Samples of one task's counters. Not thread-safe: its owner takes a lock."""
 
     def __init__(self, start: float, zero: dict, windows: dict[str, float] | None = None,
                  slots: int = SLOTS, bases: dict[str, tuple[float, dict]] | None = None):
-        """``bases`` starts a window's ring with (time, sample) instead of (start, zero): for
+        """``bases`` starts a window's ring with a (time, sample) instead of (start, zero): for
         counters picked up midway, whose value at the window's start is known (nimbus does
         this with a worker's first report, see ``cluster.retired_metrics``)."""
         self.start = start
         self.zero = zero
         self.windows = dict(WINDOWS if windows is None else windows)
         self.spacing = {key: length / slots for key, length in self.windows.items()}
-        # Each ring holds (time, sample), oldest first; the start counts as the first sample.
+        # Each ring holds samples, oldest first; the start counts as the first sample.
         bases = bases or {}
-        self.rings: dict[str, deque[tuple[float, dict]]] = {
-            key: deque([bases.get(key, (start, zero))]) for key in self.windows}
+        self.rings: dict[str, deque[Sample]] = {
+            key: deque([Sample(*bases.get(key, (start, zero)))]) for key in self.windows}
 
     def due(self, now: float) -> bool:
         """Whether ``add(now, ...)`` would keep the sample in some ring: a caller whose samples
         cost something to make asks first."""
-        return any(now - ring[-1][0] >= self.spacing[key] for key, ring in self.rings.items())
+        return any(now - ring[-1].time >= self.spacing[key] for key, ring in self.rings.items())
 
     def add(self, now: float, sample: dict) -> None:
         """Keep ``sample`` in each ring whose newest sample is at least a slot old, and drop
         samples older than their window."""
         for key, ring in self.rings.items():
-            if now - ring[-1][0] >= self.spacing[key]:
-                ring.append((now, sample))
+            if now - ring[-1].time >= self.spacing[key]:
+                ring.append(Sample(now, sample))
             oldest = now - self.windows[key]
-            while len(ring) > 1 and ring[0][0] < oldest:
+            while len(ring) > 1 and ring[0].time < oldest:
                 ring.popleft()
 
     def deltas(self, now: float, current: dict) -> dict[str, tuple[float, dict]]:

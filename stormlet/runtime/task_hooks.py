@@ -60,18 +60,28 @@ def add_auto_hooks(context: TopologyContext, conf: dict[str, Any]) -> None:
         context.add_task_hook(load_hook(path))
 
 
+class _Executing:
+    """The input a hooked bolt is executing and when its execute started (``monotonic()``):
+    its ack or fail inside that execute has a latency (Storm gives one for sampled tuples
+    only). Set in place on each execute."""
+
+    __slots__ = ("tup", "started")
+
+    def __init__(self) -> None:
+        self.tup: Tuple | None = None
+        self.started = 0.0
+
+
 def hook_bolt(task: BoltTask) -> None:
     """Run the task's hooks on its emits, executes, acks and fails from now on."""
     hooks = task.context.hooks
     collector = task.collector
     collector.hook_with(hooks)
     task_id = task.task_id
-    # The input being executed and when its execute started: its ack or fail inside that
-    # execute has a latency (Storm gives one for sampled tuples only).
-    current: list[Any] = [None, 0.0]
+    current = _Executing()
 
     def latency(tup: Tuple) -> float | None:
-        return (monotonic() - current[1]) * 1000 if tup is current[0] else None
+        return (monotonic() - current.started) * 1000 if tup is current.tup else None
 
     ack, fail, fail_with_error = collector.ack, collector.fail, collector.fail_with_error
 
@@ -112,10 +122,10 @@ def hook_bolt(task: BoltTask) -> None:
 
     def hooked_execute(tup: Tuple) -> None:
         started = monotonic()
-        current[0], current[1] = tup, started
+        current.tup, current.started = tup, started
         run(tup)
         info = BoltExecuteInfo(tup, task_id, (monotonic() - started) * 1000)
-        current[0] = None
+        current.tup = None
         for hook in hooks:
             hook.bolt_execute(info)
 

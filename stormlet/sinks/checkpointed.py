@@ -28,7 +28,7 @@ Subclasses say how a write is made of a tuple (``gather``), how writes are merge
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..state.bolt import StatefulBolt
 from ..state.key_value import KeyValueState
@@ -38,6 +38,14 @@ from .base import Sink
 log = logging.getLogger(__name__)
 
 PENDING_KEY = "__sink_pending__"   # in the sink task's state: (txid, writes) of its last PREPARE
+
+
+class Staged(NamedTuple):
+    """The writes a PREPARE staged, and its txid: what is saved under ``PENDING_KEY`` (a
+    msgpack array, read back as a list)."""
+
+    txid: int
+    writes: list[Any]
 
 
 class CheckpointedSink(StatefulBolt, Sink):
@@ -55,7 +63,7 @@ class CheckpointedSink(StatefulBolt, Sink):
         self.writer = f"{self.topology}.{self.component}.{self.task}"
         self.state: KeyValueState | None = None
         self.gathered: list[Any] = []            # this checkpoint's writes, in order
-        self.staged: tuple[int, list[Any]] | None = None   # prepared, not yet published
+        self.staged: Staged | None = None   # prepared, not yet published
 
     # ----- what a subclass gives
 
@@ -92,8 +100,9 @@ class CheckpointedSink(StatefulBolt, Sink):
     def init_state(self, state: KeyValueState) -> None:
         self.state = state
         self.started()
-        pending = state.get(PENDING_KEY)
-        if pending is not None and pending[1]:
+        saved = state.get(PENDING_KEY)
+        pending = None if saved is None else Staged(*saved)
+        if pending is not None and pending.writes:
             txid, writes = pending
             log.info("%s: publishing checkpoint %d's %d staged write(s) again (if not out "
                      "yet)", self.writer, txid, len(writes))
@@ -113,20 +122,21 @@ class CheckpointedSink(StatefulBolt, Sink):
             # one's writes are staged again with the new ones, which are written ahead now.
             for write in self.gathered:
                 self.write_ahead(write)
-            self.gathered = self.staged[1] + self.gathered
+            self.gathered = self.staged.writes + self.gathered
             self.staged = None
         writes = self.merge(self.gathered)
         self.sealed(txid)
         assert self.state is not None   # PREPARE comes after INITSTATE
-        self.state.put(PENDING_KEY, (txid, writes))
-        self.staged, self.gathered = (txid, writes), []
+        staged = Staged(txid, writes)
+        self.state.put(PENDING_KEY, staged)
+        self.staged, self.gathered = staged, []
 
     def pre_commit(self, txid: int) -> None:
-        if self.state is None or self.staged is None or self.staged[0] != txid:
+        if self.state is None or self.staged is None or self.staged.txid != txid:
             # Restarted before INITSTATE (init_state publishes what the checkpoint staged), or
             # published already (a COMMIT sent again by a recovery).
             return
-        self.publish(txid, self.staged[1], ahead=True)
+        self.publish(txid, self.staged.writes, ahead=True)
         self.staged = None
         for write in self.gathered:   # the next checkpoint's, held back while this one was open
             self.write_ahead(write)

@@ -21,8 +21,23 @@ import logging
 import time
 from typing import Any
 
-from ..state.checkpoint import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM, COMMITTED, PREPARING
-from ..state.exactly import EPOCH, FAILED, PROGRESS_KEY, open_reader, positions_key, read
+from ..state.checkpoint import (
+    CHECKPOINT_COMPONENT,
+    CHECKPOINT_STREAM,
+    COMMITTED,
+    PREPARING,
+    Progress,
+)
+from ..state.exactly import (
+    EPOCH,
+    FAILED,
+    PROGRESS_KEY,
+    PositionsReport,
+    open_reader,
+    positions_key,
+    read,
+    read_report,
+)
 from ..state.providers import namespace, open_state
 
 log = logging.getLogger(__name__)
@@ -73,9 +88,9 @@ class CheckpointFollower:
         self.broken = True
 
     def _look(self) -> None:
-        record = read(self.progress, PROGRESS_KEY) or (0, COMMITTED, 0)
-        txid, phase = record[0], record[1]
-        epoch = record[2] if len(record) > 2 else 0
+        # Saved by the checkpoint spout as [txid, phase, epoch] ([txid, phase] before epochs).
+        progress = Progress(*(read(self.progress, PROGRESS_KEY) or ()))
+        txid, phase, epoch = progress.txid, progress.phase, progress.epoch
         if epoch > self.epoch:
             self._rewind(epoch, txid if phase == COMMITTED else txid - 1)
         if epoch != self.epoch:
@@ -90,14 +105,14 @@ class CheckpointFollower:
         elif not self.holding and txid == self.reported and self.pending:
             self.checkpointed, self.pending = self.pending, {}
 
-    def _report(self, txid: int, report: Any) -> None:
+    def _report(self, txid: int, report: list[tuple[int, int]] | str) -> None:
         saved = self.own.get(positions_key(txid))
-        if saved is not None and saved[0] == self.epoch:
+        if saved is not None and PositionsReport(*saved).epoch == self.epoch:
             # This task reported before it was restarted, and the checkpoint spout may have
             # acted on that report: never replace it (a failure waits for the next checkpoint).
             self.reported = txid
             return
-        self.own.put(positions_key(txid), (self.epoch, report))
+        self.own.put(positions_key(txid), PositionsReport(self.epoch, report))
         self.own.commit()
         self.reported = txid
 
@@ -105,9 +120,9 @@ class CheckpointFollower:
         restarted = self.epoch == 0 and self.own.get(_STARTED_KEY) == epoch
         positions: dict[int, int] = {}
         for store in self.siblings:
-            found = read(store, positions_key(committed)) if committed > 0 else None
-            if found is not None and found[1] != FAILED:
-                positions.update((p, offset) for p, offset in found[1])
+            found = read_report(store, committed) if committed > 0 else None
+            if found is not None and not isinstance(found.positions, str):   # else FAILED
+                positions.update((p, offset) for p, offset in found.positions)
         self.spout.rewind_to_checkpoint(positions)
         self.spout.collector.emit([epoch, EPOCH, epoch], None, CHECKPOINT_STREAM)
         self.own.put(_STARTED_KEY, epoch)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -54,6 +54,22 @@ _PERMANENT_ERRORS = frozenset({
     KafkaError.TOPIC_AUTHORIZATION_FAILED,
 })
 _OUT_OF_RANGE_ERRORS = frozenset({KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE})
+
+
+class _Watermarks(NamedTuple):
+    """A partition's low and high watermarks, and when they were read (``time.monotonic()``)."""
+
+    low: int
+    high: int
+    read_at: float
+
+
+class _LagEnd(NamedTuple):
+    """The end ``lag_end`` last gave for a partition, and when it last changed or was asked
+    (``time.monotonic()``)."""
+
+    high: int
+    at: float
 
 
 class KafkaSource:
@@ -95,9 +111,8 @@ class KafkaSource:
         # Partitions librdkafka stopped on an out-of-range position: fetch raises until they are
         # moved (assign or seek), or skips them while they are paused.
         self._out_of_range: set[int] = set()
-        self._watermarks: dict[int, tuple[int, int, float]] = {}
-        # Per partition: the end lag_end last gave, and when it last changed or was asked.
-        self._lag_ends: dict[int, tuple[int, float]] = {}
+        self._watermarks: dict[int, _Watermarks] = {}
+        self._lag_ends: dict[int, _LagEnd] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in
@@ -141,11 +156,11 @@ class KafkaSource:
                               f"readable ({why}); create it or fix the topic name")
         return sorted(topic.partitions)
 
-    def _watermark_pair(self, partition: int, fresh: bool = False) -> tuple[int, int]:
+    def _watermarks_of(self, partition: int, fresh: bool = False) -> _Watermarks:
         now = time.monotonic()
         cached = self._watermarks.get(partition)
-        if cached is not None and not fresh and now - cached[2] < self.watermark_ttl:
-            return cached[0], cached[1]
+        if cached is not None and not fresh and now - cached.read_at < self.watermark_ttl:
+            return cached
         try:
             low, high = self._client().get_watermark_offsets(self._tp(partition),
                                                              timeout=self.timeout)
@@ -153,8 +168,8 @@ class KafkaSource:
             raise SourceError(f"Kafka at {self.bootstrap_servers}: cannot read the offsets of "
                               f"topic {self.topic!r} partition {partition} within {self.timeout}s "
                               f"({e.args[0].str()})") from e
-        self._watermarks[partition] = (low, high, now)
-        return low, high
+        read = self._watermarks[partition] = _Watermarks(low, high, now)
+        return read
 
     def lost(self, partition: int) -> int:
         return 0   # a broker's losses are its own to report; what it serves is whole
@@ -174,20 +189,20 @@ class KafkaSource:
                                                                   cached=True)
             except KafkaException:
                 high = -1
-            if high >= 0 and (seen is None or high != seen[0]):
-                self._lag_ends[partition] = (high, now)
+            if high >= 0 and (seen is None or high != seen.high):
+                self._lag_ends[partition] = _LagEnd(high, now)
                 return high
-        if seen is not None and now - seen[1] < self.lag_refresh:
-            return seen[0]
-        high = self._watermark_pair(partition, fresh=True)[1]
-        self._lag_ends[partition] = (high, now)
+        if seen is not None and now - seen.at < self.lag_refresh:
+            return seen.high
+        high = self._watermarks_of(partition, fresh=True).high
+        self._lag_ends[partition] = _LagEnd(high, now)
         return high
 
     def earliest(self, partition: int) -> int:
-        return self._watermark_pair(partition)[0]
+        return self._watermarks_of(partition).low
 
     def latest(self, partition: int) -> int:
-        return self._watermark_pair(partition)[1]
+        return self._watermarks_of(partition).high
 
     def assign(self, positions: dict[int, int]) -> None:
         """Replace the assignment. Partitions that stay assigned stay paused if they were."""
@@ -261,8 +276,8 @@ class KafkaSource:
         for partition in sorted(self._out_of_range - self._paused):
             # Asked now rather than when the error came, so a broker that cannot answer makes
             # this call fail without losing the fact that the partition is stuck.
-            earliest, latest = self._watermark_pair(partition, fresh=True)
-            raise OffsetOutOfRange(partition, self._positions[partition], earliest, latest)
+            marks = self._watermarks_of(partition, fresh=True)
+            raise OffsetOutOfRange(partition, self._positions[partition], marks.low, marks.high)
 
     def fetch(self, max_records: int, timeout: float = 0.0) -> list[Record]:
         self._raise_out_of_range()

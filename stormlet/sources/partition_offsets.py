@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from ..failed.dead_letters import Failures
 from .retry import RetryPolicy
 from .source import Record
 
@@ -50,7 +51,7 @@ class PartitionOffsets:
         # front, which makes the lowest outstanding offset O(1) amortized.
         self._outstanding: deque[int] = deque()
         self._due: list[tuple[float, int]] = []  # heap of (due time, offset) for ``retrying``
-        self._failures: dict[int, list] = {}     # offset -> [failures, first failed at]
+        self._failures: dict[int, Failures] = {}     # by offset
         self.acked_count = 0
         self.dead_lettered = 0
         self.skipped = 0   # outstanding messages dropped by a jump
@@ -81,13 +82,13 @@ class PartitionOffsets:
             return None
         history = self._failures.get(offset)
         if history is None:
-            history = self._failures[offset] = [0, now]
-        history[0] += 1
-        failures = history[0]
+            history = self._failures[offset] = Failures(now)
+        history.count += 1
+        failures = history.count
         if self.retry.exhausted(failures):
             del self._failures[offset]
             self.dead_lettered += 1
-            return DeadLetter(record, failures, history[1], now, reason)
+            return DeadLetter(record, failures, history.first_at, now, reason)
         self.retrying[offset] = record
         heapq.heappush(self._due, (now + self.retry.delay(failures), offset))
         return None
@@ -98,9 +99,11 @@ class PartitionOffsets:
         record = self.in_flight.pop(offset, None)
         if record is None:
             return None
-        failures, first = self._failures.pop(offset, (0, now))
+        history = self._failures.pop(offset, None)
         self.dead_lettered += 1
-        return DeadLetter(record, failures + 1, first, now, reason)
+        if history is None:
+            return DeadLetter(record, 1, now, now, reason)
+        return DeadLetter(record, history.count + 1, history.first_at, now, reason)
 
     def due_retries(self, now: float, limit: int = 1 << 30) -> list[Record]:
         """Retries whose backoff has passed, moved back in flight, lowest due first."""
@@ -151,4 +154,4 @@ class PartitionOffsets:
     def attempts(self, offset: int) -> int:
         """Failures so far of an outstanding offset."""
         history = self._failures.get(offset)
-        return history[0] if history else 0
+        return history.count if history else 0

@@ -34,7 +34,7 @@ from ..components import Spout
 from ..fail_reason import FailReason
 from ..streams import CHECKPOINT_COMPONENT, CHECKPOINT_STREAM  # noqa: F401 (re-exported)
 from . import exactly
-from .exactly import FAILED, PROGRESS_KEY, positions_key
+from .exactly import FAILED, PROGRESS_KEY
 from .key_value import KeyValueState
 from .providers import namespace, open_state
 
@@ -147,9 +147,9 @@ class CheckpointSpout(Spout):
             self.waiting_since = now
         txid = self.progress.txid
         epoch = self.progress.epoch
-        reports = [exactly.read(store, positions_key(txid)) for store in self.reporters]
+        saved = [exactly.read_report(store, txid) for store in self.reporters]
         # A report of an earlier epoch is of an attempt at this txid that was rolled back.
-        reports = [r[1] if r is not None and r[0] == epoch else None for r in reports]
+        reports = [r.positions if r is not None and r.epoch == epoch else None for r in saved]
         failed = any(r == FAILED for r in reports)
         if failed or now - self.waiting_since > self.positions_timeout:
             why = "a spout's tuple failed" if failed else "spouts did not report"

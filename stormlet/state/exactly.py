@@ -57,7 +57,7 @@ among it: a sink's writes outside are exactly once when it commits them with the
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .. import config as cfg
 from .store import decode_value, encode_key
@@ -75,6 +75,22 @@ def effectively_once(conf: Mapping[str, Any]) -> bool:
 def positions_key(txid: int) -> tuple[str, int]:
     """The key, in an offset spout task's namespace, of its positions for checkpoint ``txid``."""
     return ("positions", txid)
+
+
+class PositionsReport(NamedTuple):
+    """An offset spout task's report for a checkpoint, saved under ``positions_key``: the epoch
+    it was made in, and its positions (sorted ``(partition, next offset)`` pairs) or
+    ``FAILED``. Stored as a msgpack array, as the plain tuple it once was."""
+
+    epoch: int
+    positions: list[tuple[int, int]] | str
+
+
+def read_report(store: Reader, txid: int) -> PositionsReport | None:
+    """The committed report of checkpoint ``txid`` in ``store`` (an offset spout task's
+    namespace), or None."""
+    found = read(store, positions_key(txid))
+    return None if found is None else PositionsReport(*found)
 
 
 def rewindable(obj: Any) -> bool:

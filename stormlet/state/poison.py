@@ -28,12 +28,23 @@ REPORT_INTERVAL_SECS = 60.0
 MAX_FAILED_ROOTS = 10_000
 
 
+class _Reported:
+    """When a poison key was last reported, and the tuples failed on it since; counted up in
+    place."""
+
+    __slots__ = ("at", "failed_since")
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+        self.failed_since = 0
+
+
 class PoisonKeys:
     """One stateful bolt task's poison keys: when each was last reported, and the trees that
     failed on one."""
 
     def __init__(self) -> None:
-        self._reported: dict[tuple[str, bytes], list[float]] = {}  # -> [when, failed since]
+        self._reported: dict[tuple[str, bytes], _Reported] = {}   # by (namespace, raw key)
         self.failed_roots: OrderedDict[int, None] = OrderedDict()
 
     def failed(self, tup: Tuple, error: UndecodableValue, collector: Any) -> None:
@@ -48,11 +59,12 @@ class PoisonKeys:
         now = time.monotonic()
         key = (error.namespace, bytes(error.raw_key))
         seen = self._reported.get(key)
-        if seen is not None and now - seen[0] < REPORT_INTERVAL_SECS:
-            seen[1] += 1
+        if seen is not None and now - seen.at < REPORT_INTERVAL_SECS:
+            seen.failed_since += 1
             return
-        since = f"; {seen[1]} more tuples failed on it since it was last reported" if seen else ""
-        self._reported[key] = [now, 0]
+        since = (f"; {seen.failed_since} more tuples failed on it since it was last reported"
+                 if seen else "")
+        self._reported[key] = _Reported(now)
         # One line: report_error logs it (naming the task) and shows it in `stormlet errors`.
         collector.report_error(f"{error}{since} (reported again in {REPORT_INTERVAL_SECS:.0f} s "
                                f"if it persists)")

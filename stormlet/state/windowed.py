@@ -63,6 +63,7 @@ from ..components import OutputFieldsDeclarer
 from ..errors import TopologyError
 from ..tuples import StreamInfo, Tuple
 from ..windowing import Duration, Length, Window, WindowedBolt, WindowManager
+from ..windowing.managers import Event
 from ..windowing.windows import Firing
 from ..windowing.wrapper import WindowedBoltRunner, refuse_problems
 from .bolt import StatefulBolt
@@ -147,18 +148,18 @@ class EventCodec:
         self._context = context
         self._infos: dict[tuple[str, str], StreamInfo] = {}
 
-    def encode(self, event: tuple[int, int, Tuple]) -> list:
+    def encode(self, event: Event) -> list:
         ms, serial, tup = event
         return [ms, serial, tup.source_component, tup.stream, tup.source_task, list(tup.values)]
 
-    def decode(self, raw: list) -> tuple[int, int, Tuple]:
+    def decode(self, raw: list) -> Event:
         ms, serial, component, stream, task, values = raw
         info = self._infos.get((component, stream))
         if info is None:
             info = StreamInfo(component, stream,
                               self._context.get_component_output_fields(component, stream))
             self._infos[component, stream] = info
-        return ms, serial, Tuple(values, info, task)
+        return Event(ms, serial, Tuple(values, info, task))
 
 
 class WindowPartitions:
@@ -206,7 +207,7 @@ class WindowPartitions:
         encode = self.codec.encode
         self.state.put(("p", pid), [encode(e) for e in events])
 
-    def append(self, event: tuple[int, int, Tuple]) -> None:
+    def append(self, event: Event) -> None:
         if self.ids:
             pid = self.ids[-1]
             part = self._partition(pid)
@@ -219,7 +220,7 @@ class WindowPartitions:
         self._dirty.add(pid)
         self.count += 1
 
-    def popleft(self) -> tuple[int, int, Tuple]:
+    def popleft(self) -> Event:
         pid = self.ids[0]
         part = self._partition(pid)
         event = part.popleft()
@@ -233,7 +234,7 @@ class WindowPartitions:
             self._dirty.add(pid)
         return event
 
-    def __getitem__(self, index: int) -> tuple[int, int, Tuple]:
+    def __getitem__(self, index: int) -> Event:
         if index != 0 or not self.count:
             raise IndexError(f"a persistent window reads its oldest event only, not [{index}]")
         return self._partition(self.ids[0])[0]
@@ -241,7 +242,7 @@ class WindowPartitions:
     def __len__(self) -> int:
         return self.count
 
-    def __iter__(self) -> Iterator[tuple[int, int, Tuple]]:
+    def __iter__(self) -> Iterator[Event]:
         for pid in list(self.ids):
             # A copy: reading the next partition may evict this one.
             yield from list(self._partition(pid))
@@ -304,10 +305,10 @@ class PersistentWindowManager(WindowManager):
         self._added_since_fire = 0
         self._fired_serial = self._serial
         if not self._events:
-            return None, []
+            return Firing(None, [])
         start = (at_ms - self.length.ms if isinstance(self.length, Duration)
-                 else self._events[0][0])
-        return PersistentWindow(self._events, start, at_ms), []   # type: ignore[arg-type]
+                 else self._events[0].time)
+        return Firing(PersistentWindow(self._events, start, at_ms), [])   # type: ignore[arg-type]
 
     def system(self) -> list:
         """The bookkeeping a restored window resumes from."""

@@ -50,7 +50,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from .. import config as cfg
 from ..local import LocalCluster, UnknownTopologyError
@@ -106,6 +106,21 @@ class UiSource(Protocol):
     def samples(self, key: str, component: str, limit: int) -> list[dict[str, Any]]: ...
 
 
+class _Kill(NamedTuple):
+    """A kill from the UI: the killed topology's id (which tells a topology resubmitted under
+    the same name, not killed, from the one killed) and the FinalReport of its kill."""
+
+    topology_id: str
+    report: Future
+
+
+class _Found(NamedTuple):
+    """A running local topology: its name and its runtime."""
+
+    name: str
+    runtime: Any
+
+
 class LocalSource:
     """The topologies of a LocalCluster in this process: one worker each, no nimbus."""
 
@@ -119,9 +134,7 @@ class LocalSource:
         self.started = time.time()
         self.host = socket.gethostname()
         self._lock = threading.Lock()
-        # name -> (the killed topology's id, the FinalReport of its kill from the UI). The id
-        # tells a topology resubmitted under the same name (not killed) from the one killed.
-        self._kills: dict[str, tuple[str, Future]] = {}
+        self._kills: dict[str, _Kill] = {}   # by topology name
 
     def cluster_summary(self) -> dict[str, Any]:
         return {"mode": self.mode, "nimbuses": [], "supervisors": [],
@@ -139,7 +152,7 @@ class LocalSource:
 
     def _being_killed(self, name: str, runtime: Any) -> bool:
         kill = self._kills.get(name)
-        return kill is not None and kill[0] == runtime.conf[cfg.STORMLET_TOPOLOGY_ID]
+        return kill is not None and kill.topology_id == runtime.conf[cfg.STORMLET_TOPOLOGY_ID]
 
     def _row(self, name: str, runtime: Any) -> dict[str, Any]:
         if self._being_killed(name, runtime):
@@ -154,14 +167,14 @@ class LocalSource:
                 "executors": len(runtime.all_executors()), "tasks": len(runtime.metrics),
                 "errors": sum(m.errors.count for m in runtime.metrics)}
 
-    def _find(self, key: str) -> tuple[str, Any]:
+    def _find(self, key: str) -> _Found:
         for name in self.cluster.topologies():
             try:
                 runtime = self.cluster.runtime(name)
             except UnknownTopologyError:
                 continue
             if key in (name, runtime.conf[cfg.STORMLET_TOPOLOGY_ID]):
-                return name, runtime
+                return _Found(name, runtime)
         raise UnknownTopology(f"no topology with id or name {key!r} is running")
 
     def topology(self, key: str) -> dict[str, Any]:
@@ -176,7 +189,7 @@ class LocalSource:
         return [runtime.metrics_snapshot()]
 
     def config(self, key: str) -> dict[str, Any]:
-        return self._find(key)[1].conf
+        return self._find(key).runtime.conf
 
     def history(self, key: str, resolution: str) -> dict[str, Any]:
         name, runtime = self._find(key)
@@ -193,7 +206,7 @@ class LocalSource:
     def logs(self, key: str) -> dict[str, Any]:
         # A local topology's components log through this process's logging, wherever it goes:
         # there are no worker files to list (ui/log_viewer.py).
-        return {"topology_id": self._find(key)[1].conf[cfg.STORMLET_TOPOLOGY_ID], "files": [],
+        return {"topology_id": self._find(key).runtime.conf[cfg.STORMLET_TOPOLOGY_ID], "files": [],
                 "unanswered": [], "notice": self._no_logs()}
 
     def log_read(self, key: str, supervisor: str, file: str, **read: Any) -> dict[str, Any]:
@@ -234,7 +247,7 @@ class LocalSource:
             if self._being_killed(name, runtime):
                 raise ActionRefused(f"topology {name!r} is being killed")
             future: Future = Future()
-            self._kills[name] = (runtime.conf[cfg.STORMLET_TOPOLOGY_ID], future)
+            self._kills[name] = _Kill(runtime.conf[cfg.STORMLET_TOPOLOGY_ID], future)
         runtime.deactivate()
         threading.Thread(target=self._kill, args=(name, wait, future), name=f"ui-kill-{name}",
                          daemon=True).start()
@@ -257,12 +270,12 @@ class LocalSource:
         """The FinalReport of ``name``'s latest kill from the UI, or None if the UI did not
         kill it. Kept after the kill is done, for whoever waits on it (``stormlet local``)."""
         kill = self._kills.get(name)
-        return kill[1] if kill else None
+        return kill.report if kill else None
 
     # ----- run-time settings (LocalCluster's; a ValueError is a refusal)
 
     def live_settings(self, key: str) -> dict[str, Any]:
-        return self.cluster.live_settings(self._find(key)[0])
+        return self.cluster.live_settings(self._find(key).name)
 
     def set_log_levels(self, key: str, levels: dict[str, Any]) -> dict[str, Any]:
         return self._settle(lambda name: self.cluster.set_log_levels(name, levels), key)
@@ -273,7 +286,7 @@ class LocalSource:
                             key)
 
     def samples(self, key: str, component: str, limit: int) -> list[dict[str, Any]]:
-        return self.cluster.samples(self._find(key)[0], component, limit)
+        return self.cluster.samples(self._find(key).name, component, limit)
 
     def _settle(self, change: Any, key: str) -> dict[str, Any]:
         name, _runtime = self._find(key)

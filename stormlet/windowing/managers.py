@@ -5,19 +5,29 @@ from __future__ import annotations
 
 import bisect
 import collections
-from typing import Any
+from typing import Any, NamedTuple
 
 from .windows import Count, Duration, Firing, Length, Window
 
 
+class Event(NamedTuple):
+    """An item a window manager holds: its time (ms: of arrival, or its own in event time),
+    its arrival serial, which tells new items from old ones and orders items of one time, and
+    the item. Events sort by time, then serial."""
+
+    time: int
+    serial: int
+    item: Any
+
+
 def _keep(fired: list[Firing], firing: Firing) -> None:
     """Add ``firing`` to ``fired`` unless nothing happened in it."""
-    if firing[0] is not None or firing[1]:
+    if firing.window is not None or firing.expired:
         fired.append(firing)
 
 
 class _HeldItems:
-    """What both window managers hold: ``(time, arrival serial, item)``, oldest first."""
+    """What both window managers hold: their events, oldest first."""
 
     _events: Any
 
@@ -44,7 +54,7 @@ class WindowManager(_HeldItems):
     def __init__(self, length: Length, sliding: Length, start_ms: int):
         self.length = length
         self.sliding = sliding
-        self._events: collections.deque[tuple[int, int, Any]] = collections.deque()
+        self._events: collections.deque[Event] = collections.deque()
         self._serial = 0          # arrival order, to tell new items from old ones
         self._fired_serial = 0    # the first serial not yet in a fired window
         self._added_since_fire = 0
@@ -55,7 +65,7 @@ class WindowManager(_HeldItems):
         """Fire any time window due by ``now_ms``, then take ``item``; a count-sliding window
         that is due with it fires too."""
         fired = self.advance(now_ms)
-        self._events.append((now_ms, self._serial, item))
+        self._events.append(Event(now_ms, self._serial, item))
         self._serial += 1
         self._added_since_fire += 1
         if isinstance(self.sliding, Count) and self._added_since_fire >= self.sliding.n:
@@ -77,24 +87,24 @@ class WindowManager(_HeldItems):
         expired, self._expired = self._expired, []
         if not self._events:
             self._fired_serial = self._serial
-            return None, expired
+            return Firing(None, expired)
         tuples = [item for _ts, _serial, item in self._events]
         new = [item for _ts, serial, item in self._events if serial >= self._fired_serial]
         self._fired_serial = self._serial
         if isinstance(self.length, Duration):
             start = at_ms - self.length.ms
         else:
-            start = self._events[0][0]
-        return Window(tuples, new, list(expired), start, at_ms), expired
+            start = self._events[0].time
+        return Firing(Window(tuples, new, list(expired), start, at_ms), expired)
 
     def _evict(self, at_ms: int) -> None:
         events = self._events
         if isinstance(self.length, Count):
             while len(events) > self.length.n:
-                self._left(events.popleft()[2])
+                self._left(events.popleft().item)
         else:
-            while events and events[0][0] < at_ms - self.length.ms:
-                self._left(events.popleft()[2])
+            while events and events[0].time < at_ms - self.length.ms:
+                self._left(events.popleft().item)
 
     def _left(self, item: Any) -> None:
         """``item`` left the window: the next firing shows it expired (and the caller acks it)."""
@@ -113,7 +123,7 @@ class EventTimeWindowManager(_HeldItems):
         self.sources = set(sources)
         self.watermark: int | None = None
         self._latest: dict[Any, int] = {}    # source -> the largest timestamp it has sent
-        self._events: list[tuple[int, int, Any]] = []   # (timestamp, arrival serial, item)
+        self._events: list[Event] = []   # sorted: by timestamp, then arrival
         self._serial = 0
         self._shown: set[int] = set()       # serials already in a fired window
         self._next_end: int | None = None
@@ -123,7 +133,7 @@ class EventTimeWindowManager(_HeldItems):
 
     def add(self, item: Any, timestamp: int, source: Any) -> None:
         """Take an item that is not late (see ``is_late``)."""
-        bisect.insort(self._events, (timestamp, self._serial, item))
+        bisect.insort(self._events, Event(timestamp, self._serial, item))
         self._serial += 1
         if timestamp > self._latest.get(source, timestamp - 1):
             self._latest[source] = timestamp
@@ -138,9 +148,9 @@ class EventTimeWindowManager(_HeldItems):
         self.watermark = candidate
         fired: list[Firing] = []
         while self._events:
-            if self._next_end is None or self._events[0][0] >= self._next_end:
+            if self._next_end is None or self._events[0].time >= self._next_end:
                 # Past an empty stretch: the first window end after the earliest item.
-                earliest = self._events[0][0]
+                earliest = self._events[0].time
                 self._next_end = max(self._next_end or 0,
                                      (earliest // self.sliding + 1) * self.sliding)
             if self._next_end > candidate:
@@ -161,8 +171,8 @@ class EventTimeWindowManager(_HeldItems):
         self._shown.difference_update(serial for _ts, serial, _item in gone)
         inside = self._events[:bisect.bisect_left(self._events, (end, -1))]
         if not inside:
-            return None, expired
+            return Firing(None, expired)
         new = [item for _ts, serial, item in inside if serial not in self._shown]
         self._shown.update(serial for _ts, serial, _item in inside)
-        return Window([item for _ts, _serial, item in inside], new, list(expired), start,
-                      end), expired
+        return Firing(Window([item for _ts, _serial, item in inside], new, list(expired), start,
+                             end), expired)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..errors import TopologyError
 
@@ -81,6 +82,9 @@ class Window:
                 f"{len(self._expired)} expired, {self.start}..{self.end})")
 
 
-# One firing: the window (None when nothing was in it) and the items that left since the
-# previous firing (the caller acks those).
-Firing = tuple[Window | None, list]
+class Firing(NamedTuple):
+    """One firing: the window (None when nothing was in it) and the items that left since the
+    previous firing (the caller acks those)."""
+
+    window: Window | None
+    expired: list

@@ -44,7 +44,7 @@ from stormlet.cluster.log_files import (
 from stormlet.cluster.node_introspection import PROFILES_KEPT, NodeIntrospection, keep_profile
 from stormlet.cluster.node_service import NodeService
 from stormlet.cluster.security import DAEMON_USER, READ_USER, Security
-from stormlet.cluster.zk_state import Executor
+from stormlet.cluster.zk_state import Executor, FoundTopology
 
 TID = "wc-1764493200-a1b2c3"
 BUSY_THREAD = '"wc-1:count:3-3"'   # the target's spinning thread
@@ -90,9 +90,9 @@ class Cluster:
                                             lambda *args, **detail: self.events.append(
                                                 (*args, detail)))
 
-    def _find(self, name: str) -> tuple[str, dict]:
+    def _find(self, name: str) -> FoundTopology:
         if name in ("wc", TID):
-            return TID, {"name": "wc"}
+            return FoundTopology(TID, {"name": "wc"})
         raise rpc.RpcError(f"no topology named {name!r} is running")
 
     def _restart(self, topology_id: str, port: int, reason: str, timeout: float) -> dict:

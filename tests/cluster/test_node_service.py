@@ -25,6 +25,7 @@ from stormlet.cluster.log_files import (
 from stormlet.cluster.log_service import LogService, shown_to_readers
 from stormlet.cluster.node_service import NodeService, NodeServiceError
 from stormlet.cluster.security import ADMIN_USER, DAEMON_USER, READ_USER, Security
+from stormlet.cluster.zk_state import FoundTopology
 
 TID = "wc-1764493200-a1b2c3"
 OTHER = "other-1764493200-d4e5f6"
@@ -174,7 +175,7 @@ def test_nimbus_lists_across_nodes_and_reports_the_one_that_does_not_answer(
     def find(name):
         if name not in ("wc", TID):
             raise rpc.RpcError(f"no topology named {name!r} is running")
-        return TID, {}
+        return FoundTopology(TID, {})
 
     logs = LogService(lambda: state, find, security)
     started = time.monotonic()

@@ -20,6 +20,7 @@ from stormlet.cli import main
 from stormlet.cli.debug import log_level_lines, sample_lines, sampling_lines
 from stormlet.cluster import rpc
 from stormlet.cluster.runtime_settings import RuntimeSettings
+from stormlet.cluster.zk_state import FoundTopology
 from stormlet.runtime import live_settings as live
 from stormlet.runtime.log_levels import LogLevels, check_level, check_logger, parse_setting
 from stormlet.runtime.sampling import (
@@ -289,7 +290,7 @@ def nimbus_settings(records: Records, clock=lambda: 1000.0, snapshots=None, lead
     def find(name: str):
         for tid, record in records.records.items():
             if name in (tid, record["name"]):
-                return tid, json.loads(json.dumps(record))
+                return FoundTopology(tid, json.loads(json.dumps(record)))
         raise rpc.RpcError(f"no topology named {name!r} is running")
 
     def require_leader():

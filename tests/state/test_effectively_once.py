@@ -14,12 +14,13 @@ from support import running, wait_until
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
 from stormlet.errors import TopologyError
+from stormlet.sinks.checkpointed import Staged
 from stormlet.sources import LogSpout
 from stormlet.sources.partitioned_log import PartitionedLog
 from stormlet.state import StatefulBolt
 from stormlet.state.embedded import state_file
-from stormlet.state.exactly import EpochGate
-from stormlet.state.store import decode_key, decode_value
+from stormlet.state.exactly import FAILED, EpochGate, PositionsReport
+from stormlet.state.store import decode_key, decode_value, encode_value
 from stormlet.windowing import Count, WindowedBolt
 
 SENTENCES = [f"w{i % 7} w{i % 3} common" for i in range(300)]
@@ -31,6 +32,20 @@ def expected_totals() -> dict[str, int]:
         for word in sentence.split():
             totals[word] = totals.get(word, 0) + 1
     return totals
+
+
+# ----- stored records
+
+def test_reports_and_staged_writes_are_stored_as_plain_arrays_and_read_back_by_name():
+    """A spout's positions report and a sink's staged writes are stored as the msgpack arrays
+    of plain tuples (what checkpoints saved by earlier versions hold), and read back by name."""
+    for record, plain in [(PositionsReport(3, [[0, 5], [1, 7]]), (3, [(0, 5), (1, 7)])),
+                          (PositionsReport(4, FAILED), (4, FAILED)),
+                          (Staged(9, [["k", 1]]), (9, [("k", 1)]))]:
+        raw = encode_value("key", record)
+        assert raw == encode_value("key", plain)
+        assert type(record)(*decode_value(raw)) == record
+    assert PositionsReport(*decode_value(encode_value("key", (3, [(0, 5)])))).epoch == 3
 
 
 # ----- the gate

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
+from typing import NamedTuple
 
 import msgpack
 
@@ -56,6 +57,30 @@ _ARRAY_HEADER = msgpack.Packer()
 
 class CorruptFrame(Exception):
     """The bytes at a frame position are not a valid frame."""
+
+
+class Frame(NamedTuple):
+    """A whole, valid frame as ``frame_at`` reads it: its size in bytes (prefix to trailer),
+    base offset, record count and append time."""
+
+    size: int
+    base: int
+    records: int
+    time: float
+
+
+class Placed(NamedTuple):
+    """A whole, valid frame found in a segment: where it starts, its base offset and its
+    record count."""
+
+    pos: int
+    base: int
+    records: int
+
+    @property
+    def end(self) -> int:
+        """The offset after its last record."""
+        return self.base + self.records
 
 
 def encode_frame(base: int, count: int, timestamp: float, flat: list,
@@ -122,39 +147,40 @@ def payload_start(buf: bytes, body: int, raw_count: int) -> int:
     return start
 
 
-def frame_at(buf: bytes, i: int) -> tuple[int, int, int, float]:
-    """The frame starting at ``buf[i]``: (size, base offset, count, time) if it is whole and
-    valid; (-bytes needed from i, 0, 0, 0.0) if ``buf`` ends first; raises CorruptFrame."""
+def frame_at(buf: bytes, i: int) -> Frame:
+    """The frame starting at ``buf[i]`` if it is whole and valid; if ``buf`` ends first, a
+    Frame whose size is minus the bytes needed from ``i`` (its other fields 0); raises
+    CorruptFrame."""
     avail = len(buf) - i
     if avail < PREFIX.size:
-        return -PREFIX.size, 0, 0, 0.0
+        return Frame(-PREFIX.size, 0, 0, 0.0)
     body_len, crc = PREFIX.unpack_from(buf, i)
     if not BODY_HEAD.size <= body_len <= MAX_BODY:
         raise CorruptFrame(f"impossible frame length {body_len}")
     size = body_len + OVERHEAD
     if avail < size:
-        return -size, 0, 0, 0.0
+        return Frame(-size, 0, 0, 0.0)
     start = i + PREFIX.size
     if zlib.crc32(memoryview(buf)[start:start + body_len]) != crc:
         raise CorruptFrame("CRC mismatch")
     if TRAILER.unpack_from(buf, i + size - TRAILER.size)[0] != size:
         raise CorruptFrame("frame trailer does not match its length")
     base, count, timestamp = BODY_HEAD.unpack_from(buf, start)
-    return size, base, count & COUNT_MASK, timestamp
+    return Frame(size, base, count & COUNT_MASK, timestamp)
 
 
-def tail_frame(fd: int, size: int) -> tuple[int, int, int] | None:
-    """(position, base offset, count) of the frame that ends the file, found through its trailer;
-    None if the file does not end with a whole, valid frame (it is empty or has a torn tail)."""
+def tail_frame(fd: int, size: int) -> Placed | None:
+    """The frame that ends the file, found through its trailer; None if the file does not end
+    with a whole, valid frame (it is empty or has a torn tail)."""
     if size < OVERHEAD + BODY_HEAD.size:
         return None
     (length,) = TRAILER.unpack(os.pread(fd, TRAILER.size, size - TRAILER.size))
     if not OVERHEAD + BODY_HEAD.size <= length <= size:
         return None
     try:
-        frame_size, base, count, _ = frame_at(os.pread(fd, length, size - length), 0)
+        frame = frame_at(os.pread(fd, length, size - length), 0)
     except CorruptFrame:
         return None
-    if frame_size != length:
+    if frame.size != length:
         return None
-    return size - length, base, count
+    return Placed(size - length, frame.base, frame.records)

@@ -47,7 +47,7 @@ class SegmentIndex:
         size = os.fstat(fd).st_size
         if size != self.scanned_pos:
             tail = tail_frame(fd, size)
-            if tail is not None and tail[0] >= self.scanned_pos and tail[1] >= self.scanned_end:
-                return tail[1] + tail[2]
+            if tail is not None and tail.pos >= self.scanned_pos and tail.base >= self.scanned_end:
+                return tail.end
             self.extend(fd)
         return self.scanned_end

@@ -39,7 +39,7 @@ from .frames import (
 )
 from .index import SegmentIndex
 from .quarantine import set_aside
-from .recovery import Damage, SegmentBytes, Step, past_damage
+from .recovery import Damage, Run, SegmentBytes, Step, past_damage
 
 GAP_RELIST = 1.0    # seconds between listings by a reader waiting at the end of a segment
 
@@ -69,7 +69,7 @@ class PartitionReader:
         self.batch_time = 0.0
         self.torn_seen: tuple[int, int, int] | None = None   # (segment, pos, size) of a torn tail
         # The runs of a damaged frame's records that check out, not yet made the batch.
-        self.salvaged: deque[tuple[int, int, list]] = deque()
+        self.salvaged: deque[Run] = deque()
         self.salvaged_time = 0.0
         self.listed = 0.0           # when _past_gap last listed the directory
 
@@ -229,7 +229,7 @@ class PartitionReader:
                 self.view = memoryview(self.buf)
                 self.buf_start = self.pos
             try:
-                size = frame_at(self.buf, self.pos - self.buf_start)[0]
+                size = frame_at(self.buf, self.pos - self.buf_start).size
             except CorruptFrame:
                 if attempt == 0:
                     continue    # the buffer may predate a truncation: read the bytes again
@@ -251,16 +251,16 @@ class PartitionReader:
             return False    # the same torn tail as at the last look: spare the listing and scan
         data = SegmentBytes(self.fd, st.st_size)
         found = data.frame(self.pos)
-        if not isinstance(found, str) and found[1] == self.frame_offset:
+        if not isinstance(found, str) and found.base == self.frame_offset:
             # The frame a writer was appending when our buffer was read is whole now: read it
             # again, it is no damage (taking it for some lost the records a reader raced).
             self.buf, self.view, self.buf_start = b"", memoryview(b""), self.pos
             return True
         step_damage: Damage | None
-        if not isinstance(found, str) and found[1] > self.frame_offset:
-            step_damage = Damage(self.pos, self.pos, self.frame_offset, found[1],
+        if not isinstance(found, str) and found.base > self.frame_offset:
+            step_damage = Damage(self.pos, self.pos, self.frame_offset, found.base,
                                  "offsets missing between frames")
-            pos, offset, torn = self.pos, found[1], False
+            pos, offset, torn = self.pos, found.base, False
         else:
             step = past_damage(data, self.pos, self.frame_offset, self._following(self.segment))
             if step.salvaged is not None:
@@ -287,7 +287,8 @@ class PartitionReader:
         self._report(self.segment, step.salvaged.damage, self.fd)
         self.pos, self.frame_offset = step.pos, step.offset
         self.buf, self.view, self.buf_start = b"", memoryview(b""), step.pos
-        self.salvaged = deque(run for run in step.salvaged.runs if run[0] + run[1] > skip_below)
+        self.salvaged = deque(run for run in step.salvaged.runs
+                              if run.first + run.records > skip_below)
         self.salvaged_time = step.salvaged.timestamp
         return self._next_salvaged() or self._next_frame(skip_below)
 
@@ -295,8 +296,8 @@ class PartitionReader:
         """Make the next run of a salvaged frame the current batch, if one is left."""
         if not self.salvaged:
             return False
-        base, count, items = self.salvaged.popleft()
-        self.batch, self.batch_base, self.batch_count = items, base, count
+        run = self.salvaged.popleft()
+        self.batch, self.batch_base, self.batch_count = run.items, run.first, run.records
         self.batch_index, self.batch_time = 0, self.salvaged_time
         return True
 

@@ -47,6 +47,8 @@ from .frames import (
     READ_CHUNK,
     TRAILER,
     CorruptFrame,
+    Frame,
+    Placed,
     array_header_size,
     frame_at,
     groups_of,
@@ -71,12 +73,20 @@ class Damage(NamedTuple):
     reason: str
 
 
+class Run(NamedTuple):
+    """Consecutive records salvaged from a damaged frame: the first one's offset, how many, and
+    their keys and values, flat (``[k0, v0, k1, v1, ...]``)."""
+
+    first: int
+    records: int
+    items: list
+
+
 class Salvaged(NamedTuple):
     """What a damaged frame with groups still holds: its groups that check out, as runs of
-    consecutive records ``(first offset, count, [k0, v0, ...])``, and its groups that do not, as
-    damaged spans of their bytes."""
+    consecutive records, and its groups that do not, as damaged spans of their bytes."""
 
-    runs: list[tuple[int, int, list]]
+    runs: list[Run]
     damage: list[Damage]
     timestamp: float
 
@@ -131,19 +141,19 @@ class SegmentBytes:
         buf, i = self.at(pos, 4)
         return U32.unpack_from(buf, i)[0] if len(buf) - i >= 4 else None
 
-    def frame(self, pos: int) -> tuple[int, int, int] | str:
-        """(size, base offset, count) of the whole, valid frame at ``pos``, else why not."""
+    def frame(self, pos: int) -> Frame | str:
+        """The whole, valid frame at ``pos``, else why not."""
         buf, i = self.at(pos, READ_CHUNK)
         try:
-            size = frame_at(buf, i)[0]
-            if size < 0:
-                buf, i = self.at(pos, -size)
-            size, base, count, _ = frame_at(buf, i)
+            frame = frame_at(buf, i)
+            if frame.size < 0:
+                buf, i = self.at(pos, -frame.size)
+                frame = frame_at(buf, i)
         except CorruptFrame as exc:
             return str(exc)
-        if size < 0:
-            return f"its length, {-size} bytes, runs past the end of the file"
-        return size, base, count
+        if frame.size < 0:
+            return f"its length, {-frame.size} bytes, runs past the end of the file"
+        return frame
 
     def small_u32s(self, pos: int, most: int) -> Iterator[tuple[int, int]]:
         """(position, value) of the u32s from ``pos`` on that may be at most ``most``, and
@@ -158,21 +168,23 @@ class SegmentBytes:
                 yield window + j, U32.unpack_from(buf, j)[0]
             pos = window + last + 1
 
-    def valid_from(self, pos: int, offset: int) -> tuple[int, int, int] | None:
+    def valid_from(self, pos: int, offset: int) -> Placed | None:
         """The first frame at or after ``pos`` whose records are not below ``offset`` and that
         is whole and valid, or whose groups can be salvaged (its length, trailer and checked
-        head hold: see ``salvage``): (position, base offset, count), or None."""
+        head hold: see ``salvage``), or None."""
         for at, body_len in self.small_u32s(pos, min(MAX_BODY, self.size - pos)):
             if not BODY_HEAD.size <= body_len <= self.size - at - OVERHEAD:
                 continue
             if self.u32(at + body_len + PREFIX.size) != body_len + OVERHEAD:
                 continue
             found = self.frame(at)
-            if isinstance(found, str):
-                head = _checked_head(self, at, body_len + OVERHEAD)
-                found = (body_len + OVERHEAD, head[0], head[1]) if head is not None else found
-            if not isinstance(found, str) and found[1] >= offset:
-                return at, found[1], found[2]
+            if not isinstance(found, str):
+                if found.base >= offset:
+                    return Placed(at, found.base, found.records)
+                continue
+            head = _checked_head(self, at, body_len + OVERHEAD)
+            if head is not None and head.base >= offset:
+                return Placed(at, head.base, head.records)
         return None
 
     def complete_length(self, pos: int) -> int | None:
@@ -219,8 +231,8 @@ def _records_end(data: SegmentBytes, pos: int, size: int, offset: int) -> int:
     make both agree); else the most records the frame could hold."""
     most = _most_records(size)
     checked = _checked_head(data, pos, size)
-    if checked is not None and checked[0] == offset:
-        return offset + checked[1]
+    if checked is not None and checked.base == offset:
+        return offset + checked.records
     buf, i = data.at(pos + PREFIX.size, BODY_HEAD.size + 5)
     if len(buf) - i >= BODY_HEAD.size + 1:
         base, count, _ = BODY_HEAD.unpack_from(buf, i)
@@ -230,11 +242,19 @@ def _records_end(data: SegmentBytes, pos: int, size: int, offset: int) -> int:
     return offset + most
 
 
-def _checked_head(data: SegmentBytes, pos: int,
-                  size: int) -> tuple[int, int, float, list[tuple[int, int]], int] | None:
+class CheckedHead(NamedTuple):
+    """The head and group table of a frame with groups, checked by their own CRC."""
+
+    base: int
+    records: int
+    timestamp: float
+    entries: list[tuple[int, int]]   # per group: where its records end in the payload, CRC-32
+    payload: int                     # the payload's position in the segment
+
+
+def _checked_head(data: SegmentBytes, pos: int, size: int) -> CheckedHead | None:
     """The head of the whole-length frame of ``size`` bytes at ``pos``, if it has groups and
-    its head and group table check out: (base offset, count, time, [(end, CRC-32) per group],
-    the payload's position in the segment); else None."""
+    its head and group table check out; else None."""
     body = pos + PREFIX.size
     end = pos + size - TRAILER.size
     buf, i = data.at(body, BODY_HEAD.size + GROUP_HEAD.size)
@@ -253,7 +273,7 @@ def _checked_head(data: SegmentBytes, pos: int,
     if zlib.crc32(table, zlib.crc32(groups_field, zlib.crc32(head))) != check:
         return None
     entries = [GROUP_ENTRY.unpack_from(table, k * GROUP_ENTRY.size) for k in range(groups)]
-    return base, count, timestamp, entries, payload
+    return CheckedHead(base, count, timestamp, entries, payload)
 
 
 def salvage(data: SegmentBytes, pos: int, size: int, offset: int,
@@ -263,27 +283,28 @@ def salvage(data: SegmentBytes, pos: int, size: int, offset: int,
     is a damaged span (its bytes, its offsets, ``reason``). None when the frame has no groups,
     or its head or group table does not check out (it is lost whole)."""
     head = _checked_head(data, pos, size)
-    if head is None or head[0] != offset:
+    if head is None or head.base != offset:
         return None
-    base, count, timestamp, entries, payload = head
+    base, count, payload = head.base, head.records, head.payload
     end = pos + size - TRAILER.size
-    runs: list[tuple[int, int, list]] = []
+    runs: list[Run] = []
     damage: list[Damage] = []
     start = payload + array_header_size(2 * count)
-    for k, (group_end, crc) in enumerate(entries):
+    for k, (group_end, crc) in enumerate(head.entries):
         first = base + k * GROUP_RECORDS
         n = min(GROUP_RECORDS, count - k * GROUP_RECORDS)
         stop = payload + group_end
         items = _group_items(data, start, stop, end, crc, n)
         if items is None:
-            span = (min(start, end), min(max(start, stop), end))
-            damage.append(Damage(span[0], span[1], first, first + n, reason))
-        elif runs and runs[-1][0] + runs[-1][1] == first:
-            runs[-1] = (runs[-1][0], runs[-1][1] + n, runs[-1][2] + items)
+            damage.append(Damage(min(start, end), min(max(start, stop), end), first, first + n,
+                                 reason))
+        elif runs and runs[-1].first + runs[-1].records == first:
+            last = runs[-1]
+            runs[-1] = Run(last.first, last.records + n, last.items + items)
         else:
-            runs.append((first, n, items))
+            runs.append(Run(first, n, items))
         start = stop
-    return Salvaged(runs, damage, timestamp)
+    return Salvaged(runs, damage, head.timestamp)
 
 
 def _group_items(data: SegmentBytes, start: int, stop: int, end: int, crc: int,
@@ -344,15 +365,15 @@ def past_damage(data: SegmentBytes, pos: int, offset: int, next_base: int | None
         size = data.complete_length(pos)
         saved = None if size is None else salvage(data, pos, size, offset, reason)
         if saved is not None and size is not None:   # saved only if size is
-            end = offset + sum(n for _first, n, _items in saved.runs) + sum(
+            end = offset + sum(run.records for run in saved.runs) + sum(
                 d.stop - d.first for d in saved.damage)
             return Step(None, pos + size, end, False, saved)
     else:
-        reason = f"a valid frame out of sequence (offset {found[1]}, expected {offset})"
+        reason = f"a valid frame out of sequence (offset {found.base}, expected {offset})"
     after = data.valid_from(pos + 1, offset)
     if after is not None:
-        at, base, _count = after
-        return Step(Damage(pos, at, offset, base, reason), at, base, False)
+        return Step(Damage(pos, after.pos, offset, after.base, reason), after.pos, after.base,
+                    False)
     size = data.size
     if next_base is not None:
         # Not the last segment: it is finished, so its end is damage too, never a torn tail.
@@ -388,17 +409,17 @@ def scan(fd: int, pos: int, offset: int, until: int | None = None,
     while pos < data.size and (until is None or offset <= until):
         found = data.frame(pos)
         if not isinstance(found, str):
-            size, base, count = found
-            if base == offset:
+            if found.base == offset:
                 if on_frame is not None:
-                    on_frame(pos, base)
-                pos += size
-                offset += count
+                    on_frame(pos, found.base)
+                pos += found.size
+                offset += found.records
                 continue
-            if base > offset:
+            if found.base > offset:
                 # Whole frames on either side, offsets missing between them.
-                damage.append(Damage(pos, pos, offset, base, "offsets missing between frames"))
-                offset = base
+                damage.append(Damage(pos, pos, offset, found.base,
+                                     "offsets missing between frames"))
+                offset = found.base
                 continue
         step = past_damage(data, pos, offset, next_base)
         damage += step.spans

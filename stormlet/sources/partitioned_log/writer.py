@@ -111,8 +111,8 @@ class PartitionWriter:
             end_pos, end_offset = known_pos, known_offset
         else:
             tail = tail_frame(self.fd, size)
-            if tail is not None and tail[0] >= known_pos and tail[1] >= known_offset:
-                end_pos, end_offset = size, tail[1] + tail[2]
+            if tail is not None and tail.pos >= known_pos and tail.base >= known_offset:
+                end_pos, end_offset = size, tail.end
             else:
                 scanned = scan(self.fd, known_pos, known_offset)
                 for damage in scanned.damage:
