@@ -35,6 +35,7 @@ from ..metrics.process import ProcessStats
 from ..metrics.structure import topology_structure
 from ..metrics.windows import RollingWindows
 from ..serializers import registry_for
+from ..state.checkpoint import action_timeout_secs
 from ..streams import CHECKPOINT_COMPONENT
 from ..topology import ComponentSpec, Topology
 from . import extensions
@@ -246,8 +247,11 @@ class TopologyRuntime:
         built = [self._task(spec, task, conf, local_tasks) for task in tasks]
         executor: Executor
         if spec.is_spout:
-            executor = SpoutExecutor(name, inbox, built, self.stopping,
-                                     timeout_secs=self.timeout_secs,
+            # The checkpoint spout's actions time out sooner when the topology says so: one
+            # lost with a worker is sent again without waiting out the message timeout.
+            timeout = (action_timeout_secs(conf) if component_id == CHECKPOINT_COMPONENT
+                       else self.timeout_secs)
+            executor = SpoutExecutor(name, inbox, built, self.stopping, timeout_secs=timeout,
                                      wait_secs=float(conf[cfg.TOPOLOGY_SPOUT_WAIT_MS]) / 1000,
                                      yields=self._spans_workers(local_tasks))
         else:

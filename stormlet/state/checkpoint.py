@@ -17,6 +17,11 @@ COMMIT, rolls a PREPARING one back, then sends INITSTATE. Otherwise, once a chec
 has passed since the last one, it sends PREPARE for the next txid, then COMMIT once every bolt
 has prepared.
 
+An action whose tuple fails or times out starts a recovery. Its tuples time out after
+``topology.state.checkpoint.timeout.secs`` (``action_timeout_secs``; the message timeout when
+unset), so an action lost with a killed worker, or dropped by a sender whose link to the
+restarted worker was still down, is sent again after that rather than after the message timeout.
+
 In effectively-once (``topology.guarantee``), PREPARE waits for every offset spout task's
 positions for the checkpoint, and the end of each recovery starts a new epoch; see
 ``exactly``.
@@ -53,6 +58,17 @@ PREPARING, COMMITTING, COMMITTED = "PREPARING", "COMMITTING", "COMMITTED"
 _PROGRESS_KEY = PROGRESS_KEY
 # How long the spout waits, with nothing to send, before it looks again (an ack wakes it).
 IDLE_WAIT_MS = 20
+
+
+def action_timeout_secs(conf: dict[str, Any]) -> float:
+    """How long a checkpoint action, or in effectively-once the offset spouts' reports of their
+    positions, may take before the checkpoint spout recovers (the action's tuple times out, as a
+    spout's does, within one to two of these): ``topology.state.checkpoint.timeout.secs``, else
+    the message timeout."""
+    timeout = conf.get(cfg.TOPOLOGY_STATE_CHECKPOINT_TIMEOUT_SECS)
+    if timeout is None:
+        timeout = conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
+    return float(timeout)
 
 
 @dataclass(frozen=True)
@@ -106,7 +122,7 @@ class CheckpointSpout(Spout):
             conf, context.topology_name, namespace(context.topology_name, context.component_id))
         self.progress = Progress(*self.state.get(_PROGRESS_KEY, (0, COMMITTED)))
         self.exactly = exactly.effectively_once(conf)
-        self.positions_timeout = float(conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
+        self.positions_timeout = action_timeout_secs(conf)
         self.reporters = []
         if self.exactly:
             # Each offset spout task's namespace, where it saves its positions.
@@ -140,8 +156,8 @@ class CheckpointSpout(Spout):
 
     def _positions_ready(self) -> bool:
         """Effectively-once: True once every offset spout task has saved its positions for the
-        checkpoint being prepared; a task that reports a failure, or none within the message
-        timeout, turns the checkpoint into a recovery."""
+        checkpoint being prepared; a task that reports a failure, or none within the action
+        timeout (``action_timeout_secs``), turns the checkpoint into a recovery."""
         now = time.monotonic()
         if self.waiting_since is None:
             self.waiting_since = now

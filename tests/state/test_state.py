@@ -439,6 +439,42 @@ def test_bad_state_settings_are_refused_at_submit():
                                              "topology.state.checkpoint.interval.ms": 5000})
         with pytest.raises(TopologyError, match="'rocksdb' is not a state provider"):
             cluster.submit("t", {"topology.state.provider": "rocksdb"}, topology)
+        with pytest.raises(TopologyError, match="checkpoint.timeout.secs \\(6 s\\) must not be "
+                                                "longer than the message timeout \\(5 s"):
+            cluster.submit("t", {"topology.message.timeout.secs": 5,
+                                 "topology.state.checkpoint.timeout.secs": 6}, topology)
+
+
+def test_a_checkpoint_action_that_is_lost_is_sent_again_after_the_checkpoint_timeout():
+    # A PREPARE lost on the way (a worker killed, or a sender whose link to the restarted worker
+    # was still down) left the topology waiting out the message timeout, 30 to 60 s here, with
+    # every stateful bolt's acks held; it times out after the checkpoint timeout instead, the
+    # checkpoint is rolled back and replayed, and checkpoints resume.
+    builder = TopologyBuilder()
+    builder.set_spout("words", Words())
+    builder.set_bolt("totals", WordTotals()).fields_grouping("words", ["word"])
+    conf = memory_conf(**{"test.words": ["a"] * 20, "topology.message.timeout.secs": 30,
+                          "topology.state.checkpoint.timeout.secs": 0.5})
+    with running(builder.build(), conf) as cluster:
+        spout = cluster.instances("test", "words")[0]
+        runner = cluster.instances("test", "totals")[0]
+        wait_until(lambda: len(spout.acked) == 20, 10, "the first twenty")
+        real_on_checkpoint = runner._on_checkpoint
+        lost = []
+
+        def lose_one_prepare(tup):
+            if tup[1] == PREPARE and not lost:
+                lost.append(tup[0])   # neither acked nor failed: its tree is lost
+                return
+            real_on_checkpoint(tup)
+        runner._on_checkpoint = lose_one_prepare
+        spout.words += ["a"] * 10
+        spout.next_n = 20
+        # Within a third of the message timeout: the old code's wait fails here.
+        wait_until(lambda: len(spout.acked) == 30, 10, "the ten more, after the lost PREPARE")
+        assert lost
+        assert ("rollback",) in runner.inner.hooks
+        assert runner.state.get("a") >= 30
 
 
 # ----- the embedded store across `stormlet local` runs
