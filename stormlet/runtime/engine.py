@@ -379,6 +379,15 @@ class TopologyRuntime:
         deactivated topology drains."""
         return [e for e in self.spout_executors() if not self._is_checkpoint(e)]
 
+    def links_back(self) -> None:
+        """A link from this worker to another is back after being down (any thread): the
+        checkpoint spout, if it runs here, sends its action in flight again, which may have
+        been dropped with the link (it looks within its idle wait, 20 ms)."""
+        for executor in self.spout_executors():
+            if self._is_checkpoint(executor):
+                for task in executor.tasks:
+                    task.obj.links_back()
+
     @staticmethod
     def _is_checkpoint(executor: SpoutExecutor) -> bool:
         return executor.tasks[0].component_id == CHECKPOINT_COMPONENT

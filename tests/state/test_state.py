@@ -637,3 +637,33 @@ def test_a_checkpoint_spout_that_cannot_save_tries_again_an_interval_later_not_a
     for _ in range(50):
         spout.next_tuple()
     assert attempts == 1
+
+
+def test_a_checkpoint_action_in_flight_when_a_link_comes_back_is_sent_again_at_once():
+    # A worker's sender drops what it has for a peer whose link is down: a ROLLBACK sent to a
+    # restarted worker before the link to it was back waited out its timeout, on a cluster.
+    from types import SimpleNamespace
+
+    from stormlet.state.checkpoint import CheckpointSpout
+
+    spout = CheckpointSpout()
+    emitted = []
+    conf = cfg.merged({cfg.TOPOLOGY_STATE_PROVIDER: "memory"})
+    spout.open(conf, SimpleNamespace(topology_name="t", component_id="__checkpointspout"),
+               SimpleNamespace(emit=lambda values, msg_id, stream: emitted.append(msg_id)))
+    spout.next_tuple()
+    spout.next_tuple()
+    assert [action for _, action, _ in emitted] == [INITSTATE]   # one at a time
+    spout.links_back()
+    spout.next_tuple()
+    assert [action for _, action, _ in emitted] == [INITSTATE, INITSTATE]
+    spout.ack(emitted[0])   # the first attempt's late answer changes nothing
+    assert spout.recovering
+    spout.ack(emitted[1])
+    assert not spout.recovering
+    # A link back with nothing in flight, or before the action was sent, resends nothing.
+    spout.links_back()
+    spout.last_checkpoint = 0.0   # a checkpoint is due
+    spout.next_tuple()
+    spout.next_tuple()
+    assert [action for _, action, _ in emitted] == [INITSTATE, INITSTATE, PREPARE]
