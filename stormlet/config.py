@@ -45,6 +45,7 @@ TOPOLOGY_METRICS_REPORT_SECS = "topology.metrics.report.secs"
 TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
 TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
 TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS = "topology.state.checkpoint.interval.ms"
+TOPOLOGY_STATE_CHECKPOINT_TIMEOUT_SECS = "topology.state.checkpoint.timeout.secs"
 TOPOLOGY_GUARANTEE = "topology.guarantee"
 AT_LEAST_ONCE = "at-least-once"
 EFFECTIVELY_ONCE = "effectively-once"
@@ -442,6 +443,15 @@ DEFAULTS: dict[str, Setting] = {
         "how often stateful bolts checkpoint their state; their acks wait for the checkpoint, "
         "so it must be shorter than the message timeout",
         number(0, above=True)),
+    TOPOLOGY_STATE_CHECKPOINT_TIMEOUT_SECS: Setting(
+        None,
+        "a checkpoint action (prepare, commit, rollback, initstate) not done by every stateful "
+        "bolt within T to 2T seconds fails and the checkpoint spout recovers; so does, in "
+        "effectively-once, an offset spout that has not reported its positions within T. An "
+        "action lost with a killed worker, or dropped while its link was down, is then sent "
+        "again after T, not after the message timeout. Too short, and actions that are merely "
+        "slow (behind a backlog) fail and recover over and over",
+        number(0, above=True, none_means="for the message timeout")),
     TOPOLOGY_GUARANTEE: Setting(
         AT_LEAST_ONCE,
         "what a topology with stateful bolts promises after a failure: at-least-once (a "

@@ -300,6 +300,8 @@ class Worker:
         else:
             self.link_events.note(f"worker {me}: the link to worker {peer} is back after "
                                   f"{down_secs:.1f} s", level=logging.INFO, counted=False)
+            # A checkpoint action sent while it was down was dropped: sent again now.
+            self.runtime.links_back()
 
     def _on_fenced(self, refused: Fenced) -> None:
         """One line, and a record for ``stormlet errors``, when frames from a worker that lost

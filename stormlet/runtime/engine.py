@@ -35,6 +35,7 @@ from ..metrics.process import ProcessStats
 from ..metrics.structure import topology_structure
 from ..metrics.windows import RollingWindows
 from ..serializers import registry_for
+from ..state.checkpoint import action_timeout_secs
 from ..streams import CHECKPOINT_COMPONENT
 from ..topology import ComponentSpec, Topology
 from . import extensions
@@ -246,8 +247,11 @@ class TopologyRuntime:
         built = [self._task(spec, task, conf, local_tasks) for task in tasks]
         executor: Executor
         if spec.is_spout:
-            executor = SpoutExecutor(name, inbox, built, self.stopping,
-                                     timeout_secs=self.timeout_secs,
+            # The checkpoint spout's actions time out sooner when the topology says so: one
+            # lost with a worker is sent again without waiting out the message timeout.
+            timeout = (action_timeout_secs(conf) if component_id == CHECKPOINT_COMPONENT
+                       else self.timeout_secs)
+            executor = SpoutExecutor(name, inbox, built, self.stopping, timeout_secs=timeout,
                                      wait_secs=float(conf[cfg.TOPOLOGY_SPOUT_WAIT_MS]) / 1000,
                                      yields=self._spans_workers(local_tasks))
         else:
@@ -374,6 +378,15 @@ class TopologyRuntime:
         deactivated, so that the acks stateful bolts hold are released by a commit and a
         deactivated topology drains."""
         return [e for e in self.spout_executors() if not self._is_checkpoint(e)]
+
+    def links_back(self) -> None:
+        """A link from this worker to another is back after being down (any thread): the
+        checkpoint spout, if it runs here, sends its action in flight again, which may have
+        been dropped with the link (it looks within its idle wait, 20 ms)."""
+        for executor in self.spout_executors():
+            if self._is_checkpoint(executor):
+                for task in executor.tasks:
+                    task.obj.links_back()
 
     @staticmethod
     def _is_checkpoint(executor: SpoutExecutor) -> bool:

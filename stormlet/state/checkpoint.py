@@ -17,6 +17,13 @@ COMMIT, rolls a PREPARING one back, then sends INITSTATE. Otherwise, once a chec
 has passed since the last one, it sends PREPARE for the next txid, then COMMIT once every bolt
 has prepared.
 
+An action whose tuple fails or times out starts a recovery. Its tuples time out after
+``topology.state.checkpoint.timeout.secs`` (``action_timeout_secs``; the message timeout when
+unset), so an action lost with a killed worker, or dropped by a sender whose link to the
+restarted worker was still down, is sent again after that rather than after the message timeout;
+and when one of its worker's links comes back, the action in flight is sent again at once
+(``links_back``).
+
 In effectively-once (``topology.guarantee``), PREPARE waits for every offset spout task's
 positions for the checkpoint, and the end of each recovery starts a new epoch; see
 ``exactly``.
@@ -55,6 +62,17 @@ _PROGRESS_KEY = PROGRESS_KEY
 IDLE_WAIT_MS = 20
 
 
+def action_timeout_secs(conf: dict[str, Any]) -> float:
+    """How long a checkpoint action, or in effectively-once the offset spouts' reports of their
+    positions, may take before the checkpoint spout recovers (the action's tuple times out, as a
+    spout's does, within one to two of these): ``topology.state.checkpoint.timeout.secs``, else
+    the message timeout."""
+    timeout = conf.get(cfg.TOPOLOGY_STATE_CHECKPOINT_TIMEOUT_SECS)
+    if timeout is None:
+        timeout = conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS]
+    return float(timeout)
+
+
 @dataclass(frozen=True)
 class Progress:
     """Where the checkpoints are: the last txid and its phase."""
@@ -88,6 +106,10 @@ class CheckpointSpout(Spout):
 
     def __init__(self, position_sources: tuple[str, ...] = ()):
         self.position_sources = position_sources
+        # Links of this worker's that came back after being down (``links_back``, from the
+        # worker's sender thread), and how many had when the action in flight was sent.
+        self.links_returned = 0
+        self.links_returned_at_send = 0
 
     def declare_output_fields(self, declarer: Any) -> None:
         declarer.declare(list(CHECKPOINT_FIELDS), stream=CHECKPOINT_STREAM)
@@ -106,7 +128,7 @@ class CheckpointSpout(Spout):
             conf, context.topology_name, namespace(context.topology_name, context.component_id))
         self.progress = Progress(*self.state.get(_PROGRESS_KEY, (0, COMMITTED)))
         self.exactly = exactly.effectively_once(conf)
-        self.positions_timeout = float(conf[cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS])
+        self.positions_timeout = action_timeout_secs(conf)
         self.reporters = []
         if self.exactly:
             # Each offset spout task's namespace, where it saves its positions.
@@ -120,9 +142,22 @@ class CheckpointSpout(Spout):
         self.sent = 0
         self.last_checkpoint = time.monotonic()
 
+    def links_back(self) -> None:
+        """A link from this worker to another came back after it was down (called from any
+        thread). The action in flight, sent before, may have been dropped with the link (a
+        sender drops what it has for a peer whose link is down): it is sent again, through a
+        recovery, at the next call rather than left to time out."""
+        self.links_returned += 1
+
     def next_tuple(self) -> None:
         if self.in_flight is not None:
-            return
+            if self.links_returned == self.links_returned_at_send:
+                return
+            txid, action, _ = self.in_flight
+            log.warning("checkpoint %s %d: a link that was down is back, and the action may "
+                        "have been dropped with it: recovering", action, txid)
+            self.in_flight = None   # its late answer, if it comes, is an earlier attempt's
+            self.recovering = True
         if not self.recovering and self.progress.phase == COMMITTED:
             if time.monotonic() - self.last_checkpoint < self.interval_secs:
                 return
@@ -134,14 +169,15 @@ class CheckpointSpout(Spout):
         if action == PREPARE and self.reporters and not self._positions_ready():
             return
         self.sent += 1
+        self.links_returned_at_send = self.links_returned
         self.in_flight = (self.progress.txid, action, self.sent)
         self.collector.emit([self.progress.txid, action, self.progress.epoch], self.in_flight,
                             CHECKPOINT_STREAM)
 
     def _positions_ready(self) -> bool:
         """Effectively-once: True once every offset spout task has saved its positions for the
-        checkpoint being prepared; a task that reports a failure, or none within the message
-        timeout, turns the checkpoint into a recovery."""
+        checkpoint being prepared; a task that reports a failure, or none within the action
+        timeout (``action_timeout_secs``), turns the checkpoint into a recovery."""
         now = time.monotonic()
         if self.waiting_since is None:
             self.waiting_since = now

@@ -25,7 +25,7 @@ Checkpoint ``t`` (the checkpoint spout saves ``(t, PREPARING, epoch)`` before an
 
 So a committed checkpoint ``t`` holds, in every bolt, the effects of exactly the offsets below
 each spout's positions for ``t``. A report of ``failed``, a spout that does not report within the
-message timeout, or any failed checkpoint action, makes the checkpoint spout *recover*: it
+checkpoint timeout, or any failed checkpoint action, makes the checkpoint spout *recover*: it
 finishes or rolls back the open checkpoint as in at-least-once, sends INITSTATE, then saves the
 record with ``epoch + 1``. Each offset spout that reads a new epoch forgets what it had in
 flight, rewinds every partition to the positions of the last committed checkpoint ``T`` (read
@@ -47,7 +47,8 @@ Every task reads the others' reports from the state store, so they must share on
 embedded store serves workers on one machine (its file is the supervisor's); across machines,
 use Redis. What costs: the spouts pause for the drain and the PREPARE at every checkpoint, and
 a recovery waits for the failed tuple's report (one checkpoint interval) or, when a message or a
-checkpoint action is lost with a worker, for the message timeout.
+checkpoint action is lost with a worker, for the checkpoint timeout
+(``topology.state.checkpoint.timeout.secs``, the message timeout unless set; see ``checkpoint``).
 
 What the mode cannot protect is refused at submit (``problems``), sinks that cannot take part
 among it: a sink's writes outside are exactly once when it commits them with the checkpoint

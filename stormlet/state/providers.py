@@ -84,6 +84,11 @@ def config_problems(conf: dict[str, Any]) -> list[str]:
         problems.append(f"{cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS} ({interval:g} ms) must not "
                         f"be longer than the message timeout ({timeout:g} s, "
                         f"{cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS}): acks wait for the checkpoint")
+    action = conf.get(cfg.TOPOLOGY_STATE_CHECKPOINT_TIMEOUT_SECS)
+    if action is not None and timeout is not None and action > timeout:
+        problems.append(f"{cfg.TOPOLOGY_STATE_CHECKPOINT_TIMEOUT_SECS} ({action:g} s) must not "
+                        f"be longer than the message timeout ({timeout:g} s, "
+                        f"{cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS}): it is there to recover sooner")
     return problems
 
 

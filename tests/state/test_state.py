@@ -439,6 +439,47 @@ def test_bad_state_settings_are_refused_at_submit():
                                              "topology.state.checkpoint.interval.ms": 5000})
         with pytest.raises(TopologyError, match="'rocksdb' is not a state provider"):
             cluster.submit("t", {"topology.state.provider": "rocksdb"}, topology)
+        with pytest.raises(TopologyError, match="checkpoint.timeout.secs \\(6 s\\) must not be "
+                                                "longer than the message timeout \\(5 s"):
+            cluster.submit("t", {"topology.message.timeout.secs": 5,
+                                 "topology.state.checkpoint.timeout.secs": 6}, topology)
+
+
+@pytest.mark.parametrize("resent_by", ["checkpoint timeout", "link back"])
+def test_a_checkpoint_action_that_is_lost_is_sent_again_without_waiting_the_message_timeout(
+        resent_by):
+    # A PREPARE lost on the way (a worker killed, or a sender whose link to the restarted worker
+    # was still down) left the topology waiting out the message timeout, 30 to 60 s here, with
+    # every stateful bolt's acks held. It is sent again (through a rollback, whose tuples are
+    # replayed) once the checkpoint timeout passes, or at once when a link of the worker is back.
+    builder = TopologyBuilder()
+    builder.set_spout("words", Words())
+    builder.set_bolt("totals", WordTotals()).fields_grouping("words", ["word"])
+    extra = ({"topology.state.checkpoint.timeout.secs": 0.5}
+             if resent_by == "checkpoint timeout" else {})
+    conf = memory_conf(**{"test.words": ["a"] * 20, "topology.message.timeout.secs": 30, **extra})
+    with running(builder.build(), conf) as cluster:
+        spout = cluster.instances("test", "words")[0]
+        runner = cluster.instances("test", "totals")[0]
+        wait_until(lambda: len(spout.acked) == 20, 10, "the first twenty")
+        real_on_checkpoint = runner._on_checkpoint
+        lost = []
+
+        def lose_one_prepare(tup):
+            if tup[1] == PREPARE and not lost:
+                lost.append(tup[0])   # neither acked nor failed: its tree is lost
+                return
+            real_on_checkpoint(tup)
+        runner._on_checkpoint = lose_one_prepare
+        spout.words += ["a"] * 10
+        spout.next_n = 20
+        if resent_by == "link back":
+            wait_until(lambda: lost, 10, "a PREPARE to be lost")
+            cluster.runtime("test").links_back()   # as a worker's sender calls it
+        # Within a third of the message timeout: the old code's wait fails here.
+        wait_until(lambda: len(spout.acked) == 30, 10, "the ten more, after the lost PREPARE")
+        assert ("rollback",) in runner.inner.hooks
+        assert runner.state.get("a") >= 30
 
 
 # ----- the embedded store across `stormlet local` runs
@@ -601,3 +642,33 @@ def test_a_checkpoint_spout_that_cannot_save_tries_again_an_interval_later_not_a
     for _ in range(50):
         spout.next_tuple()
     assert attempts == 1
+
+
+def test_a_checkpoint_action_in_flight_when_a_link_comes_back_is_sent_again_at_once():
+    # A worker's sender drops what it has for a peer whose link is down: a ROLLBACK sent to a
+    # restarted worker before the link to it was back waited out its timeout, on a cluster.
+    from types import SimpleNamespace
+
+    from stormlet.state.checkpoint import CheckpointSpout
+
+    spout = CheckpointSpout()
+    emitted = []
+    conf = cfg.merged({cfg.TOPOLOGY_STATE_PROVIDER: "memory"})
+    spout.open(conf, SimpleNamespace(topology_name="t", component_id="__checkpointspout"),
+               SimpleNamespace(emit=lambda values, msg_id, stream: emitted.append(msg_id)))
+    spout.next_tuple()
+    spout.next_tuple()
+    assert [action for _, action, _ in emitted] == [INITSTATE]   # one at a time
+    spout.links_back()
+    spout.next_tuple()
+    assert [action for _, action, _ in emitted] == [INITSTATE, INITSTATE]
+    spout.ack(emitted[0])   # the first attempt's late answer changes nothing
+    assert spout.recovering
+    spout.ack(emitted[1])
+    assert not spout.recovering
+    # A link back with nothing in flight, or before the action was sent, resends nothing.
+    spout.links_back()
+    spout.last_checkpoint = 0.0   # a checkpoint is due
+    spout.next_tuple()
+    spout.next_tuple()
+    assert [action for _, action, _ in emitted] == [INITSTATE, INITSTATE, PREPARE]
