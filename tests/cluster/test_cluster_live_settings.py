@@ -157,12 +157,19 @@ def test_debug_samples_a_components_tuples_into_its_workers_file_and_shows_them(
     assert all(r["component"] == "chatty" and r["host"] == "127.0.0.1" for r in rows)
     assert {r["values"][0] for r in rows} <= {s["values"][0] for s in samples_on_disk(cluster)}
 
+    def samples_stopped(component: str) -> bool:
+        before = sum(s["component"] == component for s in samples_on_disk(cluster))
+        time.sleep(QUIET_SECS)
+        return sum(s["component"] == component for s in samples_on_disk(cluster)) == before
+
     off = cluster.cli("debug", "chatty", "--off")
     assert off.returncode == 0 and "off" in off.stdout
+    # Each worker with a chatty task applies "off" on its own: once none writes any more, the
+    # spout's sampling, turned on next, starts after the bolt's stopped everywhere.
+    wait_until(lambda: samples_stopped("chatty"), 20, "the bolt's sampling to stop")
 
-    # A spout's samples carry its message id and the root it drew. Its worker follows the
-    # records in order, so its sampling starts after the bolt's stopped: every sample of the
-    # bolt is older than the spout's first (checked at the end, after many writes).
+    # A spout's samples carry its message id and the root it drew: every sample of the bolt is
+    # older than the spout's first (checked at the end, after many writes).
     spout = cluster.cli("debug", "chatty", "--component", "words", "--sampling", "100",
                         "--seconds", "3")
     assert spout.returncode == 0, spout.stderr
@@ -171,13 +178,8 @@ def test_debug_samples_a_components_tuples_into_its_workers_file_and_shows_them(
     first = next(s for s in samples_on_disk(cluster) if s["component"] == "words")
     assert isinstance(first["msg_id"], int) and len(first["roots"]) == 1
 
-    def spout_samples_stopped() -> bool:
-        before = sum(s["component"] == "words" for s in samples_on_disk(cluster))
-        time.sleep(QUIET_SECS)
-        return sum(s["component"] == "words" for s in samples_on_disk(cluster)) == before
-
     # It ends by itself, on the worker's clock.
-    wait_until(spout_samples_stopped, 20, "the spout's sampling to end after its 3 s")
+    wait_until(lambda: samples_stopped("words"), 20, "the spout's sampling to end after its 3 s")
     on_disk = samples_on_disk(cluster)
     spout_from = min(s["time"] for s in on_disk if s["component"] == "words")
     assert max(s["time"] for s in on_disk if s["component"] == "chatty") < spout_from
