@@ -209,6 +209,30 @@ class _RecordsOf:
             raise ValueError(f"{type(self).__name__} {component!r} has no topic selector: "
                              f"call with_topic_selector(...)")
 
+    def _record_of(self, tup: Tuple, component: str) -> list[Any] | None:
+        """``[topic, key, value]`` of ``tup``'s record, or None (logged) when the topic
+        selector gives no topic. Raises TypeError for a key or value that is not bytes."""
+        assert self.topic_selector is not None   # prepare checked
+        topic = self.topic_selector.get_topic(tup)
+        if topic is None:
+            log.warning("%s: skipping a tuple from %r: the topic selector gave no topic",
+                        component, tup.source_component)
+            return None
+        return [topic, _record_bytes("key", self.mapper.get_key_from_tuple(tup)),
+                _record_bytes("value", self.mapper.get_message_from_tuple(tup))]
+
+
+def _produce(producer: Any, record: list[Any], on_delivery: Any, poll_secs: float) -> None:
+    """Queue ``record`` (``[topic, key, value]``) on ``producer``, waiting on deliveries while
+    its local queue is full."""
+    topic, key, value = record
+    while True:
+        try:
+            producer.produce(topic, value, key, on_delivery=on_delivery)
+            return
+        except BufferError:   # the local queue is full: deliveries make room
+            producer.poll(poll_secs)
+
 
 class KafkaBolt(_RecordsOf, Bolt, Sink):
     """Writes each input to Kafka and acks it once the broker has it (see the module doc).
@@ -263,22 +287,12 @@ class KafkaBolt(_RecordsOf, Bolt, Sink):
 
     def _send(self, tup: Tuple) -> None:
         try:
-            assert self.topic_selector is not None   # prepare checked
-            topic = self.topic_selector.get_topic(tup)
-            if topic is None:
-                log.warning("%s: skipping a tuple from %r: the topic selector gave no topic",
-                            self.component, tup.source_component)
+            record = self._record_of(tup, self.component)
+            if record is None:
                 self.collector.ack(tup)
                 return
-            key = _record_bytes("key", self.mapper.get_key_from_tuple(tup))
-            value = _record_bytes("value", self.mapper.get_message_from_tuple(tup))
             callback = None if self.fire_and_forget else self._on_delivery(tup)
-            while True:
-                try:
-                    self.producer.produce(topic, value, key, on_delivery=callback)
-                    break
-                except BufferError:   # the local queue is full: deliveries make room
-                    self.producer.poll(self.poll_secs)
+            _produce(self.producer, record, callback, self.poll_secs)
         except Exception as exc:
             self.collector.report_error(exc)
             self.collector.fail(tup, _reason(exc))
@@ -391,13 +405,7 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         self.producer = producer
 
     def gather(self, tup: Tuple) -> Any:
-        topic = self.topic_selector.get_topic(tup)   # type: ignore[union-attr]
-        if topic is None:
-            log.warning("%s: skipping a tuple from %r: the topic selector gave no topic",
-                        self.component, tup.source_component)
-            return None
-        return [topic, _record_bytes("key", self.mapper.get_key_from_tuple(tup)),
-                _record_bytes("value", self.mapper.get_message_from_tuple(tup))]
+        return self._record_of(tup, self.component)
 
     def write_ahead(self, write: Any) -> None:
         if self.producer is None:   # the last one failed: see publish
@@ -405,13 +413,7 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         if not self.open:
             self.producer.begin_transaction()
             self.open = True
-        topic, key, value = write
-        while True:
-            try:
-                self.producer.produce(topic, value, key, on_delivery=self._delivered)
-                return
-            except BufferError:   # the local queue is full: deliveries make room
-                self.producer.poll(0.1)
+        _produce(self.producer, write, self._delivered, 0.1)
 
     def _delivered(self, err: Any, _msg: Any) -> None:
         if err is not None and self.undelivered is None:

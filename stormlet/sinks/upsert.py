@@ -60,10 +60,7 @@ class UpsertBolt(CheckpointedSink):
         return [self.key_of(tup), tup[self.value_field]]
 
     def merge(self, writes: list[Any]) -> list[Any]:
-        last = {}
-        for key, value in writes:
-            last[key] = value
-        return [[key, value] for key, value in last.items()]
+        return [[key, value] for key, value in dict(writes).items()]   # the last per key
 
 
 class RedisUpsertBolt(UpsertBolt):
