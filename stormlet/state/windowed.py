@@ -55,7 +55,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..collectors import AnchoringCollector
@@ -286,12 +286,15 @@ class PersistentWindow(Window):
 
 class PersistentWindowManager(WindowManager):
     """``WindowManager`` over ``WindowPartitions``: tuples leaving the window are dropped (they
-    were acked at a checkpoint), and a firing's window is read lazily."""
+    were acked at a checkpoint). A firing's window reads the partitions lazily, so it is run
+    (``run``) as it fires: before a later firing evicts from them, and before the tuple whose
+    arrival fired it joins them."""
 
     def __init__(self, length: Length, sliding: Length, start_ms: int,
-                 events: WindowPartitions):
+                 events: WindowPartitions, run: Callable[[Window], None]):
         super().__init__(length, sliding, start_ms)
         self._events = events   # type: ignore[assignment]
+        self._run = run
 
     def _left(self, item: Any) -> None:
         pass
@@ -308,7 +311,8 @@ class PersistentWindowManager(WindowManager):
             return Firing(None, [])
         start = (at_ms - self.length.ms if isinstance(self.length, Duration)
                  else self._events[0].time)
-        return Firing(PersistentWindow(self._events, start, at_ms), [])   # type: ignore[arg-type]
+        self._run(PersistentWindow(self._events, start, at_ms))   # type: ignore[arg-type]
+        return Firing(None, [])   # run already
 
     def system(self) -> list:
         """The bookkeeping a restored window resumes from."""
@@ -388,7 +392,8 @@ class StatefulWindowedBoltRunner(StatefulBoltRunner):
                                            self.codec)
         length, sliding = self.inner.window_length, self.inner.window_sliding
         assert length is not None and sliding is not None   # refuse_problems checked
-        self.manager = PersistentWindowManager(length, sliding, self._now_ms(), self.partitions)
+        self.manager = PersistentWindowManager(length, sliding, self._now_ms(), self.partitions,
+                                               self._run)
         system = self.window_state.get(_SYSTEM_KEY)
         if system is not None:
             self.manager.restore(system)
@@ -397,14 +402,13 @@ class StatefulWindowedBoltRunner(StatefulBoltRunner):
         return int(self.clock() * 1000)
 
     def _execute_data(self, tup: Tuple) -> None:
+        # The windows that fire run inside the manager's add and advance (see
+        # PersistentWindowManager).
         if tup.is_tick():
-            fired = self.manager.advance(self._now_ms())
+            self.manager.advance(self._now_ms())
         else:
-            fired = self.manager.add(tup, self._now_ms())
             self.hold_ack(tup)   # acked when the checkpoint holding it commits
-        for window, _expired in fired:
-            if window is not None:
-                self._run(window)
+            self.manager.add(tup, self._now_ms())
 
     def _run(self, window: Window) -> None:
         state = self.state

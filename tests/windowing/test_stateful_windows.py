@@ -73,20 +73,29 @@ def test_a_window_larger_than_memory_spills_partitions_and_reads_them_back_in_or
 def test_a_persistent_window_fires_as_a_plain_one_and_its_bookkeeping_resumes():
     state = SpillingState(MemoryStore("w"))
     parts = WindowPartitions(state, 0, codec())
-    manager = PersistentWindowManager(Count(3), Count(2), 0, parts)
-    fired = []
+    fired: list = []
+    windows: list = []
+
+    def run(window):
+        windows.append(window)
+        fired.append([t[0] for t in window.get_iter()])
+
+    manager = PersistentWindowManager(Count(3), Count(2), 0, parts, run)
     for n in range(1, 6):
-        fired += [[t[0] for t in w.get_iter()] for w, _ in manager.add(Tuple([n], INFO, 1), n)]
+        manager.add(Tuple([n], INFO, 1), n)
     assert fired == [[1, 2], [2, 3, 4]]
-    window = PersistentWindowManager(Count(3), Count(2), 0, parts)._fire(10)[0]
+    PersistentWindowManager(Count(3), Count(2), 0, parts, run)._fire(10)
+    window = windows[-1]
     with pytest.raises(NotImplementedError, match="get_new"):
         window.get_new()
     with pytest.raises(NotImplementedError, match="get_expired"):
         window.get_expired()
     system = manager.system()
-    resumed = PersistentWindowManager(Count(3), Count(2), 0, parts)
+    fired.clear()
+    resumed = PersistentWindowManager(Count(3), Count(2), 0, parts,
+                                      lambda window: fired.append([t[0] for t in window.get()]))
     resumed.restore(system)
-    fired = [[t[0] for t in w.get()] for w, _ in resumed.add(Tuple([6], INFO, 1), 6)]
+    resumed.add(Tuple([6], INFO, 1), 6)
     assert fired == [[4, 5, 6]]
 
 
@@ -314,3 +323,22 @@ def test_the_checkpoint_interval_must_fit_in_the_message_timeout():
 def test_a_stateful_windowed_bolt_gets_the_checkpoint_stream():
     topology = sums_topology(Sums().with_tumbling_window(Count(10)).with_persistence())
     assert "__checkpointspout" in topology.components
+
+
+def test_a_time_window_fired_by_a_later_tuple_holds_only_its_own_tuples():
+    # A persistent window reads its tuples from the partitions: it must run as it fires,
+    # before the tuple whose arrival fired it joins them, and before a later firing evicts.
+    import collections
+
+    from stormlet.state.windowed import PersistentWindowManager
+
+    shown = []
+    ten = Duration(seconds=10)
+    manager = PersistentWindowManager(ten, ten, 0, collections.deque(),
+                                      lambda window: shown.append(list(window.get_iter())))
+    manager.add("a", 1_000)
+    manager.add("b", 5_000)
+    manager.add("c", 12_000)            # fires [0, 10 s) on arrival
+    assert shown == [["a", "b"]]
+    manager.add("d", 35_000)            # fires [10, 20 s) and [20, 30 s) on arrival
+    assert shown == [["a", "b"], ["c"]]
