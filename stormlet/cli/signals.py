@@ -18,6 +18,11 @@ import threading
 from typing import Callable, Protocol
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# A signal sent to a process reaches whichever of its threads the kernel picks, and Python runs
+# the handler only when the main thread next runs bytecode, which a wait without a timeout never
+# does: the main thread waits in slices this long, so a stop, or a worker's request for its
+# stacks (worker_stacks.py), is acted on within it, whichever thread took the signal.
+SIGNAL_CHECK_SECS = 0.1
 
 
 class Daemon(Protocol):
@@ -29,13 +34,14 @@ class Daemon(Protocol):
 
 
 def run_until_signal(daemon: Daemon, end: Callable[[str], object] | None = None,
-                     ended: Callable[[], object] | None = None) -> None:
+                     ended: Callable[[float], bool] | None = None) -> None:
     """``daemon.start()``, block until SIGTERM or SIGINT, then ``daemon.stop()``.
 
     A daemon that can also end by itself (a worker) passes ``end``, which a signal calls with
     its name ("SIGTERM") from the handler (so it must only note the request, as
-    ``Worker.end`` does), and ``ended``, which blocks until the daemon has ended, by a signal or
-    by itself. An exception from ``start`` propagates, and ``stop`` is not called."""
+    ``Worker.end`` does), and ``ended(timeout)``, which blocks until the daemon has ended, by a
+    signal or by itself (True), or ``timeout`` seconds have passed (False). An exception
+    from ``start`` propagates, and ``stop`` is not called."""
     if (end is None) != (ended is None):
         raise TypeError("run_until_signal takes both end and ended, or neither")
     if end is None or ended is None:
@@ -44,5 +50,6 @@ def run_until_signal(daemon: Daemon, end: Callable[[str], object] | None = None,
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda signum, _frame: end(signal.Signals(signum).name))
     daemon.start()
-    ended()
+    while not ended(SIGNAL_CHECK_SECS):
+        pass
     daemon.stop()

@@ -13,8 +13,9 @@ So a stack dump works wherever the worker runs; py-spy is the fallback for a wor
 answer (worker_introspection.py), and the only way to a CPU profile.
 
 The handler is Python's, so it runs on the main thread between two bytecodes: in a worker that
-is while the main thread waits for the worker to end (``Worker.wait``), from which a signal
-wakes it, runs the handler and lets it wait on. It takes the interpreter lock for as long as it
+is while the main thread waits for the worker to end (``Worker.wait``), in slices of a tenth of
+a second, since the kernel may hand the signal to another thread and only the main thread's
+return to Python runs the handler (cli/signals.py). It takes the interpreter lock for as long as it
 takes to format the stacks (about a millisecond for a few dozen threads): the executors pause
 that long, as they do for any other thread, and no tuple is lost. A worker whose main thread
 cannot get the lock (a C extension holding it forever) never answers; py-spy, which needs no
