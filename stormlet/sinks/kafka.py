@@ -9,7 +9,8 @@ Each input becomes one record: the mapper gives its key and value (``str``, ``by
 the topic selector its topic. An input is acked only once the broker confirms the record, and
 failed, with the broker's error as the reason (``"kafka MSG_SIZE_TOO_LARGE: ..."``), if
 delivery fails (after librdkafka's own retries); the error is reported too. A topic selector
-that answers None skips the input: acked, with a warning, as in Storm. An input the mapper
+that answers None skips the input: acked, with a warning, as in Storm (one line a minute per
+source component, with how many were skipped since, not one a tuple). An input the mapper
 cannot turn into a record is failed and reported. With ``set_fire_and_forget(True)`` every
 input is acked as soon as its record is queued, and delivery is not awaited (Storm's option:
 records may be lost). ``set_async(False)`` waits for each record's delivery before the next
