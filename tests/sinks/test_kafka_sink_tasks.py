@@ -7,8 +7,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from fake_kafka_txn import BROKERS, FakeKafka, on_fake
+from fake_kafka_txn import BROKERS, FakeKafka, FakeProducer, on_fake
+from support import running, wait_until
 
+from stormlet import TopologyBuilder
 from stormlet import config as cfg
 from stormlet.sinks.kafka import (
     TASKS_KEY,
@@ -16,6 +18,8 @@ from stormlet.sinks.kafka import (
     KafkaBolt,
     TransactionalKafkaBolt,
 )
+from stormlet.sources import LogSpout
+from stormlet.sources.partitioned_log import PartitionedLog
 from stormlet.state import KeyValueState
 from stormlet.state.store import MemoryStore
 from stormlet.testing import MockOutputCollector, make_tuple, mock_context
@@ -94,6 +98,46 @@ def test_a_crash_while_ending_former_transactions_leaves_them_recorded_for_the_n
     assert broker.open == {"stormlet.test.sink.1", "stormlet.test.sink.3"}
     run("crash", conf, [1])
     assert broker.open == {"stormlet.test.sink.1"}
+
+
+def copy_topology(log_path, broker: str, sink_tasks: int):
+    builder = TopologyBuilder()
+    builder.set_spout("lines", LogSpout(str(log_path), spout_id="lines", commit_interval=0.05))
+    sink = on_fake(TransactionalKafkaBolt("fake:9092").with_topic_selector("copy")
+                   .with_tuple_to_kafka_mapper(FieldNameBasedTupleToKafkaMapper("key", "value")),
+                   broker)
+    builder.set_bolt("sink", sink, parallelism=sink_tasks).shuffle_grouping("lines")
+    return builder.build()
+
+
+def test_a_topology_resubmitted_with_fewer_sink_tasks_ends_what_the_others_left_open(tmp_path):
+    BROKERS["resubmit"] = broker = FakeKafka()
+    lines = [f"line {i}" for i in range(100)]
+    log = PartitionedLog.create(tmp_path / "log", 1)
+    log.append_many(lines)
+    log.close()
+    conf = {cfg.TOPOLOGY_GUARANTEE: cfg.EFFECTIVELY_ONCE,
+            cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path / "state")},
+            cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: 100}
+
+    def copied():
+        with broker.lock:
+            return sorted(value for _, _, value in broker.committed)
+    with running(copy_topology(tmp_path / "log", "resubmit", 3), conf) as cluster:
+        wait_until(lambda: copied() == sorted(lines), 30, "every line copied")
+        tasks = sorted(runner.inner.task for runner in cluster.instances("test", "sink"))
+    # What a crash would leave: the two last tasks each with a transaction open.
+    for task in tasks[1:]:
+        producer = FakeProducer(broker, {"transactional.id": f"stormlet.test.sink.{task}"})
+        producer.init_transactions(1)
+        producer.begin_transaction()
+        producer.produce("copy", "late")
+    assert len(broker.open) == 2
+    with running(copy_topology(tmp_path / "log", "resubmit", 1), conf) as cluster:
+        wait_until(lambda: not broker.open, 30, "the former tasks' transactions ended")
+        [runner] = cluster.instances("test", "sink")
+        assert runner.inner.task == tasks[0]
+        assert copied() == sorted(lines)   # and nothing more
 
 
 @pytest.mark.parametrize("sink_class", [KafkaBolt, TransactionalKafkaBolt])
