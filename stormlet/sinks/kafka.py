@@ -68,17 +68,20 @@ the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
   executors), but a topology resubmitted under its name with fewer sink tasks (or with its task
   ids moved by another component's count) leaves the transactional.ids of tasks that no longer
   exist, whose open transactions read_committed readers would wait at until the broker's
-  ``transaction.timeout.ms``. So the component's lowest task ends them in its ``init_state``
-  (in effectively-once no data flows before every task's INITSTATE is done, so no transaction
-  of this run has begun): it reads the ids' tasks of earlier runs
-  from the state store (``<topology>/<component>``, key ``TASKS_KEY``), records this run's
-  with them, runs ``init_transactions`` on each id that no longer has a task (which aborts its
-  open transaction and fences any zombie of it), and then records this run's alone. Flink's
-  KafkaSink does the same at init, but finds the former ids by probing subtask indexes upward
-  until one has never been used (its producer epoch is 0); confluent-kafka does not tell the
-  epoch, and a probe by the marks would stop at a task that never committed (the one most
-  likely to hold an open transaction), or at a gap in task ids moved by another component,
-  so the ids are recorded instead.
+  ``transaction.timeout.ms``. So the component's lowest task, in its ``init_state``, reads the
+  tasks of earlier runs from the state store (namespace ``<topology>/<component>``, key
+  ``TASKS_KEY``), runs ``init_transactions`` on the id of each that this run does not have
+  (which aborts its open transaction and fences any zombie still holding it), and records this
+  run's tasks in their place (with them until they are ended, so a crash meanwhile leaves them
+  to the next start). It never touches an id of this run. Flink's KafkaSink does the same at
+  init, but finds the former ids by probing subtask indexes upward until one was never used
+  (its producer epoch is 0); confluent-kafka does not tell the epoch, and a probe by the marks
+  would stop at a task that never committed (the one most likely to have left a transaction
+  open) or at a gap of task ids moved by another component, so the tasks are recorded instead.
+  (In effectively-once no data flows before every task's INITSTATE is done, so this run's
+  tasks are recorded before any of them writes; in at-least-once another task may begin
+  first, and a crash of the whole run within that moment, followed by a resubmission with
+  fewer tasks, would leave its transaction to the broker's timeout.)
 - The marks follow the checkpoint txids: a topology whose state is wiped must use a new
   ``transactional_id_prefix``.
 - librdkafka's mock cluster (the tests' broker) accepts the transactional calls but keeps no
@@ -457,8 +460,8 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
             if former == set(self.tasks):
                 return
             if gone:
-                # Recorded with this run's before they are ended: a crash meanwhile leaves them
-                # to the next start.
+                # This run's recorded with them before they are ended: a crash meanwhile leaves
+                # them to the next start.
                 registry.put(TASKS_KEY, sorted(former | set(self.tasks)))
                 registry.commit()
             for task in gone:
