@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections import Counter
 
 import pytest
 from support import running, wait_until
@@ -85,12 +86,12 @@ def expected_state() -> dict:
     return state
 
 
-def topology(log_path, bolt=None):
+def topology(log_path, bolt=None, split_tasks=1):
     builder = TopologyBuilder()
     # One partition, one task on each path: the window sees one order, the log's.
     builder.set_spout("sentences", LogSpout(str(log_path), spout_id="windows",
                                             commit_interval=0.05))
-    builder.set_bolt("split", Split()).shuffle_grouping("sentences")
+    builder.set_bolt("split", Split(), parallelism=split_tasks).shuffle_grouping("sentences")
     bolt = bolt or Windows().with_window(Count(SIZE), Count(SLIDE)).with_persistence()
     builder.set_bolt("windows", bolt).shuffle_grouping("split")
     return builder.build()
@@ -123,15 +124,20 @@ def _plain(key):
     return tuple(key) if isinstance(key, list) else key
 
 
-@pytest.mark.parametrize("fault", ["none", "split raises", "window raises"])
-def test_every_window_and_the_state_equal_a_failure_free_runs_after_failures(tmp_path, fault):
-    FAULT.update(fault=fault, state=tmp_path / "state")
-    FIRED.clear()
+def sentence_log(tmp_path):
     log_path = tmp_path / "log"
     log = PartitionedLog.create(log_path, 1)
     log.append_many(SENTENCES)
     log.flush()
     log.close()
+    return log_path
+
+
+@pytest.mark.parametrize("fault", ["none", "split raises", "window raises"])
+def test_every_window_and_the_state_equal_a_failure_free_runs_after_failures(tmp_path, fault):
+    FAULT.update(fault=fault, state=tmp_path / "state")
+    FIRED.clear()
+    log_path = sentence_log(tmp_path)
     expected = expected_state()
     wrong: list = []
 
@@ -148,6 +154,28 @@ def test_every_window_and_the_state_equal_a_failure_free_runs_after_failures(tmp
     assert wrong == []
     if fault != "none":
         assert FIRED[fault].is_set()
+
+
+def test_with_two_senders_each_word_is_in_the_windows_once_after_a_failure(tmp_path):
+    """Two split tasks interleave their words differently in any two runs, so the windows
+    differ from one run to the next; but each word is in the tumbling windows' sequence once,
+    failure or not."""
+    FAULT.update(fault="split raises", state=tmp_path / "state")
+    FIRED.clear()
+    bolt = Windows().with_tumbling_window(Count(SIZE)).with_persistence()
+    full = len(WORDS) // SIZE
+    with running(topology(sentence_log(tmp_path), bolt, split_tasks=2),
+                 exactly_conf(tmp_path)) as cluster:
+        [spout] = cluster.instances("test", "sentences")
+        wait_until(lambda: sum(spout.saved.values()) == len(SENTENCES)
+                   and committed_state(tmp_path / "state").get("windows") == full, 60,
+                   "every window committed")
+    state = committed_state(tmp_path / "state")
+    windowed = Counter(word for n in range(full) for word in state[("window", n)])
+    assert all(len(state[("window", n)]) == SIZE for n in range(full))
+    assert not windowed - Counter(WORDS)            # no word twice
+    assert sum(windowed.values()) == full * SIZE    # and the rest wait in the open window
+    assert FIRED["split raises"].is_set()
 
 
 def test_processing_time_windows_are_refused_at_submit_saying_why(tmp_path):
