@@ -41,6 +41,8 @@ STORMLET_ZOOKEEPER_CONNECT = "stormlet.zookeeper.connect"
 STORMLET_ZOOKEEPER_ROOT = "stormlet.zookeeper.root"
 STORMLET_FAILED_DIR = "stormlet.failed.dir"
 OFFSETS_START_OVER = "offsets.start.over"
+KAFKA_SPOUT_BOOTSTRAP_SERVERS = "kafka.spout.bootstrap.servers"
+KAFKA_SPOUT_CONSUMER_CONFIG = "kafka.spout.consumer.config"
 TOPOLOGY_METRICS_REPORT_SECS = "topology.metrics.report.secs"
 TOPOLOGY_STATE_PROVIDER = "topology.state.provider"
 TOPOLOGY_STATE_PROVIDER_CONFIG = "topology.state.provider.config"
@@ -278,12 +280,9 @@ def worker_memory_limit_mb(conf: dict[str, Any]) -> float | None:
     return None if value is None else float(value)
 
 
-def blobstore_map(value: Any) -> dict[str, str]:
-    """``topology.blobstore.map`` as {blob key: local file name}. The value is Storm's map,
-    ``{"model": {"localname": "model.bin"}}``, its short form ``{"model": "model.bin"}``, or
-    either as JSON text (as ``-c`` gives it); None is no blobs. A local name is a plain file
-    name (no directory), made in each worker's working directory, and no two keys share one.
-    ``ValueError`` saying what is wrong, naming the blob."""
+def json_dict(value: Any) -> dict[str, Any]:
+    """A setting that is a dict, or one as JSON text (as ``-c`` gives it); None or "" is an
+    empty one. ``ValueError`` saying what is wrong."""
     if value is None or value == "":
         return {}
     if isinstance(value, str):
@@ -293,6 +292,30 @@ def blobstore_map(value: Any) -> dict[str, str]:
             raise ValueError(f"JSON text that does not parse: {value!r}") from None
     if not isinstance(value, dict):
         raise ValueError(f"not a map: {value!r}")
+    return value
+
+
+def _json_dict_check(value: Any) -> str | None:
+    try:
+        json_dict(value)
+    except ValueError:
+        return "a map, or one as JSON text, or None"
+    return None
+
+
+def _servers_check(value: Any) -> str | None:
+    if value is None or isinstance(value, str) and value.strip():
+        return None
+    return "host:port[,host:port...] as text, or None"
+
+
+def blobstore_map(value: Any) -> dict[str, str]:
+    """``topology.blobstore.map`` as {blob key: local file name}. The value is Storm's map,
+    ``{"model": {"localname": "model.bin"}}``, its short form ``{"model": "model.bin"}``, or
+    either as JSON text (as ``-c`` gives it); None is no blobs. A local name is a plain file
+    name (no directory), made in each worker's working directory, and no two keys share one.
+    ``ValueError`` saying what is wrong, naming the blob."""
+    value = json_dict(value)
     names: dict[str, str] = {}
     for key, entry in value.items():
         local = entry.get("localname", key) if isinstance(entry, dict) else entry
@@ -514,6 +537,18 @@ DEFAULTS: dict[str, Setting] = {
         False,
         "offset spouts ignore earlier topologies' commits and read from the earliest offset",
         flag),
+    KAFKA_SPOUT_BOOTSTRAP_SERVERS: Setting(
+        None,
+        "the Kafka brokers (host:port, comma-separated) of every KafkaSpout not given "
+        "bootstrap_servers when built: each task reads it at open, so the topology file needs "
+        "no broker address (stormlet/sources/spouts.py)",
+        _servers_check),
+    KAFKA_SPOUT_CONSUMER_CONFIG: Setting(
+        None,
+        "librdkafka consumer settings for every KafkaSpout, a map or JSON text; a spout's own "
+        "consumer_config wins over them, and the settings its offsets depend on "
+        "(enable.auto.commit, auto.offset.reset...) cannot be changed",
+        _json_dict_check),
     TOPOLOGY_ENVIRONMENT: Setting(
         None,
         "on a cluster, environment variables added to (or replacing) those a worker inherits "

@@ -7,7 +7,8 @@ first, and an offset sent to a transaction is never committed. This fake keeps w
 relies on, as Kafka's broker does: a transaction's records and offsets become visible at once
 at its commit and never after an abort; ``init_transactions`` of a transactional.id aborts
 what an earlier producer of it left open and fences that producer (its later calls raise
-PRODUCER_FENCED).
+PRODUCER_FENCED). ``open`` holds the transactional.ids with a transaction open: a
+``read_committed`` reader of their partitions waits at the first one's records.
 
     broker = FakeKafka()
     sink = fake_sink(broker, bolt)   # the bolt's clients become the fake's
@@ -30,6 +31,7 @@ class FakeKafka:
         self.committed: list[tuple[str, Any, Any]] = []
         self.offsets: dict[tuple[str, str, int], int] = {}
         self.epochs: dict[str, int] = {}
+        self.open: set[str] = set()   # transactional.ids with a transaction open
         self.commits = 0
         self.aborts = 0
         self.fenced = 0
@@ -57,10 +59,14 @@ class FakeProducer:
         with self.broker.lock:
             self.epoch = self.broker.epochs.get(self.tid, 0) + 1
             self.broker.epochs[self.tid] = self.epoch   # the older producer's work is gone
+            if self.tid in self.broker.open:          # aborted, as Kafka's init does
+                self.broker.open.discard(self.tid)
+                self.broker.aborts += 1
 
     def begin_transaction(self) -> None:
         with self.broker.lock:
             self._check()
+            self.broker.open.add(self.tid)
         self.records, self.offsets, self.open = [], [], True
 
     def produce(self, topic: str, value: Any, key: Any = None, on_delivery: Any = None) -> None:
@@ -93,6 +99,7 @@ class FakeProducer:
             for group, topic, partition, offset in self.offsets:
                 broker.offsets[(group, topic, partition)] = offset
             broker.commits += 1
+            broker.open.discard(self.tid)
             self.records, self.offsets, self.open = [], [], False
             if broker.lose_next_commit_answer:
                 broker.lose_next_commit_answer = False
@@ -102,6 +109,7 @@ class FakeProducer:
         with self.broker.lock:
             self._check()
             self.broker.aborts += 1
+            self.broker.open.discard(self.tid)
         self.records, self.offsets, self.open = [], [], False
 
 

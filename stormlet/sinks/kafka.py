@@ -9,7 +9,8 @@ Each input becomes one record: the mapper gives its key and value (``str``, ``by
 the topic selector its topic. An input is acked only once the broker confirms the record, and
 failed, with the broker's error as the reason (``"kafka MSG_SIZE_TOO_LARGE: ..."``), if
 delivery fails (after librdkafka's own retries); the error is reported too. A topic selector
-that answers None skips the input: acked, with a warning, as in Storm. An input the mapper
+that answers None skips the input: acked, with a warning, as in Storm (one line a minute per
+source component, with how many were skipped since, not one a tuple). An input the mapper
 cannot turn into a record is failed and reported. With ``set_fire_and_forget(True)`` every
 input is acked as soon as its record is queued, and delivery is not awaited (Storm's option:
 records may be lost). ``set_async(False)`` waits for each record's delivery before the next
@@ -63,10 +64,26 @@ the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
   at PREPARE), and readers in read_committed see them only at the commit, a checkpoint interval
   late. ``transaction.timeout.ms`` (librdkafka's default 60 s) must exceed the checkpoint
   interval plus the PREPARE.
-- Not done: a task that no longer exists after a rebalance with fewer tasks leaves its
-  transactional.id's open transaction to the broker's timeout (Flink aborts the ids of a range
-  at start); readers in read_committed wait at it until then. The marks follow the checkpoint
-  txids: a topology whose state is wiped must use a new ``transactional_id_prefix``.
+- Fewer tasks: a running topology's task count never changes (a rebalance changes only its
+  executors), but a topology resubmitted under its name with fewer sink tasks (or with its task
+  ids moved by another component's count) leaves the transactional.ids of tasks that no longer
+  exist, whose open transactions read_committed readers would wait at until the broker's
+  ``transaction.timeout.ms``. So the component's lowest task, in its ``init_state``, reads the
+  tasks of earlier runs from the state store (namespace ``<topology>/<component>``, key
+  ``TASKS_KEY``), runs ``init_transactions`` on the id of each that this run does not have
+  (which aborts its open transaction and fences any zombie still holding it), and records this
+  run's tasks in their place (with them until they are ended, so a crash meanwhile leaves them
+  to the next start). It never touches an id of this run. Flink's KafkaSink does the same at
+  init, but finds the former ids by probing subtask indexes upward until one was never used
+  (its producer epoch is 0); confluent-kafka does not tell the epoch, and a probe by the marks
+  would stop at a task that never committed (the one most likely to have left a transaction
+  open) or at a gap of task ids moved by another component, so the tasks are recorded instead.
+  (In effectively-once no data flows before every task's INITSTATE is done, so this run's
+  tasks are recorded before any of them writes; in at-least-once another task may begin
+  first, and a crash of the whole run within that moment, followed by a resubmission with
+  fewer tasks, would leave its transaction to the broker's timeout.)
+- The marks follow the checkpoint txids: a topology whose state is wiped must use a new
+  ``transactional_id_prefix``.
 - librdkafka's mock cluster (the tests' broker) accepts the transactional calls but keeps no
   transaction semantics; the tests prove the protocol on a fake that does
   (``tests/fake_kafka_txn.py``) and run the real client against the mock without failures.
@@ -75,11 +92,15 @@ the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
 from .. import config as cfg
+from ..cluster.repeats import Repeats
 from ..components import Bolt
+from ..state.key_value import KeyValueState
+from ..state.providers import namespace, open_state
 from ..tuples import Tuple
 from .base import Sink
 from .checkpointed import CheckpointedSink
@@ -91,6 +112,26 @@ DEFAULT_CLOSE_TIMEOUT_SECS = 30.0
 # Storm's FieldNameBasedTupleToKafkaMapper defaults.
 DEFAULT_KEY_FIELD = "key"
 DEFAULT_MESSAGE_FIELD = "message"
+# In a TransactionalKafkaBolt component's namespace: the tasks of its last run (and, while it
+# ends the former ones' transactions, theirs too).
+TASKS_KEY = "transactional_tasks"
+
+
+class _LockedRepeats(Repeats):
+    """``Repeats`` that the sinks' tasks share (local mode runs them on several threads)."""
+
+    def __init__(self, logger: logging.Logger):
+        super().__init__(logger)
+        self._lock = threading.Lock()
+
+    def warning(self, key: Any, message: str, *args: Any) -> None:
+        with self._lock:
+            super().warning(key, message, *args)
+
+
+# A tuple the sinks skip, or send to a default topic, is logged once a minute per kind and
+# source, with how many were since, not once a tuple.
+_repeats = _LockedRepeats(log)
 
 
 class TupleToKafkaMapper(Protocol):
@@ -144,8 +185,10 @@ class FieldNameTopicSelector:
     def get_topic(self, tup: Tuple) -> str | None:
         if self.field in tup.fields:
             return tup[self.field]
-        log.warning("tuple from %r stream %r has no field %r: its record goes to topic %r",
-                    tup.source_component, tup.stream, self.field, self.default_topic)
+        _repeats.warning(("no field", tup.source_component, tup.stream, self.field),
+                         "tuples from %r stream %r have no field %r: their records go to "
+                         "topic %r", tup.source_component, tup.stream, self.field,
+                         self.default_topic)
         return self.default_topic
 
 
@@ -159,8 +202,10 @@ class FieldIndexTopicSelector:
     def get_topic(self, tup: Tuple) -> str | None:
         if 0 <= self.index < len(tup):
             return tup[self.index]
-        log.warning("tuple from %r stream %r has no value %d: its record goes to topic %r",
-                    tup.source_component, tup.stream, self.index, self.default_topic)
+        _repeats.warning(("no value", tup.source_component, tup.stream, self.index),
+                         "tuples from %r stream %r have no value %d: their records go to "
+                         "topic %r", tup.source_component, tup.stream, self.index,
+                         self.default_topic)
         return self.default_topic
 
 
@@ -215,8 +260,9 @@ class _RecordsOf:
         assert self.topic_selector is not None   # prepare checked
         topic = self.topic_selector.get_topic(tup)
         if topic is None:
-            log.warning("%s: skipping a tuple from %r: the topic selector gave no topic",
-                        component, tup.source_component)
+            _repeats.warning(("no topic", component, tup.source_component),
+                             "%s: skipping tuples from %r: the topic selector gave no topic",
+                             component, tup.source_component)
             return None
         return [topic, _record_bytes("key", self.mapper.get_key_from_tuple(tup)),
                 _record_bytes("value", self.mapper.get_message_from_tuple(tup))]
@@ -381,7 +427,8 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
                              f"(a topic to carry each task's mark) with a topic selector other "
                              f"than DefaultTopicSelector")
         self.mark_topic = topic
-        self.transactional_id = f"{self.transactional_id_prefix}.{self.writer}"
+        self.tasks = sorted(context.get_this_component_tasks())
+        self.transactional_id = self._transactional_id(self.task)
         self.producer: Any = None
         self.consumer: Any = None
         self.open = False             # a transaction is open on the producer
@@ -391,7 +438,48 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         self.consumer = self.make_consumer({
             "logger": log, "bootstrap.servers": self.bootstrap_servers,
             "group.id": self.transactional_id, "enable.auto.commit": False})
+        if self.task == self.tasks[0]:
+            self._end_former_tasks()
         self._new_producer()
+
+    def _transactional_id(self, task: int) -> str:
+        return f"{self.transactional_id_prefix}.{self.topology}.{self.component}.{task}"
+
+    def open_registry(self) -> KeyValueState:
+        """Where the component's tasks of earlier runs are recorded (``TASKS_KEY``): the state
+        store's namespace ``<topology>/<component>``, which only its lowest task opens."""
+        return open_state(self.conf, self.topology, namespace(self.topology, self.component))
+
+    def _end_former_tasks(self) -> None:
+        """Abort the open transactions of the transactional.ids whose tasks no longer exist
+        (see "Fewer tasks" in the module's docstring)."""
+        registry = self.open_registry()
+        try:
+            former = set(registry.get(TASKS_KEY) or [])
+            gone = sorted(former - set(self.tasks))
+            if former == set(self.tasks):
+                return
+            if gone:
+                # This run's recorded with them before they are ended: a crash meanwhile leaves
+                # them to the next start.
+                registry.put(TASKS_KEY, sorted(former | set(self.tasks)))
+                registry.commit()
+            for task in gone:
+                producer = self.make_producer({
+                    "logger": log, **self.producer_config,
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "transactional.id": self._transactional_id(task)})
+                # Aborts what the id left open and fences any zombie still holding it.
+                producer.init_transactions(self.timeout_secs)
+                if hasattr(producer, "close"):
+                    producer.close()
+            if gone:
+                log.info("%s: ended the open transactions of task(s) %s, which this run no "
+                         "longer has", self.component, ", ".join(map(str, gone)))
+            registry.put(TASKS_KEY, list(self.tasks))
+            registry.commit()
+        finally:
+            registry.close()
 
     def _new_producer(self) -> None:
         """A producer of this task's transactional.id: its init fences every older one (a

@@ -2,6 +2,8 @@
 
     builder.set_spout("events", LogSpout("data/events", spout_id="events-reader"), parallelism=2)
     builder.set_spout("orders", KafkaSpout("broker:9092", "orders", spout_id="orders-reader"))
+    # or the brokers from the topology config (-c kafka.spout.bootstrap.servers=broker:9092):
+    builder.set_spout("orders", KafkaSpout(topic="orders", spout_id="orders-reader"))
 
 Both take every option of ``OffsetSpout``.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .. import config as cfg
 from .offset_spout import OffsetSpout
 from .offset_store import FileOffsetStore, MemoryOffsetStore, OffsetStore
 from .partitioned_log import failed_dir, offsets_dir
@@ -56,14 +59,56 @@ class LogSpout(OffsetSpout):
 
 class KafkaSpout(OffsetSpout):
     """Reads a Kafka topic with manual partition assignment (no consumer group rebalancing, no
-    Kafka-side commits: offsets are kept by stormlet). Needs ``pip install stormlet[kafka]``."""
+    Kafka-side commits: offsets are kept by stormlet). Needs ``pip install stormlet[kafka]``.
 
-    def __init__(self, bootstrap_servers: str, topic: str, *, spout_id: str,
-                 consumer_config: dict[str, Any] | None = None, **options: Any):
+    ``bootstrap_servers``: the brokers; None takes them at ``open`` from the topology config,
+    under ``servers_config`` (by default ``kafka.spout.bootstrap.servers``), so a worker that
+    imports the topology file needs no broker address in it. ``topic``, or ``topic_config``:
+    the config key that names it. ``consumer_config``: librdkafka settings, over those of the
+    topology config's ``kafka.spout.consumer.config``."""
+
+    def __init__(self, bootstrap_servers: str | None = None, topic: str | None = None, *,
+                 spout_id: str, consumer_config: dict[str, Any] | None = None,
+                 servers_config: str = cfg.KAFKA_SPOUT_BOOTSTRAP_SERVERS,
+                 topic_config: str | None = None, **options: Any):
+        if (topic is None) == (topic_config is None):
+            raise ValueError("KafkaSpout needs exactly one of topic and topic_config")
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.consumer_config = dict(consumer_config or {})
+        self.servers_config = servers_config
+        self.topic_config = topic_config
+        source = None
+        if bootstrap_servers is not None and topic is not None:
+            source = self._source(bootstrap_servers, topic, self.consumer_config)
+        super().__init__(source, spout_id=spout_id, **options)
+
+    @staticmethod
+    def _source(servers: str, topic: str, consumer_config: dict[str, Any]) -> Any:
         from .kafka import KafkaSource
 
-        super().__init__(KafkaSource(bootstrap_servers, topic, consumer_config),
-                         spout_id=spout_id, **options)
+        return KafkaSource(servers, topic, consumer_config)
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        name = context.component_id
+        servers = self.bootstrap_servers or conf.get(self.servers_config)
+        if not servers:
+            raise ValueError(f"KafkaSpout {name!r} has no bootstrap servers: give "
+                             f"bootstrap_servers, or set {self.servers_config!r} in the "
+                             f"topology config")
+        topic = self.topic
+        if topic is None:
+            topic = conf.get(str(self.topic_config))
+            if not topic:
+                raise ValueError(f"KafkaSpout {name!r}: its topic comes from topology config "
+                                 f"{self.topic_config!r}, which is not set")
+        try:
+            consumer = {**cfg.json_dict(conf.get(cfg.KAFKA_SPOUT_CONSUMER_CONFIG)),
+                        **self.consumer_config}
+            self.source = self._source(str(servers), str(topic), consumer)
+        except ValueError as exc:
+            raise ValueError(f"KafkaSpout {name!r}: {exc}") from None
+        super().open(conf, context, collector)
 
     def local_offset_store(self) -> OffsetStore:
         return MemoryOffsetStore(f"kafka:{self.source.name}")

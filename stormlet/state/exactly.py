@@ -50,6 +50,14 @@ a recovery waits for the failed tuple's report (one checkpoint interval) or, whe
 checkpoint action is lost with a worker, for the checkpoint timeout
 (``topology.state.checkpoint.timeout.secs``, the message timeout unless set; see ``checkpoint``).
 
+A stateful windowed bolt (``StatefulWindowedBolt.with_persistence()``) with count windows takes
+part: its window's tuples and bookkeeping are checkpointed with its state and roll back with it,
+and the rewound spouts send its tuples again in each sender's order, so with one sender task
+each window holds exactly what a failure-free run's does (with several, the senders'
+interleaving differs between any two runs, failures or not; each tuple is still in the sequence
+once). Its processing-time windows (a ``Duration`` length or sliding interval) hold what arrived
+when, which a replay does not repeat: refused.
+
 What the mode cannot protect is refused at submit (``problems``), sinks that cannot take part
 among it: a sink's writes outside are exactly once when it commits them with the checkpoint
 (``stormlet.sinks.checkpointed``).
@@ -211,7 +219,14 @@ def problems(components: Mapping[str, Any], conf: Mapping[str, Any]) -> list[str
                    "does not repeat")
             found.append(f"windowed bolt {cid!r} feeds stateful bolts: {mode} cannot protect "
                          f"it ({why})")
-        if spec.component_conf(dict(conf)).get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS):
+        timed = _timed_stateful_window(inner)
+        if timed:
+            # (It gets tick tuples too: this one line says what they would break.)
+            found.append(f"stateful windowed bolt {cid!r} has a processing-time window ({timed} "
+                         f"is a Duration): which tuples a window holds depends on when they "
+                         f"arrive, which a replay does not repeat, so {mode} cannot protect it "
+                         f"(use Count lengths and sliding intervals)")
+        elif spec.component_conf(dict(conf)).get(cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS):
             found.append(f"bolt {cid!r} gets tick tuples ({cfg.TOPOLOGY_TICK_TUPLE_FREQ_SECS}): "
                          f"they come by the wall clock, so a replay does not see them at the "
                          f"same places; {mode} cannot protect it")
@@ -228,6 +243,23 @@ def problems(components: Mapping[str, Any], conf: Mapping[str, Any]) -> list[str
         found.append(f"{cfg.TOPOLOGY_ACKER_EXECUTORS} 0 cannot run {mode}: a checkpoint waits "
                      f"for the spouts' tuples to be acked")
     return found
+
+
+def _timed_stateful_window(bolt: Any) -> str | None:
+    """"its length" or "its sliding interval" when ``bolt`` is a stateful windowed bolt's
+    runner with a processing-time (``Duration``) one; else None. A count window over one
+    sender's tuples fires at the same tuples in a replay, and its tuples and bookkeeping are
+    checkpointed with the state, so it rolls back with it."""
+    from ..windowing import Duration
+    from .windowed import StatefulWindowedBoltRunner
+
+    if not isinstance(bolt, StatefulWindowedBoltRunner):
+        return None
+    if isinstance(bolt.inner.window_length, Duration):
+        return "its length"
+    if isinstance(bolt.inner.window_sliding, Duration):
+        return "its sliding interval"
+    return None
 
 
 def _sink_problems(components: Mapping[str, Any], mode: str) -> list[str]:

@@ -8,26 +8,12 @@ from exactly_word_count import Count, Split, config
 
 from stormlet import TopologyBuilder
 from stormlet.sources import KafkaSpout
-from stormlet.sources.offset_spout import OffsetSpout
-
-
-class ConfiguredKafkaSpout(KafkaSpout):
-    """A ``KafkaSpout`` whose broker and topic come from the topology config at open, as
-    ``LogSpout(path_config=...)`` takes its path (the broker's port is the test's)."""
-
-    def __init__(self, **options):
-        OffsetSpout.__init__(self, None, **options)
-
-    def open(self, conf, context, collector):
-        from stormlet.sources.kafka import KafkaSource
-
-        self.source = KafkaSource(conf["words.kafka"], conf["words.topic"])
-        super().open(conf, context, collector)
-
 
 builder = TopologyBuilder()
-builder.set_spout("sentences", ConfiguredKafkaSpout(spout_id="exactly-kafka-words",
-                                                    commit_interval=0.5), parallelism=2)
+# The broker and topic come from the topology config at open (the broker's port is the test's).
+builder.set_spout("sentences", KafkaSpout(servers_config="words.kafka", topic_config="words.topic",
+                                          spout_id="exactly-kafka-words", commit_interval=0.5),
+                  parallelism=2)
 builder.set_bolt("split", Split(), parallelism=2).shuffle_grouping("sentences")
 builder.set_bolt("count", Count(), parallelism=2).fields_grouping("split", ["word"])
 topology = builder.build()

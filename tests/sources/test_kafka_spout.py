@@ -4,16 +4,20 @@ and a broker that goes away for a while."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import Counter
 
+import pytest
 import support
 
 from stormlet import Bolt, TopologyBuilder
+from stormlet import config as cfg
 from stormlet.failed import read_failed
 from stormlet.sources import KafkaSpout, RetryPolicy
 from stormlet.sources.offset_store import FileOffsetStore
+from stormlet.testing import spout_harness
 
 FAST = {"topology.message.timeout.secs": 5}
 
@@ -114,3 +118,40 @@ def test_a_broker_outage_pauses_reading_and_loses_nothing(mock_kafka, tmp_path):
         cluster.wait_for(lambda: commits(store, "o") == {0: 400, 1: 400}, timeout=60)
         expected = Counter(f"{x}{p}-{i}" for x in "ab" for p in range(2) for i in range(200))
         assert seen(cluster) == expected
+
+
+# ----- the brokers from the topology config
+
+def test_the_brokers_and_consumer_settings_come_from_the_topology_config_at_open(mock_kafka,
+                                                                                 tmp_path):
+    mock_kafka.create_topic("configured", 1)
+    mock_kafka.produce("configured", [f"m{i}" for i in range(20)], partition=0)
+    store = FileOffsetStore(tmp_path / "offsets")
+    spout = KafkaSpout(topic="configured", spout_id="configured", offsets=store,
+                       consumer_config={"fetch.wait.max.ms": 50}, commit_interval=0.2)
+    conf = {**FAST, cfg.KAFKA_SPOUT_BOOTSTRAP_SERVERS: mock_kafka.bootstrap_servers,
+            cfg.KAFKA_SPOUT_CONSUMER_CONFIG: json.dumps({"fetch.wait.max.ms": 10,
+                                                         "client.id": "from-config"})}
+    with support.running(topology(spout, spout_tasks=1), conf) as cluster:
+        cluster.wait_for(lambda: commits(store, "configured") == {0: 20}, timeout=30)
+        assert seen(cluster) == Counter(f"m{i}" for i in range(20))
+        [running] = cluster.instances("test", "source")
+        # The spout's own settings win over the config's.
+        assert running.source.config == {"fetch.wait.max.ms": 50, "client.id": "from-config"}
+    # A broker given when built wins over the config's: this one is nowhere.
+    built = KafkaSpout(mock_kafka.bootstrap_servers, "configured", spout_id="c", offsets=store)
+    spout_harness(built, {cfg.KAFKA_SPOUT_BOOTSTRAP_SERVERS: "127.0.0.1:1"})
+    assert built.source.bootstrap_servers == mock_kafka.bootstrap_servers
+    built.close()
+
+
+def test_a_kafka_spout_with_no_brokers_anywhere_fails_to_open_naming_itself():
+    with pytest.raises(ValueError, match="KafkaSpout 'orders' has no bootstrap servers: give "
+                                         "bootstrap_servers, or set 'kafka.spout.bootstrap"):
+        spout_harness(KafkaSpout(topic="orders", spout_id="o"), component_id="orders")
+    with pytest.raises(ValueError, match="'orders': its topic comes from topology config "
+                                         "'orders.topic', which is not set"):
+        spout_harness(KafkaSpout("127.0.0.1:1", topic_config="orders.topic", spout_id="o"),
+                      component_id="orders")
+    with pytest.raises(ValueError, match="exactly one of topic and topic_config"):
+        KafkaSpout("127.0.0.1:1", spout_id="o")
