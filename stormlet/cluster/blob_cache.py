@@ -38,8 +38,8 @@ import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
+from ..repeats import Repeats
 from .names import is_digest
-from .repeats import Repeats
 from .zk_state import BlobRecord
 
 log = logging.getLogger(__name__)

@@ -100,8 +100,8 @@ from ..event_history import (  # noqa: F401
     redact_events,
     redact_history,
 )
+from ..repeats import Repeats
 from .names import check_topology_id
-from .repeats import Repeats
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient

@@ -36,6 +36,7 @@ from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
 from ..redaction import redact_config, redact_errors
+from ..repeats import Repeats
 from . import events, rpc
 from .blob_service import BlobService
 from .blob_store import CHUNK_BYTES, BlobStore
@@ -56,7 +57,6 @@ from .log_service import LogService, shown_to_readers
 from .metrics_store import MetricsStore
 from .names import check_topology_id, check_topology_name, is_topology_id, new_topology_id
 from .nimbus_client import fetch_code
-from .repeats import Repeats
 from .runtime_settings import RuntimeSettings
 from .scheduler import (
     SchedulingError,

@@ -40,6 +40,7 @@ from typing import Any, Callable
 
 import zmq
 
+from ..repeats import Repeats
 from . import rpc
 from .log_files import (
     MAX_READ_BYTES,
@@ -54,7 +55,6 @@ from .log_files import (
 )
 from .log_search import RecordFilter, select, whole_records
 from .names import check_topology_id
-from .repeats import Repeats
 from .security import DAEMON_USER, Security
 
 log = logging.getLogger(__name__)

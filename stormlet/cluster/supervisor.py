@@ -42,6 +42,7 @@ from typing import Any, NamedTuple
 from kazoo.protocol.states import KazooState
 
 from .. import config as cfg
+from ..repeats import Repeats
 from . import events, rpc
 from .blob_cache import DEFAULT_KEEP_SECS, BlobCache
 from .blob_transfer import download
@@ -58,7 +59,6 @@ from .names import check_topology_id
 from .nimbus_client import fetch_code
 from .node_introspection import NodeIntrospection
 from .node_service import NodeService
-from .repeats import Repeats
 from .security import (
     SECRET_FILE_ENV,
     WORKER_CREDENTIALS_ENV,

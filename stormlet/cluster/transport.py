@@ -54,11 +54,11 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from .. import config as cfg
+from ..repeats import Repeats
 from ..runtime.inbox import wait_for_room
 from ..runtime.protocol import BACKPRESSURE, DATA
 from ..serializers import DEFAULT_REGISTRY, Registry
 from .backpressure import OverloadWatch, PausedTasks
-from .repeats import Repeats
 from .security import Security
 from .wire import Fenced, FrameDecoder, WireError, encode_data, encode_frame
 

@@ -97,8 +97,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
 from .. import config as cfg
-from ..cluster.repeats import Repeats
 from ..components import Bolt
+from ..repeats import Repeats
 from ..state.key_value import KeyValueState
 from ..state.providers import namespace, open_state
 from ..tuples import Tuple

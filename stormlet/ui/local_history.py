@@ -18,9 +18,9 @@ import threading
 import time
 
 from .. import config as cfg
-from ..cluster.repeats import Repeats
 from ..local import LocalCluster, UnknownTopologyError
 from ..metrics.history import MetricsHistory
+from ..repeats import Repeats
 
 log = logging.getLogger(__name__)
 

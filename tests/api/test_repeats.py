@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from stormlet.cluster.repeats import Repeats
+from stormlet.repeats import Repeats
 
 log = logging.getLogger("test_repeats")
 
