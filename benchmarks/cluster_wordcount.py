@@ -338,6 +338,7 @@ def main() -> None:
         stormlet("nimbus", "--zk", zk, "--port", str(nimbus_port), "--data-dir", str(base / "n"),
                  *secret, log=base / "nimbus.log"),
         stormlet("supervisor", "--zk", zk, "--slots", slots, "--data-dir", str(base / "s"),
+                 "--service-port", "0",   # the default one may be another cluster's
                  *(["--no-pin-workers"] if args.unpinned else []), *secret,
                  log=base / "supervisor.log"),
     ]

@@ -143,8 +143,11 @@ class Cluster:
         daemons = [
             cw.stormlet("nimbus", "--zk", self.zk, "--port", str(free_port()), "--data-dir",
                         str(self.base / "n"), log=self.base / "nimbus.log"),
+            # Its node service on any free port: another cluster on this machine (a test's,
+            # another benchmark's) may hold the default one.
             cw.stormlet("supervisor", "--zk", self.zk, "--slots", slots, "--data-dir",
-                        str(self.base / "s"), log=self.base / "supervisor.log"),
+                        str(self.base / "s"), "--service-port", "0",
+                        log=self.base / "supervisor.log"),
         ]
         try:
             time.sleep(2)
