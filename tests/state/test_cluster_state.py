@@ -51,8 +51,11 @@ def submit_stateful(cluster, redis, name, ledger_dir):
     if redis is not None:
         state = ["topology.state.provider=redis",
                  f"topology.state.provider.config={json.dumps(redis.provider_config)}"]
+    # A message timeout of 4 s, not the topology's 10: the tuples a killed worker held are
+    # replayed 4 to 8 s after it died, and the tests wait for that.
     cluster.submit(STATEFUL, name, "topology.workers=2", f"ledger.dir={ledger_dir}",
-                   f"ledger.messages={MESSAGES}", "ledger.rate=250", *state)
+                   f"ledger.messages={MESSAGES}", "ledger.rate=250",
+                   "topology.message.timeout.secs=4", *state)
     wait_until(lambda: len(cluster.topology_workers(name)) == 2, 40, "two workers")
 
 
