@@ -192,8 +192,10 @@ def test_a_persistent_stateful_window_survives_a_worker_killed_mid_window(cluste
     messages, kills = (6000, 3) if WINDOW_FULL else (MESSAGES // 2, 1)
     ledger_dir = tmp_path / "ledger"
     ledger_dir.mkdir()
+    # A 4 s message timeout, as submit_stateful's: the killed worker's ids come back sooner.
     cluster.submit(STATEFUL_WINDOWS, name, "topology.workers=2", f"ledger.dir={ledger_dir}",
-                   f"ledger.messages={messages}", "ledger.rate=250")
+                   f"ledger.messages={messages}", "ledger.rate=250",
+                   "topology.message.timeout.secs=4")
     wait_until(lambda: len(cluster.topology_workers(name)) == 2, 40, "two workers")
     db = cluster.base / "s1" / "state" / f"{name}.sqlite3"
 
