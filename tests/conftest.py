@@ -8,7 +8,9 @@ The markers are derived here, so they cannot go stale:
 - from explicit marks, for the few tests that start a service themselves, without a fixture;
 - ``cluster`` implies ``zookeeper``, ``chaos`` and ``multi_host`` imply ``cluster``, and every
   service marker implies ``slow``, so ``pytest -m "not slow"`` is the inner loop. (A few tests
-  that start no service but wait out seconds by design carry ``@pytest.mark.slow`` themselves.)
+  that start no service but wait out seconds by design carry ``@pytest.mark.slow`` themselves,
+  and tests of seconds that run no hot-path code ``support.compiled_run_only``: CI's interpreted
+  run, ``-m "not slow"``, would run their code exactly as its compiled run did.)
 
 A guard keeps them honest: a test that starts ZooKeeper, a cluster daemon, the mock Kafka broker,
 a Spark session or standalone cluster, or a browser without carrying the matching marker fails,

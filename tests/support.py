@@ -10,7 +10,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from stormlet import LocalCluster
+
+#: For a test of seconds that runs no hot-path code (stormlet.runtime.build_mode.HOT_MODULES),
+#: neither in its own process nor in one it starts: CI's second, interpreted run (-m "not slow")
+#: would only run again the very code its compiled run has just proven, so such a test runs in the
+#: compiled run (and any full run) only. "slow" is how the interpreted run leaves a test out.
+compiled_run_only = pytest.mark.slow
 
 
 @contextmanager

@@ -344,7 +344,7 @@ def test_the_log_word_count_survives_a_killed_spout_worker_with_no_message_lost(
     path = tmp_path / "sentences"
     log = PartitionedLog.create(path, 4)
     words = "the quick brown fox jumps over the lazy dog".split()
-    half = 60_000
+    half = 30_000
     sentences = [" ".join(words[(i + k) % len(words)] for k in range(5)) for i in range(half)]
     log.append_many(sentences)
     log.flush()
@@ -648,8 +648,10 @@ def test_a_slow_bolt_in_another_worker_throttles_the_spout_without_timeouts(clus
     """Backpressure across workers, no max spout pending: the spout is held back by the slow
     bolt's worker, so messages in flight and memory stay bounded and nothing times out."""
     slow = Path(__file__).resolve().parents[1] / "cluster_topologies" / "slow_bolt.py"
+    # A message timeout of 5 s: the run below outlasts twice that, the most a tuple stuck
+    # from the start could wait before timing out (the spout's clock runs while it may emit).
     cluster.submit(slow, "slow", f"slow.dir={tmp_path}", "slow.ms=2",
-                   "topology.message.timeout.secs=10")
+                   "topology.message.timeout.secs=5")
 
     def status(name):
         try:
@@ -658,15 +660,15 @@ def test_a_slow_bolt_in_another_worker_throttles_the_spout_without_timeouts(clus
             return {}
 
     wait_until(lambda: status("bolt").get("executed", 0) > 0, 60, "the bolt to start")
-    time.sleep(10)
+    time.sleep(5)
     early = status("spout")
-    time.sleep(15)   # 25 s in all: more than twice the message timeout
+    time.sleep(9)   # 14 s in all: more than twice the message timeout
     spout, bolt = status("spout"), status("bolt")
     cluster.kill_and_wait("slow")
     # The spout alone could emit some 50,000 a second; the bolt takes 500. Without backpressure
     # between the workers, what is in flight would grow by the difference every second: over a
     # million by now. Bounded queues hold some tens of thousands (an inbox holds 64 batches of
-    # up to 512), and in the last 15 s they did not grow.
+    # up to 512), and in the last 9 s they did not grow.
     assert spout["max_in_flight"] < 200_000, spout
     assert spout["max_in_flight"] - early["max_in_flight"] < 40_000, (early, spout)
     assert spout["acked"] - early["acked"] > 2_000, (early, spout)

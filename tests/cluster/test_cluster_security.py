@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import zmq
 from cluster_support import LEDGER, REPO, new_secret_file, serve_cluster, wait_until
+from support import compiled_run_only
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster import rpc
@@ -185,6 +186,7 @@ def test_a_workers_credentials_cannot_submit_kill_or_read_another_topologys_code
     assert "sneaky" not in cluster.cli("list").stdout
 
 
+@compiled_run_only
 def test_daemons_refuse_to_serve_beyond_loopback_without_a_secret(tmp_path):
     for args in (["nimbus", "--host", "0.0.0.0"], ["nimbus", "--bind", "0.0.0.0"],
                  ["supervisor", "--host", "0.0.0.0", "--data-dir", str(tmp_path)],
@@ -456,6 +458,7 @@ def _environment() -> dict:
     return {k: v for k, v in os.environ.items() if k != SECRET_FILE_ENV}
 
 
+@compiled_run_only
 def test_a_ui_with_read_only_credentials_stays_on_loopback(secret_file, tmp_path):
     read_only = tmp_path / "monitor.json"
     assert stormlet("secret", "read-only", str(read_only),

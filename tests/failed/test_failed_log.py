@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from support import SteppedClock
+from support import SteppedClock, compiled_run_only
 
 from stormlet import FailReason
 from stormlet.cli import main
@@ -372,6 +372,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@compiled_run_only
 def test_writer_killed_mid_stream_loses_nothing_it_flushed(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path), str(ROOT)],
                              stdout=subprocess.PIPE, text=True)

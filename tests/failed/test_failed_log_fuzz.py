@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support import compiled_run_only
 
 from stormlet import FailReason
 from stormlet.cli import main
@@ -123,6 +124,7 @@ def read_everything(directory: Path, case: int) -> tuple[list[dict], list]:
     return got, bad
 
 
+@compiled_run_only
 @pytest.mark.parametrize("kind", ["parquet", "jsonl"])
 def test_damaged_files_never_stop_the_reading_of_intact_ones(tmp_path, originals, kind):
     log_dir = tmp_path / "alone"

@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from support import wait_until
+from support import compiled_run_only, wait_until
 
 from stormlet.sources.log_source import LogSource
 from stormlet.sources.partitioned_log import LogError, PartitionedLog, partition_for_key
@@ -679,6 +679,7 @@ def test_a_name_that_is_not_a_segments_is_ignored_with_a_warning(tmp_path, name,
     log.close()
 
 
+@compiled_run_only
 def test_a_reader_racing_a_writer_loses_no_record_and_sets_nothing_aside(tmp_path):
     """A reader that meets the frame a writer is appending must wait for it, and read it once
     whole: taking a frame that was completed between its two looks for damage lost thousands of

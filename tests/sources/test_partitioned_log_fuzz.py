@@ -17,6 +17,7 @@ import random
 from pathlib import Path
 
 import pytest
+from support import compiled_run_only
 
 from stormlet.sources.partitioned_log import LogError, PartitionedLog
 from stormlet.sources.partitioned_log.frames import (
@@ -211,6 +212,7 @@ def no_fsync(monkeypatch):
     monkeypatch.setattr(os, "fsync", lambda fd: None)
 
 
+@compiled_run_only
 def test_damaged_segments_never_crash_lose_an_intact_record_or_reuse_an_offset(tmp_path, no_fsync,
                                                                                caplog):
     caplog.set_level("ERROR")       # each case warns about its damage; keep the output short

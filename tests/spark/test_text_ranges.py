@@ -8,6 +8,7 @@ import gzip
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support import compiled_run_only
 
 from stormlet.spark.backfill import text_ranges
 from stormlet.spark.backfill.inputs import InputOptions, resolve_input
@@ -22,6 +23,7 @@ text = st.lists(st.tuples(line, ending), max_size=12).map(
 BOM = b"\xef\xbb\xbf"
 
 
+@compiled_run_only
 @settings(max_examples=400, deadline=None)
 @given(files=st.lists(st.tuples(text, st.booleans(), st.booleans(), st.booleans()),
                       min_size=1, max_size=3),

@@ -51,8 +51,11 @@ def submit_stateful(cluster, redis, name, ledger_dir):
     if redis is not None:
         state = ["topology.state.provider=redis",
                  f"topology.state.provider.config={json.dumps(redis.provider_config)}"]
+    # A message timeout of 4 s, not the topology's 10: the tuples a killed worker held are
+    # replayed 4 to 8 s after it died, and the tests wait for that.
     cluster.submit(STATEFUL, name, "topology.workers=2", f"ledger.dir={ledger_dir}",
-                   f"ledger.messages={MESSAGES}", "ledger.rate=250", *state)
+                   f"ledger.messages={MESSAGES}", "ledger.rate=250",
+                   "topology.message.timeout.secs=4", *state)
     wait_until(lambda: len(cluster.topology_workers(name)) == 2, 40, "two workers")
 
 
@@ -189,8 +192,10 @@ def test_a_persistent_stateful_window_survives_a_worker_killed_mid_window(cluste
     messages, kills = (6000, 3) if WINDOW_FULL else (MESSAGES // 2, 1)
     ledger_dir = tmp_path / "ledger"
     ledger_dir.mkdir()
+    # A 4 s message timeout, as submit_stateful's: the killed worker's ids come back sooner.
     cluster.submit(STATEFUL_WINDOWS, name, "topology.workers=2", f"ledger.dir={ledger_dir}",
-                   f"ledger.messages={messages}", "ledger.rate=250")
+                   f"ledger.messages={messages}", "ledger.rate=250",
+                   "topology.message.timeout.secs=4")
     wait_until(lambda: len(cluster.topology_workers(name)) == 2, 40, "two workers")
     db = cluster.base / "s1" / "state" / f"{name}.sqlite3"
 
