@@ -185,7 +185,9 @@ class FieldNameTopicSelector:
     def get_topic(self, tup: Tuple) -> str | None:
         if self.field in tup.fields:
             return tup[self.field]
-        _repeats.warning(("no field", tup.source_component, tup.stream, self.field),
+        # The default topic is in the key: two sinks' lines for one stream are two conditions.
+        _repeats.warning(("no field", tup.source_component, tup.stream, self.field,
+                          self.default_topic),
                          "tuples from %r stream %r have no field %r: their records go to "
                          "topic %r", tup.source_component, tup.stream, self.field,
                          self.default_topic)
@@ -202,7 +204,8 @@ class FieldIndexTopicSelector:
     def get_topic(self, tup: Tuple) -> str | None:
         if 0 <= self.index < len(tup):
             return tup[self.index]
-        _repeats.warning(("no value", tup.source_component, tup.stream, self.index),
+        _repeats.warning(("no value", tup.source_component, tup.stream, self.index,
+                          self.default_topic),
                          "tuples from %r stream %r have no value %d: their records go to "
                          "topic %r", tup.source_component, tup.stream, self.index,
                          self.default_topic)

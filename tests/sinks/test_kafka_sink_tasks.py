@@ -14,7 +14,9 @@ from stormlet import TopologyBuilder
 from stormlet import config as cfg
 from stormlet.sinks.kafka import (
     TASKS_KEY,
+    FieldIndexTopicSelector,
     FieldNameBasedTupleToKafkaMapper,
+    FieldNameTopicSelector,
     KafkaBolt,
     TransactionalKafkaBolt,
 )
@@ -153,3 +155,20 @@ def test_tuples_without_a_topic_are_logged_in_one_line_not_one_each(sink_class, 
                                    component) is None
     lines = [r.getMessage() for r in caplog.records if "gave no topic" in r.getMessage()]
     assert len(lines) == 1, lines
+
+
+@pytest.mark.parametrize("selector_class, where", [(FieldNameTopicSelector, "topic"),
+                                                   (FieldIndexTopicSelector, 5)])
+def test_two_sinks_default_topics_for_one_stream_are_each_logged_once(selector_class, where,
+                                                                      caplog):
+    """Two sinks fed the same stream, each with its own default topic: one line each, though
+    their tuples come in turn (a line whose text changes is logged again at once)."""
+    selectors = [selector_class(where, f"default-{n}") for n in range(2)]
+    with caplog.at_level(logging.WARNING, logger="stormlet.sinks.kafka"):
+        for n in range(50):
+            for selector in selectors:
+                tup = make_tuple(["w", str(n)], fields=["key", "message"],
+                                 component=f"src-{selector_class.__name__}")
+                assert selector.get_topic(tup) == selector.default_topic
+    lines = [r.getMessage() for r in caplog.records if "their records go to" in r.getMessage()]
+    assert len(lines) == 2, lines
