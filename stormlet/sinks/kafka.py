@@ -92,7 +92,6 @@ the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
@@ -117,21 +116,9 @@ DEFAULT_MESSAGE_FIELD = "message"
 TASKS_KEY = "transactional_tasks"
 
 
-class _LockedRepeats(Repeats):
-    """``Repeats`` that the sinks' tasks share (local mode runs them on several threads)."""
-
-    def __init__(self, logger: logging.Logger):
-        super().__init__(logger)
-        self._lock = threading.Lock()
-
-    def warning(self, key: Any, message: str, *args: Any) -> None:
-        with self._lock:
-            super().warning(key, message, *args)
-
-
 # A tuple the sinks skip, or send to a default topic, is logged once a minute per kind and
 # source, with how many were since, not once a tuple.
-_repeats = _LockedRepeats(log)
+_repeats = Repeats(log)   # thread-safe: every sink task in the process
 
 
 class TupleToKafkaMapper(Protocol):
