@@ -46,6 +46,15 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "logger": log,
 }
 
+
+def check_config(owner: str, config: dict[str, Any]) -> None:
+    """``ValueError``, naming ``owner``, if ``config`` changes a ``FIXED_CONFIG`` setting."""
+    for key, value in FIXED_CONFIG.items():
+        if key in config and config[key] != value:
+            raise ValueError(f"{owner}: config {key!r}={config[key]!r} is not supported; the "
+                             f"source needs {value!r}")
+
+
 # An unknown or forbidden topic/partition: retrying cannot help and would read nothing forever.
 _PERMANENT_ERRORS = frozenset({
     KafkaError.UNKNOWN_TOPIC_OR_PART,
@@ -88,10 +97,7 @@ class KafkaSource:
                  *, timeout: float = 10.0, watermark_ttl: float = 1.0,
                  lag_refresh: float = 10.0) -> None:
         config = dict(config or {})
-        for key, value in FIXED_CONFIG.items():
-            if key in config and config[key] != value:
-                raise ValueError(f"KafkaSource({topic!r}): config {key!r}={config[key]!r} is not "
-                                 f"supported; the source needs {value!r}")
+        check_config(f"KafkaSource({topic!r})", config)
         self.name = topic
         self.topic = topic
         self.bootstrap_servers = bootstrap_servers

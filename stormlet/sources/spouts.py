@@ -81,6 +81,10 @@ class KafkaSpout(OffsetSpout):
         source = None
         if bootstrap_servers is not None and topic is not None:
             source = self._source(bootstrap_servers, topic, self.consumer_config)
+        else:   # its source is made at open: a setting it cannot take is refused now all the same
+            from .kafka import check_config
+
+            check_config(f"KafkaSpout (spout_id {spout_id!r})", self.consumer_config)
         super().__init__(source, spout_id=spout_id, **options)
 
     @staticmethod

@@ -155,3 +155,10 @@ def test_a_kafka_spout_with_no_brokers_anywhere_fails_to_open_naming_itself():
                       component_id="orders")
     with pytest.raises(ValueError, match="exactly one of topic and topic_config"):
         KafkaSpout("127.0.0.1:1", spout_id="o")
+
+
+def test_a_consumer_setting_the_spout_cannot_take_is_refused_when_built_brokers_or_not():
+    for servers in ("127.0.0.1:1", None):   # brokers given, or from the config at open
+        with pytest.raises(ValueError, match="'enable.auto.commit'=True is not supported"):
+            KafkaSpout(servers, "orders", spout_id="o",
+                       consumer_config={"enable.auto.commit": True})
