@@ -81,7 +81,14 @@ the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
   (In effectively-once no data flows before every task's INITSTATE is done, so this run's
   tasks are recorded before any of them writes; in at-least-once another task may begin
   first, and a crash of the whole run within that moment, followed by a resubmission with
-  fewer tasks, would leave its transaction to the broker's timeout.)
+  fewer tasks, would leave its transaction to the broker's timeout.) Not kept across such a
+  resubmission: a checkpoint that was decided while a former task had not yet committed its
+  transaction (the run stopped between the two). That task's records are in its state
+  namespace, staged and not committed, which no task of the new run reads (as any stateful
+  bolt's state of a task that no longer exists), so they are lost; ending its transaction
+  changes nothing there, as the broker's timeout would have aborted it too. A run with the
+  same tasks would publish them at its start (its recovery commits the decided checkpoint);
+  Flink instead hands a removed subtask's committables to the remaining ones.
 - The marks follow the checkpoint txids: a topology whose state is wiped must use a new
   ``transactional_id_prefix``.
 - librdkafka's mock cluster (the tests' broker) accepts the transactional calls but keeps no
