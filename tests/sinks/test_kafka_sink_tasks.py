@@ -80,6 +80,8 @@ def test_a_crash_while_ending_former_transactions_leaves_them_recorded_for_the_n
     BROKERS["crash"] = broker = FakeKafka()
     conf = {cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path)}}
     run("crash", conf, [1, 2, 3])
+    # The next run has tasks 1 and 4, and (at least once) 4 starts and writes first.
+    sink_task("crash", conf, 4, [1, 4]).execute(make_tuple(["w4", "1"], fields=["word", "n"]))
     ended = []
 
     bolt = on_fake(TransactionalKafkaBolt("fake:9092").with_topic_selector("counts"), "crash")
@@ -92,12 +94,14 @@ def test_a_crash_while_ending_former_transactions_leaves_them_recorded_for_the_n
         return make_producer(config)
     bolt.make_producer = crashing
     context = mock_context("sink", task_id=1, conf=conf)
-    context._layout.component_tasks["sink"] = [1]
+    context._layout.component_tasks["sink"] = [1, 4]
     bolt.prepare(conf, context, MockOutputCollector())
     with pytest.raises(RuntimeError, match="crashed"):
         bolt.init_state(KeyValueState(MemoryStore()))
     assert ended == ["stormlet.test.sink.2"]
-    assert broker.open == {"stormlet.test.sink.1", "stormlet.test.sink.3"}
+    assert broker.open == {"stormlet.test.sink.1", "stormlet.test.sink.3", "stormlet.test.sink.4"}
+    # Resubmitted with task 1 alone: 3, and 4, which the crashed run recorded before ending
+    # anything, are ended.
     run("crash", conf, [1])
     assert broker.open == {"stormlet.test.sink.1"}
 
