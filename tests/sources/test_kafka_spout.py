@@ -162,3 +162,11 @@ def test_a_consumer_setting_the_spout_cannot_take_is_refused_when_built_brokers_
         with pytest.raises(ValueError, match="'enable.auto.commit'=True is not supported"):
             KafkaSpout(servers, "orders", spout_id="o",
                        consumer_config={"enable.auto.commit": True})
+
+
+def test_the_kafka_spout_keys_are_checked_at_submit():
+    # A consumer setting the spouts cannot take is refused at submit, not at every task's open.
+    [wrong] = cfg.problems({cfg.KAFKA_SPOUT_CONSUMER_CONFIG: '{"auto.offset.reset": "latest"}'})
+    assert wrong.startswith("kafka.spout.consumer.config must be") and "auto.offset.reset" in wrong
+    assert cfg.problems({cfg.KAFKA_SPOUT_CONSUMER_CONFIG: {"auto.offset.reset": "error",
+                                                           "client.id": "c"}}) == []
