@@ -647,7 +647,7 @@ def problems(conf: dict[str, Any] | None) -> list[str]:
 # Where Storm's and stormlet's own keys live. A key there that stormlet does not read is a
 # misspelling or a Storm setting stormlet has no use for: either way it changes nothing, and
 # the user should hear so (Storm itself passes such keys silently).
-OWN_PREFIXES = ("topology.", "storm.", "stormlet.", "offsets.")
+OWN_PREFIXES = ("topology.", "storm.", "stormlet.", "offsets.", "kafka.spout.")
 # Keys Storm sets for components to read, not settings.
 RUNTIME_SET = frozenset({"topology.name"})
 

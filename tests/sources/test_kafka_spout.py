@@ -170,3 +170,6 @@ def test_the_kafka_spout_keys_are_checked_at_submit():
     assert wrong.startswith("kafka.spout.consumer.config must be") and "auto.offset.reset" in wrong
     assert cfg.problems({cfg.KAFKA_SPOUT_CONSUMER_CONFIG: {"auto.offset.reset": "error",
                                                            "client.id": "c"}}) == []
+    # A misspelt key is named, as one under topology. is.
+    [unread] = cfg.unread({"kafka.spout.bootstrap.server": "broker:9092"})
+    assert "did you mean kafka.spout.bootstrap.servers?" in unread
