@@ -40,14 +40,6 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "logger": log,
 }
 
-
-def check_config(owner: str, config: dict[str, Any]) -> None:
-    """``ValueError``, naming ``owner``, if ``config`` changes a ``FIXED_CONFIG`` setting."""
-    wrong = cfg.kafka_consumer_config_problem(config)
-    if wrong is not None:
-        raise ValueError(f"{owner}: {wrong}")
-
-
 # An unknown or forbidden topic/partition: retrying cannot help and would read nothing forever.
 _PERMANENT_ERRORS = frozenset({
     KafkaError.UNKNOWN_TOPIC_OR_PART,
@@ -90,7 +82,9 @@ class KafkaSource:
                  *, timeout: float = 10.0, watermark_ttl: float = 1.0,
                  lag_refresh: float = 10.0) -> None:
         config = dict(config or {})
-        check_config(f"KafkaSource({topic!r})", config)
+        wrong = cfg.kafka_consumer_config_problem(config)
+        if wrong is not None:
+            raise ValueError(f"KafkaSource({topic!r}): {wrong}")
         self.name = topic
         self.topic = topic
         self.bootstrap_servers = bootstrap_servers
