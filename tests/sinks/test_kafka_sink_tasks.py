@@ -50,7 +50,7 @@ def run(broker: str, conf: dict, tasks: list[int]) -> dict[int, TransactionalKaf
 
 
 def test_a_run_with_fewer_tasks_ends_the_open_transactions_of_the_tasks_it_no_longer_has(
-        tmp_path):
+        tmp_path, monkeypatch):
     BROKERS["fewer"] = broker = FakeKafka()
     conf = {cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path)}}
     first = run("fewer", conf, [4, 5, 6])
@@ -70,9 +70,15 @@ def test_a_run_with_fewer_tasks_ends_the_open_transactions_of_the_tasks_it_no_lo
     registry = second[3].open_registry()
     assert registry.get(TASKS_KEY) == [3]
     registry.close()
-    # Another run with more tasks: nothing to end, and only the lowest task opens the record.
+    # Another run with more tasks: nothing to end, and only the lowest task opens the record
+    # (the tasks start at once: two writing it could lose one's tasks).
+    opened = []
+    open_registry = TransactionalKafkaBolt.open_registry
+    monkeypatch.setattr(TransactionalKafkaBolt, "open_registry",
+                        lambda bolt: opened.append(bolt.task) or open_registry(bolt))
     run("fewer", conf, [3, 4])
     assert broker.open == {"stormlet.test.sink.3", "stormlet.test.sink.4"}
+    assert opened == [3]
 
 
 def test_a_crash_while_ending_former_transactions_leaves_them_recorded_for_the_next_start(
