@@ -295,12 +295,34 @@ def json_dict(value: Any) -> dict[str, Any]:
     return value
 
 
-def _json_dict_check(value: Any) -> str | None:
+#: The librdkafka consumer settings a KafkaSpout's offsets depend on (stormlet/sources/kafka.py's
+#: KafkaSource sets them): no consumer config may change them.
+KAFKA_FIXED_CONSUMER_CONFIG: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    # Report a position outside the log instead of silently jumping to either end, so the spout
+    # decides (and knows that records were skipped).
+    "auto.offset.reset": "error",
+    "enable.partition.eof": False,
+}
+
+
+def kafka_consumer_config_problem(config: dict[str, Any]) -> str | None:
+    """What in librdkafka consumer settings ``config`` a KafkaSpout cannot take; None if
+    nothing."""
+    for key, value in KAFKA_FIXED_CONSUMER_CONFIG.items():
+        if key in config and config[key] != value:
+            return f"config {key!r}={config[key]!r} is not supported; the source needs {value!r}"
+    return None
+
+
+def _consumer_config_check(value: Any) -> str | None:
     try:
-        json_dict(value)
+        config = json_dict(value)
     except ValueError:
         return "a map, or one as JSON text, or None"
-    return None
+    wrong = kafka_consumer_config_problem(config)
+    return None if wrong is None else f"librdkafka settings a KafkaSpout can take ({wrong})"
 
 
 def _servers_check(value: Any) -> str | None:
@@ -548,7 +570,7 @@ DEFAULTS: dict[str, Setting] = {
         "librdkafka consumer settings for every KafkaSpout, a map or JSON text; a spout's own "
         "consumer_config wins over them, and the settings its offsets depend on "
         "(enable.auto.commit, auto.offset.reset...) cannot be changed",
-        _json_dict_check),
+        _consumer_config_check),
     TOPOLOGY_ENVIRONMENT: Setting(
         None,
         "on a cluster, environment variables added to (or replacing) those a worker inherits "
@@ -625,7 +647,7 @@ def problems(conf: dict[str, Any] | None) -> list[str]:
 # Where Storm's and stormlet's own keys live. A key there that stormlet does not read is a
 # misspelling or a Storm setting stormlet has no use for: either way it changes nothing, and
 # the user should hear so (Storm itself passes such keys silently).
-OWN_PREFIXES = ("topology.", "storm.", "stormlet.", "offsets.")
+OWN_PREFIXES = ("topology.", "storm.", "stormlet.", "offsets.", "kafka.spout.")
 # Keys Storm sets for components to read, not settings.
 RUNTIME_SET = frozenset({"topology.name"})
 

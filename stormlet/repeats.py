@@ -15,13 +15,15 @@ over, so that its return is logged at once::
         else:
             repeats.clear(("unplaced", tid))
 
-Each key is one condition of one thing. Not thread-safe: one thread at a time (nimbus: under
-its lock).
+Each key is one condition of one thing (its text a function of the key: a key whose text
+changes on every call is logged on every call). Thread-safe: the Kafka sinks' tasks, on the
+threads of one process, share one.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -47,28 +49,33 @@ class Repeats:
         self.interval_secs = interval_secs
         self._clock = clock
         self._seen: dict[Hashable, _Seen] = {}
+        self._lock = threading.Lock()
 
     def warning(self, key: Hashable, message: str, *args: Any) -> None:
         """The condition ``key`` holds, as ``message % args`` says: logged if due."""
         text = message % args if args else message
-        now = self._clock()
-        seen = self._seen.get(key)
-        if seen is not None and seen.text == text and now - seen.logged_at < self.interval_secs:
-            seen.since += 1
-            return
-        line = text
-        if seen is not None and seen.text == text and seen.since:
-            secs = now - seen.logged_at
-            line = f"{text} (still so: found {seen.since} more times in {secs:.0f} s)"
+        with self._lock:
+            now = self._clock()
+            seen = self._seen.get(key)
+            if (seen is not None and seen.text == text
+                    and now - seen.logged_at < self.interval_secs):
+                seen.since += 1
+                return
+            line = text
+            if seen is not None and seen.text == text and seen.since:
+                secs = now - seen.logged_at
+                line = f"{text} (still so: found {seen.since} more times in {secs:.0f} s)"
+            self._seen[key] = _Seen(text, now)
         # The record names the caller's line, not this one.
         self._log.warning("%s", line, stacklevel=2)
-        self._seen[key] = _Seen(text, now)
 
     def clear(self, key: Hashable) -> bool:
         """The condition ``key`` is over; whether it held."""
-        return self._seen.pop(key, None) is not None
+        with self._lock:
+            return self._seen.pop(key, None) is not None
 
     def retain(self, keep: Callable[[Hashable], bool]) -> None:
         """Forget the conditions whose key ``keep`` refuses (of a topology that is gone, say)."""
-        for key in [key for key in self._seen if not keep(key)]:
-            del self._seen[key]
+        with self._lock:
+            for key in [key for key in self._seen if not keep(key)]:
+                del self._seen[key]

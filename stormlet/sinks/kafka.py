@@ -81,7 +81,14 @@ the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
   (In effectively-once no data flows before every task's INITSTATE is done, so this run's
   tasks are recorded before any of them writes; in at-least-once another task may begin
   first, and a crash of the whole run within that moment, followed by a resubmission with
-  fewer tasks, would leave its transaction to the broker's timeout.)
+  fewer tasks, would leave its transaction to the broker's timeout.) Not kept across such a
+  resubmission: a checkpoint that was decided while a former task had not yet committed its
+  transaction (the run stopped between the two). That task's records are in its state
+  namespace, staged and not committed, which no task of the new run reads (as any stateful
+  bolt's state of a task that no longer exists), so they are lost; ending its transaction
+  changes nothing there, as the broker's timeout would have aborted it too. A run with the
+  same tasks would publish them at its start (its recovery commits the decided checkpoint);
+  Flink instead hands a removed subtask's committables to the remaining ones.
 - The marks follow the checkpoint txids: a topology whose state is wiped must use a new
   ``transactional_id_prefix``.
 - librdkafka's mock cluster (the tests' broker) accepts the transactional calls but keeps no
@@ -92,7 +99,6 @@ the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
@@ -117,21 +123,9 @@ DEFAULT_MESSAGE_FIELD = "message"
 TASKS_KEY = "transactional_tasks"
 
 
-class _LockedRepeats(Repeats):
-    """``Repeats`` that the sinks' tasks share (local mode runs them on several threads)."""
-
-    def __init__(self, logger: logging.Logger):
-        super().__init__(logger)
-        self._lock = threading.Lock()
-
-    def warning(self, key: Any, message: str, *args: Any) -> None:
-        with self._lock:
-            super().warning(key, message, *args)
-
-
 # A tuple the sinks skip, or send to a default topic, is logged once a minute per kind and
 # source, with how many were since, not once a tuple.
-_repeats = _LockedRepeats(log)
+_repeats = Repeats(log)   # thread-safe: every sink task in the process
 
 
 class TupleToKafkaMapper(Protocol):
@@ -185,7 +179,9 @@ class FieldNameTopicSelector:
     def get_topic(self, tup: Tuple) -> str | None:
         if self.field in tup.fields:
             return tup[self.field]
-        _repeats.warning(("no field", tup.source_component, tup.stream, self.field),
+        # The default topic is in the key: two sinks' lines for one stream are two conditions.
+        _repeats.warning(("no field", tup.source_component, tup.stream, self.field,
+                          self.default_topic),
                          "tuples from %r stream %r have no field %r: their records go to "
                          "topic %r", tup.source_component, tup.stream, self.field,
                          self.default_topic)
@@ -202,7 +198,8 @@ class FieldIndexTopicSelector:
     def get_topic(self, tup: Tuple) -> str | None:
         if 0 <= self.index < len(tup):
             return tup[self.index]
-        _repeats.warning(("no value", tup.source_component, tup.stream, self.index),
+        _repeats.warning(("no value", tup.source_component, tup.stream, self.index,
+                          self.default_topic),
                          "tuples from %r stream %r have no value %d: their records go to "
                          "topic %r", tup.source_component, tup.stream, self.index,
                          self.default_topic)

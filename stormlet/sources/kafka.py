@@ -20,19 +20,13 @@ from typing import Any, NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from stormlet import config as cfg
 from stormlet.sources.source import OffsetOutOfRange, Record, SourceError
 
 log = logging.getLogger(__name__)
 
 #: Settings the source's behaviour depends on; a user config may not change them.
-FIXED_CONFIG: dict[str, Any] = {
-    "enable.auto.commit": False,
-    "enable.auto.offset.store": False,
-    # Report a position outside the log instead of silently jumping to either end, so the spout
-    # decides (and knows that records were skipped).
-    "auto.offset.reset": "error",
-    "enable.partition.eof": False,
-}
+FIXED_CONFIG: dict[str, Any] = cfg.KAFKA_FIXED_CONSUMER_CONFIG
 
 #: librdkafka settings a user config may override.
 DEFAULT_CONFIG: dict[str, Any] = {
@@ -88,10 +82,9 @@ class KafkaSource:
                  *, timeout: float = 10.0, watermark_ttl: float = 1.0,
                  lag_refresh: float = 10.0) -> None:
         config = dict(config or {})
-        for key, value in FIXED_CONFIG.items():
-            if key in config and config[key] != value:
-                raise ValueError(f"KafkaSource({topic!r}): config {key!r}={config[key]!r} is not "
-                                 f"supported; the source needs {value!r}")
+        wrong = cfg.kafka_consumer_config_problem(config)
+        if wrong is not None:
+            raise ValueError(f"KafkaSource({topic!r}): {wrong}")
         self.name = topic
         self.topic = topic
         self.bootstrap_servers = bootstrap_servers

@@ -81,6 +81,10 @@ class KafkaSpout(OffsetSpout):
         source = None
         if bootstrap_servers is not None and topic is not None:
             source = self._source(bootstrap_servers, topic, self.consumer_config)
+        else:   # its source is made at open: a setting it cannot take is refused now all the same
+            wrong = cfg.kafka_consumer_config_problem(self.consumer_config)
+            if wrong is not None:
+                raise ValueError(f"KafkaSpout (spout_id {spout_id!r}): {wrong}")
         super().__init__(source, spout_id=spout_id, **options)
 
     @staticmethod

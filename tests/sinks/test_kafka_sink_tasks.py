@@ -14,7 +14,9 @@ from stormlet import TopologyBuilder
 from stormlet import config as cfg
 from stormlet.sinks.kafka import (
     TASKS_KEY,
+    FieldIndexTopicSelector,
     FieldNameBasedTupleToKafkaMapper,
+    FieldNameTopicSelector,
     KafkaBolt,
     TransactionalKafkaBolt,
 )
@@ -48,7 +50,7 @@ def run(broker: str, conf: dict, tasks: list[int]) -> dict[int, TransactionalKaf
 
 
 def test_a_run_with_fewer_tasks_ends_the_open_transactions_of_the_tasks_it_no_longer_has(
-        tmp_path):
+        tmp_path, monkeypatch):
     BROKERS["fewer"] = broker = FakeKafka()
     conf = {cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path)}}
     first = run("fewer", conf, [4, 5, 6])
@@ -68,9 +70,15 @@ def test_a_run_with_fewer_tasks_ends_the_open_transactions_of_the_tasks_it_no_lo
     registry = second[3].open_registry()
     assert registry.get(TASKS_KEY) == [3]
     registry.close()
-    # Another run with more tasks: nothing to end, and only the lowest task opens the record.
+    # Another run with more tasks: nothing to end, and only the lowest task opens the record
+    # (the tasks start at once: two writing it could lose one's tasks).
+    opened = []
+    open_registry = TransactionalKafkaBolt.open_registry
+    monkeypatch.setattr(TransactionalKafkaBolt, "open_registry",
+                        lambda bolt: opened.append(bolt.task) or open_registry(bolt))
     run("fewer", conf, [3, 4])
     assert broker.open == {"stormlet.test.sink.3", "stormlet.test.sink.4"}
+    assert opened == [3]
 
 
 def test_a_crash_while_ending_former_transactions_leaves_them_recorded_for_the_next_start(
@@ -78,6 +86,8 @@ def test_a_crash_while_ending_former_transactions_leaves_them_recorded_for_the_n
     BROKERS["crash"] = broker = FakeKafka()
     conf = {cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path)}}
     run("crash", conf, [1, 2, 3])
+    # The next run has tasks 1 and 4, and (at least once) 4 starts and writes first.
+    sink_task("crash", conf, 4, [1, 4]).execute(make_tuple(["w4", "1"], fields=["word", "n"]))
     ended = []
 
     bolt = on_fake(TransactionalKafkaBolt("fake:9092").with_topic_selector("counts"), "crash")
@@ -90,12 +100,14 @@ def test_a_crash_while_ending_former_transactions_leaves_them_recorded_for_the_n
         return make_producer(config)
     bolt.make_producer = crashing
     context = mock_context("sink", task_id=1, conf=conf)
-    context._layout.component_tasks["sink"] = [1]
+    context._layout.component_tasks["sink"] = [1, 4]
     bolt.prepare(conf, context, MockOutputCollector())
     with pytest.raises(RuntimeError, match="crashed"):
         bolt.init_state(KeyValueState(MemoryStore()))
     assert ended == ["stormlet.test.sink.2"]
-    assert broker.open == {"stormlet.test.sink.1", "stormlet.test.sink.3"}
+    assert broker.open == {"stormlet.test.sink.1", "stormlet.test.sink.3", "stormlet.test.sink.4"}
+    # Resubmitted with task 1 alone: 3, and 4, which the crashed run recorded before ending
+    # anything, are ended.
     run("crash", conf, [1])
     assert broker.open == {"stormlet.test.sink.1"}
 
@@ -151,5 +163,24 @@ def test_tuples_without_a_topic_are_logged_in_one_line_not_one_each(sink_class, 
         for n in range(50):
             assert sink._record_of(make_tuple(["w", str(n)], fields=["key", "message"]),
                                    component) is None
-    lines = [r.getMessage() for r in caplog.records if "gave no topic" in r.getMessage()]
-    assert len(lines) == 1, lines
+    records = [r for r in caplog.records if "gave no topic" in r.getMessage()]
+    assert len(records) == 1, [r.getMessage() for r in records]
+    assert records[0].funcName == "_record_of"   # the line names where the tuple was skipped
+
+
+@pytest.mark.parametrize("selector_class, where", [(FieldNameTopicSelector, "topic"),
+                                                   (FieldIndexTopicSelector, 5)])
+def test_two_sinks_default_topics_for_one_stream_are_each_logged_once(selector_class, where,
+                                                                      caplog):
+    """Two sinks fed the same stream, each with its own default topic: one line each, though
+    their tuples come in turn (a line whose text changes is logged again at once)."""
+    selectors = [selector_class(where, f"default-{n}") for n in range(2)]
+    with caplog.at_level(logging.WARNING, logger="stormlet.sinks.kafka"):
+        for n in range(50):
+            for selector in selectors:
+                tup = make_tuple(["w", str(n)], fields=["key", "message"],
+                                 component=f"src-{selector_class.__name__}")
+                assert selector.get_topic(tup) == selector.default_topic
+    records = [r for r in caplog.records if "their records go to" in r.getMessage()]
+    assert len(records) == 2, [r.getMessage() for r in records]
+    assert {r.funcName for r in records} == {"get_topic"}

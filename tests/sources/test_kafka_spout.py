@@ -155,3 +155,21 @@ def test_a_kafka_spout_with_no_brokers_anywhere_fails_to_open_naming_itself():
                       component_id="orders")
     with pytest.raises(ValueError, match="exactly one of topic and topic_config"):
         KafkaSpout("127.0.0.1:1", spout_id="o")
+
+
+def test_a_consumer_setting_the_spout_cannot_take_is_refused_when_built_brokers_or_not():
+    for servers in ("127.0.0.1:1", None):   # brokers given, or from the config at open
+        with pytest.raises(ValueError, match="'enable.auto.commit'=True is not supported"):
+            KafkaSpout(servers, "orders", spout_id="o",
+                       consumer_config={"enable.auto.commit": True})
+
+
+def test_the_kafka_spout_keys_are_checked_at_submit():
+    # A consumer setting the spouts cannot take is refused at submit, not at every task's open.
+    [wrong] = cfg.problems({cfg.KAFKA_SPOUT_CONSUMER_CONFIG: '{"auto.offset.reset": "latest"}'})
+    assert wrong.startswith("kafka.spout.consumer.config must be") and "auto.offset.reset" in wrong
+    assert cfg.problems({cfg.KAFKA_SPOUT_CONSUMER_CONFIG: {"auto.offset.reset": "error",
+                                                           "client.id": "c"}}) == []
+    # A misspelt key is named, as one under topology. is.
+    [unread] = cfg.unread({"kafka.spout.bootstrap.server": "broker:9092"})
+    assert "did you mean kafka.spout.bootstrap.servers?" in unread
