@@ -80,6 +80,13 @@ def figure(record: dict) -> str:
     return text
 
 
+def when(record: dict) -> str:
+    """The when column: the day, and the machine's load average over the minute before the
+    figure was recorded (the machine is shared: a load above its 2 cores means runs waited)."""
+    load = record.get("load")
+    return record["date"][:10] + (f", load {load[0]:.1f}" if load else "")
+
+
 def render(records: list[dict]) -> str:
     """The table, with a command equal to the row's above shown as "the same"."""
     lines = [HEADER]
@@ -88,8 +95,7 @@ def render(records: list[dict]) -> str:
         command = record["command"]
         shown = "the same" if command == previous else f"`{command}`"
         previous = command
-        lines.append(f"| {record['measure']} | {figure(record)} | {record['date'][:10]} | "
-                     f"{shown} |")
+        lines.append(f"| {record['measure']} | {figure(record)} | {when(record)} | {shown} |")
     return "\n".join(lines)
 
 

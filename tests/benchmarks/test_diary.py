@@ -73,7 +73,7 @@ def test_the_table_shows_the_latest_record_of_each_measure(figures, diary, tmp_p
         recorder = figures.Recorder(bench, enabled=True, results=results,
                                     command=f"python benchmarks/{bench}.py")
         recorder._context = {"date": date, "build": "interpreted" if bench == "zz_new" else
-                             "compiled"}
+                             "compiled", "load": [1.234, 0.5, 0.5] if measure == "a" else None}
         recorder.record(measure, value, unit="u" if bench != "zz_new" else "")
     assert diary.main(["--check", "--latest", str(page), "--results", str(results)]) == 1
     assert page.read_text() == PAGE    # --check changes nothing
@@ -83,7 +83,8 @@ def test_the_table_shows_the_latest_record_of_each_measure(figures, diary, tmp_p
     assert "stale" not in text
     table = text.split(diary.BEGIN + "\n")[1].split(diary.END)[0].splitlines()
     assert table[2:] == [
-        "| a | 1,234,567 u | 2026-02-01 | `python benchmarks/wordcount.py` |",  # its place kept
+        # its place kept; the load average of the minute before it beside its day
+        "| a | 1,234,567 u | 2026-02-01, load 1.2 | `python benchmarks/wordcount.py` |",
         "| b | 0.223 u | 2026-01-01 | the same |",
         "| x | 1.5 / 0.9 u | 2026-01-05 | `python benchmarks/cluster_wordcount.py` |",
         # a benchmark the table's order does not name comes last
