@@ -8,7 +8,8 @@ A benchmark makes one :class:`Recorder` and hands it each figure it prints::
 With ``--record`` (:func:`add_flag`) or ``STORMLET_BENCH_RECORD=1`` each call appends a line to
 ``benchmarks/results/<benchmark>.jsonl``: the measure, its value, and what it was measured on
 (date, git commit, build mode, Python, the machine's load average). Without either it writes
-nothing, so test runs of a benchmark leave the results alone. ``benchmarks/diary.py`` renders
+nothing, so test runs of a benchmark leave the results alone (a test that records sets
+``STORMLET_BENCH_RESULTS`` to a folder of its own). ``benchmarks/diary.py`` renders
 ``LATEST.md``'s table from the latest line of each measure.
 """
 
@@ -29,6 +30,7 @@ from stormlet.runtime import build_mode
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RECORD_ENV = "STORMLET_BENCH_RECORD"
+RESULTS_ENV = "STORMLET_BENCH_RESULTS"
 REPO = Path(__file__).resolve().parent.parent
 
 Value = int | float | str | Sequence[int | float | str]
@@ -74,10 +76,12 @@ class Recorder:
     """Records one benchmark's figures, if asked (see the module's docstring)."""
 
     def __init__(self, benchmark: str, *, enabled: bool = False, command: str | None = None,
-                 results: Path = RESULTS):
+                 results: Path | None = None):
         self.benchmark = benchmark
         self.enabled = recording_asked(enabled)
         self.command = command or this_command()
+        # The folder: given, else STORMLET_BENCH_RESULTS's (a test's own), else results/.
+        results = results or Path(os.environ.get(RESULTS_ENV) or RESULTS)
         self.path = results / f"{benchmark}.jsonl"
         self._context: dict | None = None
 
