@@ -79,9 +79,11 @@ def record_measure(run: Run, n: int) -> str:
 
 
 def record_detail(run: Run, baseline: dict | None, result: dict, median: str,
-                  repeat: int) -> str:
+                  repeat: int, words: int) -> str:
     """What a run's row says beside its words/s: its ratio to Bytewax (and the median of the
-    rounds' ratios), or Bytewax's version on Bytewax's own row."""
+    rounds' ratios), or Bytewax's version on Bytewax's own row; then its words per CPU-second,
+    which a busy machine lowers less than words/s (the run waits for a core without CPU)."""
+    per_cpu = f"{words / result['cpu_seconds']:,.0f} words per CPU-second"
     if run.name == "bytewax":
         compared = f"Bytewax {result['version']}"
     elif baseline is None:
@@ -90,7 +92,7 @@ def record_detail(run: Run, baseline: dict | None, result: dict, median: str,
         compared = f"{baseline['seconds'] / result['seconds']:.2f}× Bytewax"
         if median:
             compared += f", median of rounds {median.strip().rstrip('x')}×"
-    return compared + (f"; best of {repeat} rounds" if repeat > 1 else "")
+    return f"{compared}; {per_cpu}" + (f"; best of {repeat} rounds" if repeat > 1 else "")
 
 
 def main() -> None:
@@ -162,7 +164,8 @@ def main() -> None:
         print(f"{run.label:<{width}}  {rate:>11,.0f}  {ratio:>10}{median}  "
               f"{result['seconds']:>7.2f}  {result['cpu_seconds']:>6.2f}")
         recorder.record(record_measure(run, args.sentences), rate, unit="words/s",
-                        detail=record_detail(run, baseline, result, median, args.repeat))
+                        detail=record_detail(run, baseline, result, median, args.repeat,
+                                              total))
     if baseline:
         print(f"Bytewax {baseline['version']} on python {baseline['python']} "
               f"({args.bytewax_python}), one worker (run_main)")
