@@ -273,11 +273,16 @@ def main() -> None:
     # change against its own round's run with sampling off.
     recorder = figures.Recorder("sampling", enabled=args.record)
     for name in names[1:]:
+        # The spread goes with the median: on a busy machine it is wider than the change.
+        spread = ""
+        if args.rounds > 1:
+            low, _middle, high = statistics.quantiles(changes[name], n=4)
+            spread = f", half within {low:+.1f} to {high:+.1f} %"
         recorder.record(
             f"tuple sampling (`stormlet debug`) at {name} of every component's emits, the local "
             f"word count, split as {split}: words/s against sampling off",
             f"{statistics.median(changes[name]):+.1f} %",
-            detail=f"median of {args.rounds} rounds' changes; "
+            detail=f"median of {args.rounds} rounds' changes{spread}; "
                    f"{statistics.median(rates['off']):,.0f} words/s off")
 
 
