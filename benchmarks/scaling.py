@@ -65,6 +65,7 @@ import scaling_topology as topo  # noqa: E402
 from zookeeper_server import free_port  # noqa: E402
 
 from stormlet import LocalCluster  # noqa: E402
+from stormlet.cluster.rpc import RpcError  # noqa: E402
 from stormlet.runtime import build_mode  # noqa: E402
 
 SWEEP_US = (1.0, 3.0, 6.0, 12.0, 25.0, 50.0)
@@ -152,7 +153,7 @@ class Cluster:
                         str(self.base / "s"), log=self.base / "supervisor.log"),
         ]
         try:
-            time.sleep(2)
+            self.wait_ready()
             yield self
         finally:
             self.nimbus.close()
@@ -162,6 +163,19 @@ class Cluster:
             cw.stop_workers(f"stormlet worker --zk {self.zk}")
             subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "stop", "--data-dir",
                             str(self.base / "zk")], stdout=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until nimbus answers and the supervisor has registered: on a busy machine that takes
+        longer than any fixed pause (one of 2 s left a submit finding no nimbus at load 7)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(RpcError):
+                if self.nimbus.call("cluster").get("supervisors"):
+                    return
+            if time.monotonic() > deadline:
+                raise SystemExit(f"scaling: no nimbus with a supervisor after {timeout:g} s; "
+                                 f"logs in {self.base}")
+            time.sleep(0.2)
 
     def cli(self, *args: str) -> None:
         cw.cli(*args, zk=self.zk, secret=[])
