@@ -86,14 +86,14 @@ class Recorder:
         self._context: dict | None = None
 
     def context(self) -> dict:
-        """What every record of this run carries: when, which code, built how, on what load."""
+        """What every record of this run carries: when, which code, built how (the load is each
+        record's own, read as it is recorded: a run's figures are measured minutes apart)."""
         if self._context is None:
             self._context = {
                 "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                 "commit": _commit(),
                 "build": build_mode.mode(),
                 "python": platform.python_version(),
-                "load": [round(x, 2) for x in os.getloadavg()],
             }
         return self._context
 
@@ -106,7 +106,8 @@ class Recorder:
         if not isinstance(value, (int, float, str)):
             value = list(value)
         entry = {"benchmark": self.benchmark, "measure": measure, "value": value, "unit": unit,
-                 "detail": detail, "command": command or self.command, **self.context()}
+                 "detail": detail, "command": command or self.command,
+                 "load": [round(x, 2) for x in os.getloadavg()], **self.context()}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(entry, ensure_ascii=False) + "\n")

@@ -59,6 +59,20 @@ def test_a_record_carries_its_context(figures, tmp_path, monkeypatch):
     assert record["date"][:2] == "20" and record["python"].count(".") == 2
 
 
+def test_each_record_carries_the_load_as_it_is_recorded(figures, tmp_path, monkeypatch):
+    """A run's figures are measured minutes apart, the machine's load changing meanwhile: each
+    keeps its own, where the run's date and commit are shared."""
+    loads = iter([(0.4, 0.3, 0.2), (6.0, 2.0, 1.0)])
+    monkeypatch.setattr(figures.os, "getloadavg", lambda: next(loads))
+    recorder = figures.Recorder("bench", enabled=True, results=tmp_path)
+    recorder.record("first", 1)
+    recorder.record("later", 2)
+    first, later = (json.loads(line) for line in
+                    (tmp_path / "bench.jsonl").read_text().splitlines())
+    assert first["load"] == [0.4, 0.3, 0.2] and later["load"] == [6.0, 2.0, 1.0]
+    assert first["date"] == later["date"] and first["commit"] == later["commit"]
+
+
 def test_the_table_shows_the_latest_record_of_each_measure(figures, diary, tmp_path,
                                                            monkeypatch):
     results, page = tmp_path / "results", tmp_path / "LATEST.md"
