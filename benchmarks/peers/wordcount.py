@@ -18,8 +18,9 @@ The last row is stormlet's floor (run_floor.py): the same spout and bolts called
 the least any runtime must do for them, so what a stormlet run takes beyond it is the runtime's
 own cost. It is skipped, saying why, where its compiled helper cannot be built.
 
-With --record (or STORMLET_BENCH_RECORD=1) each run's words/s and ratio to Bytewax also go to
-benchmarks/results/peers.jsonl, a row of LATEST.md's table each (benchmarks/figures.py).
+With --record (or STORMLET_BENCH_RECORD=1) each run's words/s, ratio to Bytewax and words per
+CPU-second also go to benchmarks/results/peers.jsonl, a row of LATEST.md's table each
+(benchmarks/figures.py).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def record_measure(run: Run, n: int) -> str:
     return f"peer word count, {n:,} sentences, a fresh process a run: {run.label}"
 
 
-def record_detail(run: Run, baseline: dict | None, result: dict, median: str,
+def record_detail(run: Run, baseline: dict | None, result: dict, median: float | None,
                   repeat: int, words: int) -> str:
     """What a run's row says beside its words/s: its ratio to Bytewax (and the median of the
     rounds' ratios), or Bytewax's version on Bytewax's own row; then its words per CPU-second,
@@ -90,8 +91,8 @@ def record_detail(run: Run, baseline: dict | None, result: dict, median: str,
         compared = "Bytewax not run"
     else:
         compared = f"{baseline['seconds'] / result['seconds']:.2f}× Bytewax"
-        if median:
-            compared += f", median of rounds {median.strip().rstrip('x')}×"
+        if median is not None:
+            compared += f", median of rounds {median:.2f}×"
     return f"{compared}; {per_cpu}" + (f"; best of {repeat} rounds" if repeat > 1 else "")
 
 
@@ -157,11 +158,12 @@ def main() -> None:
         result = best[run.name]
         rate = total / result["seconds"]
         ratio = f"{baseline['seconds'] / result['seconds']:.2f}x" if baseline else "n/a"
-        median = ""
+        median = None
         if paired:
-            ratios = [r["bytewax"]["seconds"] / r[run.name]["seconds"] for r in rounds]
-            median = f"  {statistics.median(ratios):>15.2f}x"
-        print(f"{run.label:<{width}}  {rate:>11,.0f}  {ratio:>10}{median}  "
+            median = statistics.median(r["bytewax"]["seconds"] / r[run.name]["seconds"]
+                                       for r in rounds)
+        median_text = f"  {median:>15.2f}x" if median is not None else ""
+        print(f"{run.label:<{width}}  {rate:>11,.0f}  {ratio:>10}{median_text}  "
               f"{result['seconds']:>7.2f}  {result['cpu_seconds']:>6.2f}")
         recorder.record(record_measure(run, args.sentences), rate, unit="words/s",
                         detail=record_detail(run, baseline, result, median, args.repeat,

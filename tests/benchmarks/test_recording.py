@@ -74,12 +74,12 @@ def test_the_peer_rows_give_the_ratio_to_bytewax_and_its_median_over_rounds(peer
     bytewax = next(r for r in peers.RUNS if r.name == "bytewax")
     baseline = {"seconds": 1.0, "cpu_seconds": 0.5, "version": "0.21.1"}
     basic_result = {"seconds": 1.25, "cpu_seconds": 2.0}
-    assert (peers.record_detail(basic, baseline, basic_result, "", 1, 1_000_000)
+    assert (peers.record_detail(basic, baseline, basic_result, None, 1, 1_000_000)
             == "0.80× Bytewax; 500,000 words per CPU-second")
-    assert (peers.record_detail(basic, baseline, basic_result, "  0.74x", 3, 1_000_000)
+    assert (peers.record_detail(basic, baseline, basic_result, 0.74, 3, 1_000_000)
             == "0.80× Bytewax, median of rounds 0.74×; 500,000 words per CPU-second; "
                "best of 3 rounds")
-    assert (peers.record_detail(bytewax, baseline, baseline, "", 1, 1_000_000)
+    assert (peers.record_detail(bytewax, baseline, baseline, None, 1, 1_000_000)
             == "Bytewax 0.21.1; 2,000,000 words per CPU-second")
 
 
