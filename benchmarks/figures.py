@@ -7,10 +7,10 @@ A benchmark makes one :class:`Recorder` and hands it each figure it prints::
 
 With ``--record`` (:func:`add_flag`) or ``STORMLET_BENCH_RECORD=1`` each call appends a line to
 ``benchmarks/results/<benchmark>.jsonl``: the measure, its value, and what it was measured on
-(date, git commit, build mode, Python, the machine's load average). Without either it writes
-nothing, so test runs of a benchmark leave the results alone (a test that records sets
-``STORMLET_BENCH_RESULTS`` to a folder of its own). ``benchmarks/diary.py`` renders
-``LATEST.md``'s table from the latest line of each measure.
+(date, the git commit of the stormlet it imported, build mode, Python, the machine's load
+average). Without either it writes nothing, so test runs of a benchmark leave the results alone
+(a test that records sets ``STORMLET_BENCH_RESULTS`` to a folder of its own).
+``benchmarks/diary.py`` renders ``LATEST.md``'s table from the latest line of each measure.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import stormlet
 from stormlet.runtime import build_mode
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -63,13 +64,28 @@ def spark_label(master: str) -> str:
     return "local Spark, 2 cores" if master == "local[2]" else f"Spark {master}"
 
 
-def _commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
+def code_commit(package: Path) -> str | None:
+    """The commit of the code in ``package`` (a folder in a git work tree): its tree's HEAD,
+    with "+" when files under ``package`` differ from it; None outside a work tree (an installed
+    copy). The benchmarks import stormlet from wherever the interpreter finds it (an editable
+    install may point at another work tree than this script's), so the record names that."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(package), *args], capture_output=True,
+                                 text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
         return None
-    return out.stdout.strip() or None
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".")
+    return head + ("+" if changed else "")
+
+
+def _commit() -> str | None:
+    return code_commit(Path(stormlet.__file__).resolve().parent)
 
 
 class Recorder:

@@ -4,6 +4,7 @@ is in sync with the committed records."""
 
 import ast
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,29 @@ def test_a_record_carries_its_context(figures, tmp_path, monkeypatch):
     assert record["command"] == "python benchmarks/bench.py"
     assert record["build"] in ("compiled", "interpreted") and len(record["load"]) == 3
     assert record["date"][:2] == "20" and record["python"].count(".") == 2
+
+
+def test_the_commit_is_the_imported_code_s_and_says_when_it_was_edited(figures, tmp_path,
+                                                                       tmp_path_factory):
+    """The commit named is that of the work tree stormlet was imported from (an editable
+    install may point at another than the benchmark's), "+" while its files differ from it."""
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    package = tmp_path / "stormlet"
+    package.mkdir()
+    (package / "code.py").write_text("A = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "code")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert figures.code_commit(package) == head
+    (tmp_path / "elsewhere.txt").write_text("not the package's\n")
+    assert figures.code_commit(package) == head
+    (package / "code.py").write_text("A = 2\n")
+    assert figures.code_commit(package) == head + "+"
+    assert figures.code_commit(tmp_path_factory.mktemp("installed")) is None
 
 
 def test_each_record_carries_the_load_as_it_is_recorded(figures, tmp_path, monkeypatch):
