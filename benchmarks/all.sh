@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Every benchmark, one after the other; each prints its own figures. With
 # STORMLET_BENCH_RECORD=1 the benchmarks wired to figures.py also append them to results/, and
-# LATEST.md's table is rendered from them at the end (benchmarks/diary.py).
+# LATEST.md's table is rendered from them at the end (benchmarks/diary.py), also when a
+# benchmark fails part way: what was recorded before it still reaches the page.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${STORMLET_BENCH_RECORD:-0}" != 0 ]; then
+    trap 'python benchmarks/diary.py' EXIT
+fi
 python benchmarks/wordcount.py "$@"
 echo
 python benchmarks/peers/wordcount.py
@@ -42,6 +46,3 @@ echo
 python benchmarks/backfill_floor.py
 echo
 python benchmarks/replay.py
-if [ "${STORMLET_BENCH_RECORD:-0}" != 0 ]; then
-    python benchmarks/diary.py
-fi

@@ -18,6 +18,7 @@ import pickle
 import time
 import zlib
 
+import figures
 from backfill import cpu_seconds, word_count_bench
 
 TASKS = 2
@@ -59,7 +60,7 @@ def identity(key: int) -> int:
 
 
 def main() -> None:
-    with word_count_bench(__doc__, "stormlet-backfill-floor") as bench:
+    with word_count_bench(__doc__, "stormlet-backfill-floor", recorded=True) as bench:
         args, directory, sc = bench.args, bench.directory, bench.spark.sparkContext
 
         def run(name: str) -> None:
@@ -75,6 +76,12 @@ def main() -> None:
     print(f"bare PySpark word count (the backfill's floor), {args.master}: {args.lines:,} lines "
           f"in {seconds:.1f} s: {args.lines / seconds:,.0f} lines/s; {cpu:.1f} CPU-seconds "
           f"({args.lines / cpu:,.0f} lines per CPU-second)")
+    # LATEST.md's row, beside the backfill's (benchmarks/diary.py renders it from the records).
+    figures.Recorder("backfill_floor", enabled=args.record).record(
+        f"the same word count as bare PySpark, no stormlet (the backfill's floor, "
+        f"{figures.spark_label(args.master)})" + (", in a new JVM" if args.no_warmup else ""),
+        args.lines / seconds, unit="lines/s" + ("" if args.no_warmup else " warm"),
+        detail=f"{args.lines:,} lines; {cpu:.1f} CPU-seconds")
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+import figures  # noqa: E402
 from cluster_support import LoopbackCluster, wait_until  # noqa: E402
 from local_wheels import make_testdep_wheels  # noqa: E402
 
@@ -82,6 +83,7 @@ def measure(cluster: LoopbackCluster, path: Path, name: str, out: Path) -> tuple
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    figures.add_flag(parser)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="stormlet-environments-"))
     rows: dict[str, list[tuple[float, float]]] = {"no dependencies (as before)": [],
@@ -113,6 +115,17 @@ def main() -> None:
     for label, values in rows.items():
         print(f"{label:<38}{statistics.median(v[0] for v in values):>10.1f}"
               f"{statistics.median(v[1] for v in values):>18.1f}")
+    # LATEST.md's row (benchmarks/diary.py renders it from the records).
+    built, reused, plain = (rows[label] for label in ("first submit: environment built",
+                                                      "same set again: environment reused",
+                                                      "no dependencies (as before)"))
+    figures.Recorder("environments", enabled=args.record).record(
+        "a topology declaring one package on a one-machine cluster: `stormlet submit` and "
+        "submit to first tuple, its environment built by the submit / reused / declaring nothing",
+        " / ".join(f"{statistics.median(v[0] for v in each):.1f} and "
+                   f"{statistics.median(v[1] for v in each):.1f}"
+                   for each in (built, reused, plain)),
+        unit="s", detail=f"medians of {args.runs} runs")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import figures  # noqa: E402
+
 from stormlet import Bolt, JoinBolt, LocalCluster, Selector, Spout, TopologyBuilder  # noqa: E402
 from stormlet.runtime import build_mode  # noqa: E402
 from stormlet.runtime.tuning import tune_for_streaming  # noqa: E402
@@ -124,6 +126,7 @@ def local_mode(bolt: WindowedBolt, seconds: float) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs")
+    figures.add_flag(parser)
     args = parser.parse_args()
     runs, seconds = (5, 2.0) if args.quick else (15, 5.0)
     tune_for_streaming()
@@ -142,6 +145,12 @@ def main() -> None:
     print(f"local mode, tumbling Count(1000), join:    {rate_join:>9,.0f} acked tuples/s "
           f"({cpu_join * 1e6:5.1f} us CPU/tuple; the join adds "
           f"{(cpu_join - cpu_plain) * 1e6:.1f} us/tuple, its outputs' emits and acks included)")
+    # LATEST.md's row (benchmarks/diary.py renders it from the records).
+    figures.Recorder("joins", enabled=args.record).record(
+        "a `JoinBolt` joining two streams over a tumbling `Count(1000)` window, local mode, "
+        "acking on: CPU a tuple against the same window doing no join",
+        f"{cpu_join * 1e6:.1f} against {cpu_plain * 1e6:.1f} µs ({rate_join:,.0f} against "
+        f"{rate_plain:,.0f} acked tuples/s)", detail=f"one run of {seconds:g} s each")
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import figures
 from wordcount import WORDS_PER_SENTENCE, build
 
 from stormlet import LocalCluster
@@ -218,6 +219,7 @@ def main() -> None:
     parser.add_argument("--one", choices=list(SETTINGS), help=argparse.SUPPRESS)
     parser.add_argument("--counted", choices=list(SETTINGS), help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="basic", help=argparse.SUPPRESS)
+    figures.add_flag(parser)
     args = parser.parse_args()
     if args.one:   # one run, in this process, for main's loop
         print(json.dumps(run(args.seconds, SETTINGS[args.one], args.basic)))
@@ -267,6 +269,21 @@ def main() -> None:
                 change += f"; half of them within {low:+.1f} % to {high:+.1f} %"
             change += ")"
         print(f"  sampling {name:<6} {statistics.median(rates[name]):>10,.0f} words/s{change}")
+    # LATEST.md's rows (benchmarks/diary.py renders them from the records): each setting's
+    # change against its own round's run with sampling off.
+    recorder = figures.Recorder("sampling", enabled=args.record)
+    for name in names[1:]:
+        # The spread goes with the median: on a busy machine it is wider than the change.
+        spread = ""
+        if args.rounds > 1:
+            low, _middle, high = statistics.quantiles(changes[name], n=4)
+            spread = f", half within {low:+.1f} to {high:+.1f} %"
+        recorder.record(
+            f"tuple sampling (`stormlet debug`) at {name} of every component's emits, the local "
+            f"word count, split as {split}: words/s against sampling off",
+            f"{statistics.median(changes[name]):+.1f} %",
+            detail=f"median of {args.rounds} rounds' changes{spread}; "
+                   f"{statistics.median(rates['off']):,.0f} words/s off")
 
 
 if __name__ == "__main__":

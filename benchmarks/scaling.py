@@ -32,6 +32,10 @@ runs user work from ~1 µs to ~50 µs and writes a PNG chart of the two-worker r
 (needs matplotlib: ``pip install .[bench]``). ``--rate`` runs the cluster alone with its spouts
 paced to that many events a second in all: for complete latency below the peak (half of the
 peak that a run without it prints, say).
+
+With --record (or STORMLET_BENCH_RECORD=1) a run at one --work level (no --sweep, --dial or
+--rate) also appends its ratios and CPU costs to benchmarks/results/scaling.jsonl, the row of
+LATEST.md's table for that level (benchmarks/figures.py).
 """
 
 from __future__ import annotations
@@ -56,10 +60,12 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))
 
 import cluster_wordcount as cw  # noqa: E402
+import figures  # noqa: E402
 import scaling_topology as topo  # noqa: E402
 from zookeeper_server import free_port  # noqa: E402
 
 from stormlet import LocalCluster  # noqa: E402
+from stormlet.cluster.rpc import RpcError  # noqa: E402
 from stormlet.runtime import build_mode  # noqa: E402
 
 SWEEP_US = (1.0, 3.0, 6.0, 12.0, 25.0, 50.0)
@@ -150,7 +156,7 @@ class Cluster:
                         log=self.base / "supervisor.log"),
         ]
         try:
-            time.sleep(2)
+            self.wait_ready()
             yield self
         finally:
             self.nimbus.close()
@@ -160,6 +166,19 @@ class Cluster:
             cw.stop_workers(f"stormlet worker --zk {self.zk}")
             subprocess.run(["bash", str(REPO / "deploy" / "zookeeper.sh"), "stop", "--data-dir",
                             str(self.base / "zk")], stdout=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until nimbus answers and the supervisor has registered: on a busy machine that takes
+        longer than any fixed pause (one of 2 s left a submit finding no nimbus at load 7)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with contextlib.suppress(RpcError):
+                if self.nimbus.call("cluster").get("supervisors"):
+                    return
+            if time.monotonic() > deadline:
+                raise SystemExit(f"scaling: no nimbus with a supervisor after {timeout:g} s; "
+                                 f"logs in {self.base}")
+            time.sleep(0.2)
 
     def cli(self, *args: str) -> None:
         cw.cli(*args, zk=self.zk, secret=[])
@@ -293,6 +312,20 @@ def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: i
             "two_core_ratio": 2 * local_cpu / cluster_cpu}
 
 
+def record(args: argparse.Namespace, result: dict, windows: int, seconds: float) -> None:
+    """LATEST.md's row for a run at one ``--work`` level (benchmarks/diary.py renders it from
+    the records); a sweep, a dial or a paced run replaces none."""
+    if args.sweep or args.dial is not None or args.rate:
+        return
+    figures.Recorder("scaling", enabled=args.record).record(
+        f"realistic events on a cluster, ~{args.work:g} µs of user work an event: two pinned "
+        "workers against one process, events/s (and on two whole cores at these CPU costs); "
+        "CPU an event, one process / two workers",
+        f"{result['ratio']:.2f}× ({result['two_core_ratio']:.2f}×); "
+        f"{result['local_cpu_us']:.1f} / {result['cluster_cpu_us']:.1f} µs",
+        detail=f"medians of {windows} windows of {seconds:g} s")
+
+
 def chart(points: list[tuple[float, float, float]], path: Path) -> None:
     """Points of (user work µs, ratio of events/s, two-core ratio from CPU an event)."""
     import matplotlib
@@ -334,6 +367,7 @@ def main() -> None:
                              "(the same work in runs to compare)")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="the cluster alone, its spouts paced to this many events/s in all")
+    figures.add_flag(parser)
     parser.add_argument("--one-process-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rounds-of-work", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -372,6 +406,7 @@ def main() -> None:
                       f"{result['local_cpu_us']:.2f} µs, two workers "
                       f"{result['cluster_cpu_us']:.2f} µs; distributed overhead "
                       f"{result['overhead_us']:+.2f} µs", flush=True)
+                record(args, result, windows, seconds)
         if args.sweep:
             chart(points, args.chart)
             print(f"chart: {args.chart}")

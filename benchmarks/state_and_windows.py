@@ -27,6 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the tests' free_port: below the ephemeral range
 
+import figures  # noqa: E402
 from wordcount import WORDS_PER_SENTENCE, CountBolt, SentenceSpout, SplitBolt, measure  # noqa: E402
 from zookeeper_server import free_port  # noqa: E402
 
@@ -84,9 +85,23 @@ def with_redis(directory: Path):
     return None, None
 
 
+def record(enabled: bool, rates: dict[str, float], seconds: float) -> None:
+    """LATEST.md's row (benchmarks/diary.py renders it from the records): each setting's acked
+    words/s against the plain count's, in the order they ran."""
+    plain_label, *others = rates
+    plain = rates[plain_label]
+    figures.Recorder("state_and_windows", enabled=enabled).record(
+        "windows and state against a plain count, local mode, acking on: acked words/s of each "
+        "against the plain count's",
+        " / ".join(f"{rates[label] / plain:.2f}" for label in others) + "× ("
+        + "; ".join(others) + f") of the plain count's {plain:,.0f} words/s",
+        detail=f"one run of {seconds:g} s each")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="shorter runs")
+    figures.add_flag(parser)
     args = parser.parse_args()
     seconds = 3.0 if args.quick else 8.0
     tune_for_streaming()
@@ -117,17 +132,19 @@ def main() -> None:
                           "topology.state.provider.config": {"port": port}}))
         try:
             plain = None
+            rates = {}
             for label, bolt, conf in runs:
                 # Until windows are full and checkpoints steady.
                 warmup = 3.0 if "sliding" in label or "stateful" in label else None
                 result = measure(topology(bolt), conf, seconds, warmup)
-                rate = result["acked_words_per_sec"]
+                rate = rates[label] = result["acked_words_per_sec"]
                 plain = plain or rate
                 print(f"{label:<50} {rate:>10,.0f} acked words/s  {rate / plain:5.2f}x plain  "
                       f"(cpu {result['cpu_cores']:.2f} cores, failed {result['failed']})")
             if server is None:
                 print("stateful, Redis: skipped (redis-server is not installed: "
                       "bash deploy/redis.sh install)")
+            record(args.record, rates, seconds)
         finally:
             if server is not None:
                 server.kill()

@@ -141,7 +141,7 @@ def main() -> None:
     large = runs[-1][0]
     figures.Recorder("stateful_windows", enabled=args.record).record(
         "a stateful window with persistence against a plain window, tumbling `Count(1000)`, "
-        "local mode: CPU a word (median of 3 rounds, in turn)",
+        "local mode: CPU a word (medians of rounds, in turn)",
         " / ".join(f"{median_us[label]:.1f}" for label in persistent)
         + f" µs against {plain_us:.1f} µs ("
         + " / ".join(f"{median_us[label] / plain_us:.2f}" for label in persistent) + "×: "

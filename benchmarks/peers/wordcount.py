@@ -17,6 +17,10 @@ one through --bytewax-python or BYTEWAX_PYTHON), and is skipped, saying so, wher
 The last row is stormlet's floor (run_floor.py): the same spout and bolts called on one thread by
 the least any runtime must do for them, so what a stormlet run takes beyond it is the runtime's
 own cost. It is skipped, saying why, where its compiled helper cannot be built.
+
+With --record (or STORMLET_BENCH_RECORD=1) each run's words/s, ratio to Bytewax and words per
+CPU-second also go to benchmarks/results/peers.jsonl, a row of LATEST.md's table each
+(benchmarks/figures.py).
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ from stormlet.runtime import build_mode
 from stormlet.runtime import threads as runner
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+import figures  # noqa: E402  (benchmarks/figures.py, one folder up)
+
 DEFAULT_BYTEWAX_PYTHON = HERE / ".venv-bytewax" / "bin" / "python"
 SKIPPED = "bytewax: skipped (not installed: run bash benchmarks/peers/setup_bytewax.sh)"
 
@@ -67,6 +74,28 @@ def bytewax_available(python: str) -> bool:
     return probe.returncode == 0
 
 
+def record_measure(run: Run, n: int) -> str:
+    """A run's row in LATEST.md (whole, as --only may leave out any run)."""
+    return f"peer word count, {n:,} sentences, a fresh process a run: {run.label}"
+
+
+def record_detail(run: Run, baseline: dict | None, result: dict, median: float | None,
+                  repeat: int, words: int) -> str:
+    """What a run's row says beside its words/s: its ratio to Bytewax (and the median of the
+    rounds' ratios), or Bytewax's version on Bytewax's own row; then its words per CPU-second,
+    which a busy machine lowers less than words/s (the run waits for a core without CPU)."""
+    per_cpu = f"{words / result['cpu_seconds']:,.0f} words per CPU-second"
+    if run.name == "bytewax":
+        compared = f"Bytewax {result['version']}"
+    elif baseline is None:
+        compared = "Bytewax not run"
+    else:
+        compared = f"{baseline['seconds'] / result['seconds']:.2f}× Bytewax"
+        if median is not None:
+            compared += f", median of rounds {median:.2f}×"
+    return f"{compared}; {per_cpu}" + (f"; best of {repeat} rounds" if repeat > 1 else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=DEFAULT_N, metavar="N")
@@ -76,6 +105,7 @@ def main() -> None:
                         help="comma-separated runs among: " + ", ".join(r.name for r in RUNS))
     parser.add_argument("--bytewax-python", metavar="PATH",
                         default=os.environ.get("BYTEWAX_PYTHON", str(DEFAULT_BYTEWAX_PYTHON)))
+    figures.add_flag(parser)
     args = parser.parse_args()
     only = args.only.split(",")
     unknown = sorted(set(only) - {r.name for r in RUNS})
@@ -122,16 +152,22 @@ def main() -> None:
     paired_head = f"  {'median of rounds':>16}" if paired else ""
     print(f"\n{'run':<{width}}  {'words/s':>11}  {'vs Bytewax':>10}{paired_head}  {'seconds':>7}  "
           f"{'cpu s':>6}")
+    # LATEST.md's rows, one a run (benchmarks/diary.py renders them from the records).
+    recorder = figures.Recorder("peers", enabled=args.record)
     for run in runs:
         result = best[run.name]
         rate = total / result["seconds"]
         ratio = f"{baseline['seconds'] / result['seconds']:.2f}x" if baseline else "n/a"
-        median = ""
+        median = None
         if paired:
-            ratios = [r["bytewax"]["seconds"] / r[run.name]["seconds"] for r in rounds]
-            median = f"  {statistics.median(ratios):>15.2f}x"
-        print(f"{run.label:<{width}}  {rate:>11,.0f}  {ratio:>10}{median}  "
+            median = statistics.median(r["bytewax"]["seconds"] / r[run.name]["seconds"]
+                                       for r in rounds)
+        median_text = f"  {median:>15.2f}x" if median is not None else ""
+        print(f"{run.label:<{width}}  {rate:>11,.0f}  {ratio:>10}{median_text}  "
               f"{result['seconds']:>7.2f}  {result['cpu_seconds']:>6.2f}")
+        recorder.record(record_measure(run, args.sentences), rate, unit="words/s",
+                        detail=record_detail(run, baseline, result, median, args.repeat,
+                                              total))
     if baseline:
         print(f"Bytewax {baseline['version']} on python {baseline['python']} "
               f"({args.bytewax_python}), one worker (run_main)")

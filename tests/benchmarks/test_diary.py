@@ -4,6 +4,7 @@ is in sync with the committed records."""
 
 import ast
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,43 @@ def test_a_record_carries_its_context(figures, tmp_path, monkeypatch):
     assert record["date"][:2] == "20" and record["python"].count(".") == 2
 
 
+def test_the_commit_is_the_imported_code_s_and_says_when_it_was_edited(figures, tmp_path,
+                                                                       tmp_path_factory):
+    """The commit named is that of the work tree stormlet was imported from (an editable
+    install may point at another than the benchmark's), "+" while its files differ from it."""
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    package = tmp_path / "stormlet"
+    package.mkdir()
+    (package / "code.py").write_text("A = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "code")
+    head = subprocess.run(["git", "-C", str(tmp_path), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert figures.code_commit(package) == head
+    (tmp_path / "elsewhere.txt").write_text("not the package's\n")
+    assert figures.code_commit(package) == head
+    (package / "code.py").write_text("A = 2\n")
+    assert figures.code_commit(package) == head + "+"
+    assert figures.code_commit(tmp_path_factory.mktemp("installed")) is None
+
+
+def test_each_record_carries_the_load_as_it_is_recorded(figures, tmp_path, monkeypatch):
+    """A run's figures are measured minutes apart, the machine's load changing meanwhile: each
+    keeps its own, where the run's date and commit are shared."""
+    loads = iter([(0.4, 0.3, 0.2), (6.0, 2.0, 1.0)])
+    monkeypatch.setattr(figures.os, "getloadavg", lambda: next(loads))
+    recorder = figures.Recorder("bench", enabled=True, results=tmp_path)
+    recorder.record("first", 1)
+    recorder.record("later", 2)
+    first, later = (json.loads(line) for line in
+                    (tmp_path / "bench.jsonl").read_text().splitlines())
+    assert first["load"] == [0.4, 0.3, 0.2] and later["load"] == [6.0, 2.0, 1.0]
+    assert first["date"] == later["date"] and first["commit"] == later["commit"]
+
+
 def test_the_table_shows_the_latest_record_of_each_measure(figures, diary, tmp_path,
                                                            monkeypatch):
     results, page = tmp_path / "results", tmp_path / "LATEST.md"
@@ -73,7 +111,7 @@ def test_the_table_shows_the_latest_record_of_each_measure(figures, diary, tmp_p
         recorder = figures.Recorder(bench, enabled=True, results=results,
                                     command=f"python benchmarks/{bench}.py")
         recorder._context = {"date": date, "build": "interpreted" if bench == "zz_new" else
-                             "compiled"}
+                             "compiled", "load": [1.234, 0.5, 0.5] if measure == "a" else None}
         recorder.record(measure, value, unit="u" if bench != "zz_new" else "")
     assert diary.main(["--check", "--latest", str(page), "--results", str(results)]) == 1
     assert page.read_text() == PAGE    # --check changes nothing
@@ -83,7 +121,8 @@ def test_the_table_shows_the_latest_record_of_each_measure(figures, diary, tmp_p
     assert "stale" not in text
     table = text.split(diary.BEGIN + "\n")[1].split(diary.END)[0].splitlines()
     assert table[2:] == [
-        "| a | 1,234,567 u | 2026-02-01 | `python benchmarks/wordcount.py` |",  # its place kept
+        # its place kept; the load average of the minute before it beside its day
+        "| a | 1,234,567 u | 2026-02-01, load 1.2 | `python benchmarks/wordcount.py` |",
         "| b | 0.223 u | 2026-01-01 | the same |",
         "| x | 1.5 / 0.9 u | 2026-01-05 | `python benchmarks/cluster_wordcount.py` |",
         # a benchmark the table's order does not name comes last
