@@ -383,6 +383,11 @@ def run(cluster, tmp_path: Path, source: str, seed: int, faults: tuple[str, ...]
                                 f"its inputs (checkpoint progress {progress}: epoch above 1 "
                                 f"means a checkpoint was recovered, whose aborted records the "
                                 f"mock broker shows)")
+        # Aborted or published twice, every record is one a failure-free run writes: its key
+        # a record's word, its total one that word reaches (a count too high shows here).
+        assert {name for name, _ in sinks.records} == records[0]
+        assert {(name.rsplit(":", 1)[1], total) for name, total in sinks.records} == set(
+            records[1]), "the Kafka topic holds a total no failure-free run writes"
         kafka_note = f"; Kafka topic: {len(sinks.records)} records, {extra} beyond the table"
     print(f"{source} {seed}: {'; '.join(done) or 'no fault'}; exact again "
           f"{recovered_secs:.1f} s after the last fault, the sinks {sinks_secs:.1f} s later; "
