@@ -389,6 +389,7 @@ def run(cluster, tmp_path: Path, source: str, seed: int, faults: tuple[str, ...]
         assert {(name.rsplit(":", 1)[1], total) for name, total in sinks.records} == set(
             records[1]), "the Kafka topic holds a total no failure-free run writes"
         kafka_note = f"; Kafka topic: {len(sinks.records)} records, {extra} beyond the table"
-    print(f"{source} {seed}: {'; '.join(done) or 'no fault'}; exact again "
-          f"{recovered_secs:.1f} s after the last fault, the sinks {sinks_secs:.1f} s later; "
-          f"checkpoint progress {progress}{kafka_note}")
+    since = "the last fault" if faults else "the feed started"
+    print(f"{source} {seed}: {'; '.join(done) or 'no fault'}; exact {recovered_secs:.1f} s "
+          f"after {since}, the sinks {sinks_secs:.1f} s later; checkpoint progress "
+          f"{progress}{kafka_note}")
