@@ -35,7 +35,9 @@ queues (a worker that was cut off, a sibling of a failed tuple): an ``EpochGate`
 checkpoint-carrying bolt drops data from a sender until that sender's marker of the bolt's
 epoch arrives; the first marker of a new epoch rolls the bolt's state back to its committed
 checkpoint (dropping what stale tuples applied) and is passed on, ahead of the bolt's fresh
-output, so the same cut travels down every path. A bolt refuses ``PREPARE`` (failing it, hence
+output, so the same cut travels down every path. A restarted task before its INITSTATE has
+applied nothing and rolls nothing back: a checkpoint its predecessor prepared may be decided,
+and is the recovery's to commit or roll back. A bolt refuses ``PREPARE`` (failing it, hence
 a new recovery) while it is not at the checkpoint's epoch with every sender, or, restarted,
 before its INITSTATE: a checkpoint can only complete over a pipeline that is whole.
 

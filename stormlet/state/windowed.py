@@ -446,7 +446,8 @@ class StatefulWindowedBoltRunner(StatefulBoltRunner):
 
     def new_epoch(self, epoch: int) -> None:
         super().new_epoch(epoch)
-        self._roll_back_window()
+        if self.initialized:   # restarted, it leaves its predecessor's prepared window alone
+            self._roll_back_window()
 
     def cleanup(self) -> None:
         try:

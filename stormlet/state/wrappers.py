@@ -293,6 +293,11 @@ class StatefulBoltRunner(_CheckpointingBolt):
         stale, self.waiting = self.waiting, []
         for tup in stale:   # they came before their senders' markers
             self.collector.ack(tup)
+        if not self.initialized:
+            # Restarted, it has applied nothing; a checkpoint its predecessor prepared is the
+            # recovery's to commit or roll back (it may be decided): rolling it back here, on
+            # the restarted spouts' marker, would make the recovery's COMMIT commit nothing.
+            return
         self.inner.pre_rollback()
         self.state.rollback()
 

@@ -5,10 +5,20 @@ workers and started again, nimbus SIGKILLed and started again, ZooKeeper SIGKILL
 again. The committed state must then equal a failure-free run's exactly: every word's total the
 true count, every (partition, offset, word) counted once.
 
+The count's output goes through the sinks of effectively-once too (the topology's
+``add_sinks``): the embedded upsert table (one SQLite file the two workers share), the Redis
+upsert hash and, over Kafka, the transactional Kafka sink; each sink's committed records must
+equal a failure-free run's (``expected_records``): every (partition, offset, word) written
+once, a word's totals 1..n. librdkafka's mock broker keeps no transaction semantics (a
+read_committed reader sees aborted transactions' records, and the sink's mark, an offset sent
+to the transaction, is never committed, so a restarted task publishes its staged checkpoint
+again): after a fault the Kafka topic is checked as the table it stands for (the last record of
+each key), and a failure-free run's (``"none"``, in the full form) record for record.
+
 Quick form (CI): two runs, the log with a worker killed and Kafka with the supervisor killed,
 on the embedded store. Full form: ``STORMLET_EXACTLY_SEEDS=N`` runs N seeds of each source on
 each store (embedded, and Redis when installed), each seed choosing one or two faults from
-``FAULTS`` and when they strike."""
+``FAULTS`` and when they strike, and one failure-free run of each source and store."""
 
 from __future__ import annotations
 
@@ -24,11 +34,13 @@ from pathlib import Path
 
 import pytest
 from cluster_support import after_test, serve_cluster, wait_until
+from cluster_topologies.exactly_word_count import SINK_TABLE
 from kazoo.exceptions import NoNodeError
-from redis_server import RedisServer, redis_available
+from redis_server import SKIP_REASON, RedisServer, redis_available
 from zookeeper_server import zookeeper_available
 
 from stormlet.cluster.zk_state import connect, offsets_path
+from stormlet.sinks.upsert import read_table
 from stormlet.sources.partitioned_log import PartitionedLog
 from stormlet.state.checkpoint import CHECKPOINT_COMPONENT
 from stormlet.state.exactly import PROGRESS_KEY
@@ -36,8 +48,11 @@ from stormlet.state.providers import namespace
 from stormlet.state.redis_store import KEY_PREFIX
 from stormlet.state.store import decode_key, decode_value, encode_key
 
-pytestmark = pytest.mark.skipif(
-    not zookeeper_available(), reason="ZooKeeper is not installed: run deploy/zookeeper.sh install")
+pytestmark = [
+    pytest.mark.skipif(not zookeeper_available(),
+                       reason="ZooKeeper is not installed: run deploy/zookeeper.sh install"),
+    pytest.mark.skipif(not redis_available(), reason=SKIP_REASON),   # the Redis sink's
+]
 
 TOPOLOGIES = Path(__file__).resolve().parents[1] / "cluster_topologies"
 TOPOLOGY = {"log": TOPOLOGIES / "exactly_word_count.py",
@@ -64,6 +79,8 @@ def cases() -> list:
                 faults = tuple(rng.sample(FAULTS, rng.choice((1, 2))))
                 found.append(pytest.param(source, store, seed, faults, marks=MARKS[source],
                                           id=f"{source}-{store}-{seed}-{'+'.join(faults)}"))
+            found.append(pytest.param(source, store, SEEDS, (), marks=MARKS[source],
+                                      id=f"{source}-{store}-none"))
     return found
 
 
@@ -136,6 +153,68 @@ def committed(db_path: Path, name: str) -> tuple[dict, dict, tuple]:
     return split_state(state, decode_value(progress[0]) if progress else (0, "", 0))
 
 
+def expected_records(seen: dict) -> tuple[set[str], collections.Counter]:
+    """What a failure-free run's sinks hold, in the form ``output`` gives: the name
+    ``<partition>:<offset>:<word>`` of every word of every record (from the committed state's
+    seen-counts, which the test has checked are each record's words once), and each word's
+    totals 1..n (which record got which total depends on the order the records came in)."""
+    names = {f"{partition}:{offset}:{word}" for _, partition, offset, word in seen}
+    return names, collections.Counter((word, i) for word, n in failure_free_totals().items()
+                                      for i in range(1, n + 1))
+
+
+def output(rows: dict[str, int]) -> tuple[set[str], collections.Counter]:
+    """A sink's committed rows (record name -> total) as the record names and the (word, total)
+    pairs."""
+    return set(rows), collections.Counter((name.rsplit(":", 1)[1], total)
+                                          for name, total in rows.items())
+
+
+def differences(got: tuple[set, collections.Counter], expected: tuple[set, collections.Counter]
+                ) -> str:
+    names, totals = got
+    missing, extra = expected[0] - names, names - expected[0]
+    wrong = sorted((totals - expected[1]) + (expected[1] - totals))[:10]
+    return (f"{len(missing)} record(s) missing (e.g. {sorted(missing)[:3]}), {len(extra)} "
+            f"extra (e.g. {sorted(extra)[:3]}); (word, total) pairs off: {wrong}")
+
+
+class SinkOutput:
+    """Reads what each sink of the topology committed: the embedded upsert table, the Redis
+    upsert hash and, over Kafka, the transactional sink's topic (read_committed, from the
+    start; ``records`` keeps every record read, in order)."""
+
+    def __init__(self, db_path: Path, redis: RedisServer, kafka=None, topic: str | None = None):
+        self.db_path, self.redis, self.topic = db_path, redis, topic
+        self.records: list[tuple[str, int]] = []
+        self.consumer = None
+        if topic is not None:
+            from confluent_kafka import Consumer, TopicPartition
+
+            self.consumer = Consumer({
+                "bootstrap.servers": kafka.bootstrap_servers, "group.id": f"read-{topic}",
+                "isolation.level": "read_committed", "enable.auto.commit": False})
+            self.consumer.assign([TopicPartition(topic, 0, 0)])
+
+    def tables(self) -> dict[str, dict[str, int]]:
+        """Each sink's committed rows: record name -> total (the Kafka topic read as the table
+        it stands for: the last record of each key)."""
+        found = {"embedded": (read_table(self.db_path, SINK_TABLE)
+                              if self.db_path.exists() else {}),
+                 "redis": {k.decode(): int(v)
+                           for k, v in self.redis.client().hgetall(SINK_TABLE).items()}}
+        if self.consumer is not None:
+            while (message := self.consumer.poll(0.05)) is not None:
+                assert message.error() is None, message.error()
+                self.records.append((message.key().decode(), int(message.value())))
+            found["kafka"] = dict(self.records)
+        return found
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+
+
 class Feed:
     """Appends the sentences to the log, or produces them to the Kafka topic, at ``RATE``."""
 
@@ -167,11 +246,9 @@ class Feed:
 def test_faults_leave_the_committed_word_count_exact(request, cluster, tmp_path, source, store,
                                                      seed, faults):
     kafka = request.getfixturevalue("mock_kafka") if source == "kafka" else None
-    if store == "redis":
-        with RedisServer(tmp_path / "redis") as redis:
-            run(cluster, tmp_path, source, seed, faults, redis, kafka)
-    else:
-        run(cluster, tmp_path, source, seed, faults, None, kafka)
+    with RedisServer(tmp_path / "redis") as redis:   # the Redis sink's, and the store's
+        run(cluster, tmp_path, source, seed, faults, redis if store == "redis" else None, redis,
+            kafka)
 
 
 def forget_commits(cluster) -> None:
@@ -225,7 +302,7 @@ def inject(cluster, name: str, fault: str, rng: random.Random) -> tuple[str, set
 
 
 def run(cluster, tmp_path: Path, source: str, seed: int, faults: tuple[str, ...],
-        redis: RedisServer | None, kafka) -> None:
+        redis: RedisServer | None, sink_redis: RedisServer, kafka) -> None:
     rng = random.Random(seed)
     name = f"exactly{source[0]}{seed}{'r' if redis else ''}"
     forget_commits(cluster)
@@ -237,7 +314,15 @@ def run(cluster, tmp_path: Path, source: str, seed: int, faults: tuple[str, ...]
         target = f"words-{name}"
         kafka.create_topic(target, 2)
         where = [f"words.kafka={kafka.bootstrap_servers}", f"words.topic={target}"]
-    committed_now = Committed(cluster.base / "s1" / "state" / f"{name}.sqlite3", name, redis)
+    state_file = cluster.base / "s1" / "state" / f"{name}.sqlite3"
+    committed_now = Committed(state_file, name, redis)
+    where.append(f"words.redis={json.dumps(sink_redis.provider_config)}")
+    sink_topic = None
+    if source == "kafka":
+        sink_topic = f"counts-{name}"
+        kafka.create_topic(sink_topic, 1)
+        where.append(f"words.sink.topic={sink_topic}")
+    sinks = SinkOutput(state_file, sink_redis, kafka, sink_topic)
     state = ["topology.state.provider=embedded"]
     if redis is not None:
         state = ["topology.state.provider=redis",
@@ -270,14 +355,41 @@ def run(cluster, tmp_path: Path, source: str, seed: int, faults: tuple[str, ...]
                                  f"counted twice: {twice}; progress {progress}") from None
         recovered_secs = time.monotonic() - struck_at
         totals, seen, progress = committed_now()
+        assert totals == expected
+        assert len(seen) == 2 * SENTENCES
+        assert {n for n in seen.values()} == {1}, "a word of a record was counted twice"
+        records = expected_records(seen)
+        try:
+            wait_until(lambda: all(output(rows) == records for rows in sinks.tables().values()),
+                       60, "each sink's committed records to equal a failure-free run's")
+        except AssertionError:
+            off = {sink: differences(output(rows), records)
+                   for sink, rows in sinks.tables().items() if output(rows) != records}
+            raise AssertionError(f"after {done}: the sinks' committed records differ from a "
+                                 f"failure-free run's: {off}") from None
+        sinks_secs = time.monotonic() - struck_at - recovered_secs
     finally:
         feed.stop.set()
         feed.thread.join()
         cluster.kill_and_wait(name)
-    assert totals == expected
-    assert len(seen) == 2 * SENTENCES
-    assert {n for n in seen.values()} == {1}, "a word of a record was counted twice"
+        sinks.close()
     if set(faults) & {"worker", "supervisor"}:
         assert progress[2] >= 2, f"no recovery happened ({progress}): the kill tested nothing"
-    print(f"{source} {seed}: {'; '.join(done)}; exact again {recovered_secs:.1f} s after the "
-          f"last fault; checkpoint progress {progress}")
+    kafka_note = ""
+    if sink_topic is not None:
+        extra = len(sinks.records) - len(records[0])
+        if not faults:   # record for record: nothing aborted, nothing published twice
+            assert extra == 0, (f"a failure-free run wrote {extra} Kafka record(s) more than "
+                                f"its inputs (checkpoint progress {progress}: epoch above 1 "
+                                f"means a checkpoint was recovered, whose aborted records the "
+                                f"mock broker shows)")
+        # Aborted or published twice, every record is one a failure-free run writes: its key
+        # a record's word, its total one that word reaches (a count too high shows here).
+        assert {name for name, _ in sinks.records} == records[0]
+        assert {(name.rsplit(":", 1)[1], total) for name, total in sinks.records} == set(
+            records[1]), "the Kafka topic holds a total no failure-free run writes"
+        kafka_note = f"; Kafka topic: {len(sinks.records)} records, {extra} beyond the table"
+    since = "the last fault" if faults else "the feed started"
+    print(f"{source} {seed}: {'; '.join(done) or 'no fault'}; exact {recovered_secs:.1f} s "
+          f"after {since}, the sinks {sinks_secs:.1f} s later; checkpoint progress "
+          f"{progress}{kafka_note}")

@@ -21,6 +21,7 @@ from stormlet.state import StatefulBolt
 from stormlet.state.embedded import state_file
 from stormlet.state.exactly import FAILED, EpochGate, PositionsReport
 from stormlet.state.store import decode_key, decode_value, encode_value
+from stormlet.state.windowed import StatefulWindowedBolt
 from stormlet.windowing import Count, WindowedBolt
 
 SENTENCES = [f"w{i % 7} w{i % 3} common" for i in range(300)]
@@ -239,3 +240,80 @@ def test_a_restarted_spout_task_never_replaces_its_first_instances_report_of_an_
     follower.epoch = 3                         # a new attempt at txid 5, after a rollback
     follower._report(5, FAILED)
     assert follower.own.get(positions_key(5)) == (3, FAILED)
+
+
+# ----- a task restarted while its checkpoint was decided but not committed
+
+
+class Keeper(StatefulBolt):
+    outputs = None
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, tup):
+        self.state.put(tup["word"], tup["n"])
+        self.collector.ack(tup)
+
+
+class WindowKeeper(StatefulWindowedBolt):
+    outputs = None
+
+    def init_state(self, state):
+        self.state = state
+
+    def execute(self, window):
+        for tup in window.get_iter():
+            self.state.put(tup["word"], tup["n"])
+
+
+def keeper_task(tmp_path, windowed):
+    from stormlet.state.checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM
+    from stormlet.state.windowed import StatefulWindowedBoltRunner
+    from stormlet.state.wrappers import StatefulBoltRunner
+    from stormlet.testing import BoltHarness, make_tuple
+
+    runner = (StatefulWindowedBoltRunner(WindowKeeper().with_tumbling_window(Count(1))
+                                         .with_persistence()) if windowed
+              else StatefulBoltRunner(Keeper()))
+    runner.checkpoint_sources = runner.epoch_sources = ("up",)
+    harness = BoltHarness(runner, {cfg.TOPOLOGY_GUARANTEE: cfg.EFFECTIVELY_ONCE,
+                                   cfg.TOPOLOGY_STATE_PROVIDER: "embedded",
+                                   cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path)}},
+                          sources={"up": ["word", "n"]})
+    up = harness.context.get_component_tasks("up")[0]
+
+    def action(txid, what, epoch=1):
+        harness.execute(make_tuple([txid, what, epoch], list(CHECKPOINT_FIELDS), "up",
+                                   CHECKPOINT_STREAM, up))
+
+    def data(word, n):
+        harness.execute(make_tuple([word, n], ["word", "n"], "up", task=up))
+    return runner, action, data
+
+
+@pytest.mark.parametrize("windowed", [False, True], ids=["stateful", "stateful-windowed"])
+def test_a_restarted_task_keeps_the_decided_checkpoint_its_predecessor_prepared(tmp_path,
+                                                                                windowed):
+    """A task killed after PREPARE 4 and before COMMIT 4, with 4 decided (COMMITTING): the
+    restarted spouts send their marker of the current epoch, which reaches the restarted task
+    (its gate at 0) before the recovery's COMMIT 4. The marker must not roll back checkpoint 4
+    prepared in the store, or COMMIT 4 commits nothing and its effects are lost (seen on the
+    cluster: an upsert sink's checkpoint never published, tests/state/test_cluster_exactly.py)."""
+    from stormlet.state.checkpoint import COMMIT, INITSTATE, PREPARE
+    from stormlet.state.exactly import EPOCH
+
+    runner, action, data = keeper_task(tmp_path, windowed)
+    action(0, EPOCH)
+    action(0, INITSTATE)
+    data("w", 7)
+    action(4, PREPARE)
+    runner.state.close()   # killed: checkpoint 4 stays prepared in the store
+
+    runner, action, data = keeper_task(tmp_path, windowed)
+    action(0, EPOCH)       # the restarted spouts' marker, within epoch 1
+    action(4, COMMIT)      # the recovery finishes the decided checkpoint
+    action(4, INITSTATE)
+    assert runner.inner.state.get("w") == 7
+    if windowed:   # and the window's own checkpoint (its bookkeeping), kept apart
+        assert runner.window_state.get("system") is not None
