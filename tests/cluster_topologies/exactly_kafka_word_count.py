@@ -11,6 +11,7 @@ from stormlet import TopologyBuilder
 from stormlet.sinks.kafka import TransactionalKafkaBolt
 from stormlet.sources import KafkaSpout
 
+
 class RecordMapper:
     """A record's key is the input's record name, its value its total (as text)."""
 
