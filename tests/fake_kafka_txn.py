@@ -10,6 +10,12 @@ what an earlier producer of it left open and fences that producer (its later cal
 PRODUCER_FENCED). ``open`` holds the transactional.ids with a transaction open: a
 ``read_committed`` reader of their partitions waits at the first one's records.
 
+Delivery reports come, as the real client's, from ``poll``, ``flush`` and
+``abort_transaction``: an abort purges the records not yet reported, whose reports carry
+``_PURGE_QUEUE`` and are served by the abort itself (librdkafka's abort flushes; seen with
+confluent-kafka 2.16), or, with ``purge_reports_late``, by the next ``poll`` or ``flush`` (as
+when the abort's flush runs out of time).
+
     broker = FakeKafka()
     sink = fake_sink(broker, bolt)   # the bolt's clients become the fake's
     broker.committed                 # [(topic, key, value)], in commit order
@@ -38,6 +44,7 @@ class FakeKafka:
         # Fault injection: the next commit is applied but its answer lost (raises), or fails.
         self.lose_next_commit_answer = False
         self.fail_next_commit = False
+        self.purge_reports_late = False
 
 
 class FakeProducer:
@@ -47,7 +54,7 @@ class FakeProducer:
         self.epoch = -1
         self.records: list[tuple[str, Any, Any]] = []
         self.offsets: list[tuple[str, str, int, int]] = []
-        self.callbacks: list[Any] = []
+        self.reports: list[tuple[Any, KafkaError | None]] = []   # (on_delivery, error)
         self.open = False
 
     def _check(self) -> None:
@@ -72,16 +79,16 @@ class FakeProducer:
     def produce(self, topic: str, value: Any, key: Any = None, on_delivery: Any = None) -> None:
         assert self.open, "produce outside a transaction"
         self.records.append((topic, key, value))
-        self.callbacks.append(on_delivery)
+        self.reports.append((on_delivery, None))
 
     def poll(self, timeout: float = 0) -> int:
         return self.flush()
 
     def flush(self, timeout: float | None = None) -> int:
-        callbacks, self.callbacks = self.callbacks, []
-        for callback in callbacks:
+        reports, self.reports = self.reports, []
+        for callback, error in reports:
             if callback is not None:
-                callback(None, None)
+                callback(error, None)
         return 0
 
     def send_offsets_to_transaction(self, offsets: list[TopicPartition], group: str,
@@ -111,6 +118,10 @@ class FakeProducer:
             self.broker.aborts += 1
             self.broker.open.discard(self.tid)
         self.records, self.offsets, self.open = [], [], False
+        purged = KafkaError(KafkaError._PURGE_QUEUE, "Local: Purged in queue")
+        self.reports = [(callback, purged) for callback, _ in self.reports]
+        if not self.broker.purge_reports_late:
+            self.flush()
 
 
 class FakeConsumer:

@@ -35,7 +35,8 @@ Kafka transaction, the two-phase commit of Flink's ``KafkaSink`` (EXACTLY_ONCE) 
 checkpoint actions: records are produced into the open transaction as their inputs come;
 ``PREPARE t`` flushes them (every record is with the broker, or the PREPARE fails and the
 checkpoint rolls back) and stages them in the task's checkpointed state; ``COMMIT t`` commits
-the transaction; ``ROLLBACK`` (and a new epoch) aborts it. Readers with
+the transaction; ``ROLLBACK`` (and a new epoch) aborts it (the abort purges its records, whose
+delivery reports, ``_PURGE_QUEUE``, count against no later transaction). Readers with
 ``isolation.level=read_committed`` see each checkpoint's records once, whole, in order.
 
 - The transactional.id is stable per task, ``<prefix>.<topology>.<component>.<task>``: a
@@ -429,7 +430,11 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         self.producer: Any = None
         self.consumer: Any = None
         self.open = False             # a transaction is open on the producer
+        # The open transaction's first delivery error, and its number: a report carries the
+        # number of the transaction its record was produced in (see _delivery_of).
         self.undelivered: str | None = None
+        self.generation = 0
+        self._delivered = self._delivery_of(self.generation)
 
     def started(self) -> None:
         self.consumer = self.make_consumer({
@@ -498,11 +503,20 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         if not self.open:
             self.producer.begin_transaction()
             self.open = True
+            self.generation += 1
+            self.undelivered = None
+            self._delivered = self._delivery_of(self.generation)
         _produce(self.producer, write, self._delivered, 0.1)
 
-    def _delivered(self, err: Any, _msg: Any) -> None:
-        if err is not None and self.undelivered is None:
-            self.undelivered = _reason(err)
+    def _delivery_of(self, generation: int) -> Any:
+        """The delivery callback of the records of transaction ``generation``."""
+        def delivered(err: Any, _msg: Any) -> None:
+            # An aborted transaction's records are purged, and their reports (_PURGE_QUEUE)
+            # come during the abort or at a later poll, when another transaction may be open:
+            # they say nothing about that one's records.
+            if err is not None and generation == self.generation and self.undelivered is None:
+                self.undelivered = _reason(err)
+        return delivered
 
     def sealed(self, txid: int) -> None:
         # Flink's pre-commit: every record of the checkpoint is with the broker (in the open
@@ -562,7 +576,6 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         return offset if offset >= 0 else -1
 
     def discard(self) -> None:
-        self.undelivered = None
         if not self.open or self.producer is None:
             self.open = False
             return

@@ -246,6 +246,25 @@ def test_a_restarted_kafka_sink_publishes_the_decided_checkpoint_once_and_fences
     assert broker.commits == 1
 
 
+@pytest.mark.parametrize("late", [False, True], ids=["reported-in-abort", "reported-later"])
+def test_an_aborted_transactions_purged_records_do_not_fail_the_next_prepare(late):
+    """The abort purges the rolled-back checkpoint's records, whose delivery reports say
+    _PURGE_QUEUE (from the abort itself, or a later poll): none counts against the next one."""
+    name = f"purge-{late}"
+    BROKERS.pop(name, None)
+    BROKERS[name] = FakeKafka()
+    broker = BROKERS[name]
+    broker.purge_reports_late = late
+    harness, sink = kafka_harness(name, KeyValueState(MemoryStore()))
+    harness.execute(make_tuple(["a", "1"], fields=["word", "n"]))
+    sink.pre_rollback()                       # checkpoint 1 rolled back: its record purged
+    assert broker.aborts == 1
+    harness.execute(make_tuple(["a", "1"], fields=["word", "n"]))   # replayed
+    sink.pre_prepare(1)                       # raised "_PURGE_QUEUE" before
+    sink.pre_commit(1)
+    assert broker.committed == [("counts", "a", "1")]
+
+
 def test_a_restarted_upsert_sink_publishes_again_only_what_is_not_out(tmp_path):
     path = tmp_path / "t.sqlite3"
     state = KeyValueState(MemoryStore())
