@@ -16,15 +16,8 @@ import cython
 
 from ..tuples import StreamInfo
 
-# The full check and its error are the API's (values.py); imported from here too, as they were.
-from ..values import (  # noqa: F401
-    INT_MAX,
-    INT_MIN,
-    PLAIN_TYPES,
-    SerializationError,
-    check_values,
-    plainly_encodable,
-)
+# The full check is the API's (values.py), with the bounds of a plain scalar.
+from ..values import INT_MAX, INT_MIN, PLAIN_TYPES, check_values
 
 
 def is_ascii(text: str) -> bool:
