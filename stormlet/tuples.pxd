@@ -7,7 +7,7 @@ cdef extern from *:
     """
     #include <structmember.h>
 
-    /* A Tuple's ``values`` as a read-only slot (see stormlet/tuples.py). */
+    /* A Tuple's ``values`` as a read-only slot (see stormlet/tuples.py's values_read_only). */
     static CYTHON_UNUSED PyMemberDef stormlet_values_member = {"values", T_OBJECT_EX, 0, READONLY,
         "The tuple's values, one per field (read-only, as in Storm)."};
 
@@ -57,6 +57,7 @@ cdef class Tuple:
     cdef public object many
     cdef public unsigned long long ack_val
 
+cdef inline void _set_values(Tuple tup, object values)
 @cython.locals(tup=Tuple)
 cpdef Tuple tracked(object values, StreamInfo info, object source_task, unsigned long long root,
                     unsigned long long edge)
