@@ -55,6 +55,7 @@ class Tuple:
     """
 
     __slots__ = ("values", "info", "source_task", "root", "edge", "many", "ack_val")
+    values: list[Any]   # for type checkers (written by _set_values alone; no code compiled)
 
     def __init__(
         self,
