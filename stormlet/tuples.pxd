@@ -57,7 +57,6 @@ cdef class Tuple:
     cdef public object many
     cdef public unsigned long long ack_val
 
-cdef inline void _set_values(Tuple tup, object values) noexcept
 @cython.locals(tup=Tuple)
 cpdef Tuple tracked(object values, StreamInfo info, object source_task, unsigned long long root,
                     unsigned long long edge)

@@ -55,7 +55,7 @@ class Tuple:
     """
 
     __slots__ = ("values", "info", "source_task", "root", "edge", "many", "ack_val")
-    values: list[Any]   # for type checkers (written by _set_values alone; no code compiled)
+    values: list[Any]   # for type checkers (no code compiled)
 
     def __init__(
         self,
@@ -64,7 +64,10 @@ class Tuple:
         source_task: int,
         roots: Sequence[int] | None = None,
     ):
-        _set_values(self, values)
+        if cython.compiled:   # the C field; interpreted, the slot under its writable name
+            self.values = values
+        else:
+            self._values_slot = values  # type: ignore[misc]  # set on the class below
         self.info = info
         self.source_task = source_task
         self.ack_val = 0
@@ -144,7 +147,10 @@ def tracked(values: list[Any], info: StreamInfo, source_task: int, root: int, ed
     """A tuple of one spout tuple's tree: the emit path's constructor (compiled, a C call that
     fills the slots of a tuple from the free list)."""
     tup = Tuple.__new__(Tuple)
-    _set_values(tup, values)
+    if cython.compiled:   # the C field; interpreted, the slot under its writable name
+        tup.values = values
+    else:
+        tup._values_slot = values  # type: ignore[misc]  # set on the class below
     tup.info = info
     tup.source_task = source_task
     tup.root = root
@@ -157,16 +163,6 @@ def tracked(values: list[Any], info: StreamInfo, source_task: int, root: int, ed
 def untracked(values: list[Any], info: StreamInfo, source_task: int) -> Tuple:
     """A tuple of no tree (acking off, or an untracked parent)."""
     return tracked(values, info, source_task, 0, 0)
-
-
-def _set_values(tup: Tuple, values: Any) -> None:
-    """Give a new tuple its ``values``: the one writer of the read-only slot. Compiled, the C
-    field; interpreted, through the slot's own descriptor (``Tuple.values`` is a read-only copy
-    of it: ``values_read_only``). The same store either way."""
-    if cython.compiled:
-        tup.values = values
-    else:
-        _WRITABLE_VALUES.__set__(tup, values)
 
 
 def _unpickled(values: Any, info: StreamInfo, source_task: Any, root: int, edge: int,
@@ -187,9 +183,8 @@ class _PyMemberDef(ctypes.Structure):
 
 
 _T_OBJECT_EX, _READONLY = 16, 1   # structmember.h
-# Interpreted: the slot's writable descriptor (``_set_values``; compiled, unused), and the
-# definition of its read-only copy, which must live as long as the copy does.
-_WRITABLE_VALUES: Any = Tuple.__dict__["values"]
+# The definition of the interpreted build's read-only ``values``, which must live as long as the
+# descriptor made from it does.
 _READ_ONLY_VALUES = _PyMemberDef(b"values", _T_OBJECT_EX, 0, _READONLY,
                                  b"The tuple's values, one per field (read-only, as in Storm).")
 
@@ -203,16 +198,18 @@ def values_read_only() -> bool:
     object (``LOAD_ATTR_SLOT``) in ~12, whether the slot may be written or not. So, compiled,
     the property is replaced by a read-only member descriptor over the C field (tuples.pxd's
     C helper); interpreted, ``__slots__``'s writable descriptor by a read-only one at the same
-    offset (made through ctypes, as the C helper makes it), the writable one kept for
-    ``_set_values``. Either way assigning or deleting ``values`` raises ``AttributeError``
-    ("readonly attribute"), and reads cost what a slot's do.
+    offset (made through ctypes, as the C helper makes it), the writable one kept as
+    ``Tuple._values_slot``, which ``__init__`` and ``tracked`` write (as fast as the plain slot:
+    the interpreter specializes the store to ``STORE_ATTR_SLOT`` whatever its name). Either
+    way assigning or deleting ``values`` raises ``AttributeError`` ("readonly attribute"), and
+    reads cost what a slot's do.
     """
     values: list = []
     probe = untracked(values, StreamInfo("", "", []), 0)
     if cython.compiled:
         return stormlet_values_as_slot(  # type: ignore[name-defined]  # noqa: F821
             Tuple, probe, values) == 1
-    if Tuple.__dict__["values"] is not _WRITABLE_VALUES:
+    if Tuple.__dict__["values"] is not Tuple.__dict__["_values_slot"]:
         return True   # made read-only already
     # The slot's offset: the word of the probe that holds ``values`` (CPython lays slots out
     # after the object's header, in an order of its own).
@@ -230,4 +227,6 @@ def values_read_only() -> bool:
     return True
 
 
+if not cython.compiled:
+    type.__setattr__(Tuple, "_values_slot", Tuple.__dict__["values"])
 VALUES_READ_ONLY = values_read_only()
