@@ -16,6 +16,7 @@ from .serializers import Serializer, register_serialization
 from .topology import Topology, TopologyBuilder, TopologyError
 from .tuples import Tuple
 from .values import SerializationError
+from .version import __version__ as __version__
 
 # The features built on the runtime, plugged in here: the runtime never imports them.
 extensions.plug_dead_letters(DeadLetterBox)
@@ -26,4 +27,3 @@ __all__ = [
     "Spout", "SpoutOutputCollector", "Topology", "TopologyBuilder", "TopologyContext",
     "TopologyError", "Tuple", "register_serialization",
 ]
-__version__ = "0.1.0"

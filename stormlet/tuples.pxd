@@ -7,7 +7,7 @@ cdef extern from *:
     """
     #include <structmember.h>
 
-    /* A Tuple's ``values`` as a read-only slot (see stormlet/tuples.py). */
+    /* A Tuple's ``values`` as a read-only slot (see stormlet/tuples.py's values_read_only). */
     static CYTHON_UNUSED PyMemberDef stormlet_values_member = {"values", T_OBJECT_EX, 0, READONLY,
         "The tuple's values, one per field (read-only, as in Storm)."};
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -41,8 +42,9 @@ class StreamInfo:
 @cython.final
 @cython.cclass
 class Tuple:
-    """An immutable list of values with named fields (compiled, assigning ``values`` raises
-    ``AttributeError``; interpreted, it must not be assigned either).
+    """An immutable list of values with named fields: assigning or deleting ``values`` raises
+    ``AttributeError``, compiled or interpreted (``values_read_only``), as a Storm tuple is
+    immutable to the bolt that receives it.
 
     Its place in the tuple trees belongs to the runtime. A tuple that descends from one spout
     tuple (by far the common case) holds that ``root`` and its ``edge``, the XOR of its edge ids
@@ -53,6 +55,7 @@ class Tuple:
     """
 
     __slots__ = ("values", "info", "source_task", "root", "edge", "many", "ack_val")
+    values: list[Any]   # for type checkers (no code compiled)
 
     def __init__(
         self,
@@ -61,7 +64,10 @@ class Tuple:
         source_task: int,
         roots: Sequence[int] | None = None,
     ):
-        self.values = values
+        if cython.compiled:   # the C field; interpreted, the slot under its writable name
+            self.values = values
+        else:
+            self._values_slot = values  # type: ignore[misc]  # set on the class below
         self.info = info
         self.source_task = source_task
         self.ack_val = 0
@@ -130,12 +136,21 @@ class Tuple:
             f"source={self.info.component!r}:{self.source_task})"
         )
 
+    def __reduce__(self) -> tuple:
+        # Rebuilt through its writer: interpreted, unpickling a slotted object assigns each
+        # slot, which the read-only ``values`` refuses.
+        return (_unpickled, (self.values, self.info, self.source_task, self.root, self.edge,
+                             self.many, self.ack_val))
+
 
 def tracked(values: list[Any], info: StreamInfo, source_task: int, root: int, edge: int) -> Tuple:
     """A tuple of one spout tuple's tree: the emit path's constructor (compiled, a C call that
     fills the slots of a tuple from the free list)."""
     tup = Tuple.__new__(Tuple)
-    tup.values = values
+    if cython.compiled:   # the C field; interpreted, the slot under its writable name
+        tup.values = values
+    else:
+        tup._values_slot = values  # type: ignore[misc]  # set on the class below
     tup.info = info
     tup.source_task = source_task
     tup.root = root
@@ -150,22 +165,68 @@ def untracked(values: list[Any], info: StreamInfo, source_task: int) -> Tuple:
     return tracked(values, info, source_task, 0, 0)
 
 
-def _values_as_slot() -> bool:
-    """Compiled, make ``Tuple.values`` a read-only slot (a member descriptor); whether it is one.
+def _unpickled(values: Any, info: StreamInfo, source_task: Any, root: int, edge: int,
+               many: Any, ack_val: int) -> Tuple:
+    """A pickled tuple, rebuilt (``Tuple.__reduce__``)."""
+    tup = tracked(values, info, source_task, root, edge)
+    tup.many = many
+    tup.ack_val = ack_val
+    return tup
+
+
+class _PyMemberDef(ctypes.Structure):
+    """CPython's ``PyMemberDef`` (structmember.h): what a member descriptor reads."""
+
+    _fields_ = [("name", ctypes.c_char_p), ("type", ctypes.c_int),
+                ("offset", ctypes.c_ssize_t), ("flags", ctypes.c_int),
+                ("doc", ctypes.c_char_p)]
+
+
+_T_OBJECT_EX, _READONLY = 16, 1   # structmember.h
+# The definition of the interpreted build's read-only ``values``, which must live as long as the
+# descriptor made from it does.
+_READ_ONLY_VALUES = _PyMemberDef(b"values", _T_OBJECT_EX, 0, _READONLY,
+                                 b"The tuple's values, one per field (read-only, as in Storm).")
+
+
+def values_read_only() -> bool:
+    """Make ``Tuple.values`` a read-only slot (a member descriptor); whether it now is one.
 
     Cython gives a public attribute a property, whose every read from Python is a generic lookup
     and two C calls: ~40 ns on this project's machine for the ``tup.values`` a bolt's ``execute``
     reads on every tuple. CPython's specializing interpreter reads a slot straight from the
-    object (``LOAD_ATTR_SLOT``) in ~12. The slot is read-only, as a Storm (or streamparse) tuple
-    is immutable: compiled code writes the C field, and a Python-level assignment raises
-    ``AttributeError``. Interpreted, ``values`` is the plain writable slot of ``__slots__``.
+    object (``LOAD_ATTR_SLOT``) in ~12, whether the slot may be written or not. So, compiled,
+    the property is replaced by a read-only member descriptor over the C field (tuples.pxd's
+    C helper); interpreted, ``__slots__``'s writable descriptor by a read-only one at the same
+    offset (made through ctypes, as the C helper makes it), the writable one kept as
+    ``Tuple._values_slot``, which ``__init__`` and ``tracked`` write (as fast as the plain slot:
+    the interpreter specializes the store to ``STORE_ATTR_SLOT`` whatever its name). Either
+    way assigning or deleting ``values`` raises ``AttributeError`` ("readonly attribute"), and
+    reads cost what a slot's do.
     """
-    if not cython.compiled:
-        return False
     values: list = []
     probe = untracked(values, StreamInfo("", "", []), 0)
-    return stormlet_values_as_slot(  # type: ignore[name-defined]  # noqa: F821
-        Tuple, probe, values) == 1
+    if cython.compiled:
+        return stormlet_values_as_slot(  # type: ignore[name-defined]  # noqa: F821
+            Tuple, probe, values) == 1
+    if Tuple.__dict__["values"] is not Tuple.__dict__["_values_slot"]:
+        return True   # made read-only already
+    # The slot's offset: the word of the probe that holds ``values`` (CPython lays slots out
+    # after the object's header, in an order of its own).
+    base = id(probe)
+    offsets = [offset for offset in range(ctypes.sizeof(ctypes.c_void_p) * 2,
+                                          Tuple.__basicsize__, ctypes.sizeof(ctypes.c_void_p))
+               if ctypes.c_void_p.from_address(base + offset).value == id(values)]
+    if len(offsets) != 1:
+        return False
+    _READ_ONLY_VALUES.offset = offsets[0]
+    new_member = ctypes.pythonapi.PyDescr_NewMember
+    new_member.restype = ctypes.py_object
+    new_member.argtypes = [ctypes.py_object, ctypes.POINTER(_PyMemberDef)]
+    type.__setattr__(Tuple, "values", new_member(Tuple, ctypes.byref(_READ_ONLY_VALUES)))
+    return True
 
 
-VALUES_READ_AS_SLOT = _values_as_slot()
+if not cython.compiled:
+    type.__setattr__(Tuple, "_values_slot", Tuple.__dict__["values"])
+VALUES_READ_ONLY = values_read_only()

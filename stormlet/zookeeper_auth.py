@@ -50,6 +50,34 @@ def derive(key: bytes, label: str) -> bytes:
     return hmac.new(key, label.encode(), hashlib.sha256).digest()
 
 
+def credentials_from_environment(worker: Callable[[str], _T],
+                                 secret_file: Callable[[str | None], _T]) -> _T:
+    """``worker`` of the worker credentials file the environment names
+    (``WORKER_CREDENTIALS_ENV``), else ``secret_file`` of the cluster secret's path
+    (``SECRET_FILE_ENV``; None when unset: security off). How a process finds its credentials,
+    for ``ZooKeeperCredentials`` and ``cluster/security.py``'s ``Security`` alike."""
+    credentials = os.environ.get(WORKER_CREDENTIALS_ENV)
+    if credentials:
+        return worker(credentials)
+    return secret_file(os.environ.get(SECRET_FILE_ENV))
+
+
+def load_secret_file(path: str | Path | None, secret: Callable[[bytes], _T],
+                     read_only: Callable[[dict[str, Any]], _T], off: Callable[[], _T]) -> _T:
+    """``secret`` of the cluster secret in ``path``, or ``read_only`` of the read-only
+    credentials record it holds instead (``read_secret_file``; a field missing or malformed in
+    it is a SecurityError), or ``off()`` for no path (security off). How a process loads its
+    secret file, for ``ZooKeeperCredentials`` and ``Security`` alike."""
+    if path is None or str(path) == "":
+        return off()
+    path = Path(path)
+    found = read_secret_file(path)
+    if isinstance(found, bytes):
+        return secret(found)
+    with read_only_fields(path):
+        return read_only(found)
+
+
 def read_secret_file(path: Path) -> bytes | dict[str, Any]:
     """The cluster secret in ``path``, or the read-only credentials record
     (``read_only_record``) it holds instead. The file must be readable by its owner only."""
@@ -129,28 +157,21 @@ class ZooKeeperCredentials:
     def from_environment(cls) -> ZooKeeperCredentials:
         """A worker's credentials (``WORKER_CREDENTIALS_ENV``) or the cluster secret's
         (``SECRET_FILE_ENV``), whichever the environment names; off when neither."""
-        credentials = os.environ.get(WORKER_CREDENTIALS_ENV)
-        if credentials:
-            return read_worker_credentials(credentials, cls.from_worker_record)
-        return cls.load(os.environ.get(SECRET_FILE_ENV))
+        return credentials_from_environment(
+            lambda path: read_worker_credentials(path, cls.from_worker_record), cls.load)
 
     @classmethod
     def load(cls, path: str | Path | None) -> ZooKeeperCredentials:
         """The credentials of the cluster secret or the read-only credentials in ``path``
         (``read_secret_file``); security off for None."""
-        if path is None or str(path) == "":
-            return cls()
-        return cls.from_secret_file(Path(path), read_secret_file(Path(path)))
+        return load_secret_file(path, lambda secret: cls(cluster_secret=secret),
+                                cls.from_read_only_record, cls)
 
     @classmethod
-    def from_secret_file(cls, path: Path, found: bytes | dict[str, Any]
-                         ) -> ZooKeeperCredentials:
-        """The credentials of what ``read_secret_file`` found in ``path``."""
-        if isinstance(found, bytes):
-            return cls(cluster_secret=found)
-        with read_only_fields(path):
-            return cls(read_only=_ReadOnlyZooKeeper(str(found["zk_login"]),
-                                                    str(found["zk_daemon_id"])))
+    def from_read_only_record(cls, record: dict[str, Any]) -> ZooKeeperCredentials:
+        """A read-only client's credentials, from its file's record (``read_only_record``)."""
+        return cls(read_only=_ReadOnlyZooKeeper(str(record["zk_login"]),
+                                                str(record["zk_daemon_id"])))
 
     @classmethod
     def from_worker_record(cls, record: dict[str, Any]) -> ZooKeeperCredentials:

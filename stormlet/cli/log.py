@@ -24,11 +24,11 @@ from typing import BinaryIO, Iterator
 
 import click
 
-from ..cluster.zk_state import DEFAULT_ROOT
 from ..sources.log_lag import CommitsUnavailable, spout_lags
 from ..sources.log_lines import Appended, AppendFailed, BadLine, append_lines
 from ..sources.partitioned_log import LogError, PartitionedLog, Quarantined, offsets_dir
 from ..sources.partitioned_log.quarantine import offsets_text
+from ..zookeeper import DEFAULT_ROOT
 from .options import SECRET_OPTION, load_security
 
 

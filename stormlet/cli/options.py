@@ -1,7 +1,7 @@
 """Options that several commands share, declared once, and the one parser of ``-c KEY=VALUE``.
 
-Defaults come from the modules that own them: the ZooKeeper hosts and root from
-``cluster/zk_state.py``, so that the command line and the daemons always agree.
+Defaults come from the modules that own them: the ZooKeeper hosts, root and session timeout
+from ``stormlet/zookeeper.py``, so that the command line and the daemons always agree.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 from .. import config as cfg
 from ..cluster import environments as envs
 from ..cluster.security import SECRET_FILE_ENV
-from ..cluster.zk_state import DEFAULT_HOSTS, DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT
+from ..zookeeper import DEFAULT_HOSTS, DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT
 
 if TYPE_CHECKING:
     from ..cluster.nimbus_client import NimbusClient

@@ -73,7 +73,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import __version__
+from ..version import __version__
 from .code import CodeError, package_requirements
 from .dependencies import WHEELS_DIR, DependencyError, normalize
 from .security import SECRET_FILE_ENV, WORKER_CREDENTIALS_ENV

@@ -27,7 +27,9 @@ secret is distributed:
   clients may do nothing (``NoAuth``), and a node whose ACL names anyone else was not made by
   the cluster (``zk_acl_problem``): it is refused, never read. These are ``zookeeper_auth.py``'s
   ``ZooKeeperCredentials`` (below the daemons, for the offset stores), which ``Security``
-  holds and delegates to; that module reads the secret and worker credentials files too.
+  holds and delegates to; that module finds the secret or worker credentials file the
+  environment names and reads it, for both (``credentials_from_environment``,
+  ``load_secret_file``).
 
 Daemons hold the secret file; workers run the topology's code and get only their topology's
 credentials.
@@ -49,16 +51,18 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
-from ..zookeeper_auth import (
+# The environment's names for the credentials files, and the error: re-exported, since the
+# daemons and the CLI know them as the cluster's security's.
+from ..zookeeper_auth import (  # noqa: F401
     READ_ONLY_KIND,
     SECRET_BYTES,
     SECRET_FILE_ENV,
     WORKER_CREDENTIALS_ENV,
     SecurityError,
     ZooKeeperCredentials,
+    credentials_from_environment,
     derive,
-    read_only_fields,
-    read_secret_file,
+    load_secret_file,
     read_worker_credentials,
 )
 
@@ -159,16 +163,13 @@ class Security:
     def load(cls, path: str | Path | None) -> Security:
         """The cluster secret, or the read-only credentials (``read_only_credentials``), in
         ``path``; security off for None. The file must be readable by its owner only."""
-        if path is None or str(path) == "":
-            return cls()
-        path = Path(path)
-        found = read_secret_file(path)
-        if isinstance(found, bytes):
-            return cls(cluster_secret=found)
-        with read_only_fields(path):
-            keys = CurveKeys(*(found[k].encode("ascii")
+        def read_only(record: dict[str, Any]) -> Security:
+            keys = CurveKeys(*(record[k].encode("ascii")
                                for k in ("nimbus_key", "public", "secret")))
-        return cls(zookeeper=ZooKeeperCredentials.from_secret_file(path, found), read_only=keys)
+            return cls(zookeeper=ZooKeeperCredentials.from_read_only_record(record),
+                       read_only=keys)
+
+        return load_secret_file(path, lambda secret: cls(cluster_secret=secret), read_only, cls)
 
     def read_only_credentials(self) -> dict[str, str]:
         """A file's worth of credentials that may only read (the ``read`` role, and read
@@ -182,10 +183,7 @@ class Security:
     def from_environment(cls) -> Security:
         """A worker's credentials (``WORKER_CREDENTIALS_ENV``) or the cluster secret
         (``SECRET_FILE_ENV``), whichever the environment names; off when neither."""
-        credentials = os.environ.get(WORKER_CREDENTIALS_ENV)
-        if credentials:
-            return cls.for_worker(credentials)
-        return cls.load(os.environ.get(SECRET_FILE_ENV))
+        return credentials_from_environment(cls.for_worker, cls.load)
 
     @classmethod
     def for_worker(cls, path: str | Path) -> Security:
@@ -269,11 +267,6 @@ class Security:
                 **self._zookeeper.worker_record(topology_name)}
 
     # ----- ZooKeeper: ``zookeeper_auth.ZooKeeperCredentials``'s
-
-    @property
-    def zookeeper(self) -> ZooKeeperCredentials:
-        """This process's ZooKeeper credentials."""
-        return self._zookeeper
 
     def zk_auth(self) -> list[tuple[str, str]]:
         """The digest credentials this process's ZooKeeper sessions present."""

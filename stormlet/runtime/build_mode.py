@@ -2,8 +2,8 @@
 
 The hot modules are plain Python files; ``pip install .`` compiles them with Cython when a C
 compiler is there (see setup.py; the .pxd file beside a module types it), and the same files run
-interpreted where it is not. Both modes behave identically, but for one guard: compiled, a
-tuple's ``values`` cannot be reassigned (see tuples.py); compiled is faster.
+interpreted where it is not. Both modes behave identically (a tuple's ``values`` cannot be
+reassigned in either: see tuples.py); compiled is faster.
 
 The compiled modules share their classes at the C level (the collectors build ``Tuple`` objects
 directly), so they load all together or not at all: ``select()``, run once as the package is

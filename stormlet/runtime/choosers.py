@@ -357,7 +357,7 @@ def ascii_key_hash(text: str, offset: int) -> int:
                        PyUnicode_DATA(text))  # type: ignore[name-defined]  # noqa: F821
     h = offset
     for i in range(len(text)):
-        h = (h ^ data[i]) * FNV_PRIME
+        h = (h ^ data[i]) * FNV_PRIME   # a C integer: it wraps at 64 bits, as MASK64 does
     return _mixed(h)
 
 

@@ -481,7 +481,9 @@ class BoltCollector(_Emitter):
     def _add_ack(self, root: int, value: int) -> None:
         """Add the pair ``(root, value)`` to its acker's buffer (``protocol.ack_pairs``)."""
         pairs = self._acks[root % self._n_ackers]
-        if cython.compiled:   # two C integers into the array's memory: no int object
+        # The same two numbers appended either way; compiled, as two C integers written into
+        # the array's memory, with no int object.
+        if cython.compiled:
             n = len(pairs)
             resize_smart(pairs, n + 2)  # type: ignore[name-defined]  # noqa: F821
             # Cython's view of an array's memory, compiled only:

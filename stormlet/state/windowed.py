@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +61,8 @@ from ..collectors import AnchoringCollector
 from ..components import OutputFieldsDeclarer
 from ..errors import TopologyError
 from ..tuples import StreamInfo, Tuple
-from ..windowing import Duration, Length, Window, WindowedBolt, WindowManager
+from ..windowing import Length, Window, WindowedBolt, WindowManager
 from ..windowing.managers import Event
-from ..windowing.windows import Firing
 from ..windowing.wrapper import WindowedBoltRunner, refuse_problems
 from .bolt import StatefulBolt
 from .checkpoint import CHECKPOINT_FIELDS, CHECKPOINT_STREAM, COMMIT, INITSTATE, PREPARE, ROLLBACK
@@ -297,29 +295,21 @@ class PersistentWindowManager(WindowManager):
         self._run = run
 
     def _left(self, item: Any) -> None:
-        pass
+        pass   # acked at its checkpoint already: nothing to show expired, nothing to ack
 
-    def discard(self, item: Any) -> bool:
-        raise StateError("a persistent window's tuples are acked at checkpoints: fail() cannot "
-                         "take one back")
-
-    def _fire(self, at_ms: int) -> Firing:
-        self._evict(at_ms)
-        self._added_since_fire = 0
-        self._fired_serial = self._serial
-        if not self._events:
-            return Firing(None, [])
-        start = (at_ms - self.length.ms if isinstance(self.length, Duration)
-                 else self._events[0].time)
-        self._run(PersistentWindow(self._events, start, at_ms))   # type: ignore[arg-type]
-        return Firing(None, [])   # run already
+    def _window(self, start: int, end: int, expired: list) -> None:
+        self._run(PersistentWindow(self._events, start, end))   # type: ignore[arg-type]
+        return None   # run already
 
     def system(self) -> list:
-        """The bookkeeping a restored window resumes from."""
-        return [self._serial, self._fired_serial, self._added_since_fire, self._next_fire]
+        """The bookkeeping a restored window resumes from (no record of which items are new:
+        a persistent window has no ``get_new``)."""
+        return [self._serial, self._added_since_fire, self._next_fire]
 
     def restore(self, system: list) -> None:
-        self._serial, self._fired_serial, self._added_since_fire, self._next_fire = system
+        if len(system) == 4:   # a checkpoint from before: it held the fired serial second
+            system = [system[0], *system[2:]]
+        self._serial, self._added_since_fire, self._next_fire = system
 
 
 class _PersistentCollector(AnchoringCollector):
@@ -336,15 +326,14 @@ class _PersistentCollector(AnchoringCollector):
 
 class StatefulWindowedBoltRunner(StatefulBoltRunner):
     """The bolt a topology runs in a ``StatefulWindowedBolt``'s place: a stateful bolt's
-    checkpoints, with the window's tuples and bookkeeping in them. ``clock`` gives the time in
-    seconds (the test kit's simulated clock replaces it)."""
+    checkpoints, with the window's tuples and bookkeeping in them. The window's settings,
+    checks, ticks and clock are a plain windowed bolt's (``windowing``)."""
 
     inner: StatefulWindowedBolt
 
     def __init__(self, bolt: StatefulWindowedBolt):
         self.inner = bolt
-        self.windowing = WindowedBoltRunner(bolt)   # the window's settings, checks and ticks
-        self.clock = time.time
+        self.windowing = WindowedBoltRunner(bolt)
 
     @property
     def bolt(self) -> StatefulWindowedBolt:
@@ -380,7 +369,8 @@ class StatefulWindowedBoltRunner(StatefulBoltRunner):
                                                      name + WINDOW_NAMESPACE_SUFFIX))
         self.codec = EventCodec(context)
         self.broken: str | None = None
-        self._restore()
+        # The window is restored at INITSTATE (or a rollback), once the checkpoints agree on
+        # what was committed: no tuple reaches it before.
         super().prepare(conf, context, collector)
 
     def _bolt_collector(self, collector: OutputCollector) -> AnchoringCollector:
@@ -392,23 +382,21 @@ class StatefulWindowedBoltRunner(StatefulBoltRunner):
                                            self.codec)
         length, sliding = self.inner.window_length, self.inner.window_sliding
         assert length is not None and sliding is not None   # refuse_problems checked
-        self.manager = PersistentWindowManager(length, sliding, self._now_ms(), self.partitions,
-                                               self._run)
+        self.manager = PersistentWindowManager(length, sliding, self.windowing.now_ms(),
+                                               self.partitions, self._run)
         system = self.window_state.get(_SYSTEM_KEY)
         if system is not None:
             self.manager.restore(system)
 
-    def _now_ms(self) -> int:
-        return int(self.clock() * 1000)
-
     def _execute_data(self, tup: Tuple) -> None:
         # The windows that fire run inside the manager's add and advance (see
         # PersistentWindowManager).
+        now_ms = self.windowing.now_ms()
         if tup.is_tick():
-            self.manager.advance(self._now_ms())
+            self.manager.advance(now_ms)
         else:
             self.hold_ack(tup)   # acked when the checkpoint holding it commits
-            self.manager.add(tup, self._now_ms())
+            self.manager.add(tup, now_ms)
 
     def _run(self, window: Window) -> None:
         state = self.state

@@ -45,9 +45,12 @@ class _Tick:
 def _on_clock(obj: Any, clock: SimulatedClock) -> Any:
     """``obj``, or a copy of it whose processing-time window reads ``clock``: a windowed bolt's
     runner (a stateful one's too), also as the ``inner`` bolt of a checkpoint forwarder."""
-    if isinstance(obj, (WindowedBoltRunner, StatefulWindowedBoltRunner)):
+    if isinstance(obj, WindowedBoltRunner):
         obj = copy.copy(obj)
         obj.clock = clock.time
+    elif isinstance(obj, StatefulWindowedBoltRunner):   # its window is a plain one's
+        obj = copy.copy(obj)
+        obj.windowing = _on_clock(obj.windowing, clock)
     elif isinstance(getattr(obj, "inner", None), WindowedBoltRunner):
         obj = copy.copy(obj)
         obj.inner = _on_clock(obj.inner, clock)

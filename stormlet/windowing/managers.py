@@ -85,17 +85,22 @@ class WindowManager(_HeldItems):
         self._evict(at_ms)
         self._added_since_fire = 0
         expired, self._expired = self._expired, []
-        if not self._events:
-            self._fired_serial = self._serial
-            return Firing(None, expired)
-        tuples = [item for _ts, _serial, item in self._events]
-        new = [item for _ts, serial, item in self._events if serial >= self._fired_serial]
+        window = None
+        if self._events:
+            start = (at_ms - self.length.ms if isinstance(self.length, Duration)
+                     else self._events[0].time)
+            window = self._window(start, at_ms, expired)
         self._fired_serial = self._serial
-        if isinstance(self.length, Duration):
-            start = at_ms - self.length.ms
-        else:
-            start = self._events[0].time
-        return Firing(Window(tuples, new, list(expired), start, at_ms), expired)
+        return Firing(window, expired)
+
+    def _window(self, start: int, end: int, expired: list) -> Window | None:
+        """The window firing from ``start`` to ``end`` (ms), with the items held now: those
+        since the previous firing are new. A manager whose windows run as they fire (the
+        persistent one) runs it here and returns None."""
+        events = self._events
+        return Window([item for _ts, _serial, item in events],
+                      [item for _ts, serial, item in events if serial >= self._fired_serial],
+                      list(expired), start, end)
 
     def _evict(self, at_ms: int) -> None:
         events = self._events

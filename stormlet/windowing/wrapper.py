@@ -125,19 +125,20 @@ class WindowedBoltRunner(Bolt):
         else:
             self.manager = WindowManager(
                 bolt.window_length, bolt.window_sliding,  # type: ignore[arg-type]
-                self._now_ms())
+                self.now_ms())
         bolt.prepare(conf, context, self.window_collector)
 
-    def _now_ms(self) -> int:
+    def now_ms(self) -> int:
+        """The time on ``clock``, in ms: what a processing-time window reads."""
         return int(self.clock() * 1000)
 
     def execute(self, tup: Tuple) -> None:
         if self.bolt.event_time:
             self._execute_event_time(tup)
         elif tup.is_tick():
-            self._fire(self.manager.advance(self._now_ms()))
+            self._fire(self.manager.advance(self.now_ms()))
         else:
-            self._fire(self.manager.add(tup, self._now_ms()))
+            self._fire(self.manager.add(tup, self.now_ms()))
 
     def _execute_event_time(self, tup: Tuple) -> None:
         if tup.is_tick():
