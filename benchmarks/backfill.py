@@ -56,7 +56,7 @@ def cpu_seconds(root: int) -> float:
         pid = int(entry)
         children.setdefault(int(fields[1]), []).append(pid)
         times[pid] = sum(int(x) for x in fields[11:15])   # utime stime cutime cstime
-    total, todo = 0, [root]
+    total, todo = 0.0, [root]
     while todo:
         pid = todo.pop()
         total += times.get(pid, 0)

@@ -26,7 +26,7 @@ TASKS = 2
 
 def split_words(lines):
     crc32 = zlib.crc32
-    buckets = [[] for _ in range(TASKS)]
+    buckets: list[list[str]] = [[] for _ in range(TASKS)]
     for n, line in enumerate(lines, 1):
         for word in line.split():
             buckets[crc32(word.encode()) % TASKS].append(word)

@@ -64,6 +64,7 @@ def main() -> None:
             wait_until(lambda: all(p.is_file() for p in copies), 300, "the standby's copy")
             print(f"the standby held its copy {time.monotonic() - started:.1f} s after the upload")
             for daemon in cluster.nimbuses:
+                assert daemon.process is not None   # started above
                 print(f"{daemon.name}: peak resident memory "
                       f"{peak_kib(daemon.process.pid) / 1024:.0f} MiB")
     finally:

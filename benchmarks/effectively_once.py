@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import figures
 
@@ -49,7 +50,8 @@ from stormlet.state.store import decode_key, decode_value
 WORDS = 3            # words a sentence
 NEWEST = "newest"    # the count's state key: the newest append time it counted
 TOTAL = "total"      # and how many words it counted in all
-FAULT = {"kind": "", "at": 0.0}   # set by the benchmark, cleared by the split when it strikes
+# Set by the benchmark, cleared by the split when it strikes.
+FAULT: dict[str, Any] = {"kind": "", "at": 0.0}
 FAULT_LOCK = threading.Lock()
 # In at-least-once a stateful bolt acks at the checkpoint's commit, so the spout's pending
 # tuples bound its rate at MAX_PENDING a checkpoint interval: high enough not to be the limit.

@@ -36,11 +36,12 @@ def route_for(kind: str, fields: tuple[str, ...], tasks: int,
               load_aware: bool = False) -> StreamRoute:
     route = StreamRoute(StreamInfo("split", "default", FIELDS), direct=False)
     # Local-or-shuffle with every target task in this worker: a shuffle among them.
-    route.choosers.append(choosers.make_chooser(
+    chooser = choosers.make_chooser(
         g.Grouping(kind, fields), FIELDS, list(range(tasks)), source_task=100,
-        local_tasks=set(range(tasks)), rng=random.Random(1), load_aware=load_aware))
-    if load_aware:
-        (chooser,) = route.choosers
+        local_tasks=set(range(tasks)), rng=random.Random(1), load_aware=load_aware)
+    assert chooser is not None   # None only for a direct grouping
+    route.choosers.append(chooser)
+    if isinstance(chooser, choosers.LoadAwareChooser):
         Balancer(chooser, 0.8, 0.2, random.Random(1)).refresh(
             dict.fromkeys(range(tasks), WORKER_LOCAL), lambda task: 0.0)
     route.seal()

@@ -111,11 +111,11 @@ def main() -> None:
         rate = acked_per_second(LogSpout(str(path), spout_id="fast-commits",
                                          commit_interval=0.05), n)
         print(f"local log -> ack-only bolt, commits every 50 ms:  {rate:>10,.0f} msgs/s")
-        rate = kafka_figure(n)
-        if rate is not None:
-            print(f"kafka (mock broker) -> ack-only bolt:             {rate:>10,.0f} msgs/s")
+        kafka_rate = kafka_figure(n)
+        if kafka_rate is not None:
+            print(f"kafka (mock broker) -> ack-only bolt:             {kafka_rate:>10,.0f} msgs/s")
             recorder.record("offset spout, every message tracked: from the local log / from "
-                            "Kafka (librdkafka's mock broker)", [log_rate, rate],
+                            "Kafka (librdkafka's mock broker)", [log_rate, kafka_rate],
                             unit="messages/s", detail=f"{n:,} messages")
         file_cost = commit_cost_ms(FileOffsetStore(base / 'offsets'))
         print(f"one commit, file store (fsync + rename):          {file_cost:>10.3f} ms")

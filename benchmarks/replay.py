@@ -117,7 +117,7 @@ def main() -> None:
         profiler = cProfile.Profile() if args.profile else None
         write_run = replay_job.write_run
         if profiler is not None:
-            def profiled(*a, **kw):  # type: ignore[no-untyped-def]
+            def profiled(*a, **kw):
                 return profiler.runcall(write_run, *a, **kw)
             replay_job.write_run = profiled
         rates = []

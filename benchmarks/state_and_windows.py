@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the tests' free_port: below the ephemeral range
@@ -43,7 +44,7 @@ class WindowCount(WindowedBolt):
 
     def prepare(self, conf, context, collector):
         self.collector = collector
-        self.counts = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
 
     def execute(self, window):
         self.counts.update(t.values[0] for t in window.get_new())
@@ -108,7 +109,7 @@ def main() -> None:
     print(f"windowed and stateful word count, local mode, {WORDS_PER_SENTENCE} words/sentence, "
           f"{seconds:g}s per run, python {sys.version.split()[0]}, pid {os.getpid()}; "
           f"{build_mode.describe()}")
-    base = {"topology.max.spout.pending": 2000, "topology.acker.executors": 1}
+    base: dict[str, Any] = {"topology.max.spout.pending": 2000, "topology.acker.executors": 1}
     runs = [
         ("plain count (no window, no state)", CountBolt(), base),
         ("tumbling Count(1000) window", WindowCount().with_tumbling_window(Count(1000)), base),

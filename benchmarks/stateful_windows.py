@@ -47,7 +47,7 @@ def count_window(bolt, window):
 class PlainWindow(WindowedBolt):
     def prepare(self, conf, context, collector):
         self.collector = collector
-        self.counts = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
 
     def execute(self, window):
         count_window(self, window)
@@ -56,7 +56,7 @@ class PlainWindow(WindowedBolt):
 class StatefulWindow(StatefulWindowedBolt):
     def prepare(self, conf, context, collector):
         self.collector = collector
-        self.counts = collections.Counter()
+        self.counts: collections.Counter[str] = collections.Counter()
 
     def init_state(self, state):
         self.state = state
@@ -73,7 +73,7 @@ def settings(tmp: Path, redis_port: int | None) -> list[tuple[str, object, dict]
             "topology.state.checkpoint.interval.ms": 1000}
     embedded = {**base, "stormlet.state.dir": str(tmp / "state")}
     tumbling = Count(1000)
-    runs = [
+    runs: list[tuple[str, object, dict]] = [
         ("plain window", PlainWindow().with_tumbling_window(tumbling), base),
         ("stateful window, memory provider",
          StatefulWindow().with_tumbling_window(tumbling).with_persistence(),

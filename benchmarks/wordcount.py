@@ -138,7 +138,7 @@ def measure(topology, conf: dict, seconds: float, warmup: float | None = None) -
 
 def acker_bytes_per_root(roots: int = 1_000_000) -> float:
     rng = random.Random(7)
-    batch = []
+    batch: list[int] = []
     for _ in range(roots):
         batch.extend(AckInit(rng.getrandbits(64) or 1, rng.getrandbits(64) or 1, 1))
     gc.collect()

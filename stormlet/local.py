@@ -222,7 +222,7 @@ class LocalCluster:
             settings.follow(record)
         return settings.record()
 
-    def wait_for(self, condition: Callable[[], bool], timeout: float = 30.0,
+    def wait_for(self, condition: Callable[[], object], timeout: float = 30.0,
                  interval: float = 0.01) -> None:
         """Wait until ``condition()`` is true; raise ``TimeoutError`` after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout

@@ -84,7 +84,8 @@ def waves():
     return builder.build()
 
 
-TOPOLOGIES = {"finite": (FINITE, topology), "steady": (STEADY, topology),
+TOPOLOGIES: dict[str, tuple[dict[str, Any], Any]] = {
+              "finite": (FINITE, topology), "steady": (STEADY, topology),
               "waves": ({"topology.message.timeout.secs": 10}, waves)}
 
 

@@ -14,7 +14,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Self
 
 import support
 from zookeeper_server import ZooKeeperServer, free_port
@@ -54,7 +54,7 @@ class Daemon:
             self.process.wait(timeout=20)
 
     def alive(self) -> bool:
-        return bool(self.process) and self.process.poll() is None
+        return self.process is not None and self.process.poll() is None
 
 
 class Cluster:
@@ -80,7 +80,7 @@ class Cluster:
     def wait_for_leader(self) -> None:
         wait_until(lambda: self.cli("list").returncode == 0, 30, "nimbus to lead")
 
-    def serving(self) -> Iterator["Cluster"]:
+    def serving(self) -> Iterator[Self]:
         """For a module fixture: yields this cluster once a nimbus leads, and prints every
         daemon's log if what ran with it failed."""
         try:

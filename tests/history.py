@@ -154,6 +154,7 @@ class ZooKeeperWatch:
         return self
 
     def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None   # started
         for line in self.process.stdout:
             try:
                 self.on_line(json.loads(line))
@@ -353,7 +354,8 @@ class History:
 
     def commits_moved_back(self) -> list[tuple[float, int, int, int]]:
         """(when, partition, from, to) for every commit seen to move backwards."""
-        back, best = [], {}
+        back: list[tuple[float, int, int, int]] = []
+        best: dict[int, int] = {}
         for t, committed, _sizes in self.commits:
             for p, o in committed.items():
                 if o < best.get(p, 0):
@@ -423,7 +425,7 @@ class History:
         candidates = before[-1:] + [v for v in versions if v[0] > first.t]
         for _t, executors in candidates:
             mine = [e for e in executors if (e[2], e[4]) == first.slot]
-            counts = {}
+            counts: dict[str, int] = {}
             for component, tasks, *_ in mine:
                 counts[component] = counts.get(component, 0) + len(tasks)
             if mine and tuple(sorted((c, counts.get(c, 0)) for c, _n in first.tasks)) == \

@@ -27,6 +27,7 @@ import importlib.util
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
@@ -187,7 +188,7 @@ class MockKafkaCluster:
             if err is not None:
                 failures.append(err)
 
-        kwargs = {} if partition is None else {"partition": partition}
+        kwargs: dict[str, Any] = {} if partition is None else {"partition": partition}
         count = 0
         for value in values:
             while True:

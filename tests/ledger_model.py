@@ -27,6 +27,8 @@ from __future__ import annotations
 import random
 import threading
 from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
 
 from stormlet.collectors import BasicOutputCollector
 from stormlet.fail_reason import ERROR, FAIL
@@ -123,6 +125,9 @@ class Recorder:
     def accepting(self, task: int) -> bool:
         return True
 
+    def when_room(self, task: int, wake: Callable[[], object]) -> None:
+        pass   # never full: no one waits
+
 
 class Node:
     """The model's view of one tuple: the edges it carries per root, its children's edges."""
@@ -151,12 +156,16 @@ class Run:
         self.fail_message: dict[int, tuple[str, str]] = {}  # tuple index -> (kind, message)
         self.targets: list[int] = []
         # Acks folded into each task's buffer per acker since its last flush: root -> count.
-        self.ack_counts = {t: [defaultdict(int) for _ in ACKER_TASKS] for t in COMPONENT_OF}
+        self.ack_counts: dict[int, list[defaultdict[int, int]]] = {
+            t: [defaultdict(int) for _ in ACKER_TASKS] for t in COMPONENT_OF}
         # The XOR each task's buffered acks must hold per acker: root -> value.
-        self.expected_acks = {t: [defaultdict(int) for _ in ACKER_TASKS] for t in COMPONENT_OF}
+        self.expected_acks: dict[int, list[defaultdict[int, int]]] = {
+            t: [defaultdict(int) for _ in ACKER_TASKS] for t in COMPONENT_OF}
         routes = [Recorder(self) for _ in range(max(ACKER_TASKS) + 1)]
         self.transfers: dict[int, Transfer] = {}
-        self.collectors: dict[int, SpoutCollector | BoltCollector] = {}
+        # A spout task's SpoutCollector or a bolt task's BoltCollector: each call below is to
+        # the kind its task has.
+        self.collectors: dict[int, Any] = {}
         for task, component in COMPONENT_OF.items():
             name = f"c{component}"
             metrics = TaskMetrics(name, task, None, ["default"])
@@ -191,8 +200,9 @@ class Run:
 
     # ----- emits, each checked against the model
 
-    def _emit(self, task: int, call) -> tuple[list[Node], list[int], dict]:
-        """Run one emit; the children it made, the ids it drew, the init records it added."""
+    def _emit(self, task: int, call) -> tuple[list[tuple[Tuple, int]], list[int], dict]:
+        """Run one emit; the children it made (with their tasks), the ids it drew, the init
+        records it added."""
         transfer = self.transfers[task]
         data_before = [len(buf) for buf in transfer.data]
         inits_before = [len(buf) for buf in transfer.inits]
@@ -238,6 +248,7 @@ class Run:
         self.tree[root] = []
         edges = 0
         for tup, t in children:
+            assert tup.roots is not None
             r, edge = tup.roots
             own_bit = self.ids.decode(edge)
             assert r == root and len(own_bit) == 1 and not own_bit & self.ids.decode(root)
@@ -284,6 +295,7 @@ class Run:
                 assert tup.roots is None
                 self._add(tup, t, {})
                 continue
+            assert tup.roots is not None
             own = dict(zip(tup.roots[::2], tup.roots[1::2]))
             assert set(own) == expected_roots and len(tup.roots) == 2 * len(own)
             mine = set().union(*(self.ids.decode(v) for v in own.values()))

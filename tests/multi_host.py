@@ -49,6 +49,7 @@ import time
 import weakref
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cluster_support import REPO, Cluster, Daemon, wait_until
 from redis_server import RedisServer
@@ -58,6 +59,9 @@ from zookeeper_server import SRVR_SOURCE, ZooKeeperServer, ZooKeeperServerError
 # The chaos suite's run and checker serve here too (tests/chaos is not a package).
 sys.path.insert(0, str(Path(__file__).resolve().parent / "chaos"))
 from harness import NAME, ChaosRun  # noqa: E402
+
+if TYPE_CHECKING:   # imported where a run keeps state on Redis
+    from history import StateWrites
 
 SUBNET = "10.77.0"         # every host's address is SUBNET.N/24, on the run's own bridge
 NETNS_SCRIPT = REPO / "deploy" / "netns.sh"
@@ -332,7 +336,7 @@ class HostRedis(RedisServer):
     @property
     def env(self) -> dict[str, str]:
         """The environment of a redis-cli (or of _READ_HASHES) on the host: the password."""
-        return dict(os.environ, REDISCLI_AUTH=self.password)
+        return dict(os.environ, REDISCLI_AUTH=self.password or "")   # always one (above)
 
     def client(self):
         raise RuntimeError(f"Redis listens on {self.host.name}'s address, out of this process's "
@@ -498,6 +502,12 @@ class MultiHostCluster(Cluster):
     def host(self, name: str) -> Host:
         return self.network.hosts[name]
 
+    @property
+    def zk_hosts(self) -> str:
+        """ZooKeeper's connection string, once ``start`` started it."""
+        assert self.zk is not None, "start the cluster first"
+        return self.zk.hosts
+
     def start(self) -> None:
         self.base.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, "-m", "stormlet.cli", "secret", "generate",
@@ -516,7 +526,7 @@ class MultiHostCluster(Cluster):
         self.add_nimbus()
 
     def _daemon(self, name: str, host: Host, command: str, *args: str) -> Daemon:
-        return Daemon(name, ["--log-level", "INFO", command, "--zk", self.zk.hosts,
+        return Daemon(name, ["--log-level", "INFO", command, "--zk", self.zk_hosts,
                              "--secret-file", str(self.secret_file), "--host", host.address,
                              "--bind", host.address, "--data-dir", str(self.base / name),
                              *self.session_args(), *args],
@@ -534,7 +544,7 @@ class MultiHostCluster(Cluster):
     def add_ui(self, host: str = "nimbus0") -> Daemon:
         """The UI (web pages, REST API, /metrics) on ``host``, serving its address."""
         where = self.host(host)
-        daemon = Daemon("ui", ["--log-level", "INFO", "ui", "--zk", self.zk.hosts,
+        daemon = Daemon("ui", ["--log-level", "INFO", "ui", "--zk", self.zk_hosts,
                                "--secret-file", str(self.secret_file), "--host", where.address,
                                "--port", str(UI_PORT), "--allowed-host", where.address],
                         self.base / "ui.log", prefix=where.prefix).start()
@@ -571,14 +581,14 @@ class MultiHostCluster(Cluster):
         """The CLI run from the client host, with the cluster's secret."""
         return self.host("client").run(
             [sys.executable, "-m", "stormlet.cli", "--log-level", "WARNING", *args,
-             "--zk", self.zk.hosts, "--secret-file", str(self.secret_file)],
+             "--zk", self.zk_hosts, "--secret-file", str(self.secret_file)],
             timeout=timeout, check=False, cwd=REPO)
 
     def committed(self, spout_id: str) -> dict[int, int]:
         """The spout's committed offsets by partition, read from ZooKeeper by the client host;
         {} when ZooKeeper cannot be read just now."""
         result = self.host("client").run(
-            [sys.executable, "-c", _READ_COMMITTED, self.zk.hosts, str(self.secret_file),
+            [sys.executable, "-c", _READ_COMMITTED, self.zk_hosts, str(self.secret_file),
              spout_id], timeout=60, check=False, cwd=REPO)
         if result.returncode != 0:
             return {}
@@ -607,11 +617,13 @@ class MultiHostChaosRun(ChaosRun):
     offsets reach the end of every partition, and then every message below them must be in a
     sink's file (lost), once or more (duplicates counted)."""
 
-    cluster: MultiHostCluster
+    # In place of the loopback cluster: the harness reads only what both have.
+    cluster: MultiHostCluster  # type: ignore[assignment]
 
-    def __init__(self, *args, history: bool = True, **kwargs):
-        super().__init__(*args, history=history, **kwargs)
-        self.state_writes = None
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("history", True)
+        super().__init__(*args, **kwargs)
+        self.state_writes: StateWrites | None = None
 
     def start(self) -> None:
         # With the state on a HostRedis: every write to it recorded from before the submit, so

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Self
 
 import pytest
 from zookeeper_server import free_port
@@ -60,7 +61,7 @@ class RedisServer:
         return redis.Redis(host=self.address, port=self.port, password=self.password,
                            socket_timeout=5)
 
-    def start(self, timeout: float = 10.0) -> RedisServer:
+    def start(self, timeout: float = 10.0) -> Self:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         password = []
         if self.password:

@@ -33,7 +33,7 @@ def running(topology, conf, name="test"):
                 cluster.kill(name, wait_secs=0)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float, what: str,
+def wait_until(condition: Callable[[], object], timeout: float, what: str,
                interval: float = 0.1) -> None:
     """Poll ``condition`` every ``interval`` seconds until it holds; AssertionError after
     ``timeout`` seconds, naming ``what`` was awaited."""

@@ -203,9 +203,11 @@ class ZooKeeperServer:
                 timeout=timeout,
             )
         except subprocess.TimeoutExpired as e:
+            # The output so far is bytes here even with text=True (subprocess documents it).
+            said = b"".join(out for out in (e.stdout, e.stderr) if isinstance(out, bytes))
             raise ZooKeeperServerError(
                 f"deploy/zookeeper.sh {' '.join(args)} timed out after {timeout:.0f}s\n"
-                f"{e.stdout or ''}{e.stderr or ''}"
+                f"{said.decode(errors='replace')}"
             ) from None
         if proc.returncode != 0:
             raise ZooKeeperServerError(

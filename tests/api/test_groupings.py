@@ -355,6 +355,7 @@ def splittable_key(n_tasks: int = 4) -> str:
     for key in ["hot", "hotkey", "h", "ho", "hott", "hotte", "hotter", "hottest", "hottest!"]:
         choose = make_chooser(Grouping(g.PARTIAL_KEY, ("key",)), ["key"], list(range(n_tasks)),
                               source_task=1)
+        assert choose is not None
         if len({choose([key])[0] for _ in range(8)}) == 2:
             return key
     raise AssertionError("no candidate key has two distinct partial-key choices")

@@ -108,7 +108,7 @@ def test_the_stream_selector_joins_by_stream_id_across_components():
     (lambda: JoinBolt("a", "k").join("b", "k", "a").join("b", "k", "a"),
      "'b' is already part of the join"),
     (lambda: JoinBolt("a", "k").join("b", "a:k", "a"), "no 'stream:' qualifier"),
-    (lambda: JoinBolt("a"), "takes a source component"),
+    (lambda: JoinBolt("a"), "takes a source component"),  # type: ignore[call-overload]
     (lambda: JoinBolt("a", "k").select("x, x"), "distinct output fields"),
     (lambda: JoinBolt("a", "k").select("x..y"), "empty name"),
 ])

@@ -223,7 +223,7 @@ def test_the_components_get_the_real_values(local_uis):
 
 # ----- a cluster: nimbus's operations on a CURVE-secured RpcServer, asked with each role's keys
 
-RECORD = {"name": "creds", "id": "creds-1", "status": "active", "launched": 1.0,
+RECORD: dict[str, Any] = {"name": "creds", "id": "creds-1", "status": "active", "launched": 1.0,
           "conf": {**SECRETS, **PLAIN}, "structure": None}
 
 

@@ -34,6 +34,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chaos_topology import ID_WIDTH
 from cluster_support import LoopbackCluster, wait_until
@@ -44,6 +45,9 @@ from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
 from stormlet.state.redis_store import KEY_PREFIX
 from stormlet.state.store import decode_key, decode_value
+
+if TYPE_CHECKING:   # imported where a run keeps a history (tests/ is on the path of every run)
+    from history import Detection, History, RunningTwice
 
 TOPOLOGY = Path(__file__).resolve().parent / "chaos_topology.py"
 # The same pipeline with a stateful bolt whose state is on a Redis server (``redis=`` below).
@@ -61,7 +65,7 @@ class Fault:
     recovered_after: float | None = None
     wall: float = 0.0            # time.time() at injection
     lasts: float = 0.0           # seconds until it is undone (its down_secs; 0: a moment)
-    detected: object = None      # a history.Detection, where the run kept a history
+    detected: Detection | None = None   # where the run kept a history
 
 
 # The report's table, one row per run (scenario): see ChaosReport.row.
@@ -85,7 +89,7 @@ class ChaosReport:
     # ran in two workers at once (a history.RunningTwice).
     unprocessed: int | None = None
     acked_unseen: int | None = None
-    twice: object = None
+    twice: RunningTwice | None = None
     history: list[str] | None = None   # the history in brief (History.lines), printed last
     # Stateful runs on hosts: the state's writes as Redis ran them (a history.StateCheck), and
     # its lines (StateCheck.lines), printed before the history.
@@ -155,7 +159,7 @@ class ChaosRun:
         self.topology = topology or (STATEFUL_TOPOLOGY if redis is not None else TOPOLOGY)
         self.scenario = scenario
         self.keep_history = history
-        self.history = None
+        self.history: History | None = None
         self.redis = redis
         self.guarantee = guarantee
         # The cluster's credentials, to read its ZooKeeper as its daemons do.
@@ -355,6 +359,7 @@ class ChaosRun:
     def _check_history(self, report: ChaosReport, ends: dict[int, int]) -> None:
         """The history's checks and measures, into the report and its faults."""
         history = self.history
+        assert history is not None   # only where the run kept one
         end = self.started_wall + report.seconds
         for f in self.faults:
             f.detected = history.detection(f.kind, f.wall, until=end)

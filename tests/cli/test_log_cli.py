@@ -19,7 +19,7 @@ from stormlet.sources.partitioned_log import PartialAppend, PartitionedLog, part
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def stormlet(*args: str, input: str | bytes | None = None):
+def stormlet(*args: object, input: str | bytes | None = None):
     return CliRunner().invoke(main, ["log", *map(str, args)], input=input)
 
 

@@ -87,6 +87,7 @@ class Follower:
         self._thread.start()
 
     def _read(self) -> None:
+        assert self.process.stdout is not None   # piped
         for line in self.process.stdout:
             self.lines.append(line.rstrip("\n"))
 

@@ -42,7 +42,9 @@ def logs_on_failure(request, cluster):
 def leader(cluster) -> str:
     client = connect(cluster.zk.hosts)
     try:
-        return rpc_address(ClusterState(client).leader())
+        leading = ClusterState(client).leader()
+        assert leading is not None, "no nimbus leads"
+        return rpc_address(leading)
     finally:
         client.stop()
         client.close()

@@ -230,7 +230,9 @@ def cluster(tmp_path_factory):
 def leader(cluster) -> str:
     client = connect(cluster.zk.hosts)
     try:
-        return rpc_address(ClusterState(client).leader())
+        leading = ClusterState(client).leader()
+        assert leading is not None, "no nimbus leads"
+        return rpc_address(leading)
     finally:
         client.stop()
         client.close()

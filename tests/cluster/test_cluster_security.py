@@ -77,7 +77,9 @@ def acked(cluster) -> int:
 def leader(cluster, secret_file) -> str:
     client = connect(cluster.zk.hosts, security=Security.load(secret_file))
     try:
-        return rpc_address(ClusterState(client).leader())
+        leading = ClusterState(client).leader()
+        assert leading is not None, "no nimbus leads"
+        return rpc_address(leading)
     finally:
         client.stop()
         client.close()

@@ -98,7 +98,9 @@ def submit_no_wait(cluster, path: Path, name: str, *conf: str) -> tuple[str, flo
     seconds = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert "`stormlet list`" in result.stdout and f"`stormlet errors {name}`" in result.stdout
-    return re.search(rf"submitted {name} \(([^)]+)\) without waiting", result.stdout)[1], seconds
+    said = re.search(rf"submitted {name} \(([^)]+)\) without waiting", result.stdout)
+    assert said, result.stdout
+    return said[1], seconds
 
 
 def list_row(cluster, name: str) -> str | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 import time
 import types
+from typing import Any, cast
 
 import pytest
 from support import wait_until
@@ -44,13 +45,13 @@ from stormlet.cluster.log_files import (
 from stormlet.cluster.node_introspection import PROFILES_KEPT, NodeIntrospection, keep_profile
 from stormlet.cluster.node_service import NodeService
 from stormlet.cluster.security import DAEMON_USER, READ_USER, Security
-from stormlet.cluster.zk_state import Executor, FoundTopology
+from stormlet.cluster.zk_state import ClusterState, Executor, FoundTopology
 
 TID = "wc-1764493200-a1b2c3"
 BUSY_THREAD = '"wc-1:count:3-3"'   # the target's spinning thread
 # count's task 3 and words's task 1 run on port 6700 (the target); count's task 4 on 6701,
 # where nothing runs; a second node runs nothing at all.
-ASSIGNMENT = {"executors": [["count", [3], "s1", "127.0.0.1", 6700],
+ASSIGNMENT: dict[str, Any] = {"executors": [["count", [3], "s1", "127.0.0.1", 6700],
                             ["words", [1], "s1", "127.0.0.1", 6700],
                             ["count", [4], "s1", "127.0.0.1", 6701],
                             ["__acker", [2], "s2", "127.0.0.2", 6700]]}
@@ -83,9 +84,10 @@ class Cluster:
         self.node.start()
         self.security = security
         self.events: list[tuple[str, str, str, dict]] = []
-        state = types.SimpleNamespace(
+        # The two reads of ZooKeeper's state the service makes.
+        state = cast(ClusterState, types.SimpleNamespace(
             supervisors=lambda: {"s1": {"host": "127.0.0.1", "service": self.node.address}},
-            checked_assignment=lambda tid: ASSIGNMENT if tid == TID else None)
+            checked_assignment=lambda tid: ASSIGNMENT if tid == TID else None))
         self.service = IntrospectionService(lambda: state, self._find, security,
                                             lambda *args, **detail: self.events.append(
                                                 (*args, detail)))

@@ -52,7 +52,7 @@ def peak_memory_kb(pid: int) -> int:
 
 
 def send_raw(address: str, *frames: bytes, answer: bool = True) -> dict | None:
-    sock = zmq.Context.instance().socket(zmq.REQ)
+    sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.REQ)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(address)
     try:

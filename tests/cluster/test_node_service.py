@@ -62,6 +62,7 @@ def node(tmp_path, security):
 
 
 def call(node: NodeService, security: Security, op: str, user: str = DAEMON_USER, **args):
+    assert node.address is not None   # started
     return rpc.call(node.address, op, timeout=5, credentials=security.rpc_client_keys(user),
                     **args)
 

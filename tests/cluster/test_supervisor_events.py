@@ -45,7 +45,7 @@ def sleeper(mb: int = 0) -> subprocess.Popen:
     code = (f"import sys, time; held = b'x' * ({mb} * 1024 * 1024); print('up', flush=True); "
             f"time.sleep(120)")
     process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert process.stdout.readline().strip() == "up"
+    assert process.stdout is not None and process.stdout.readline().strip() == "up"
     return process
 
 

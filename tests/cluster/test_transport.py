@@ -28,7 +28,7 @@ from stormlet.cluster.zk_state import Executor
 from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.metrics import TaskMetrics
 from stormlet.runtime.numbering import TopologyLayout
-from stormlet.runtime.protocol import ACK_ACK, ACK_RESET, BACKPRESSURE, DATA, SYSTEM_TASK
+from stormlet.runtime.protocol import ACK_ACK, ACK_RESET, BACKPRESSURE, DATA, SYSTEM_TASK, Message
 from stormlet.runtime.transfer import Transfer
 from stormlet.tuples import StreamInfo, Tuple
 
@@ -119,7 +119,7 @@ def deliver(watch: OverloadWatch, inbox: Inbox, task: int, batches: int) -> None
     """``batches`` empty data batches for ``task`` delivered to ``inbox`` from another worker,
     then the receiver's look at what to tell its peers."""
     for _ in range(batches):
-        inbox.put((DATA, task, 0, []))
+        inbox.put(Message(DATA, task, 0, []))
         watch.delivered(inbox)
     watch.check()
 

@@ -82,7 +82,7 @@ def fake_worker(data_dir: Path, heartbeat_slot: int, *worker_args: str) -> subpr
     process = subprocess.Popen([sys.executable, "-c", FAKE_WORKER, str(data_dir),
                                 str(heartbeat_slot), LEGACY_WORKER_MODULE.decode(), *worker_args])
     path = heartbeat_path(data_dir, heartbeat_slot)
-    wait_until(lambda: read_heartbeat(path) is not None and read_heartbeat(path).pid == process.pid,
+    wait_until(lambda: getattr(read_heartbeat(path), "pid", None) == process.pid,
                15, "the fake worker's heartbeat")
     return process
 

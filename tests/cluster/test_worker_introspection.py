@@ -97,7 +97,7 @@ def start_target(directory: Path, mode: str) -> subprocess.Popen:
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wait_until(lambda: (directory / "ready").exists() or process.poll() is not None, 30,
                "the target to start its threads")
-    assert process.poll() is None, process.stderr.read().decode()
+    assert process.poll() is None, process.stderr and process.stderr.read().decode()
     return process
 
 

@@ -220,7 +220,7 @@ time.sleep(120)
 def holder(mb: int) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-c", HOLDER, str(mb)], stdout=subprocess.PIPE,
                                text=True)
-    assert process.stdout.readline().strip() == "holding"
+    assert process.stdout is not None and process.stdout.readline().strip() == "holding"
     return process
 
 

@@ -89,11 +89,12 @@ def same(got: object, expected: object) -> bool:
     time, zone and fold too (== compares instants)."""
     if type(got) is not type(expected):
         return False
-    if isinstance(expected, (list, tuple)):
+    # Below, ``got`` is of ``expected``'s type (above), which mypy does not carry over.
+    if isinstance(expected, (list, tuple)) and isinstance(got, (list, tuple)):
         return len(got) == len(expected) and all(map(same, got, expected))
-    if isinstance(expected, dict):
+    if isinstance(expected, dict) and isinstance(got, dict):
         return got.keys() == expected.keys() and all(same(got[k], expected[k]) for k in expected)
-    if isinstance(expected, (dt.datetime, dt.time)):
+    if isinstance(expected, (dt.datetime, dt.time)) and isinstance(got, (dt.datetime, dt.time)):
         return (got == expected and got.fold == expected.fold
                 and repr(got.tzinfo) == repr(expected.tzinfo)
                 and got.replace(tzinfo=None) == expected.replace(tzinfo=None))

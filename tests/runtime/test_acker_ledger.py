@@ -23,7 +23,7 @@ from ledger_model import COMPONENT_OF, N_ACKERS, Run
 from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet.cluster.wire import decode_acks, encode_acks
 from stormlet.fail_reason import ERROR, FAIL, TIMEOUT
-from stormlet.runtime.acker import Acker, _FailedEarly
+from stormlet.runtime.acker import Acker, Notifications, _FailedEarly
 from stormlet.runtime.int_map import IntMap
 from stormlet.runtime.protocol import AckFail, AckInit, SpoutFail, records
 from stormlet.runtime.rotating_map import RotatingMap
@@ -345,7 +345,9 @@ class Delivery:
         kind, i, batch, src, counts = message
         acker = self.ackers[i]
         component = COMPONENT_OF[src]
-        acked, failed, reset = {}, {}, {}
+        acked: Notifications = {}
+        failed: Notifications = {}
+        reset: Notifications = {}
         if kind == "init":
             for root, _xor, spout_task in records(AckInit, batch):
                 assert spout_task == src == self.model.root_task[root]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from stormlet.runtime.metrics import TaskMetrics
 from stormlet.runtime.protocol import ACK_INIT
@@ -32,6 +33,9 @@ class Inits:
 
     def accepting(self, task: int) -> bool:
         return True
+
+    def when_room(self, task: int, wake: Callable[[], object]) -> None:
+        pass   # never full: no one waits
 
 
 def roots_by_acker(drawn: list[int], local_ackers: list[int]) -> dict[int, list[int]]:

@@ -18,7 +18,7 @@ from stormlet import Bolt, LocalCluster, Spout, TopologyBuilder
 from stormlet import config as cfg
 from stormlet.runtime.executor import FOREVER, Executor
 from stormlet.runtime.inbox import Inbox
-from stormlet.runtime.protocol import DATA, STOP, SYSTEM_TASK
+from stormlet.runtime.protocol import DATA, STOP, SYSTEM_TASK, Message
 from stormlet.runtime.threads import BLOCKED_SECS, Guard, SharedThread
 
 NAME = "runner"
@@ -54,11 +54,11 @@ class Recorder(Executor):
 
 
 def send(executor: Executor, payload) -> None:
-    executor.inbox.put((DATA, 0, SYSTEM_TASK, payload))
+    executor.inbox.put(Message(DATA, 0, SYSTEM_TASK, payload))
 
 
 def stop(executor: Executor) -> None:
-    executor.inbox.put((STOP, SYSTEM_TASK, SYSTEM_TASK, None))
+    executor.inbox.put(Message(STOP, SYSTEM_TASK, SYSTEM_TASK, None))
 
 
 def test_executors_sharing_a_thread_each_get_their_messages_in_order_and_a_sleeping_thread_wakes():

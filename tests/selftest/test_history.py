@@ -5,7 +5,9 @@ spout task running in two workers, the first sign of a fault), and nothing else.
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import cast
 
+from cluster_support import Cluster
 from history import Beat, History
 
 from stormlet.sources.partitioned_log import PartitionedLog
@@ -18,7 +20,8 @@ def history(tmp_path, messages: int = 8) -> History:
     with PartitionedLog.create(tmp_path / "log", 2) as log:
         log.append_many([f"{i:09d}" for i in range(messages)], partition=0)
     (tmp_path / "seen").mkdir()
-    cluster = SimpleNamespace(base=tmp_path, supervisors={})
+    # Of a cluster, the history reads these two only (here: no supervisor to read).
+    cluster = cast(Cluster, SimpleNamespace(base=tmp_path, supervisors={}))
     return History(cluster, tmp_path / "seen", tmp_path / "log", "chaos")
 
 

@@ -168,3 +168,16 @@ def test_script_usage_errors():
         result = script(*args)
         assert result.returncode == 2, (args, result)
         assert "usage:" in result.stderr
+
+
+def test_a_timed_out_script_says_what_it_printed_as_text(tmp_path, monkeypatch):
+    # subprocess hands a timed-out run's output over as bytes, even with text=True.
+    def timing_out(args, **kwargs):
+        raise subprocess.TimeoutExpired(args, kwargs["timeout"], output=b"waiting for the port\n",
+                                        stderr=b"still waiting\n")
+
+    monkeypatch.setattr(subprocess, "run", timing_out)
+    with pytest.raises(ZooKeeperServerError) as raised:
+        ZooKeeperServer(tmp_path / "zk").start()
+    assert "timed out" in str(raised.value)
+    assert str(raised.value).endswith("waiting for the port\nstill waiting\n")

@@ -14,6 +14,7 @@ from kafka_mock import MockKafkaCluster
 from stormlet import Spout, TopologyBuilder
 from stormlet.sinks.kafka import FieldNameBasedTupleToKafkaMapper, FieldNameTopicSelector, KafkaBolt
 from stormlet.sources.kafka import KafkaSource
+from stormlet.sources.source import Record
 from stormlet.testing import (
     BoltHarness,
     CompleteTopologyParam,
@@ -41,7 +42,7 @@ def written(mock_kafka: MockKafkaCluster, topic: str) -> list[tuple[bytes | None
     try:
         end = source.latest(0)
         source.assign({0: source.earliest(0)})
-        records = []
+        records: list[Record] = []
         deadline = time.monotonic() + 10
         while len(records) < end and time.monotonic() < deadline:
             records += source.fetch(end - len(records), timeout=0.2)

@@ -106,7 +106,7 @@ def opened_by_hand(path: Path, listed: list[int] | None = None,
 
     spout = LogSpout(str(path), spout_id="by-hand", **options)
     if listed is not None:
-        spout.source.partitions = lambda: listed
+        setattr(spout.source, "partitions", lambda: listed)   # a method, stood in for
     spout.open({}, Context(), Collector())
     return spout, emitted
 

@@ -33,7 +33,7 @@ def private_file(path: Path, text: str) -> Path:
     return path
 
 
-def same_credentials(ours: object, theirs: Security) -> None:
+def same_credentials(ours: ZooKeeperCredentials | Security, theirs: Security) -> None:
     """``ours`` authenticates and makes nodes as ``theirs`` does, and trusts the same nodes."""
     assert ours.zk_auth() == theirs.zk_auth()
     assert ours.zk_acl() == theirs.zk_acl()

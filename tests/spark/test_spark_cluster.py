@@ -52,7 +52,7 @@ def job_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def run(args: list[object], cwd: Path, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in args], cwd=cwd, env=job_env(**env), text=True,
                           capture_output=True, timeout=JOB_TIMEOUT, stdin=subprocess.DEVNULL)
 
@@ -63,7 +63,9 @@ def stormlet_command(*args: object, cwd: Path, **env: str) -> subprocess.Complet
 
 def spark_submit(master: str, *args: object, cwd: Path,
                  **env: str) -> subprocess.CompletedProcess:
-    submit = pyspark_home() / "bin" / "spark-submit"
+    home = pyspark_home()
+    assert home is not None, "no pyspark"
+    submit = home / "bin" / "spark-submit"
     # spark-submit runs the driver under PYSPARK_DRIVER_PYTHON (else python3 on the PATH): the
     # interpreter that has stormlet.
     return run([submit, "--master", master, stormlet.cli.spark_submit.__file__, *args], cwd,
@@ -119,7 +121,8 @@ def failed_records(log: PartitionedLog) -> tuple[list[FailedRecord], set[tuple]]
     must leave there: (partition, key, value) of each."""
     name = str(log.path.resolve())
     reason = FailReason("error", "sink", "cannot parse")
-    records, expected = [], set()
+    records: list[FailedRecord] = []
+    expected: set[tuple[int, str, str | bytes]] = set()
     for i in range(12):       # from this log: back to the partition each came from
         source = SourceRef(kind="log", name=name, partition=i % 3, offset=i)
         if i == 0:            # an older failure of the same message: the latest wins

@@ -27,7 +27,8 @@ def call(server, path: str, method: str = "GET", headers: dict | None = None,
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     connection.request(method, path, body=body, headers=headers or {})
     response = connection.getresponse()
-    response.body = response.read()
+    # Read before the connection closes; the callers read it as ``body``.
+    setattr(response, "body", response.read())
     connection.close()
     return response
 

@@ -64,7 +64,7 @@ def next_refresh(page: Page) -> None:
 
 
 def cell(page: Page, selector: str) -> int:
-    return int(page.locator(selector).get_attribute("data-value"))
+    return int(str(page.locator(selector).get_attribute("data-value")))
 
 
 def no_error_shown(page: Page) -> None:

@@ -199,7 +199,7 @@ class Blocking:
 def test_connections_being_served_are_never_closed_for_a_newcomer():
     source = Blocking()
     limits = ConnectionLimits(per_client=2)
-    server = serve(source, "127.0.0.1", 0, limits=limits)  # type: ignore[arg-type]
+    server = serve(source, "127.0.0.1", 0, limits=limits)
     try:
         with ExitStack() as stack:
             served = []

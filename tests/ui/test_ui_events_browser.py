@@ -53,10 +53,10 @@ def page(browser, ui):
     assert problems == [], f"errors in the page's console: {problems}"
 
 
-def shown(page: Page) -> list[tuple[int, str, str]]:
+def shown(page: Page) -> list[tuple[int, str | None, str]]:
     """The event table's rows as (seq, kind, text), top to bottom."""
     rows = page.locator("#events tbody tr[data-seq]")
-    return [(int(row.get_attribute("data-seq")), row.get_attribute("data-kind"),
+    return [(int(str(row.get_attribute("data-seq"))), row.get_attribute("data-kind"),
              row.locator("td[data-field=text]").inner_text()) for row in rows.all()]
 
 

@@ -70,8 +70,9 @@ class NodeSource:
             answer = node.read_file(file, **read)
         except ValueError as exc:   # as nimbus relays a node's refusal
             raise ActionRefused(str(exc)) from None
-        return {**answer, "supervisor": supervisor, "host": host,
-                "port": log_files.identify(file).port}
+        identified = log_files.identify(file)
+        assert identified is not None, file   # read above: a log file's name
+        return {**answer, "supervisor": supervisor, "host": host, "port": identified.port}
 
 
 def write(base: Path, sid: str, port: int, text: str, name: str = log_files.WORKER_LOG) -> Path:

@@ -144,7 +144,9 @@ def no_problem_shown(page: Page) -> None:
 
 def sign_in(page: Page, cluster) -> None:
     page.goto("/login.html")
-    page.fill("input[name=token]", Security.load(cluster.secret_file).ui_token())
+    token = Security.load(cluster.secret_file).ui_token()
+    assert token is not None, "the cluster has a secret"
+    page.fill("input[name=token]", token)
     page.click("button[type=submit]")
     page.wait_for_url("**/index.html")
 

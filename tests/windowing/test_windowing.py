@@ -139,9 +139,10 @@ def test_event_time_sliding_windows_and_a_silent_input_holding_the_watermark():
         (["a"], [], -100, 100), (["a", "b"], [], 0, 200), (["b"], ["a"], 100, 300)]
 
 
-@pytest.mark.parametrize("bad", [lambda: Count(0), lambda: Count(1.5), lambda: Duration(ms=-1),
-                                 lambda: Duration(seconds="x"),
-                                 lambda: Totals().with_window(10)])
+@pytest.mark.parametrize("bad", [lambda: Count(0), lambda: Count(1.5),  # type: ignore[arg-type]
+                                 lambda: Duration(ms=-1),
+                                 lambda: Duration(seconds="x"),  # type: ignore[arg-type]
+                                 lambda: Totals().with_window(10)])  # type: ignore[arg-type]
 def test_bad_window_sizes_are_refused(bad):
     with pytest.raises(TopologyError):
         bad()
