@@ -116,7 +116,7 @@ def main() -> None:
         print(f"{label:<38}{statistics.median(v[0] for v in values):>10.1f}"
               f"{statistics.median(v[1] for v in values):>18.1f}")
     # LATEST.md's row (benchmarks/diary.py renders it from the records).
-    built, reused, plain = (rows[label] for label in ("first submit: environment built",
+    built, reused, undeclared = (rows[label] for label in ("first submit: environment built",
                                                       "same set again: environment reused",
                                                       "no dependencies (as before)"))
     figures.Recorder("environments", enabled=args.record).record(
@@ -124,7 +124,7 @@ def main() -> None:
         "submit to first tuple, its environment built by the submit / reused / declaring nothing",
         " / ".join(f"{statistics.median(v[0] for v in each):.1f} and "
                    f"{statistics.median(v[1] for v in each):.1f}"
-                   for each in (built, reused, plain)),
+                   for each in (built, reused, undeclared)),
         unit="s", detail=f"medians of {args.runs} runs")
 
 

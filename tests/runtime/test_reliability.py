@@ -46,7 +46,7 @@ class TrackedSpout(Spout):
     every emit, ack and fail (with times) and the thread each method ran on. With ``test.replay``
     a failed message is emitted again under the same id."""
 
-    outputs = ["id"]
+    outputs: list[str] | dict[str, list[str]] | None = ["id"]   # a subclass declares streams
 
     def open(self, conf, context, collector):
         self.collector = collector

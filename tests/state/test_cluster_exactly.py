@@ -31,6 +31,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cluster_support import after_test, serve_cluster, wait_until
@@ -100,7 +101,7 @@ def sentence(i: int) -> str:
 
 
 def failure_free_totals() -> dict[str, int]:
-    totals = collections.Counter()
+    totals: collections.Counter[str] = collections.Counter()
     for i in range(SENTENCES):
         totals.update(sentence(i).split()[1:])
     return dict(totals)
@@ -117,7 +118,7 @@ class Committed:
         if self.redis is None:
             return committed(self.db_path, self.name)
         client = self.redis.client()
-        state = {}
+        state: dict[str, Any] = {}
         for key in client.scan_iter(match=KEY_PREFIX + namespace(self.name, "count", 0)[:-1]
                                     + "*"):
             if b"$" not in key:
@@ -206,7 +207,9 @@ class SinkOutput:
         if self.consumer is not None:
             while (message := self.consumer.poll(0.05)) is not None:
                 assert message.error() is None, message.error()
-                self.records.append((message.key().decode(), int(message.value())))
+                key, value = message.key(), message.value()
+                assert key is not None and value is not None, message
+                self.records.append((key.decode(), int(value)))
             found["kafka"] = dict(self.records)
         return found
 
@@ -363,10 +366,10 @@ def run(cluster, tmp_path: Path, source: str, seed: int, faults: tuple[str, ...]
             wait_until(lambda: all(output(rows) == records for rows in sinks.tables().values()),
                        60, "each sink's committed records to equal a failure-free run's")
         except AssertionError:
-            off = {sink: differences(output(rows), records)
-                   for sink, rows in sinks.tables().items() if output(rows) != records}
+            differing = {sink: differences(output(rows), records)
+                         for sink, rows in sinks.tables().items() if output(rows) != records}
             raise AssertionError(f"after {done}: the sinks' committed records differ from a "
-                                 f"failure-free run's: {off}") from None
+                                 f"failure-free run's: {differing}") from None
         sinks_secs = time.monotonic() - struck_at - recovered_secs
     finally:
         feed.stop.set()
