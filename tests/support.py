@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,32 @@ from stormlet import LocalCluster
 #: would only run again the very code its compiled run has just proven, so such a test runs in the
 #: compiled run (and any full run) only. "slow" is how the interpreted run leaves a test out.
 compiled_run_only = pytest.mark.slow
+
+
+class InjectedFault:
+    """The one fault a test injects into the components it runs in this process (local mode):
+    the test ``arm``s it by name before the run; a component asks ``fire(name)`` where that
+    fault would strike, which is True once, for the armed fault only (whichever executor thread
+    asks first); afterwards ``fired(name)`` tells the test it struck."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._armed: str | None = None
+        self._struck = False
+
+    def arm(self, name: str) -> None:
+        with self._lock:
+            self._armed, self._struck = name, False
+
+    def fire(self, name: str) -> bool:
+        with self._lock:
+            if self._armed != name or self._struck:
+                return False
+            self._struck = True
+            return True
+
+    def fired(self, name: str) -> bool:
+        return self._armed == name and self._struck
 
 
 @contextmanager

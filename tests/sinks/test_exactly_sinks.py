@@ -9,13 +9,12 @@ the refusals at submit of sinks that cannot take part."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
 from fake_kafka_txn import BROKERS, FakeKafka, FakeProducer, on_fake
 from redis_server import redis_server  # noqa: F401
-from support import running, wait_until
+from support import InjectedFault, running, wait_until
 
 from stormlet import Bolt, TopologyBuilder
 from stormlet import config as cfg
@@ -41,8 +40,7 @@ from stormlet.state.store import MemoryStore
 from stormlet.testing import BoltHarness, make_tuple
 
 SENTENCES = [f"w{i % 7} w{i % 3} common" for i in range(200)]
-FAULTS: dict[str, str | None] = {}
-FIRED: dict[str, threading.Event] = {}
+FAULT = InjectedFault()
 
 
 def totals() -> dict[str, int]:
@@ -54,16 +52,6 @@ def running_counts() -> Counter:
     return Counter((w, str(n)) for w, total in totals().items() for n in range(1, total + 1))
 
 
-def fire(fault: str) -> bool:
-    """True once for a fault the test asked for."""
-    if FAULTS.get("fault") != fault:
-        return False
-    event = FIRED.setdefault(fault, threading.Event())
-    if event.is_set():
-        return False
-    event.set()
-    return True
-
 
 class Split(Bolt):
     outputs = ["word"]
@@ -71,7 +59,7 @@ class Split(Bolt):
     def execute(self, tup):
         for word in tup["value"].split():
             self.collector.emit([word], anchors=[tup])
-        if tup["value"] == SENTENCES[120] and fire("split raises"):
+        if tup["value"] == SENTENCES[120] and FAULT.fire("split raises"):
             raise RuntimeError("injected in split")
         self.collector.ack(tup)
 
@@ -93,12 +81,12 @@ def faulty(sink_class):
     """``sink_class`` with the sink's own faults: raising on an input, failing a commit."""
     class Faulty(sink_class):
         def execute(self, tup):
-            if tup["word"] == "common" and tup["n"] == "150" and fire("sink raises"):
+            if tup["word"] == "common" and tup["n"] == "150" and FAULT.fire("sink raises"):
                 raise RuntimeError("injected in the sink")
             super().execute(tup)
 
         def publish(self, txid, writes, ahead):
-            if ahead and writes and fire("publish fails"):
+            if ahead and writes and FAULT.fire("publish fails"):
                 raise RuntimeError("injected: the sink's commit failed")
             super().publish(txid, writes, ahead)
     Faulty.__name__ = sink_class.__name__
@@ -133,13 +121,11 @@ def sentence_log(tmp_path):
 
 
 def run_until(tmp_path, sink, fault, done, what):
-    FAULTS.clear()
-    FIRED.clear()
-    FAULTS["fault"] = fault
+    FAULT.arm(fault)
     with running(word_count(sentence_log(tmp_path), sink), exactly_conf(tmp_path)):
         wait_until(done, 60, f"{what} after {fault}")
     if fault in ("split raises", "sink raises", "publish fails"):
-        assert FIRED.get(fault) is not None and FIRED[fault].is_set(), f"{fault} never fired"
+        assert FAULT.fired(fault), f"{fault} never fired"
 
 
 FAULT_NAMES = ["none", "split raises", "sink raises", "publish fails"]

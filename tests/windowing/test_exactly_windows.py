@@ -6,11 +6,10 @@ mode cannot protect there (processing-time windows) is refused at submit, saying
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections import Counter
 
 import pytest
-from support import running, wait_until
+from support import InjectedFault, running, wait_until
 
 from stormlet import Bolt, TopologyBuilder
 from stormlet import config as cfg
@@ -30,19 +29,8 @@ LATE = set(SENTENCES[HALF:])
 LATE_WORDS = {sentence.split()[0] for sentence in LATE}   # s200, s201...
 WORDS = [word for sentence in SENTENCES for word in sentence.split()]
 SIZE, SLIDE = 9, 4   # a sliding count window: each word is in two or three windows
-FAULT: dict[str, str] = {}
-FIRED: dict[str, threading.Event] = {}
+FAULT = InjectedFault()
 
-
-def fire(fault: str) -> bool:
-    """True once, for the fault the test injects."""
-    if FAULT.get("fault") != fault:
-        return False
-    event = FIRED.setdefault(fault, threading.Event())
-    if event.is_set():
-        return False
-    event.set()
-    return True
 
 
 class Split(Bolt):
@@ -55,7 +43,7 @@ class Split(Bolt):
         for word in tup["value"].split():
             self.collector.emit([word], anchors=[tup])
         # After its words went on: only a rewind with the state keeps their effect once.
-        if tup["value"] in LATE and fire("split raises"):
+        if tup["value"] in LATE and FAULT.fire("split raises"):
             raise RuntimeError("injected in split")
         self.collector.ack(tup)
 
@@ -73,7 +61,7 @@ class Windows(StatefulWindowedBolt):
         words = [tup["word"] for tup in window.get_iter()]
         self.state.put(("window", n), words)
         self.state.put("windows", n + 1)
-        if LATE_WORDS.intersection(words) and fire("window raises"):
+        if LATE_WORDS.intersection(words) and FAULT.fire("window raises"):
             raise RuntimeError("injected in the window")
         self.collector.emit([n])
 
@@ -147,8 +135,7 @@ def second_half(tmp_path) -> None:
 
 @pytest.mark.parametrize("fault", ["none", "split raises", "window raises"])
 def test_every_window_and_the_state_equal_a_failure_free_runs_after_failures(tmp_path, fault):
-    FAULT.update(fault=fault, state=tmp_path / "state")
-    FIRED.clear()
+    FAULT.arm(fault)
     log_path = sentence_log(tmp_path)
     expected = expected_state()
     wrong: list = []
@@ -166,15 +153,14 @@ def test_every_window_and_the_state_equal_a_failure_free_runs_after_failures(tmp
         wait_until(done, 60, f"every window committed, exactly as without failures ({fault})")
     assert wrong == []
     if fault != "none":
-        assert FIRED[fault].is_set()
+        assert FAULT.fired(fault)
 
 
 def test_with_two_senders_each_word_is_in_the_windows_once_after_a_failure(tmp_path):
     """Two split tasks interleave their words differently in any two runs, so the windows
     differ from one run to the next; but each word is in the tumbling windows' sequence once,
     failure or not."""
-    FAULT.update(fault="split raises", state=tmp_path / "state")
-    FIRED.clear()
+    FAULT.arm("split raises")
     # A length that divides the words: every word ends in a full window, so a word lost leaves
     # the last one unfired and a word twice shows in the count.
     tumbling = 10
@@ -192,7 +178,7 @@ def test_with_two_senders_each_word_is_in_the_windows_once_after_a_failure(tmp_p
     windowed = Counter(word for n in range(full) for word in state[("window", n)])
     assert all(len(state[("window", n)]) == tumbling for n in range(full))
     assert windowed == Counter(WORDS)   # each word once: none lost, none twice
-    assert FIRED["split raises"].is_set()
+    assert FAULT.fired("split raises")
 
 
 def test_processing_time_windows_are_refused_at_submit_saying_why(tmp_path):
