@@ -14,6 +14,7 @@ from types import ModuleType
 import pytest
 
 from stormlet import LocalCluster
+from stormlet import config as cfg
 
 #: For a test of seconds that runs no hot-path code (stormlet.runtime.build_mode.HOT_MODULES),
 #: neither in its own process nor in one it starts: CI's second, interpreted run (-m "not slow")
@@ -46,6 +47,17 @@ class InjectedFault:
 
     def fired(self, name: str) -> bool:
         return self._armed == name and self._struck
+
+
+def exactly_conf(tmp_path: Path, **more: object) -> dict:
+    """The local tests' config of topology.guarantee effectively-once: the embedded store under
+    ``tmp_path / "state"``, a checkpoint every 100 ms, a message timeout of 3 s (so a lost tuple
+    is replayed soon); ``more`` adds or overrides keys."""
+    return {cfg.TOPOLOGY_GUARANTEE: cfg.EFFECTIVELY_ONCE,
+            cfg.TOPOLOGY_STATE_PROVIDER: "embedded",
+            cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path / "state")},
+            cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: 100,
+            cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3, **more}
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from fake_kafka_txn import BROKERS, FakeKafka, FakeProducer, on_fake
 from redis_server import redis_server  # noqa: F401
-from support import InjectedFault, running, wait_until
+from support import InjectedFault, exactly_conf, running, wait_until
 
 from stormlet import Bolt, TopologyBuilder
 from stormlet import config as cfg
@@ -102,13 +102,6 @@ def word_count(log_path, sink):
     builder.set_bolt("sink", sink, parallelism=2).fields_grouping("count", ["word"])
     return builder.build()
 
-
-def exactly_conf(tmp_path):
-    return {cfg.TOPOLOGY_GUARANTEE: cfg.EFFECTIVELY_ONCE,
-            cfg.TOPOLOGY_STATE_PROVIDER: "embedded",
-            cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path / "state")},
-            cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: 100,
-            cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3}
 
 
 def sentence_log(tmp_path):

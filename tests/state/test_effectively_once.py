@@ -9,7 +9,7 @@ import sqlite3
 import threading
 
 import pytest
-from support import running, wait_until
+from support import exactly_conf, running, wait_until
 
 from stormlet import Bolt, Spout, TopologyBuilder
 from stormlet import config as cfg
@@ -139,13 +139,6 @@ def word_count(spout, split=None, windowed=False):
     builder.set_bolt("count", Count_(), parallelism=2).fields_grouping("split", ["word"])
     return builder.build()
 
-
-def exactly_conf(tmp_path, **more):
-    return {cfg.TOPOLOGY_GUARANTEE: cfg.EFFECTIVELY_ONCE,
-            cfg.TOPOLOGY_STATE_PROVIDER: "embedded",
-            cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path / "state")},
-            cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: 100,
-            cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3, **more}
 
 
 def test_what_the_mode_cannot_protect_is_refused_at_submit_naming_it(tmp_path):

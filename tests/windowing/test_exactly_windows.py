@@ -9,10 +9,9 @@ import sqlite3
 from collections import Counter
 
 import pytest
-from support import InjectedFault, running, wait_until
+from support import InjectedFault, exactly_conf, running, wait_until
 
 from stormlet import Bolt, TopologyBuilder
-from stormlet import config as cfg
 from stormlet.errors import TopologyError
 from stormlet.sources import LogSpout
 from stormlet.sources.partitioned_log import PartitionedLog
@@ -87,13 +86,6 @@ def topology(log_path, bolt=None, split_tasks=1):
     builder.set_bolt("windows", bolt).shuffle_grouping("split")
     return builder.build()
 
-
-def exactly_conf(tmp_path):
-    return {cfg.TOPOLOGY_GUARANTEE: cfg.EFFECTIVELY_ONCE,
-            cfg.TOPOLOGY_STATE_PROVIDER: "embedded",
-            cfg.TOPOLOGY_STATE_PROVIDER_CONFIG: {"dir": str(tmp_path / "state")},
-            cfg.TOPOLOGY_STATE_CHECKPOINT_INTERVAL_MS: 100,
-            cfg.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 3}
 
 
 def committed_state(state_dir) -> dict:
