@@ -19,8 +19,11 @@ the cluster noticed each fault, and how long a spout task ran in two workers at 
 
 With ``guarantee="effectively-once"`` (a stateful run) the topology runs in that mode, and the
 checker's stateful count becomes exact equality: every message counted exactly once in the
-committed state (``report.exact``), as a failure-free run counts it; at-least-once runs report
-the messages counted more than once too, which that mode allows.
+committed state, as a failure-free run counts it; at-least-once runs report the messages
+counted more than once too, which that mode allows. The topology then has a sink of that mode
+too (``chaos_stateful_sink_topology.py``: a ``RedisUpsertBolt`` writing each message's id -> its
+count), and the checker requires its committed hash to be a failure-free run's: every message's
+id once, with 1, and nothing else. ``report.exact`` covers both.
 """
 
 from __future__ import annotations
@@ -36,9 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos_stateful_sink_topology import SINK_HASH
 from chaos_topology import ID_WIDTH
 from cluster_support import LoopbackCluster, wait_until
 
+from stormlet import config as cfg
 from stormlet.cluster.security import Security
 from stormlet.cluster.zk_state import ClusterState, connect
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
@@ -52,6 +57,11 @@ if TYPE_CHECKING:   # imported where a run keeps a history (tests/ is on the pat
 TOPOLOGY = Path(__file__).resolve().parent / "chaos_topology.py"
 # The same pipeline with a stateful bolt whose state is on a Redis server (``redis=`` below).
 STATEFUL_TOPOLOGY = Path(__file__).resolve().parent / "chaos_stateful_topology.py"
+# And with a sink of effectively-once, for stateful runs in that mode.
+SINK_TOPOLOGY = Path(__file__).resolve().parent / "chaos_stateful_sink_topology.py"
+# How long the sink's committed hash may take to equal a failure-free run's once every message
+# is acked: its last checkpoint's COMMIT (the publish) follows the spouts' commits.
+SINK_SETTLE_SECS = 60.0
 NAME = "chaos"
 PARTITIONS = 4
 FAULTS = ("worker", "supervisor", "nimbus", "zookeeper")
@@ -95,12 +105,21 @@ class ChaosReport:
     # its lines (StateCheck.lines), printed before the history.
     state: object = None
     state_lines: list[str] | None = None
+    # Runs with the sink of effectively-once (SINK_TOPOLOGY): its committed records, those of
+    # a failure-free run missing from them, those there that differ from a failure-free run's
+    # (a count other than 1, or an id it never writes), and the seconds from every message
+    # acked until they equalled a failure-free run's (None: they never did).
+    sink_records: int | None = None
+    sink_missing: int | None = None
+    sink_wrong: int | None = None
+    sink_settled: float | None = None
 
     @property
     def exact(self) -> bool:
         """A stateful run's committed state is a failure-free run's: every message in it, each
-        counted once."""
-        return self.uncounted == 0 and self.overcounted == 0
+        counted once; and so are its sink's committed records, where it has the sink."""
+        sink = self.sink_records is None or (self.sink_missing == 0 and self.sink_wrong == 0)
+        return self.uncounted == 0 and self.overcounted == 0 and sink
 
     def row(self) -> str:
         """This run as one row of the scenario table (``ROW_HEADER``): its faults' detection
@@ -128,6 +147,13 @@ class ChaosReport:
                   else f"; missing from the committed state: {self.uncounted}")
                + ("" if self.overcounted is None
                   else f"; counted more than once in it: {self.overcounted}")]
+        if self.sink_records is not None:
+            settled = ("never equal to a failure-free run's" if self.sink_settled is None
+                       else f"equal to a failure-free run's {self.sink_settled:.1f}s after the "
+                            f"last ack")
+            out.append(f"  the sink's committed records: {self.sink_records}, {settled}; "
+                       f"missing: {self.sink_missing}; other than a failure-free run's: "
+                       f"{self.sink_wrong}")
         for f in self.faults:
             recovery = ("not measured: the run ended first" if f.recovered_after is None
                         else "throughput never fell below 80%" if f.recovered_after == 0
@@ -152,11 +178,15 @@ class ChaosRun:
                  guarantee: str | None = None):
         """With ``redis`` (a ``RedisServer``), the stateful topology runs, its state there
         (``topology``: another stateful topology file, its stateful bolt ``tally`` too), in
-        ``guarantee`` (``topology.guarantee``; None: the topology's, at-least-once).
+        ``guarantee`` (``topology.guarantee``; None: the topology's, at-least-once); in
+        effectively-once, by default with the sink of that mode (``SINK_TOPOLOGY``).
         With ``history``, a ``history.History`` records the run and ``finish`` checks it
         (tests/history.py; the watcher runs with ``watch_prefix()``)."""
         self.cluster = cluster
-        self.topology = topology or (STATEFUL_TOPOLOGY if redis is not None else TOPOLOGY)
+        if topology is None and redis is not None:
+            topology = (SINK_TOPOLOGY if guarantee == cfg.EFFECTIVELY_ONCE
+                        else STATEFUL_TOPOLOGY)
+        self.topology = topology or TOPOLOGY
         self.scenario = scenario
         self.keep_history = history
         self.history: History | None = None
@@ -332,6 +362,8 @@ class ChaosRun:
         log.close()
         wait_until(lambda: self.committed() == ends, timeout, "every message to be acked")
         seconds = self.elapsed()
+        expected = {f"{i:09d}" for i in range(self.messages)}
+        sink = self._settle_sink(expected) if self.topology == SINK_TOPOLOGY else None
         self._done.set()
         if self.history is not None:
             self.history.stop()
@@ -341,7 +373,6 @@ class ChaosRun:
         for path in self.seen_dir.glob("seen-*.log"):
             for line in path.read_text().split():
                 counts[line] = counts.get(line, 0) + 1
-        expected = {f"{i:09d}" for i in range(self.messages)}
         lost = len(expected - counts.keys())
         duplicates = sum(counts.values()) - len(counts)
         uncounted = overcounted = None
@@ -352,6 +383,12 @@ class ChaosRun:
         self._measure_recovery()
         report = ChaosReport(self.messages, seconds, self.faults, lost, duplicates, uncounted,
                              overcounted, scenario=self.scenario)
+        if sink is not None:
+            records, settled = sink
+            report.sink_records, report.sink_settled = len(records), settled
+            report.sink_missing = len(expected - records.keys())
+            report.sink_wrong = sum(1 for key, value in records.items()
+                                    if key not in expected or value != 1)
         if self.history is not None:
             self._check_history(report, ends)
         return report
@@ -367,6 +404,25 @@ class ChaosRun:
         report.acked_unseen = len(history.acked_unseen())
         report.twice = history.running_twice()
         report.history = history.lines(self.started_wall)
+
+    def sink_committed(self) -> dict[str, int]:
+        """The sink's committed records (SINK_TOPOLOGY): message id -> count, from Redis."""
+        fields = self.redis.hashes(SINK_HASH).get(SINK_HASH.encode(), {})
+        return {key.decode(): int(value) for key, value in fields.items()}
+
+    def _settle_sink(self, expected: set[str]) -> tuple[dict[str, int], float | None]:
+        """The sink's committed records once they equal a failure-free run's (every id in
+        ``expected`` once, with 1), or as they are after SINK_SETTLE_SECS without; and the
+        seconds that took (None: they never did)."""
+        start = time.monotonic()
+        deadline = start + SINK_SETTLE_SECS
+        while True:
+            records = self.sink_committed()
+            if records.keys() == expected and all(v == 1 for v in records.values()):
+                return records, time.monotonic() - start
+            if time.monotonic() > deadline:
+                return records, None
+            time.sleep(0.5)
 
     def committed_counts(self) -> dict[str, int]:
         """The stateful bolt's committed count of each message, read from Redis."""

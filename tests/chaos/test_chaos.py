@@ -4,7 +4,8 @@ reported. The long form is ``python tests/chaos/run.py`` (see its --help).
 
 Effectively-once (issue 55) is checked here with exact equality in the full form (CI runs its
 quicker proof, tests/state/test_cluster_exactly.py): the stateful topology in that mode under every
-fault, every message counted exactly once in the committed state."""
+fault, every message counted exactly once in the committed state, and its sink's committed records
+(a Redis upsert of each message's id -> its count) a failure-free run's."""
 
 from __future__ import annotations
 
@@ -113,4 +114,5 @@ def test_effectively_once_counts_every_message_exactly_once_through_every_fault(
         report = run.finish(timeout=300)
     print("\n".join(report.lines()))
     assert report.lost == 0, report.lines()
+    assert report.sink_records is not None, "the run had no sink of effectively-once"
     assert report.exact, report.lines()

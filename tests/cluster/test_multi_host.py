@@ -465,7 +465,9 @@ def test_effectively_once_counts_every_message_exactly_once_across_a_partition(
     host of its own, while s1 is cut off from the network (its worker runs on alone, split
     brain) or the link between s1 and s2 is cut both ways (each still reaches ZooKeeper). The
     chaos checker with exact equality: every message counted exactly once in the committed
-    state, as a failure-free run counts it."""
+    state, as a failure-free run counts it, and the committed records of the topology's sink
+    (a RedisUpsertBolt on the same server: each message's id -> its count) a failure-free
+    run's, every id once with 1 and nothing else."""
     redis = multi_host.add_redis()
     messages, down = scaled(8_000, 14)
     run = MultiHostChaosRun(multi_host, tmp_path / "run", messages=messages, rate=RATE,
@@ -476,4 +478,5 @@ def test_effectively_once_counts_every_message_exactly_once_across_a_partition(
     run.inject(fault, down_secs=down, **({"host": "s1"} if fault == "cut_off" else {}))
     report = run.finish(timeout=240)
     checked(report)
+    assert report.sink_records is not None, "the run had no sink of effectively-once"
     assert report.exact, report.lines()
