@@ -467,12 +467,7 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
                 registry.put(TASKS_KEY, sorted(former | set(self.tasks)))
                 registry.commit()
             for task in gone:
-                producer = self.make_producer({
-                    "logger": log, **self.producer_config,
-                    "bootstrap.servers": self.bootstrap_servers,
-                    "transactional.id": self._transactional_id(task)})
-                # Aborts what the id left open and fences any zombie still holding it.
-                producer.init_transactions(self.timeout_secs)
+                producer = self._fenced_producer(task)
                 if hasattr(producer, "close"):
                     producer.close()
             if gone:
@@ -484,15 +479,19 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
             registry.close()
 
     def _new_producer(self) -> None:
-        """A producer of this task's transactional.id: its init fences every older one (a
-        zombie of this task) and ends what that left open (aborted, or, if its commit had
-        begun, committed)."""
+        """This task's producer, made anew (``_fenced_producer``)."""
         self.producer, self.open = None, False
+        self.producer = self._fenced_producer(self.task)
+
+    def _fenced_producer(self, task: int) -> Any:
+        """A producer of task ``task``'s transactional.id, initialized: its init fences every
+        older producer of the id (a zombie of that task) and ends what that left open (aborted,
+        or, if its commit had begun, committed)."""
         producer = self.make_producer({
             "logger": log, **self.producer_config, "bootstrap.servers": self.bootstrap_servers,
-            "transactional.id": self.transactional_id})
+            "transactional.id": self._transactional_id(task)})
         producer.init_transactions(self.timeout_secs)
-        self.producer = producer
+        return producer
 
     def gather(self, tup: Tuple) -> Any:
         return self._record_of(tup, self.component)
