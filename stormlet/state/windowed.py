@@ -432,10 +432,9 @@ class StatefulWindowedBoltRunner(StatefulBoltRunner):
         self.broken = None
         self._restore()
 
-    def new_epoch(self, epoch: int) -> None:
-        super().new_epoch(epoch)
-        if self.initialized:   # restarted, it leaves its predecessor's prepared window alone
-            self._roll_back_window()
+    def _roll_back_for_new_epoch(self) -> None:
+        super()._roll_back_for_new_epoch()
+        self._roll_back_window()
 
     def cleanup(self) -> None:
         try:

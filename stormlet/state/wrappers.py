@@ -293,11 +293,14 @@ class StatefulBoltRunner(_CheckpointingBolt):
         stale, self.waiting = self.waiting, []
         for tup in stale:   # they came before their senders' markers
             self.collector.ack(tup)
-        if not self.initialized:
-            # Restarted, it has applied nothing; a checkpoint its predecessor prepared is the
-            # recovery's to commit or roll back (it may be decided): rolling it back here, on
-            # the restarted spouts' marker, would make the recovery's COMMIT commit nothing.
-            return
+        if self.initialized:
+            self._roll_back_for_new_epoch()
+        # Restarted (not initialized), it has applied nothing; a checkpoint its predecessor
+        # prepared is the recovery's to commit or roll back (it may be decided): rolling it back
+        # here, on the restarted spouts' marker, would make the recovery's COMMIT commit nothing.
+
+    def _roll_back_for_new_epoch(self) -> None:
+        """Drop what was applied since the last commit: a new epoch replays it."""
         self.inner.pre_rollback()
         self.state.rollback()
 
