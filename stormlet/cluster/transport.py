@@ -1,12 +1,18 @@
 """Moving executor messages between workers over ZeroMQ.
 
-Executors hand messages for remote tasks to a ``RemoteRoute``, which queues them for the worker's
-one sender thread. The sender drains whatever has queued up, groups it by destination worker,
-and sends one msgpack frame per destination on a PUSH socket, so the frame size follows the load
-(one message when idle, thousands under load) without a timer. Each worker binds one PULL socket
-on its slot port; its receiver thread decodes frames and puts the messages in local inboxes. A
-data batch is packed by the executor that sends it and unpacked by the bolt it is for (wire.py),
-so neither thread here handles an object per tuple.
+Executors hand messages for remote tasks to a ``RemoteRoute``. While the link to the task's
+worker is up and nothing waits for it, the executor's thread sends the message itself, a frame on
+the PUSH socket to that worker (``Sender.send``): ZeroMQ's own I/O thread, which needs no
+interpreter lock, writes it to TCP, coalescing frames under load. Otherwise the message is queued
+for the worker's one sender thread, which drains whatever has queued up, groups it by
+destination worker and sends one msgpack frame per destination, waiting out a full peer, holding
+data for a paused task, dropping what is for a lost link. (Every message once went through that
+thread: its wake-up at each hand-over preempted the executors' thread on the worker's core and then
+waited for the interpreter lock, a fifth of the executors' thread's time on realistic work,
+benchmarks/HISTORY.md.) Each worker binds one PULL socket on its slot port; its receiver thread
+decodes frames and puts the messages in local inboxes. A data batch is packed by the executor that
+sends it and unpacked by the bolt it is for (wire.py), so neither thread here handles an object per
+tuple.
 
 A worker whose executor falls behind asks its peers to hold data for it (backpressure.py): the
 receiver never blocks, the senders' data routes wait instead.
@@ -37,8 +43,9 @@ succeeded at least once. A refusal by the peer ends libzmq's connection for good
 only what failed without the peer's word), so the sender replaces a refused socket after a
 pause, growing to ``RETRY_MAX_SECS``, and tries again.
 
-ZeroMQ sockets are not thread-safe: the PUSH sockets (and their monitors) belong to the sender
-thread, the PULL socket to the receiver thread.
+ZeroMQ sockets are not thread-safe: the PUSH sockets are used under the sender's lock (by it and
+by the executors' threads sending directly), their monitors by the sender thread alone, the PULL
+socket by the receiver thread.
 """
 
 from __future__ import annotations
@@ -85,6 +92,8 @@ FENCED_QUIET_SECS = 60.0
 MAX_FENCED_SENDERS = 1000
 # The pause before a refused socket is replaced: the first, and the longest it grows to.
 RETRY_FIRST_SECS, RETRY_MAX_SECS = 0.1, 2.0
+# The longest a shared thread's round holds what its executors sent before it goes.
+COALESCE_SECS = 0.001
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,9 @@ class Sender(threading.Thread):
         self.context = context
         self.stopping = stopping
         self.queue: queue.SimpleQueue[tuple[str, tuple]] = queue.SimpleQueue()
+        # The sockets and what the direct sends read (which peers are reached, lost, refused):
+        # changed by this thread, read by the executors' threads as they send.
+        self._lock = threading.Lock()
         self._sockets: dict[str, zmq.Socket] = {}
         self._monitors: dict[str, zmq.Socket] = {}   # each socket's handshake outcomes
         self._reached: set[str] = set()
@@ -141,6 +153,16 @@ class Sender(threading.Thread):
         self._retry_pause: dict[str, float] = {}
         self._next_handshake_check = 0.0
         self._lost: dict[str, float] = {}   # peers reached once whose link is down, and since
+        # Messages for each peer handed to this thread by ``send`` and not yet sent or dropped:
+        # a direct send goes only where there are none, so that a peer's messages keep their
+        # order.
+        self._waiting: dict[str, int] = {}
+        # What the threads running executors in rounds (``enter``) sent in the round under
+        # way, per peer, and since when (monotonic; 0 when empty): one frame a peer at the
+        # round's end (``round_ended``).
+        self._rounds_threads: set[int] = set()
+        self._outbox: dict[str, list[tuple]] = {}
+        self._outbox_since = 0.0
         self.paused = PausedTasks()   # remote tasks whose workers asked us to hold their data
         self.frames_sent = 0
         self.messages_dropped = 0
@@ -150,6 +172,53 @@ class Sender(threading.Thread):
 
     def route(self, address: str) -> RemoteRoute:
         return RemoteRoute(self, address)
+
+    def send(self, address: str, message: tuple) -> None:
+        """Send ``message`` to the worker at ``address`` from the calling thread while the link
+        is up and nothing for that worker waits here (and it is not data for a task whose
+        worker asked us to hold it): at once, or at the end of the round from a thread running
+        executors in rounds. Otherwise this thread sends it, in turn."""
+        kind, dest, _src, _payload = message
+        with self._lock:
+            if (address not in self._waiting and self._link_up(address)
+                    and not (kind == DATA and self.paused.paused(dest))):
+                if threading.get_ident() in self._rounds_threads:
+                    held = self._outbox.get(address)
+                    if held is None:
+                        self._outbox[address] = [message]
+                        if not self._outbox_since:
+                            self._outbox_since = time.monotonic()
+                    else:
+                        held.append(message)
+                    return
+                if self._send_now(address, [message]):
+                    return
+            # After what the round holds for that worker: a peer's messages keep their order.
+            self._hand_over(address, self._outbox.pop(address, []) + [message])
+
+    def flush(self) -> None:
+        """Send what the rounds under way hold, now."""
+        if self._outbox:   # unlocked: only the threads that add to it call this
+            with self._lock:
+                self._flush_outbox()
+
+    # RoundListener (runtime/threads.py), for the shared threads running executors:
+
+    def enter(self) -> None:
+        with self._lock:
+            self._rounds_threads.add(threading.get_ident())
+
+    def before_turn(self, now: float) -> None:
+        if self._outbox_since and now - self._outbox_since > COALESCE_SECS:
+            self.flush()
+
+    def round_ended(self) -> None:
+        self.flush()
+
+    def leave(self) -> None:
+        with self._lock:
+            self._rounds_threads.discard(threading.get_ident())
+            self._flush_outbox()
 
     def connect_to(self, addresses: set[str]) -> None:
         """Open the sockets to these workers now, without waiting for data to send them."""
@@ -163,6 +232,54 @@ class Sender(threading.Thread):
     def unreachable(self) -> dict[str, float]:
         """The peers reached before whose link is down now, and since when (time.time())."""
         return dict(self._lost)
+
+    # Called with the lock held: ---------------------------------------------------------------
+
+    def _link_up(self, address: str) -> bool:
+        """Whether ``address``'s socket has reached its peer and neither lost the link since nor
+        awaits replacement."""
+        return (address in self._reached and address not in self._lost
+                and address not in self._retry_at and address in self._sockets)
+
+    def _send_now(self, address: str, messages: list[tuple]) -> bool:
+        """Hand one frame of ``messages`` to ``address``'s socket without waiting; False if its
+        peer's queue is full. Messages that cannot be packed are dropped (True)."""
+        try:
+            frame = encode_frame(messages, self.topology, self.slot, self.tenure)
+        except Exception:
+            # Never let one bad message stop a thread that carries other traffic: what it held
+            # was tracked at its spout, times out there and is replayed.
+            self.messages_dropped += len(messages)
+            log.exception("dropped %d messages for %s that could not be packed", len(messages),
+                          address)
+            return True
+        try:
+            self._socket(address).send(frame, zmq.NOBLOCK, copy=False)
+        except zmq.Again:
+            return False
+        self.frames_sent += 1
+        return True
+
+    def _flush_outbox(self) -> None:
+        outbox, self._outbox, self._outbox_since = self._outbox, {}, 0.0
+        for address, messages in outbox.items():
+            if not (address not in self._waiting and self._link_up(address)
+                    and self._send_now(address, messages)):
+                self._hand_over(address, messages)
+
+    def _hand_over(self, address: str, messages: list[tuple]) -> None:
+        """Queue ``messages`` for this thread to send."""
+        self._waiting[address] = self._waiting.get(address, 0) + len(messages)
+        for message in messages:
+            self.queue.put((address, message))
+
+    def _done(self, address: str, count: int) -> None:
+        """``count`` messages ``send`` queued for ``address`` were sent or dropped."""
+        left = self._waiting.get(address, 0) - count
+        if left > 0:
+            self._waiting[address] = left
+        else:
+            self._waiting.pop(address, None)
 
     def _socket(self, address: str) -> zmq.Socket:
         sock = self._sockets.get(address)
@@ -180,46 +297,21 @@ class Sender(threading.Thread):
             self._sockets[address] = sock
         return sock
 
-    def _check_handshakes(self) -> None:
-        """Note the peers reached and the sockets refused since the last look, and replace
-        the refused sockets whose pause is over."""
-        now = time.monotonic()
-        if now < self._next_handshake_check:
-            return
-        self._next_handshake_check = now + HANDSHAKE_CHECK_SECS
-        for address, monitor in list(self._monitors.items()):
-            while True:
-                try:
-                    event = recv_monitor_message(monitor, zmq.NOBLOCK)["event"]
-                except zmq.Again:
-                    break
-                if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                    self._reached.add(address)
-                    self._retry_pause.pop(address, None)
-                    self._link_back(address)
-                elif event == zmq.EVENT_DISCONNECTED:
-                    self._link_lost(address)
-                elif event & _REFUSED and address not in self._retry_at:
-                    self._refused(address, now)
-        for address in [a for a, at in self._retry_at.items() if at <= now]:
-            del self._retry_at[address]
-            self._close(address, forget=False)
-            try:
-                self._socket(address)
-            except zmq.ZMQError as exc:   # out of descriptors, say: try again after a pause
-                log.warning("could not open a new socket to worker %s: %s", address, exc)
-                self._refused(address, now)
-
-    def _link_lost(self, address: str) -> None:
-        if address in self._reached and address not in self._lost:
-            self._lost[address] = time.time()
-            if self.on_link is not None:
-                self.on_link(address, None)
-
-    def _link_back(self, address: str) -> None:
-        since = self._lost.pop(address, None)
-        if since is not None and self.on_link is not None:
-            self.on_link(address, time.time() - since)
+    def _close(self, address: str, forget: bool = True) -> None:
+        """Close the socket to ``address``; unless ``forget`` is false (it is being replaced),
+        forget the peer too."""
+        monitor = self._monitors.pop(address, None)
+        sock = self._sockets.pop(address, None)
+        if monitor is not None and sock is not None:
+            sock.disable_monitor()
+            monitor.close(linger=0)
+        if sock is not None:
+            sock.close(linger=0)
+        if forget:
+            self._reached.discard(address)
+            self._retry_at.pop(address, None)
+            self._retry_pause.pop(address, None)
+            self._lost.pop(address, None)
 
     def _refused(self, address: str, now: float) -> None:
         pause = self._retry_pause.get(address, RETRY_FIRST_SECS)
@@ -230,16 +322,51 @@ class Sender(threading.Thread):
                         "on that port, or another stormlet); trying again until it admits us",
                         address)
 
+    # This thread: --------------------------------------------------------------------------
+
+    def _check_handshakes(self) -> None:
+        """Note the peers reached and the sockets refused since the last look, and replace
+        the refused sockets whose pause is over."""
+        now = time.monotonic()
+        if now < self._next_handshake_check:
+            return
+        self._next_handshake_check = now + HANDSHAKE_CHECK_SECS
+        links: list[tuple[str, float | None]] = []   # told after the lock: on_link may send
+        with self._lock:
+            for address, monitor in list(self._monitors.items()):
+                while True:
+                    try:
+                        event = recv_monitor_message(monitor, zmq.NOBLOCK)["event"]
+                    except zmq.Again:
+                        break
+                    if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                        self._reached.add(address)
+                        self._retry_pause.pop(address, None)
+                        since = self._lost.pop(address, None)
+                        if since is not None:
+                            links.append((address, time.time() - since))
+                    elif event == zmq.EVENT_DISCONNECTED:
+                        if address in self._reached and address not in self._lost:
+                            self._lost[address] = time.time()
+                            links.append((address, None))
+                    elif event & _REFUSED and address not in self._retry_at:
+                        self._refused(address, now)
+            for address in [a for a, at in self._retry_at.items() if at <= now]:
+                del self._retry_at[address]
+                self._close(address, forget=False)
+                try:
+                    self._socket(address)
+                except zmq.ZMQError as exc:   # out of descriptors, say: try again after a pause
+                    log.warning("could not open a new socket to worker %s: %s", address, exc)
+                    self._refused(address, now)
+        if self.on_link is not None:
+            for address, down_secs in links:
+                self.on_link(address, down_secs)
+
     def _settling(self) -> bool:
         """Whether a socket awaits its first handshake, its replacement, or its link's return."""
         return (bool(self._retry_at) or bool(self._lost)
                 or len(self._reached) < len(self._sockets))
-
-    def _close_monitor(self, address: str) -> None:
-        monitor = self._monitors.pop(address, None)
-        if monitor is not None:
-            self._sockets[address].disable_monitor()
-            monitor.close(linger=0)
 
     def run(self) -> None:
         try:
@@ -248,8 +375,9 @@ class Sender(threading.Thread):
             # The worker sees this thread gone and ends, to be restarted whole.
             log.exception("the transport's sender failed: this worker sends nothing more")
         finally:
-            for address in list(self._sockets):
-                self._close(address)
+            with self._lock:
+                for address in list(self._sockets):
+                    self._close(address)
 
     def _serve(self) -> None:
         get = self.queue.get
@@ -273,11 +401,16 @@ class Sender(threading.Thread):
                     break
                 address, message = item
                 if message is _CONNECT:
-                    self._socket(address)
+                    with self._lock:
+                        self._socket(address)
                 elif message is None:
-                    self._close(address)
-                    by_address.pop(address, None)  # nothing more goes to a retired worker
+                    # Nothing more goes to a retired worker.
+                    dropped = len(by_address.pop(address, ()))
+                    dropped += sum(len(h[1]) for h in held.values() if h[0] == address)
                     held = {t: h for t, h in held.items() if h[0] != address}
+                    with self._lock:
+                        self._close(address)
+                        self._done(address, dropped)
                 else:
                     kind, dest, _src, _payload = message
                     if kind == DATA and (dest in held or paused(dest)):
@@ -292,34 +425,21 @@ class Sender(threading.Thread):
                 self._send(address, messages)
 
     def _send(self, address: str, messages: list[tuple]) -> None:
-        try:
-            frame = encode_frame(messages, self.topology, self.slot, self.tenure)
-        except Exception:
-            # Never let one bad message stop this thread, which carries every other worker's
-            # traffic: what it held was tracked at its spout, times out there and is replayed.
-            self.messages_dropped += len(messages)
-            log.exception("dropped %d messages for %s that could not be packed", len(messages),
-                          address)
-            return
-        if address in self._retry_at or address in self._lost:
-            # Its socket was refused and awaits replacement, or its link is down: what it queued
-            # now would be lost with it or arrive long after its tuples timed out, and once its
-            # queue were full each frame would stall every other peer's traffic for
-            # SEND_TIMEOUT_SECS. Dropped here instead, and counted (the refusal or the lost link
-            # was logged; what was tracked times out at its spout and is replayed).
-            self.messages_dropped += len(messages)
-            return
-        sock = self._socket(address)
-        # Wait while the peer's high-water mark is reached (it is slow or restarting), but not
-        # forever: one dead peer must not stall traffic to every other worker. What is dropped
-        # here was tracked at its spout, and times out there and is replayed.
+        """Send ``messages`` to ``address`` in a frame, or drop them (they were tracked at
+        their spouts, time out there and are replayed): now if its link is down or its socket
+        awaits replacement (what it queued would be lost with it or arrive long after its tuples
+        timed out, and once its queue were full each frame would stall every other peer's
+        traffic for SEND_TIMEOUT_SECS; the refusal or the lost link was logged), and after
+        SEND_TIMEOUT_SECS of a full peer (one dead peer must not stall every other worker)."""
         deadline = time.monotonic() + SEND_TIMEOUT_SECS
-        while not self.stopping.is_set():
-            try:
-                sock.send(frame, zmq.NOBLOCK, copy=False)
-                self.frames_sent += 1
-                return
-            except zmq.Again:
+        try:
+            while not self.stopping.is_set():
+                with self._lock:
+                    if address in self._retry_at or address in self._lost:
+                        self.messages_dropped += len(messages)
+                        return
+                    if self._send_now(address, messages):
+                        return
                 if time.monotonic() > deadline:
                     self.messages_dropped += len(messages)
                     log.warning("peer %s has not accepted data for %.0fs; dropped %d messages "
@@ -327,23 +447,13 @@ class Sender(threading.Thread):
                                 SEND_TIMEOUT_SECS, len(messages))
                     return
                 time.sleep(0.001)
+        finally:
+            with self._lock:
+                self._done(address, len(messages))
 
     def retire(self, address: str) -> None:
         """Close the socket to a worker no longer used, discarding what is queued for it."""
         self.queue.put((address, None))  # type: ignore[arg-type]
-
-    def _close(self, address: str, forget: bool = True) -> None:
-        """Close the socket to ``address``; unless ``forget`` is false (it is being replaced),
-        forget the peer too."""
-        self._close_monitor(address)
-        sock = self._sockets.pop(address, None)
-        if sock is not None:
-            sock.close(linger=0)
-        if forget:
-            self._reached.discard(address)
-            self._retry_at.pop(address, None)
-            self._retry_pause.pop(address, None)
-            self._lost.pop(address, None)
 
 
 class RemoteRoute:
@@ -365,7 +475,7 @@ class RemoteRoute:
         return min(1.0, self.sender.queue.qsize() / SEND_QUEUE_LIMIT)
 
     def put(self, message: tuple) -> None:
-        self.sender.queue.put((self.address, message))
+        self.sender.send(self.address, message)
 
     def accepting(self, task: int) -> bool:
         return not self.sender.paused.paused(task) and self.sender.queue.qsize() < SEND_QUEUE_LIMIT
@@ -380,10 +490,12 @@ class RemoteRoute:
         waiting while its task's worker holds data back or the send queue is full (unless
         ``wait`` is false); returns the seconds waited."""
         kind, dest, src, tuples = message
-        waited = (0.0 if not wait or self.accepting(dest)
-                  else wait_for_room(self.accepting, dest, stopping))
-        self.sender.queue.put((self.address,
-                               (kind, dest, src, encode_data(tuples, self.sender.registry))))
+        if wait and not self.accepting(dest):
+            self.sender.flush()   # what the round holds goes before this thread waits
+            waited = wait_for_room(self.accepting, dest, stopping)
+        else:
+            waited = 0.0
+        self.sender.send(self.address, (kind, dest, src, encode_data(tuples, self.sender.registry)))
         self.sender.tuples_sent += len(tuples)
         return waited
 

@@ -218,10 +218,9 @@ class Worker:
             conf[cfg.STORMLET_STATE_DIR] = str(self.state_dir)
         self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
                                        remote_routes=self._remote_routes(assignment),
-                                       host=self.host)
+                                       host=self.host, rounds=self.sender)
         self.sender.registry = self.runtime.registry
-        overload = OverloadWatch(self.runtime.routes, self._peers,
-                                 lambda address, message: self.sender.queue.put((address, message)))
+        overload = OverloadWatch(self.runtime.routes, self._peers, self.sender.send)
         self.receiver = Receiver(self.context, f"tcp://{self.bind}:{self.port}",
                                  FrameDecoder(self.runtime.layout, self.topology_id, self.fence,
                                               self.runtime.registry),

@@ -53,7 +53,7 @@ from .routing import build_routes
 from .spout_executor import SpoutExecutor, SpoutTask
 from .task_collectors import BoltCollector, SpoutCollector
 from .task_errors import ErrorRecord, TaskErrors
-from .threads import Guard, OwnThread, SharedThread
+from .threads import Guard, OwnThread, RoundListener, SharedThread
 from .transfer import Transfer
 from .watchdog import Watchdog
 
@@ -119,13 +119,15 @@ class TopologyRuntime:
     ``remote_routes`` (task -> Route), which a worker can replace while running. With
     ``executor_cpu``, every executor thread runs on that CPU alone (see cpu_affinity.py).
     ``host``: where this runs, as routes to other workers name their hosts (load-aware
-    shuffle prefers tasks on the same host: load_aware.py)."""
+    shuffle prefers tasks on the same host: load_aware.py). ``rounds`` is told of the shared
+    threads' rounds (a worker's transport)."""
 
     def __init__(self, name: str, topology: Topology, conf: dict[str, Any],
                  plan: list[tuple[str, list[int]]] | None = None,
                  remote_routes: dict[int, Any] | None = None, executor_cpu: int | None = None,
-                 host: str | None = None):
+                 host: str | None = None, rounds: RoundListener | None = None):
         self.name = name
+        self.rounds = rounds   # told of the shared threads' rounds (threads.RoundListener)
         self.executor_cpu = executor_cpu   # the one CPU every executor runs on (None: any)
         self.topology = topology
         self.conf = cfg.merged(conf)
@@ -362,7 +364,8 @@ class TopologyRuntime:
         runners: list[OwnThread | SharedThread] = [
             OwnThread(e, self.executor_cpu) for e in ordered if not e.shared]
         if shared:
-            runners.append(SharedThread(shared_name, shared, self.executor_cpu))
+            runners.append(SharedThread(shared_name, shared, self.executor_cpu,
+                                        rounds=self.rounds))
         for runner in runners:
             runner.start()
         for runner in runners:

@@ -30,6 +30,7 @@ import queue
 import threading
 import time
 from collections.abc import Generator, Sequence
+from typing import Protocol
 
 from .. import config as cfg
 from . import log_context
@@ -49,6 +50,24 @@ STARTING_BLOCKED_SECS = 5.0
 # Messages an executor is given in one turn at most: a turn stays short (BLOCKED_SECS is for
 # executors that block, not for an inbox that grew), and the others get theirs.
 MAX_TURN_MESSAGES = 16
+
+
+class RoundListener(Protocol):
+    """Told of a shared thread's rounds: a worker's transport holds what the thread's executors
+    send to other workers until the round ends, and sends it then in a frame a worker
+    (cluster/transport.py's ``Sender``), instead of a frame a batch."""
+
+    def enter(self) -> None:
+        """The calling thread starts running executors in rounds."""
+
+    def before_turn(self, now: float) -> None:
+        """A turn begins at ``now`` (monotonic): a long round need not hold what it sent."""
+
+    def round_ended(self) -> None:
+        """The calling thread ended a round, or is about to sleep."""
+
+    def leave(self) -> None:
+        """The calling thread runs no more rounds."""
 
 
 def describe(conf: dict) -> str:
@@ -126,10 +145,11 @@ class SharedThread(threading.Thread):
     not hold up the rest, as it would not with a thread each."""
 
     def __init__(self, name: str, executors: Sequence[Executor], cpu: int | None,
-                 turns: list[Turn] | None = None):
+                 turns: list[Turn] | None = None, rounds: RoundListener | None = None):
         super().__init__(name=name, daemon=True)
         self.executors = list(executors)
         self.cpu = cpu
+        self.rounds = rounds
         self.idle = False
         self._doorbell: queue.SimpleQueue[None] = queue.SimpleQueue()
         # A turn per executor still running here. The list is None until this thread runs,
@@ -156,14 +176,28 @@ class SharedThread(threading.Thread):
 
     def run(self) -> None:
         pin_executor_thread(self.cpu, self.name)
+        if self.rounds is None:
+            self._run_rounds()
+            return
+        self.rounds.enter()
+        try:
+            self._run_rounds()
+        finally:
+            self.rounds.leave()
+
+    def _run_rounds(self) -> None:
         enter_context = log_context.enter
+        rounds = self.rounds
         if self._turns is None:
             self._turns = [Turn(executor) for executor in self.executors]
         while self._turns:
             progressed = False
             for turn in list(self._turns):
+                now = time.monotonic()
+                if rounds is not None:
+                    rounds.before_turn(now)
                 with self._lock:
-                    self._current, self._current_since = turn, time.monotonic()
+                    self._current, self._current_since = turn, now
                     self._current_limit = (STARTING_BLOCKED_SECS if turn.steps is None
                                            else BLOCKED_SECS)
                 enter_context(turn.executor.log_context)   # what its log lines name
@@ -181,6 +215,8 @@ class SharedThread(threading.Thread):
                 if handed_off:
                     break   # the others went to a new thread: what is left here is this turn
             else:
+                if rounds is not None:
+                    rounds.round_ended()
                 if not progressed and self._turns:
                     self._sleep(self._turns)
 
@@ -198,7 +234,7 @@ class SharedThread(threading.Thread):
             self._turns = [turn]
             self._handed_off = True
             successor = SharedThread(f"{self.name}+", [t.executor for t in others], self.cpu,
-                                     others)
+                                     others, self.rounds)
         log.info("executor %s held its shared thread for %.2f s: it keeps that thread, and %s "
                  "go on on thread %s", turn.executor.name, now - self._current_since,
                  ", ".join(t.executor.name for t in others), successor.name)

@@ -179,10 +179,7 @@ class Endpoint:
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.stopping = threading.Event()
         self.sender = Sender(context, self.stopping, topology, security, slot=slot, tenure=tenure)
-        self.watch = OverloadWatch(routes, lambda: peers,
-                                   lambda address, message:
-                                       self.sender.queue.put((address, message)),
-                                   at_least=0)
+        self.watch = OverloadWatch(routes, lambda: peers, self.sender.send, at_least=0)
         self.receiver = Receiver(context, f"tcp://127.0.0.1:{self.port}",
                                  FrameDecoder(layout, topology, fence),
                                  make_deliver(routes, self.sender.paused, self.watch),
@@ -413,8 +410,8 @@ def test_data_queued_before_a_pause_is_held_and_delivered_in_order_after_it(layo
     src, sink = tasks(layout)
     with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
         a.sender.paused.apply([sink, 1])
-        for i in range(50):   # queued straight to the sender, as if before the pause arrived
-            a.sender.queue.put((b.address, (DATA, sink, src, batch(layout, i * 10))))
+        for i in range(50):   # queued for the sender, held there until the pause lifts
+            a.sender.send(b.address, (DATA, sink, src, batch(layout, i * 10)))
         time.sleep(0.3)
         assert inbox.qsize() == 0, "held while paused"
         a.sender.paused.apply([sink, 0])
