@@ -92,8 +92,15 @@ FENCED_QUIET_SECS = 60.0
 MAX_FENCED_SENDERS = 1000
 # The pause before a refused socket is replaced: the first, and the longest it grows to.
 RETRY_FIRST_SECS, RETRY_MAX_SECS = 0.1, 2.0
+# Frames the receiver takes at most after one poll: each poll is a system call, costly on a
+# virtual machine, so it takes what has come; the bound lets it look at overloaded inboxes.
+MAX_FRAMES_PER_DRAIN = 100
 # The longest a shared thread's round holds what its executors sent before it goes.
-COALESCE_SECS = 0.001
+COALESCE_SECS = 0.0005
+# A shared thread's rounds take the frames that came at most this often; the receiver thread
+# leaves the socket to them while they last asked less than ROUNDS_HOLD_SECS before.
+ROUNDS_TAKE_SECS = 0.0002
+ROUNDS_HOLD_SECS = 0.02
 
 
 @dataclass(frozen=True)
@@ -202,20 +209,22 @@ class Sender(threading.Thread):
             with self._lock:
                 self._flush_outbox()
 
-    # RoundListener (runtime/threads.py), for the shared threads running executors:
+    # For the threads running executors in rounds (TransportRounds):
 
     def enter(self) -> None:
+        """The calling thread runs executors in rounds: what it sends waits in the outbox for
+        ``flush_if_due`` or ``flush``, one frame a peer for all it sent meanwhile."""
         with self._lock:
             self._rounds_threads.add(threading.get_ident())
 
-    def before_turn(self, now: float) -> None:
-        if self._outbox_since and now - self._outbox_since > COALESCE_SECS:
+    def flush_if_due(self, now: float) -> None:
+        """Send what the rounds hold if the oldest of it came ``COALESCE_SECS`` before ``now``
+        (monotonic) or longer."""
+        if self._outbox_since and now - self._outbox_since >= COALESCE_SECS:
             self.flush()
 
-    def round_ended(self) -> None:
-        self.flush()
-
     def leave(self) -> None:
+        """The calling thread runs no more rounds: what they hold goes now."""
         with self._lock:
             self._rounds_threads.discard(threading.get_ident())
             self._flush_outbox()
@@ -456,6 +465,44 @@ class Sender(threading.Thread):
         self.queue.put((address, None))  # type: ignore[arg-type]
 
 
+class TransportRounds:
+    """A worker's transport told of its shared threads' rounds (runtime/threads.py's
+    ``RoundListener``): what their executors send goes in a frame a peer at each round's end
+    (``Sender``), and each round's end takes the frames that came meanwhile (``Receiver``), so
+    that while the executors are busy, neither transport thread wakes for their traffic. The
+    receiver is set once the worker has made it, before any executor runs."""
+
+    def __init__(self, sender: Sender) -> None:
+        self.sender = sender
+        self.receiver: Receiver | None = None
+        self._now = 0.0   # when the last turn began (monotonic)
+
+    def enter(self) -> None:
+        self.sender.enter()
+
+    def before_turn(self, now: float) -> None:
+        self._now = now
+        self.sender.flush_if_due(now)
+
+    def round_ended(self) -> None:
+        self.sender.flush_if_due(self._now)
+        if self.receiver is not None:
+            self.receiver.take_waiting(self._now)
+
+    def idle(self) -> None:
+        self.sender.flush()
+        if self.receiver is not None:
+            # What came since the round's take may be work: the thread finds it in its inboxes
+            # and does not sleep after all.
+            self.receiver.take_waiting(self._now, at_once=True)
+            self.receiver.rounds_idle()
+
+    def leave(self) -> None:
+        self.sender.leave()
+        if self.receiver is not None:
+            self.receiver.rounds_idle()
+
+
 class RemoteRoute:
     """Looks like a local inbox to a Transfer; sends to a task in another worker."""
 
@@ -528,6 +575,18 @@ class Receiver(threading.Thread):
         self.peers_refused = 0
         self.frames_fenced = 0
         self._fenced_last: dict[str, float] = {}   # fenced sender -> its last refused frame
+        # The socket, the deliveries and the overload watch: this thread's, and a thread's
+        # running executors in rounds at each round's end (``take_waiting``), which takes the
+        # frames that came meanwhile itself while it is busy, so that this thread does not
+        # wake (and wait for the interpreter lock) for each.
+        self._lock = threading.Lock()
+        # When a round last asked for the frames, and last took them (monotonic); 0 once its
+        # thread sleeps (``rounds_idle``), which ``_rounds_sleep`` also tells this thread.
+        self._rounds_asked = 0.0
+        self._rounds_took = 0.0
+        self._rounds_sleep = threading.Event()
+        self.taken_by_rounds = 0   # frames the rounds took
+        self.watching = False   # whether this thread watches the socket now (not left to rounds)
 
     @property
     def frames_rejected(self) -> int:
@@ -536,35 +595,81 @@ class Receiver(threading.Thread):
         of its arrives)."""
         return self.frames_undecodable + self.peers_refused + self.frames_fenced
 
+    def take_waiting(self, now: float, at_once: bool = False) -> None:
+        """At the end of a round of executors (at ``now``, monotonic), on their thread: take
+        the frames that came, unless a round took them less than ``ROUNDS_TAKE_SECS`` before
+        (and not ``at_once``) or this thread has the socket now. While rounds ask, this thread
+        leaves it to them."""
+        self._rounds_asked = now
+        if ((not at_once and now - self._rounds_took < ROUNDS_TAKE_SECS)
+                or not self._lock.acquire(blocking=False)):
+            return
+        try:
+            self._rounds_took = now
+            self.taken_by_rounds += self._take_waiting()
+        finally:
+            self._lock.release()
+
+    def rounds_idle(self) -> None:
+        """The thread running executors in rounds goes to sleep: this thread takes the frames."""
+        self._rounds_asked = 0.0
+        self._rounds_sleep.set()
+
     def run(self) -> None:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         poller.register(self._refusals, zmq.POLLIN)
         overload = self.overload
         while not self.stopping.is_set():
-            if overload is not None:
-                overload.check()
             # Look at overloaded inboxes often, so peers resume soon after they drain.
-            ready = dict(poller.poll(20 if overload is not None and overload.busy() else 200))
-            if self._refusals in ready:
+            look_secs = 0.02 if overload is not None and overload.busy() else 0.2
+            self.watching = time.monotonic() - self._rounds_asked >= ROUNDS_HOLD_SECS
+            if not self.watching:
+                # Busy rounds take the frames: wake to look at the inboxes, or when they sleep
+                # (or stop asking: their thread blocked in a turn).
+                self._rounds_sleep.wait(min(look_secs, ROUNDS_HOLD_SECS))
+                self._rounds_sleep.clear()
+                with self._lock:
+                    if overload is not None:
+                        overload.check()
                 self._count_refusals()
-            if self.socket not in ready:
                 continue
-            frame = self.socket.recv(copy=False)
+            with self._lock:
+                if overload is not None:
+                    overload.check()
+                ready = dict(poller.poll(int(look_secs * 1000)))
+                if self._refusals in ready:
+                    self._count_refusals()
+                if self.socket in ready:
+                    self._take_waiting()
+        with self._lock:
+            self.socket.disable_monitor()
+            self._refusals.close(linger=0)
+            self.socket.close(linger=0)
+
+    def _take_waiting(self) -> int:
+        """Take the frames waiting on the socket (the lock held); how many."""
+        for taken in range(MAX_FRAMES_PER_DRAIN):
             try:
-                messages = self.decoder.decode(frame.bytes)
-            except Fenced as exc:
-                self._fenced(exc)
-                continue
-            except WireError as exc:
-                self.frames_undecodable += 1
-                log.warning("rejected a frame of %d bytes: %s", len(frame.bytes), exc)
-                continue
-            for message in messages:
-                self.deliver(message)
-        self.socket.disable_monitor()
-        self._refusals.close(linger=0)
-        self.socket.close(linger=0)
+                frame = self.socket.recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return taken
+            self._take(frame.bytes)
+        return MAX_FRAMES_PER_DRAIN
+
+    def _take(self, frame: bytes) -> None:
+        """Decode ``frame`` and deliver its messages, or count and report why it is refused."""
+        try:
+            messages = self.decoder.decode(frame)
+        except Fenced as exc:
+            self._fenced(exc)
+            return
+        except WireError as exc:
+            self.frames_undecodable += 1
+            log.warning("rejected a frame of %d bytes: %s", len(frame), exc)
+            return
+        for message in messages:
+            self.deliver(message)
 
     def _fenced(self, exc: Fenced) -> None:
         """Count a fenced sender's frame; tell ``on_fenced`` of the first in a while from it."""

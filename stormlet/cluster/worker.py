@@ -53,7 +53,7 @@ from .log_files import samples_file
 from .metrics_reporter import MetricsReporter
 from .security import Security, release
 from .tenure import Fence, assignment_version, slot_key, slot_tenure
-from .transport import LinkTimes, Receiver, RemoteRoute, Sender, make_deliver
+from .transport import LinkTimes, Receiver, RemoteRoute, Sender, TransportRounds, make_deliver
 from .wire import Fenced, FrameDecoder
 from .zk_state import (
     CONNECTION_ERRORS,
@@ -216,9 +216,10 @@ class Worker:
                 cfg.STORMLET_STATE_EPOCH: assignment_version(assignment)}
         if self.state_dir is not None and not conf.get(cfg.STORMLET_STATE_DIR):
             conf[cfg.STORMLET_STATE_DIR] = str(self.state_dir)
+        rounds = TransportRounds(self.sender)
         self.runtime = TopologyRuntime(record["name"], topology, conf, plan=plan,
                                        remote_routes=self._remote_routes(assignment),
-                                       host=self.host, rounds=self.sender)
+                                       host=self.host, rounds=rounds)
         self.sender.registry = self.runtime.registry
         overload = OverloadWatch(self.runtime.routes, self._peers, self.sender.send)
         self.receiver = Receiver(self.context, f"tcp://{self.bind}:{self.port}",
@@ -227,6 +228,7 @@ class Worker:
                                  make_deliver(self.runtime.routes, self.sender.paused, overload),
                                  self.stopping, overload, self.security, self.topology_id,
                                  on_fenced=self._on_fenced, link_times=self.link_times)
+        rounds.receiver = self.receiver
         self.status = record.get("status")
         self.started = time.time()
         # Log levels and tuple sampling, as the record says while it runs (live_settings.py).

@@ -54,8 +54,9 @@ MAX_TURN_MESSAGES = 16
 
 class RoundListener(Protocol):
     """Told of a shared thread's rounds: a worker's transport holds what the thread's executors
-    send to other workers until the round ends, and sends it then in a frame a worker
-    (cluster/transport.py's ``Sender``), instead of a frame a batch."""
+    send to other workers until the round ends and sends it then, a frame a worker instead of
+    a frame a batch, and takes what came for them at a round's end while they are busy
+    (cluster/transport.py's ``TransportRounds``)."""
 
     def enter(self) -> None:
         """The calling thread starts running executors in rounds."""
@@ -64,7 +65,10 @@ class RoundListener(Protocol):
         """A turn begins at ``now`` (monotonic): a long round need not hold what it sent."""
 
     def round_ended(self) -> None:
-        """The calling thread ended a round, or is about to sleep."""
+        """The calling thread ended a round."""
+
+    def idle(self) -> None:
+        """The calling thread is about to sleep: its rounds take nothing more until it wakes."""
 
     def leave(self) -> None:
         """The calling thread runs no more rounds."""
@@ -218,6 +222,8 @@ class SharedThread(threading.Thread):
                 if rounds is not None:
                     rounds.round_ended()
                 if not progressed and self._turns:
+                    if rounds is not None:
+                        rounds.idle()
                     self._sleep(self._turns)
 
     def hand_off_if_blocked(self, now: float) -> SharedThread | None:

@@ -18,7 +18,7 @@ from support import wait_until
 from zookeeper_server import free_port
 
 from stormlet import Bolt, Spout, TopologyBuilder
-from stormlet.cluster import backpressure
+from stormlet.cluster import backpressure, transport
 from stormlet.cluster.backpressure import OverloadWatch, PausedTasks
 from stormlet.cluster.security import Security, release
 from stormlet.cluster.tenure import Fence, next_assignment
@@ -442,6 +442,138 @@ def test_acks_are_never_held_for_a_paused_task(layout, context):
         route.put((ACK_ACK, src, sink, array("Q", [5, 6])))
         message = inbox.get(timeout=5)
         assert message[0] == ACK_ACK and list(message[3]) == [5, 6]   # packed (root, value)
+
+
+# ----- sent from the executors' threads
+
+
+def reached(a, b) -> None:
+    a.sender.connect_to({b.address})
+    wait_until(lambda: b.address in a.sender.reached(), 10, "the handshake")
+
+
+def numbers(inbox, count: int) -> list[int]:
+    received: list[int] = []
+    while len(received) < count:
+        received += [t.values[0] for t in inbox.get(timeout=5)[3].tuples()]
+    return received
+
+
+def test_a_thread_running_rounds_sends_a_frame_a_peer_for_what_it_sent_meanwhile(
+        layout, context):
+    src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        reached(a, b)
+        route = a.sender.route(b.address)
+        a.sender.enter()
+        try:
+            frames = a.sender.frames_sent
+            for i in range(5):
+                route.put_data((DATA, sink, src, batch(layout, i * 10)))
+            assert a.sender.frames_sent == frames, "held in the outbox"
+            a.sender.flush()
+            assert a.sender.frames_sent == frames + 1, "one frame for the five batches"
+            assert numbers(inbox, 50) == list(range(50))
+        finally:
+            a.sender.leave()
+
+
+def test_rounds_send_what_they_hold_once_it_was_held_long_enough(layout, context):
+    src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        reached(a, b)
+        a.sender.enter()
+        try:
+            frames = a.sender.frames_sent
+            a.sender.route(b.address).put_data((DATA, sink, src, batch(layout, 0)))
+            a.sender.flush_if_due(time.monotonic() - 1.0)   # not held that long yet
+            assert a.sender.frames_sent == frames
+            a.sender.flush_if_due(time.monotonic() + transport.COALESCE_SECS)
+            assert a.sender.frames_sent == frames + 1
+            assert numbers(inbox, 10) == list(range(10))
+        finally:
+            a.sender.leave()
+
+
+def test_a_thread_not_running_rounds_sends_at_once_and_a_leaving_one_sends_what_it_held(
+        layout, context):
+    src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        reached(a, b)
+        route = a.sender.route(b.address)
+        frames = a.sender.frames_sent
+        route.put_data((DATA, sink, src, batch(layout, 0)))
+        assert a.sender.frames_sent == frames + 1, "sent on this thread, before put returned"
+        a.sender.enter()
+        route.put_data((DATA, sink, src, batch(layout, 10)))
+        a.sender.leave()
+        assert a.sender.frames_sent == frames + 2
+        route.put_data((DATA, sink, src, batch(layout, 20)))   # not in rounds any more
+        assert a.sender.frames_sent == frames + 3
+        assert numbers(inbox, 30) == list(range(30))
+
+
+def test_what_a_round_holds_goes_before_what_follows_it_through_the_sender_thread(
+        layout, context):
+    src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        reached(a, b)
+        route = a.sender.route(b.address)
+        a.sender.enter()
+        try:
+            for i in range(3):
+                route.put_data((DATA, sink, src, batch(layout, i * 10)))
+            # Now the task's worker asks for its data to be held: the next batch goes to the
+            # sender thread, which holds it, and what the round held must not overtake it...
+            # nor be overtaken by it.
+            a.sender.paused.apply([sink, 1])
+            route.put_data((DATA, sink, src, batch(layout, 30)), wait=False)
+            a.sender.flush()
+            a.sender.paused.apply([sink, 0])
+            route.put_data((DATA, sink, src, batch(layout, 40)))
+            a.sender.flush()
+            assert numbers(inbox, 50) == list(range(50))
+        finally:
+            a.sender.leave()
+
+
+def test_busy_rounds_take_the_frames_that_came_and_the_receiver_thread_takes_them_once_idle(
+        layout, context, monkeypatch):
+    # Rounds that asked within the last 5 s count as busy: a loaded machine's late wake-up
+    # between two of this test's rounds must not hand the socket back to the receiver thread.
+    monkeypatch.setattr(transport, "ROUNDS_HOLD_SECS", 5.0)
+    src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        reached(a, b)
+        rounds = transport.TransportRounds(b.sender)
+        rounds.receiver = b.receiver
+        route = a.sender.route(b.address)
+        rounds.enter()
+        try:
+            def busy_round() -> None:
+                rounds.before_turn(time.monotonic())
+                rounds.round_ended()
+                time.sleep(0.001)
+
+            def left_to_rounds() -> bool:   # after its poll under way (<= 0.2 s) returns
+                busy_round()
+                return not b.receiver.watching
+
+            wait_until(left_to_rounds, 5, "the receiver thread to leave the socket to rounds",
+                       interval=0)
+            route.put_data((DATA, sink, src, batch(layout, 0)))
+            deadline = time.monotonic() + 5
+            while inbox.empty() and time.monotonic() < deadline:
+                busy_round()
+            message = inbox.get_nowait()
+            assert b.receiver.taken_by_rounds == 1, "the round took it, on this thread"
+            assert [t.values[0] for t in message[3].tuples()] == list(range(10))
+            rounds.idle()   # the rounds' thread sleeps: the receiver thread takes what comes
+            route.put_data((DATA, sink, src, batch(layout, 10)))
+            assert numbers(inbox, 10) == list(range(10, 20))
+            assert b.receiver.taken_by_rounds == 1
+        finally:
+            rounds.leave()
 
 
 # ----- a batch that will not pack

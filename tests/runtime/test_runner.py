@@ -83,6 +83,58 @@ def test_executors_sharing_a_thread_each_get_their_messages_in_order_and_a_sleep
     assert first.finished.is_set() and second.finished.is_set()
 
 
+class Rounds:
+    """A round listener noting what it is told, on which thread, and what the executors had seen
+    by each round's end."""
+
+    def __init__(self, executor: Recorder):
+        self.executor = executor
+        self.calls: list[tuple[str, int]] = []
+        self.seen_at_round_end: list[list] = []
+
+    def enter(self) -> None:
+        self.calls.append(("enter", threading.get_ident()))
+
+    def before_turn(self, now: float) -> None:
+        assert abs(now - time.monotonic()) < 1.0
+        self.calls.append(("before_turn", threading.get_ident()))
+
+    def round_ended(self) -> None:
+        self.calls.append(("round_ended", threading.get_ident()))
+        self.seen_at_round_end.append(list(self.executor.seen))
+
+    def idle(self) -> None:
+        self.calls.append(("idle", threading.get_ident()))
+
+    def leave(self) -> None:
+        self.calls.append(("leave", threading.get_ident()))
+
+
+def test_a_shared_thread_tells_its_round_listener_of_each_turn_and_round_on_its_own_thread():
+    first, second = Recorder("first"), Recorder("second")
+    rounds = Rounds(first)
+    thread = SharedThread("shared", [first, second], None, rounds=rounds)
+    thread.start()
+    try:
+        wait_until(lambda: thread.idle, 5, "the shared thread to sleep", interval=0.005)
+        turns_before = sum(1 for name, _ in rounds.calls if name == "before_turn")
+        send(first, "a")
+        wait_until(lambda: rounds.seen_at_round_end and rounds.seen_at_round_end[-1] == ["a"],
+                   5, "a round to end after the message", interval=0.005)
+        # A turn for each executor began before the round that took the message ended.
+        assert sum(1 for name, _ in rounds.calls if name == "before_turn") >= turns_before + 2
+    finally:
+        stop(first)
+        stop(second)
+        thread.join(5)
+    names = [name for name, _ in rounds.calls]
+    assert names[0] == "enter" and names[-1] == "leave" and names.count("leave") == 1
+    # Before each sleep its rounds were told the thread goes idle, right after a round ended.
+    assert "idle" in names
+    assert all(names[i - 1] == "round_ended" for i, name in enumerate(names) if name == "idle")
+    assert {ident for _, ident in rounds.calls} == {thread.ident}
+
+
 def test_a_wake_up_for_an_executor_that_waits_for_input_is_ignored():
     """A wake-up means room for data held back; one that comes after the data went in (the
     executor waits for input again) must not resume it without a message."""
