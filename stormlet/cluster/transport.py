@@ -223,10 +223,14 @@ class Sender(threading.Thread):
         if self._outbox_since and now - self._outbox_since >= COALESCE_SECS:
             self.flush()
 
-    def leave(self) -> None:
-        """The calling thread runs no more rounds: what they hold goes now."""
+    def leave(self, every_thread: bool = False) -> None:
+        """The calling thread (or ``every_thread``) runs no more rounds: what they hold goes
+        now."""
         with self._lock:
-            self._rounds_threads.discard(threading.get_ident())
+            if every_thread:
+                self._rounds_threads.clear()
+            else:
+                self._rounds_threads.discard(threading.get_ident())
             self._flush_outbox()
 
     def connect_to(self, addresses: set[str]) -> None:
@@ -476,29 +480,56 @@ class TransportRounds:
         self.sender = sender
         self.receiver: Receiver | None = None
         self._now = 0.0   # when the last turn began (monotonic)
+        # Set if moving frames on a round's thread raised: the transport's threads move them
+        # all from then on (and a fault that is theirs too ends them, and the worker with them).
+        self.given_up = False
 
     def enter(self) -> None:
-        self.sender.enter()
+        if not self.given_up:
+            self.sender.enter()
 
     def before_turn(self, now: float) -> None:
         self._now = now
-        self.sender.flush_if_due(now)
+        if self.given_up:
+            return
+        try:
+            self.sender.flush_if_due(now)
+        except Exception:
+            self._give_up()
 
     def round_ended(self) -> None:
-        self.sender.flush_if_due(self._now)
-        if self.receiver is not None:
-            self.receiver.take_waiting(self._now)
+        if self.given_up:
+            return
+        try:
+            self.sender.flush_if_due(self._now)
+            if self.receiver is not None:
+                self.receiver.take_waiting(self._now)
+        except Exception:
+            self._give_up()
 
     def idle(self) -> None:
-        self.sender.flush()
-        if self.receiver is not None:
-            # What came since the round's take may be work: the thread finds it in its inboxes
-            # and does not sleep after all.
-            self.receiver.take_waiting(self._now, at_once=True)
-            self.receiver.rounds_idle()
+        if self.given_up:
+            return
+        try:
+            self.sender.flush()
+            if self.receiver is not None:
+                # What came since the round's take may be work: the thread finds it in its
+                # inboxes and does not sleep after all.
+                self.receiver.take_waiting(self._now, at_once=True)
+                self.receiver.rounds_idle()
+        except Exception:
+            self._give_up()
 
     def leave(self) -> None:
         self.sender.leave()
+        if self.receiver is not None:
+            self.receiver.rounds_idle()
+
+    def _give_up(self) -> None:
+        log.exception("moving frames on the executors' thread failed: the transport's threads "
+                      "move them from now on")
+        self.given_up = True
+        self.sender.leave(every_thread=True)
         if self.receiver is not None:
             self.receiver.rounds_idle()
 
@@ -587,6 +618,7 @@ class Receiver(threading.Thread):
         self._rounds_sleep = threading.Event()
         self.taken_by_rounds = 0   # frames the rounds took
         self.watching = False   # whether this thread watches the socket now (not left to rounds)
+        self._closed = False
 
     @property
     def frames_rejected(self) -> int:
@@ -605,8 +637,9 @@ class Receiver(threading.Thread):
                 or not self._lock.acquire(blocking=False)):
             return
         try:
-            self._rounds_took = now
-            self.taken_by_rounds += self._take_waiting()
+            if not self._closed:
+                self._rounds_took = now
+                self.taken_by_rounds += self._take_waiting()
         finally:
             self._lock.release()
 
@@ -643,6 +676,7 @@ class Receiver(threading.Thread):
                 if self.socket in ready:
                     self._take_waiting()
         with self._lock:
+            self._closed = True
             self.socket.disable_monitor()
             self._refusals.close(linger=0)
             self.socket.close(linger=0)

@@ -576,6 +576,31 @@ def test_busy_rounds_take_the_frames_that_came_and_the_receiver_thread_takes_the
             rounds.leave()
 
 
+def test_rounds_whose_transport_work_fails_leave_it_to_the_transport_threads(
+        layout, context, caplog):
+    src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        reached(a, b)
+        rounds = transport.TransportRounds(a.sender)
+        rounds.receiver = a.receiver
+        route = a.sender.route(b.address)
+        rounds.enter()
+        route.put_data((DATA, sink, src, batch(layout, 0)))   # held for the round's end
+
+        def broken(now: float) -> None:
+            raise RuntimeError("broken on purpose")
+
+        a.sender.flush_if_due = broken
+        rounds.before_turn(time.monotonic())   # raises nothing into the executors' thread
+        assert rounds.given_up and "the transport's threads move them" in caplog.text
+        assert numbers(inbox, 10) == list(range(10)), "what the round held went"
+        frames = a.sender.frames_sent
+        route.put_data((DATA, sink, src, batch(layout, 10)))
+        assert a.sender.frames_sent == frames + 1, "sent at once, no longer held"
+        assert numbers(inbox, 10) == list(range(10, 20))
+        rounds.leave()
+
+
 # ----- a batch that will not pack
 
 
