@@ -490,33 +490,33 @@ class TransportRounds:
 
     def before_turn(self, now: float) -> None:
         self._now = now
-        if self.given_up:
-            return
-        try:
-            self.sender.flush_if_due(now)
-        except Exception:
-            self._give_up()
+        self._guarded(self.sender.flush_if_due, now)
 
     def round_ended(self) -> None:
-        if self.given_up:
-            return
-        try:
-            self.sender.flush_if_due(self._now)
-            if self.receiver is not None:
-                self.receiver.take_waiting(self._now)
-        except Exception:
-            self._give_up()
+        self._guarded(self._round_ended)
 
     def idle(self) -> None:
+        self._guarded(self._idle)
+
+    def _round_ended(self) -> None:
+        self.sender.flush_if_due(self._now)
+        if self.receiver is not None:
+            self.receiver.take_waiting(self._now)
+
+    def _idle(self) -> None:
+        self.sender.flush()
+        if self.receiver is not None:
+            # What came since the round's take may be work: the thread finds it in its inboxes
+            # and does not sleep after all.
+            self.receiver.take_waiting(self._now, at_once=True)
+            self.receiver.rounds_idle()
+
+    def _guarded(self, work: Callable[..., object], *args: Any) -> None:
+        """Run ``work`` unless given up; give up if it raises (never into the executors)."""
         if self.given_up:
             return
         try:
-            self.sender.flush()
-            if self.receiver is not None:
-                # What came since the round's take may be work: the thread finds it in its
-                # inboxes and does not sleep after all.
-                self.receiver.take_waiting(self._now, at_once=True)
-                self.receiver.rounds_idle()
+            work(*args)
         except Exception:
             self._give_up()
 

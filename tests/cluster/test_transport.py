@@ -452,6 +452,20 @@ def reached(a, b) -> None:
     wait_until(lambda: b.address in a.sender.reached(), 10, "the handshake")
 
 
+@contextmanager
+def rounds_to(layout, context):
+    """Worker ``a`` reaching worker ``b``, ``b``'s inbox of the sink task, and ``a``'s route to
+    it, while the calling thread runs executors in rounds in ``a``."""
+    _src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        reached(a, b)
+        a.sender.enter()
+        try:
+            yield a, inbox, a.sender.route(b.address)
+        finally:
+            a.sender.leave()
+
+
 def numbers(inbox, count: int) -> list[int]:
     received: list[int] = []
     while len(received) < count:
@@ -462,37 +476,26 @@ def numbers(inbox, count: int) -> list[int]:
 def test_a_thread_running_rounds_sends_a_frame_a_peer_for_what_it_sent_meanwhile(
         layout, context):
     src, sink = tasks(layout)
-    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
-        reached(a, b)
-        route = a.sender.route(b.address)
-        a.sender.enter()
-        try:
-            frames = a.sender.frames_sent
-            for i in range(5):
-                route.put_data((DATA, sink, src, batch(layout, i * 10)))
-            assert a.sender.frames_sent == frames, "held in the outbox"
-            a.sender.flush()
-            assert a.sender.frames_sent == frames + 1, "one frame for the five batches"
-            assert numbers(inbox, 50) == list(range(50))
-        finally:
-            a.sender.leave()
+    with rounds_to(layout, context) as (a, inbox, route):
+        frames = a.sender.frames_sent
+        for i in range(5):
+            route.put_data((DATA, sink, src, batch(layout, i * 10)))
+        assert a.sender.frames_sent == frames, "held in the outbox"
+        a.sender.flush()
+        assert a.sender.frames_sent == frames + 1, "one frame for the five batches"
+        assert numbers(inbox, 50) == list(range(50))
 
 
 def test_rounds_send_what_they_hold_once_it_was_held_long_enough(layout, context):
     src, sink = tasks(layout)
-    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
-        reached(a, b)
-        a.sender.enter()
-        try:
-            frames = a.sender.frames_sent
-            a.sender.route(b.address).put_data((DATA, sink, src, batch(layout, 0)))
-            a.sender.flush_if_due(time.monotonic() - 1.0)   # not held that long yet
-            assert a.sender.frames_sent == frames
-            a.sender.flush_if_due(time.monotonic() + transport.COALESCE_SECS)
-            assert a.sender.frames_sent == frames + 1
-            assert numbers(inbox, 10) == list(range(10))
-        finally:
-            a.sender.leave()
+    with rounds_to(layout, context) as (a, inbox, route):
+        frames = a.sender.frames_sent
+        route.put_data((DATA, sink, src, batch(layout, 0)))
+        a.sender.flush_if_due(time.monotonic() - 1.0)   # not held that long yet
+        assert a.sender.frames_sent == frames
+        a.sender.flush_if_due(time.monotonic() + transport.COALESCE_SECS)
+        assert a.sender.frames_sent == frames + 1
+        assert numbers(inbox, 10) == list(range(10))
 
 
 def test_a_thread_not_running_rounds_sends_at_once_and_a_leaving_one_sends_what_it_held(
@@ -516,25 +519,19 @@ def test_a_thread_not_running_rounds_sends_at_once_and_a_leaving_one_sends_what_
 def test_what_a_round_holds_goes_before_what_follows_it_through_the_sender_thread(
         layout, context):
     src, sink = tasks(layout)
-    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
-        reached(a, b)
-        route = a.sender.route(b.address)
-        a.sender.enter()
-        try:
-            for i in range(3):
-                route.put_data((DATA, sink, src, batch(layout, i * 10)))
-            # Now the task's worker asks for its data to be held: the next batch goes to the
-            # sender thread, which holds it, and what the round held must not overtake it...
-            # nor be overtaken by it.
-            a.sender.paused.apply([sink, 1])
-            route.put_data((DATA, sink, src, batch(layout, 30)), wait=False)
-            a.sender.flush()
-            a.sender.paused.apply([sink, 0])
-            route.put_data((DATA, sink, src, batch(layout, 40)))
-            a.sender.flush()
-            assert numbers(inbox, 50) == list(range(50))
-        finally:
-            a.sender.leave()
+    with rounds_to(layout, context) as (a, inbox, route):
+        for i in range(3):
+            route.put_data((DATA, sink, src, batch(layout, i * 10)))
+        # Now the task's worker asks for its data to be held: the next batch goes to the
+        # sender thread, which holds it, and what the round held must neither overtake it nor
+        # be overtaken by it.
+        a.sender.paused.apply([sink, 1])
+        route.put_data((DATA, sink, src, batch(layout, 30)), wait=False)
+        a.sender.flush()
+        a.sender.paused.apply([sink, 0])
+        route.put_data((DATA, sink, src, batch(layout, 40)))
+        a.sender.flush()
+        assert numbers(inbox, 50) == list(range(50))
 
 
 def test_busy_rounds_take_the_frames_that_came_and_the_receiver_thread_takes_them_once_idle(
