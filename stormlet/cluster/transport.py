@@ -168,6 +168,8 @@ class Sender(threading.Thread):
         # way, per peer, and since when (monotonic; 0 when empty): one frame a peer at the
         # round's end (``round_ended``).
         self._rounds_threads: set[int] = set()
+        self._no_rounds = False   # set once the rounds gave the transport work up (``leave``)
+        self._repeats = Repeats(log)   # lines about dropped frames, a few a while
         self._outbox: dict[str, list[tuple]] = {}
         self._outbox_since = 0.0
         self.paused = PausedTasks()   # remote tasks whose workers asked us to hold their data
@@ -215,7 +217,8 @@ class Sender(threading.Thread):
         """The calling thread runs executors in rounds: what it sends waits in the outbox for
         ``flush_if_due`` or ``flush``, one frame a peer for all it sent meanwhile."""
         with self._lock:
-            self._rounds_threads.add(threading.get_ident())
+            if not self._no_rounds:
+                self._rounds_threads.add(threading.get_ident())
 
     def flush_if_due(self, now: float) -> None:
         """Send what the rounds hold if the oldest of it came ``COALESCE_SECS`` before ``now``
@@ -228,6 +231,7 @@ class Sender(threading.Thread):
         now."""
         with self._lock:
             if every_thread:
+                self._no_rounds = True
                 self._rounds_threads.clear()
             else:
                 self._rounds_threads.discard(threading.get_ident())
@@ -257,19 +261,34 @@ class Sender(threading.Thread):
     def _send_now(self, address: str, messages: list[tuple]) -> bool:
         """Hand one frame of ``messages`` to ``address``'s socket without waiting; False if its
         peer's queue is full. Messages that cannot be packed are dropped (True)."""
+        frame = self._frame(address, messages)
+        return frame is None or self._push(address, frame, len(messages))
+
+    def _frame(self, address: str, messages: list[tuple]) -> bytes | None:
+        """``messages`` in one frame; None, and dropped, if they cannot be packed."""
         try:
-            frame = encode_frame(messages, self.topology, self.slot, self.tenure)
+            return encode_frame(messages, self.topology, self.slot, self.tenure)
         except Exception:
             # Never let one bad message stop a thread that carries other traffic: what it held
             # was tracked at its spout, times out there and is replayed.
             self.messages_dropped += len(messages)
             log.exception("dropped %d messages for %s that could not be packed", len(messages),
                           address)
-            return True
+            return None
+
+    def _push(self, address: str, frame: bytes, count: int) -> bool:
+        """Hand ``frame`` (of ``count`` messages) to ``address``'s socket without waiting;
+        False if its peer's queue is full. A socket that fails otherwise (its context ending
+        with the worker) drops it: an executor sending must not fail for the transport."""
         try:
             self._socket(address).send(frame, zmq.NOBLOCK, copy=False)
         except zmq.Again:
             return False
+        except zmq.ZMQError as exc:
+            self.messages_dropped += count
+            self._repeats.warning("send", "dropped a frame for %s: %s (its tuples time out at "
+                                  "their spouts and are replayed)", address, exc)
+            return True
         self.frames_sent += 1
         return True
 
@@ -397,13 +416,12 @@ class Sender(threading.Thread):
         paused = self.paused.paused
         # Data for tasks whose worker asked us to hold it, per task in arrival order: what was
         # queued before the pause arrived waits here instead of swamping that worker.
-        held: dict[int, tuple[str, list[tuple]]] = {}
+        held: dict[tuple[str, int], list[tuple]] = {}
         while not self.stopping.is_set():
             self._check_handshakes()
             by_address: dict[str, list[tuple]] = {}
-            for task in [task for task in held if not paused(task)]:
-                address, messages = held.pop(task)
-                by_address.setdefault(address, []).extend(messages)
+            for key in [key for key in held if not paused(key[1])]:
+                by_address.setdefault(key[0], []).extend(held.pop(key))
             try:
                 item = get(timeout=0.01 if held else
                            HANDSHAKE_CHECK_SECS if self._settling() else 0.2)
@@ -419,15 +437,15 @@ class Sender(threading.Thread):
                 elif message is None:
                     # Nothing more goes to a retired worker.
                     dropped = len(by_address.pop(address, ()))
-                    dropped += sum(len(h[1]) for h in held.values() if h[0] == address)
-                    held = {t: h for t, h in held.items() if h[0] != address}
+                    dropped += sum(len(h) for key, h in held.items() if key[0] == address)
+                    held = {key: h for key, h in held.items() if key[0] != address}
                     with self._lock:
                         self._close(address)
                         self._done(address, dropped)
                 else:
                     kind, dest, _src, _payload = message
-                    if kind == DATA and (dest in held or paused(dest)):
-                        held.setdefault(dest, (address, []))[1].append(message)
+                    if kind == DATA and ((address, dest) in held or paused(dest)):
+                        held.setdefault((address, dest), []).append(message)
                     else:
                         by_address.setdefault(address, []).append(message)
                 try:
@@ -446,12 +464,13 @@ class Sender(threading.Thread):
         SEND_TIMEOUT_SECS of a full peer (one dead peer must not stall every other worker)."""
         deadline = time.monotonic() + SEND_TIMEOUT_SECS
         try:
-            while not self.stopping.is_set():
+            frame = self._frame(address, messages)
+            while frame is not None and not self.stopping.is_set():
                 with self._lock:
                     if address in self._retry_at or address in self._lost:
                         self.messages_dropped += len(messages)
                         return
-                    if self._send_now(address, messages):
+                    if self._push(address, frame, len(messages)):
                         return
                 if time.monotonic() > deadline:
                     self.messages_dropped += len(messages)
@@ -521,15 +540,21 @@ class TransportRounds:
             self._give_up()
 
     def leave(self) -> None:
-        self.sender.leave()
+        self._guarded(self.sender.leave)
         if self.receiver is not None:
             self.receiver.rounds_idle()
+
+    def look(self, now: float) -> None:
+        self._guarded(self.sender.flush_if_due, now)
 
     def _give_up(self) -> None:
         log.exception("moving frames on the executors' thread failed: the transport's threads "
                       "move them from now on")
         self.given_up = True
-        self.sender.leave(every_thread=True)
+        try:
+            self.sender.leave(every_thread=True)
+        except Exception:   # what the outbox held is lost: tracked, it is replayed
+            log.exception("could not send what the executors' rounds held")
         if self.receiver is not None:
             self.receiver.rounds_idle()
 
@@ -617,7 +642,7 @@ class Receiver(threading.Thread):
         self._rounds_took = 0.0
         self._rounds_sleep = threading.Event()
         self.taken_by_rounds = 0   # frames the rounds took
-        self.watching = False   # whether this thread watches the socket now (not left to rounds)
+        self.watching = True   # whether this thread watches the socket now (not left to rounds)
         self._closed = False
 
     @property
@@ -640,6 +665,10 @@ class Receiver(threading.Thread):
             if not self._closed:
                 self._rounds_took = now
                 self.taken_by_rounds += self._take_waiting()
+                if self.overload is not None:
+                    # Tell peers of an inbox these frames filled now, not at this thread's
+                    # next look.
+                    self.overload.check()
         finally:
             self._lock.release()
 

@@ -73,6 +73,10 @@ class RoundListener(Protocol):
     def leave(self) -> None:
         """The calling thread runs no more rounds."""
 
+    def look(self, now: float) -> None:
+        """From another thread (the guard's, every ``BLOCKED_SECS / 2``): a turn that blocks
+        must not hold what its round sent for long."""
+
 
 def describe(conf: dict) -> str:
     """How a process runs the executors of a topology with ``conf``: a few words for logs and
@@ -329,6 +333,8 @@ class Guard(threading.Thread):
         while not self.done.wait(BLOCKED_SECS / 2):
             now = time.monotonic()
             for thread in list(self.shared):
+                if thread.rounds is not None:
+                    thread.rounds.look(now)
                 successor = thread.hand_off_if_blocked(now)
                 if successor is not None:
                     self.shared.append(successor)

@@ -496,6 +496,15 @@ def test_rounds_send_what_they_hold_once_it_was_held_long_enough(layout, context
         a.sender.flush_if_due(time.monotonic() + transport.COALESCE_SECS)
         assert a.sender.frames_sent == frames + 1
         assert numbers(inbox, 10) == list(range(10))
+        # The guard's look, from its own thread, does the same for a turn that blocks.
+        rounds = transport.TransportRounds(a.sender)
+        route.put_data((DATA, sink, src, batch(layout, 10)))
+        looker = threading.Thread(
+            target=rounds.look, args=(time.monotonic() + transport.COALESCE_SECS,))
+        looker.start()
+        looker.join(5)
+        assert a.sender.frames_sent == frames + 2
+        assert numbers(inbox, 10) == list(range(10, 20))
 
 
 def test_a_thread_not_running_rounds_sends_at_once_and_a_leaving_one_sends_what_it_held(
