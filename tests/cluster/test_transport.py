@@ -466,6 +466,13 @@ def rounds_to(layout, context):
             a.sender.leave()
 
 
+def rounds_of(endpoint: Endpoint) -> transport.TransportRounds:
+    """A worker's transport rounds, as the worker makes them: its sender's and receiver's."""
+    rounds = transport.TransportRounds(endpoint.sender)
+    rounds.receiver = endpoint.receiver
+    return rounds
+
+
 def numbers(inbox, count: int) -> list[int]:
     received: list[int] = []
     while len(received) < count:
@@ -551,8 +558,7 @@ def test_busy_rounds_take_the_frames_that_came_and_the_receiver_thread_takes_the
     src, sink = tasks(layout)
     with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
         reached(a, b)
-        rounds = transport.TransportRounds(b.sender)
-        rounds.receiver = b.receiver
+        rounds = rounds_of(b)
         route = a.sender.route(b.address)
         rounds.enter()
         try:
@@ -587,8 +593,7 @@ def test_rounds_whose_transport_work_fails_leave_it_to_the_transport_threads(
     src, sink = tasks(layout)
     with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
         reached(a, b)
-        rounds = transport.TransportRounds(a.sender)
-        rounds.receiver = a.receiver
+        rounds = rounds_of(a)
         route = a.sender.route(b.address)
         rounds.enter()
         route.put_data((DATA, sink, src, batch(layout, 0)))   # held for the round's end
