@@ -207,7 +207,7 @@ class Sender(threading.Thread):
 
     def flush(self) -> None:
         """Send what the rounds under way hold, now."""
-        if self._outbox:   # unlocked: only the threads that add to it call this
+        if self._outbox:   # unlocked, a hint: what comes meanwhile goes at the next flush
             with self._lock:
                 self._flush_outbox()
 
