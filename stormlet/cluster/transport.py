@@ -164,14 +164,15 @@ class Sender(threading.Thread):
         # a direct send goes only where there are none, so that a peer's messages keep their
         # order.
         self._waiting: dict[str, int] = {}
-        # What the threads running executors in rounds (``enter``) sent in the round under
-        # way, per peer, and since when (monotonic; 0 when empty): one frame a peer at the
-        # round's end (``round_ended``).
+        # The threads running executors in rounds (``enter``), none once the rounds gave this
+        # work up (``leave``); what they sent, per peer, and since when (monotonic; 0 when
+        # empty): one frame a peer once it waited COALESCE_SECS (``flush_if_due``) or at
+        # ``flush``.
         self._rounds_threads: set[int] = set()
-        self._no_rounds = False   # set once the rounds gave the transport work up (``leave``)
-        self._repeats = Repeats(log)   # lines about dropped frames, a few a while
+        self._no_rounds = False
         self._outbox: dict[str, list[tuple]] = {}
         self._outbox_since = 0.0
+        self._repeats = Repeats(log)   # lines about dropped frames, a few a while
         self.paused = PausedTasks()   # remote tasks whose workers asked us to hold their data
         self.frames_sent = 0
         self.messages_dropped = 0
@@ -189,8 +190,7 @@ class Sender(threading.Thread):
         executors in rounds. Otherwise this thread sends it, in turn."""
         kind, dest, _src, _payload = message
         with self._lock:
-            if (address not in self._waiting and self._link_up(address)
-                    and not (kind == DATA and self.paused.paused(dest))):
+            if self._direct(address) and not (kind == DATA and self.paused.paused(dest)):
                 if threading.get_ident() in self._rounds_threads:
                     held = self._outbox.get(address)
                     if held is None:
@@ -252,11 +252,13 @@ class Sender(threading.Thread):
 
     # Called with the lock held: ---------------------------------------------------------------
 
-    def _link_up(self, address: str) -> bool:
-        """Whether ``address``'s socket has reached its peer and neither lost the link since nor
-        awaits replacement."""
-        return (address in self._reached and address not in self._lost
-                and address not in self._retry_at and address in self._sockets)
+    def _direct(self, address: str) -> bool:
+        """Whether a message for ``address`` may go without this thread: nothing for it waits
+        here, and its socket has reached its peer and neither lost the link since nor awaits
+        replacement."""
+        return (address not in self._waiting and address in self._reached
+                and address not in self._lost and address not in self._retry_at
+                and address in self._sockets)
 
     def _send_now(self, address: str, messages: list[tuple]) -> bool:
         """Hand one frame of ``messages`` to ``address``'s socket without waiting; False if its
@@ -295,8 +297,7 @@ class Sender(threading.Thread):
     def _flush_outbox(self) -> None:
         outbox, self._outbox, self._outbox_since = self._outbox, {}, 0.0
         for address, messages in outbox.items():
-            if not (address not in self._waiting and self._link_up(address)
-                    and self._send_now(address, messages)):
+            if not (self._direct(address) and self._send_now(address, messages)):
                 self._hand_over(address, messages)
 
     def _hand_over(self, address: str, messages: list[tuple]) -> None:
@@ -490,10 +491,11 @@ class Sender(threading.Thread):
 
 class TransportRounds:
     """A worker's transport told of its shared threads' rounds (runtime/threads.py's
-    ``RoundListener``): what their executors send goes in a frame a peer at each round's end
-    (``Sender``), and each round's end takes the frames that came meanwhile (``Receiver``), so
-    that while the executors are busy, neither transport thread wakes for their traffic. The
-    receiver is set once the worker has made it, before any executor runs."""
+    ``RoundListener``): what their executors send goes in a frame a peer once it waited
+    COALESCE_SECS, checked at each turn and round's end and at the guard's look, or before the
+    thread sleeps (``Sender``), and each round's end takes the frames that came meanwhile
+    (``Receiver``), so that while the executors are busy, neither transport thread wakes for
+    their traffic. The receiver is set once the worker has made it, before any executor runs."""
 
     def __init__(self, sender: Sender) -> None:
         self.sender = sender
@@ -504,8 +506,7 @@ class TransportRounds:
         self.given_up = False
 
     def enter(self) -> None:
-        if not self.given_up:
-            self.sender.enter()
+        self.sender.enter()   # which refuses once given up (``leave(every_thread=True)``)
 
     def before_turn(self, now: float) -> None:
         self._now = now
@@ -683,6 +684,9 @@ class Receiver(threading.Thread):
         poller.register(self._refusals, zmq.POLLIN)
         overload = self.overload
         while not self.stopping.is_set():
+            if overload is not None:
+                with self._lock:
+                    overload.check()
             # Look at overloaded inboxes often, so peers resume soon after they drain.
             look_secs = 0.02 if overload is not None and overload.busy() else 0.2
             self.watching = time.monotonic() - self._rounds_asked >= ROUNDS_HOLD_SECS
@@ -691,14 +695,9 @@ class Receiver(threading.Thread):
                 # (or stop asking: their thread blocked in a turn).
                 self._rounds_sleep.wait(min(look_secs, ROUNDS_HOLD_SECS))
                 self._rounds_sleep.clear()
-                with self._lock:
-                    if overload is not None:
-                        overload.check()
                 self._count_refusals()
                 continue
             with self._lock:
-                if overload is not None:
-                    overload.check()
                 ready = dict(poller.poll(int(look_secs * 1000)))
                 if self._refusals in ready:
                     self._count_refusals()
