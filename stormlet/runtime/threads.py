@@ -54,9 +54,9 @@ MAX_TURN_MESSAGES = 16
 
 class RoundListener(Protocol):
     """Told of a shared thread's rounds: a worker's transport holds what the thread's executors
-    send to other workers until the round ends and sends it then, a frame a worker instead of
-    a frame a batch, and takes what came for them at a round's end while they are busy
-    (cluster/transport.py's ``TransportRounds``)."""
+    send to other workers for a moment (or until the thread sleeps) and sends it then, a frame
+    a worker instead of a frame a batch, and takes what came for them at a round's end while
+    they are busy (cluster/transport.py's ``TransportRounds``)."""
 
     def enter(self) -> None:
         """The calling thread starts running executors in rounds."""
