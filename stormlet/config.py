@@ -59,6 +59,7 @@ STORMLET_EXECUTOR_SHARED_THREAD = "stormlet.executor.shared.thread"
 STORMLET_LINK_HEARTBEAT_SECS = "stormlet.link.heartbeat.secs"
 STORMLET_LINK_TIMEOUT_SECS = "stormlet.link.timeout.secs"
 STORMLET_LINK_CONNECT_TIMEOUT_SECS = "stormlet.link.connect.timeout.secs"
+STORMLET_TRANSPORT_SHARED_MEMORY = "stormlet.transport.shared.memory"
 TOPOLOGY_ENVIRONMENT = "topology.environment"
 TOPOLOGY_WORKER_CHILDOPTS = "topology.worker.childopts"
 TOPOLOGY_WORKER_MAX_HEAP_SIZE_MB = "topology.worker.max.heap.size.mb"
@@ -549,6 +550,12 @@ DEFAULTS: dict[str, Setting] = {
         "this long, so that it reconnects within seconds of a link's return instead of at "
         "TCP's backoff",
         number(0, above=True)),
+    STORMLET_TRANSPORT_SHARED_MEMORY: Setting(
+        True,
+        "a topology's workers on one host pass each other their frames through rings in shared "
+        "memory instead of loopback TCP, with no system call while both are busy; on Linux "
+        "x86-64, where the workers' network namespace is shared (stormlet/cluster/same_host.py)",
+        flag),
     TOPOLOGY_BLOBSTORE_MAP: Setting(
         None,
         "blobs of the cluster's blob store each worker finds in its working directory: "

@@ -14,6 +14,14 @@ decodes frames and puts the messages in local inboxes. A data batch is packed by
 sends it and unpacked by the bolt it is for (wire.py), so neither thread here handles an object per
 tuple.
 
+Between two workers of one host, frames take a shorter way: the sender, once it reaches a peer,
+offers it a ring in shared memory (same_host.py, memory_ring.py), and from then on puts that
+peer's frames there instead of on the socket; the peer's executors' thread takes them at its
+rounds' ends, its receiver thread when they sleep, woken by a doorbell only then. No system call
+and no thread wake-up while both are busy: over loopback TCP each frame cost both workers a few
+of each (benchmarks/HISTORY.md). The socket stays: it tells whether the link is up, and carries
+a frame too large for the ring, whose place the ring keeps so that the peer takes it in order.
+
 A worker whose executor falls behind asks its peers to hold data for it (backpressure.py): the
 receiver never blocks, the senders' data routes wait instead.
 
@@ -43,15 +51,17 @@ succeeded at least once. A refusal by the peer ends libzmq's connection for good
 only what failed without the peer's word), so the sender replaces a refused socket after a
 pause, growing to ``RETRY_MAX_SECS``, and tries again.
 
-ZeroMQ sockets are not thread-safe: the PUSH sockets are used under the sender's lock (by it and
-by the executors' threads sending directly), their monitors by the sender thread alone, the PULL
-socket by the receiver thread.
+ZeroMQ sockets are not thread-safe: the PUSH sockets and the rings' writing ends are used under
+the sender's lock (by it and by the executors' threads sending directly), the monitors by the
+sender thread alone, the PULL socket and the rings' reading ends under the receiver's lock (by its
+thread and by the executors' thread at a round's end), the door by the receiver thread alone.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -66,6 +76,7 @@ from ..runtime.inbox import wait_for_room
 from ..runtime.protocol import BACKPRESSURE, DATA
 from ..serializers import DEFAULT_REGISTRY, Registry
 from .backpressure import OverloadWatch, PausedTasks
+from .same_host import Door, OutboundRing, offer_ring
 from .security import Security
 from .wire import Fenced, FrameDecoder, WireError, encode_data, encode_frame
 
@@ -101,6 +112,10 @@ COALESCE_SECS = 0.0005
 # leaves the socket to them while they last asked less than ROUNDS_HOLD_SECS before.
 ROUNDS_TAKE_SECS = 0.0002
 ROUNDS_HOLD_SECS = 0.02
+# A frame too large for a peer's memory ring goes over ZeroMQ as this byte (never the first of a
+# msgpack frame), the ring's key and the token of the place the ring keeps for it, then the frame.
+PARKED_FRAME = b"\xc1"
+_PARKED_HEAD = struct.Struct("<QQ")
 
 
 @dataclass(frozen=True)
@@ -132,10 +147,13 @@ class Sender(threading.Thread):
     def __init__(self, context: zmq.Context, stopping: threading.Event, topology: str = "",
                  security: Security | None = None,
                  on_link: Callable[[str, float | None], object] | None = None,
-                 slot: str = "", tenure: int = 0, link_times: LinkTimes | None = None):
+                 slot: str = "", tenure: int = 0, link_times: LinkTimes | None = None,
+                 shared_memory: bool = True):
         """``on_link(address, down_secs)`` is called on this thread when the link to a peer
         reached before is lost (``down_secs`` None) and when it is back (how long it was down).
-        Frames name the sending worker's ``slot`` and ``tenure`` (tenure.py)."""
+        Frames name the sending worker's ``slot`` and ``tenure`` (tenure.py). With
+        ``shared_memory``, frames to a peer on this host go through a memory ring it accepts
+        (same_host.py)."""
         super().__init__(name="transfer-sender", daemon=True)
         self.link_times = link_times or LinkTimes.of()
         self.topology = topology
@@ -160,6 +178,10 @@ class Sender(threading.Thread):
         self._retry_pause: dict[str, float] = {}
         self._next_handshake_check = 0.0
         self._lost: dict[str, float] = {}   # peers reached once whose link is down, and since
+        # Peers on this host that took a memory ring: their frames go there, not to the socket
+        # (which still carries frames too large for the ring, and tells whether the link is up).
+        self.shared_memory = shared_memory
+        self._rings: dict[str, OutboundRing] = {}
         # Messages for each peer handed to this thread by ``send`` and not yet sent or dropped:
         # a direct send goes only where there are none, so that a peer's messages keep their
         # order.
@@ -175,6 +197,7 @@ class Sender(threading.Thread):
         self._repeats = Repeats(log)   # lines about dropped frames, a few a while
         self.paused = PausedTasks()   # remote tasks whose workers asked us to hold their data
         self.frames_sent = 0
+        self.frames_in_rings = 0   # of frames_sent
         self.messages_dropped = 0
         # Data tuples handed over for other workers (counted by the executors' threads, a
         # batch at a time): what crosses between workers.
@@ -282,8 +305,12 @@ class Sender(threading.Thread):
         """Hand ``frame`` (of ``count`` messages) to ``address``'s socket without waiting;
         False if its peer's queue is full. A socket that fails otherwise (its context ending
         with the worker) drops it: an executor sending must not fail for the transport."""
+        outbound = self._rings.get(address)
         try:
-            self._socket(address).send(frame, zmq.NOBLOCK, copy=False)
+            if outbound is None:
+                self._socket(address).send(frame, zmq.NOBLOCK, copy=False)
+            elif not self._put_in_ring(address, outbound, frame):
+                return False
         except zmq.Again:
             return False
         except zmq.ZMQError as exc:
@@ -293,6 +320,47 @@ class Sender(threading.Thread):
             return True
         self.frames_sent += 1
         return True
+
+    def _put_in_ring(self, address: str, outbound: OutboundRing, frame: bytes) -> bool:
+        """Put ``frame`` in ``address``'s memory ring (one too large for it goes over ZeroMQ, the
+        ring keeping its place), and wake the peer if it sleeps; False if the ring is full.
+        Raises zmq.Again if the socket is full."""
+        ring = outbound.ring
+        if len(frame) <= ring.largest:
+            if not ring.put(frame):
+                return False
+        else:
+            if not ring.room_for_parked():
+                return False
+            outbound.next_token += 1
+            head = _PARKED_HEAD.pack(outbound.key, outbound.next_token)
+            self._socket(address).send(PARKED_FRAME + head + frame, zmq.NOBLOCK)
+            ring.put_parked(outbound.next_token)
+        self.frames_in_rings += 1
+        if not outbound.ring_doorbell():
+            self._drop_ring(address)   # its process ended: ZeroMQ's monitor says so too
+        return True
+
+    def _open_ring(self, address: str) -> None:
+        """Send ``address``'s frames through a memory ring from now on, if it is on this host
+        and takes one (a ring whose peer ended is replaced). Called as its handshake succeeds,
+        before any direct send to it: frames queued for it earlier may arrive after the ring's
+        first ones."""
+        outbound = self._rings.get(address)
+        if outbound is not None and not outbound.peer_gone():
+            return
+        self._drop_ring(address)
+        if not self.shared_memory:
+            return
+        outbound = offer_ring(address, self.topology, self.slot)
+        if outbound is not None:
+            self._rings[address] = outbound
+            log.info("frames to worker %s, on this host, go through shared memory", address)
+
+    def _drop_ring(self, address: str) -> None:
+        outbound = self._rings.pop(address, None)
+        if outbound is not None:
+            outbound.close()
 
     def _flush_outbox(self) -> None:
         outbox, self._outbox, self._outbox_since = self._outbox, {}, 0.0
@@ -341,6 +409,7 @@ class Sender(threading.Thread):
         if sock is not None:
             sock.close(linger=0)
         if forget:
+            self._drop_ring(address)
             self._reached.discard(address)
             self._retry_at.pop(address, None)
             self._retry_pause.pop(address, None)
@@ -366,6 +435,8 @@ class Sender(threading.Thread):
         self._next_handshake_check = now + HANDSHAKE_CHECK_SECS
         links: list[tuple[str, float | None]] = []   # told after the lock: on_link may send
         with self._lock:
+            for address in [a for a, outbound in self._rings.items() if outbound.peer_gone()]:
+                self._drop_ring(address)
             for address, monitor in list(self._monitors.items()):
                 while True:
                     try:
@@ -373,6 +444,7 @@ class Sender(threading.Thread):
                     except zmq.Again:
                         break
                     if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                        self._open_ring(address)
                         self._reached.add(address)
                         self._retry_pause.pop(address, None)
                         since = self._lost.pop(address, None)
@@ -611,11 +683,14 @@ class Receiver(threading.Thread):
                  deliver: Callable[[tuple], None], stopping: threading.Event,
                  overload: OverloadWatch | None = None, security: Security | None = None,
                  topology: str = "", on_fenced: Callable[[Fenced], object] | None = None,
-                 link_times: LinkTimes | None = None):
+                 link_times: LinkTimes | None = None, address: str | None = None):
         """``on_fenced`` is called on this thread with the first frame refused from each
         sender that no longer holds its slot (``decoder``'s fence), and again if that sender
-        goes quiet for FENCED_QUIET_SECS and starts again."""
+        goes quiet for FENCED_QUIET_SECS and starts again. Given the ``address`` peers reach
+        this worker at, senders on this host may hand it memory rings (same_host.py)."""
         super().__init__(name="transfer-receiver", daemon=True)
+        # Opened before the socket binds, so that a peer that reaches the socket finds it.
+        self._door = Door(address, topology) if address else None
         self.socket = context.socket(zmq.PULL)
         self.socket.setsockopt(zmq.RCVHWM, HIGH_WATER_MARK)
         self.socket.setsockopt(zmq.LINGER, 0)
@@ -631,6 +706,7 @@ class Receiver(threading.Thread):
         self.frames_undecodable = 0
         self.peers_refused = 0
         self.frames_fenced = 0
+        self.frames_from_rings = 0
         self._fenced_last: dict[str, float] = {}   # fenced sender -> its last refused frame
         # The socket, the deliveries and the overload watch: this thread's, and a thread's
         # running executors in rounds at each round's end (``take_waiting``), which takes the
@@ -682,6 +758,7 @@ class Receiver(threading.Thread):
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
         poller.register(self._refusals, zmq.POLLIN)
+        door_fds = self._watch_door(poller, [])
         overload = self.overload
         while not self.stopping.is_set():
             if overload is not None:
@@ -696,31 +773,81 @@ class Receiver(threading.Thread):
                 self._rounds_sleep.wait(min(look_secs, ROUNDS_HOLD_SECS))
                 self._rounds_sleep.clear()
                 self._count_refusals()
+                door_fds = self._watch_door(poller, door_fds)
                 continue
             with self._lock:
-                ready = dict(poller.poll(int(look_secs * 1000)))
+                rings = self._door.rings if self._door is not None else []
+                # Sleep only if no ring has frames once its writers know to wake us.
+                quiet = all([inbound.ring.sleep() for inbound in rings])
+                ready = dict(poller.poll(int(look_secs * 1000) if quiet else 0))
+                for inbound in rings:
+                    inbound.ring.wake()
                 if self._refusals in ready:
                     self._count_refusals()
-                if self.socket in ready:
+                if self.socket in ready or rings:
                     self._take_waiting()
+            if any(fd in ready for fd in door_fds):
+                door_fds = self._watch_door(poller, door_fds)
         with self._lock:
             self._closed = True
+            if self._door is not None:
+                self._door.close()
             self.socket.disable_monitor()
             self._refusals.close(linger=0)
             self.socket.close(linger=0)
 
     def _take_waiting(self) -> int:
-        """Take the frames waiting on the socket (the lock held); how many."""
-        for taken in range(MAX_FRAMES_PER_DRAIN):
+        """Take the frames waiting on the socket and in the memory rings (the lock held); how
+        many."""
+        taken = 0
+        while taken < MAX_FRAMES_PER_DRAIN:
             try:
                 frame = self.socket.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
-                return taken
+                break
             self._take(frame.bytes)
-        return MAX_FRAMES_PER_DRAIN
+            taken += 1
+        if self._door is not None:
+            for inbound in self._door.rings:
+                from_ring = inbound.ring.take(self._take, MAX_FRAMES_PER_DRAIN, inbound.unpark)
+                self.frames_from_rings += from_ring
+                taken += from_ring
+        return taken
+
+    def _watch_door(self, poller: zmq.Poller, watched: list[int]) -> list[int]:
+        """Admit the memory rings offered since the last look, read the doorbells, and close
+        the rings whose senders ended once drained; the door's descriptors to poll now (this
+        thread's; it changes the rings under the lock)."""
+        door = self._door
+        if door is None:
+            return []
+        admitted, ended = door.admit(), door.hear()
+        if admitted or ended:
+            with self._lock:
+                for inbound in ended:
+                    self.frames_from_rings += inbound.ring.take(self._take, 1 << 30,
+                                                                inbound.unpark)
+                    door.rings.remove(inbound)
+                    inbound.close()
+                for inbound in admitted:
+                    inbound.ring.wake()   # while rounds take the frames, writers need not ring
+                    door.rings.append(inbound)
+                    door.welcome(inbound)
+                    log.info("frames from worker %s, on this host, come through shared memory",
+                             inbound.slot)
+        fds = door.fds()
+        if fds != watched:
+            for fd in watched:
+                poller.unregister(fd)
+            for fd in fds:
+                poller.register(fd, zmq.POLLIN)
+        return fds
 
     def _take(self, frame: bytes) -> None:
         """Decode ``frame`` and deliver its messages, or count and report why it is refused."""
+        if frame[:1] == PARKED_FRAME:
+            self._park(frame)
+            return
         try:
             messages = self.decoder.decode(frame)
         except Fenced as exc:
@@ -732,6 +859,18 @@ class Receiver(threading.Thread):
             return
         for message in messages:
             self.deliver(message)
+
+    def _park(self, frame: bytes) -> None:
+        """Keep a frame too large for its sender's memory ring until the ring reaches its place."""
+        if len(frame) > len(PARKED_FRAME) + _PARKED_HEAD.size and self._door is not None:
+            key, token = _PARKED_HEAD.unpack_from(frame, len(PARKED_FRAME))
+            for inbound in self._door.rings:
+                if inbound.key == key:
+                    inbound.parked[token] = frame[len(PARKED_FRAME) + _PARKED_HEAD.size:]
+                    return
+        self.frames_undecodable += 1
+        log.warning("rejected a frame of %d bytes: too large for a memory ring this worker does "
+                    "not have", len(frame))
 
     def _fenced(self, exc: Fenced) -> None:
         """Count a fenced sender's frame; tell ``on_fenced`` of the first in a while from it."""

@@ -204,9 +204,11 @@ class Worker:
         self.context = zmq.Context()
         self.stopping = threading.Event()
         self.link_times = LinkTimes.of(record["conf"])
+        shared_memory = bool(cfg.merged(record["conf"])[cfg.STORMLET_TRANSPORT_SHARED_MEMORY])
         self.sender = Sender(self.context, self.stopping, self.topology_id, self.security,
                              on_link=self._on_link, slot=slot_key(self.supervisor_id, self.port),
-                             tenure=self.tenure, link_times=self.link_times)
+                             tenure=self.tenure, link_times=self.link_times,
+                             shared_memory=shared_memory)
         plan = [(e.component, list(e.tasks)) for e in self.executors]
         # What components may need of the cluster: offset spouts commit to its ZooKeeper, and
         # know a restarted worker of this topology instance from a new submission.
@@ -227,7 +229,9 @@ class Worker:
                                               self.runtime.registry),
                                  make_deliver(self.runtime.routes, self.sender.paused, overload),
                                  self.stopping, overload, self.security, self.topology_id,
-                                 on_fenced=self._on_fenced, link_times=self.link_times)
+                                 on_fenced=self._on_fenced, link_times=self.link_times,
+                                 address=(f"tcp://{self.host}:{self.port}" if shared_memory
+                                          else None))
         rounds.receiver = self.receiver
         self.status = record.get("status")
         self.started = time.time()

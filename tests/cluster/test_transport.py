@@ -174,17 +174,19 @@ class Endpoint:
     def __init__(self, layout, routes: list, context: zmq.Context, peers: list[str],
                  security: Security | None = None, topology: str = TOPOLOGY,
                  port: int | None = None, slot: str = "", tenure: int = 0,
-                 fence: Fence | None = None, on_fenced=None):
+                 fence: Fence | None = None, on_fenced=None, shared_memory: bool = False):
         self.port = port or free_port()
         self.address = f"tcp://127.0.0.1:{self.port}"
         self.stopping = threading.Event()
-        self.sender = Sender(context, self.stopping, topology, security, slot=slot, tenure=tenure)
+        self.sender = Sender(context, self.stopping, topology, security, slot=slot, tenure=tenure,
+                             shared_memory=shared_memory)
         self.watch = OverloadWatch(routes, lambda: peers, self.sender.send, at_least=0)
         self.receiver = Receiver(context, f"tcp://127.0.0.1:{self.port}",
                                  FrameDecoder(layout, topology, fence),
                                  make_deliver(routes, self.sender.paused, self.watch),
                                  self.stopping, self.watch, security, topology,
-                                 on_fenced=on_fenced)
+                                 on_fenced=on_fenced,
+                                 address=self.address if shared_memory else None)
         self.sender.start()
         self.receiver.start()
 

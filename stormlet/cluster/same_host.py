@@ -1,0 +1,267 @@
+"""How two workers of one host agree on a memory ring (memory_ring.py) for one's frames to the
+other.
+
+Each worker's receiver opens a *door*: a Unix socket in the abstract namespace named after the
+address its peers know it by (``door_name``). A sender that has just reached a peer knocks there
+(``offer_ring``); if the door opens, the peer is on this host, and the sender hands it the
+descriptor of a new ring with the topology and its own slot; the receiver maps the ring if the
+knocking process runs as its own user and for its topology, and answers. From then on the sender
+puts its frames for that peer in the ring, and the connection stays open as the doorbell (a byte
+when the receiver sleeps) and as each side's sign that the other lives: it ends when either
+process ends, however it ends.
+
+Abstract Unix socket names belong to a network namespace, so "this host" is what the network
+says it is: two hosts made of network namespaces on one machine (the multi-host tests) do not
+find each other's doors, and their frames keep crossing the network, with its faults. Nothing
+is left in the file system either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from .memory_ring import MemoryRing, supported
+
+log = logging.getLogger(__name__)
+
+# The offer's layout: [version, topology, sender's slot, ring key]. Raise the version whenever
+# it or the ring's layout changes; a door refuses other versions (the sender uses ZeroMQ).
+OFFER_VERSION = 1
+ACCEPTED, REFUSED = b"\x01", b"\x00"
+# How long a sender waits for a door's answer: the receiver answers from its own thread,
+# within a look (transport.py's receiver looks at least every 20 ms).
+OFFER_TIMEOUT_SECS = 2.0
+# Bytes of records in each ring (a worker has one to each peer of its host that it sends to,
+# resident once written through): frames of up to a quarter of it go through it, larger ones
+# over the socket.
+RING_BYTES = 2 * 1024 * 1024
+_MAX_OFFER_BYTES = 4096
+_CREDENTIALS = struct.Struct("3i")   # SO_PEERCRED: pid, uid, gid
+
+
+def door_name(address: str) -> bytes:
+    """The abstract Unix socket name of the worker that peers reach at ``address``
+    (tcp://host:port)."""
+    return b"\0stormlet-transport/" + address.removeprefix("tcp://").encode()
+
+
+@dataclass
+class OutboundRing:
+    """The sender's side of a ring to one peer: the ring, and the connection that rings the
+    peer's doorbell."""
+    ring: MemoryRing
+    bell: socket.socket
+    key: int
+    next_token: int = 0
+
+    def ring_doorbell(self) -> bool:
+        """Wake the peer if it sleeps; False if the peer is gone."""
+        if not self.ring.reader_sleeping():
+            return True
+        try:
+            self.bell.send(b"!", socket.MSG_DONTWAIT)
+        except BlockingIOError:   # bells it has not read yet: it will wake
+            pass
+        except OSError:
+            return False
+        return True
+
+    def peer_gone(self) -> bool:
+        """Whether the peer's end of the connection closed (its process ended)."""
+        try:
+            return self.bell.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    def close(self) -> None:
+        self.bell.close()
+        self.ring.close()
+
+
+def offer_ring(address: str, topology: str, slot: str,
+               capacity: int | None = None) -> OutboundRing | None:
+    """A ring to the worker at ``address`` if it is on this host and accepts one; else None
+    (it is elsewhere, an older stormlet, another topology's, or did not answer in time)."""
+    if not supported():
+        return None
+    bell = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    bell.settimeout(OFFER_TIMEOUT_SECS)
+    try:
+        bell.connect(door_name(address))
+    except OSError:   # no door of that name in this network namespace: another host
+        bell.close()
+        return None
+    ring, fd = MemoryRing.create(capacity or RING_BYTES)
+    key = int.from_bytes(os.urandom(8), "little")
+    try:
+        offer = msgpack.packb([OFFER_VERSION, topology, slot, key])
+        socket.send_fds(bell, [offer], [fd])
+        answer = bell.recv(1)
+    except OSError as exc:
+        answer = b""
+        log.info("worker %s on this host did not take a shared-memory ring (%s); frames to it "
+                 "go over TCP", address, exc)
+    finally:
+        os.close(fd)
+    if answer != ACCEPTED:
+        ring.close()
+        bell.close()
+        return None
+    bell.setblocking(False)
+    return OutboundRing(ring, bell, key)
+
+
+@dataclass
+class InboundRing:
+    """The receiver's side of a ring from one sender."""
+    ring: MemoryRing
+    bell: socket.socket
+    key: int
+    slot: str
+    # Frames too large for the ring that came another way, by token, until the ring reaches
+    # their place.
+    parked: dict[int, bytes] = field(default_factory=dict)
+
+    def unpark(self, token: int) -> bytes | None:
+        """The parked frame of ``token``, once it came."""
+        return self.parked.pop(token, None)
+
+    def close(self) -> None:
+        self.bell.close()
+        self.ring.close()
+
+
+class Door:
+    """A receiver's door: admits rings from senders of this host (``admit``), and hears their
+    doorbells (``hear``). Used by the receiver's thread alone."""
+
+    def __init__(self, address: str, topology: str) -> None:
+        """Open the door of the worker that peers reach at ``address``. ``opened`` is false
+        where rings are not supported or the name is taken (a worker of this port that has not
+        ended yet): senders then use ZeroMQ."""
+        self.topology = topology
+        self.rings: list[InboundRing] = []
+        self._listener: socket.socket | None = None
+        if not supported():
+            return
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            listener.bind(door_name(address))
+            listener.listen(64)
+        except OSError as exc:
+            listener.close()
+            log.info("no shared-memory door for %s (%s): workers of this host send to it over "
+                     "TCP", address, exc)
+            return
+        listener.setblocking(False)
+        self._listener = listener
+
+    @property
+    def opened(self) -> bool:
+        return self._listener is not None
+
+    def fds(self) -> list[int]:
+        """What to poll: the door, and each admitted sender's doorbell."""
+        if self._listener is None:
+            return []
+        return [self._listener.fileno()] + [inbound.bell.fileno() for inbound in self.rings]
+
+    def admit(self) -> list[InboundRing]:
+        """The rings senders have offered since the last look that this door accepts; each
+        sender waits for ``welcome`` before it uses its ring."""
+        admitted: list[InboundRing] = []
+        while self._listener is not None:
+            try:
+                conn, _ = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError as exc:   # out of descriptors, say: the sender uses ZeroMQ
+                log.warning("could not admit a shared-memory ring: %s", exc)
+                break
+            inbound = self._admit(conn)
+            if inbound is None:
+                conn.close()
+            else:
+                admitted.append(inbound)
+        return admitted
+
+    def _admit(self, conn: socket.socket) -> InboundRing | None:
+        conn.settimeout(OFFER_TIMEOUT_SECS)
+        fds: list[int] = []
+        try:
+            _pid, uid, _gid = _CREDENTIALS.unpack(
+                conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
+            offer, fds, _flags, _addr = socket.recv_fds(conn, _MAX_OFFER_BYTES, 1)
+            why = self._refusal(uid, offer, fds)
+            if why:
+                log.warning("refused a shared-memory ring: %s; that sender uses TCP", why)
+                conn.sendall(REFUSED)
+                return None
+            _version, _topology, slot, key = msgpack.unpackb(offer)
+            ring = MemoryRing(fds[0], MemoryRing.size_of(fds[0]))
+        except (OSError, ValueError) as exc:
+            log.warning("could not admit a shared-memory ring: %s; that sender uses TCP", exc)
+            return None
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return InboundRing(ring, conn, key, slot)
+
+    def welcome(self, inbound: InboundRing) -> None:
+        """Tell an admitted ring's sender to use it: the receiver takes its frames from now on
+        (if the sender has gone meanwhile, ``hear`` finds its ring ended)."""
+        try:
+            inbound.bell.sendall(ACCEPTED)
+        except OSError:
+            pass
+        inbound.bell.setblocking(False)
+
+    def _refusal(self, uid: int, offer: bytes, fds: list[int]) -> str:
+        """Why an offer is refused, or ''."""
+        if uid != os.getuid():
+            return f"its process runs as user {uid}, this worker as {os.getuid()}"
+        try:
+            fields: Any = msgpack.unpackb(offer)
+        except Exception:
+            fields = None
+        if (not isinstance(fields, list) or len(fields) != 4 or len(fds) != 1
+                or not isinstance(fields[1], str) or not isinstance(fields[2], str)
+                or not isinstance(fields[3], int)):
+            return "the offer is malformed"
+        if fields[0] != OFFER_VERSION:
+            return f"it speaks offer version {fields[0]}, this worker {OFFER_VERSION}"
+        if fields[1] != self.topology:
+            return f"it is for topology {fields[1]!r}, this worker runs {self.topology!r}"
+        return ""
+
+    def hear(self) -> list[InboundRing]:
+        """Read the doorbells rung since the last look; the rings whose sender has ended
+        (still to be drained, then closed)."""
+        ended: list[InboundRing] = []
+        for inbound in self.rings:
+            try:
+                while inbound.bell.recv(4096):
+                    pass
+                ended.append(inbound)   # recv gave b"": the sender's end closed
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                ended.append(inbound)
+        return ended
+
+    def close(self) -> None:
+        for inbound in self.rings:
+            inbound.close()
+        self.rings = []
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None

@@ -1,0 +1,179 @@
+"""Workers of one host agreeing on memory rings (same_host.py), and the transport sending
+through them: order (frames too large for the ring too), a peer's restart, the setting that
+turns it off, another topology refused, and a host of its own network never finding the door."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from multi_host import Network, multi_host_available, unavailable_reason
+from support import wait_until
+from test_transport import TOPOLOGY, Endpoint, batch, context, layout, numbers, reached, tasks
+from zookeeper_server import free_port
+
+from stormlet.cluster import same_host
+from stormlet.cluster.memory_ring import supported
+from stormlet.cluster.same_host import Door, offer_ring
+from stormlet.runtime.inbox import Inbox
+from stormlet.runtime.protocol import DATA
+
+pytestmark = pytest.mark.skipif(not supported(), reason="memory rings need Linux on x86-64")
+
+__all__ = ["context", "layout"]   # fixtures, used by name
+
+
+def two_workers(layout, context, a_shares: bool = True, b_shares: bool = True,
+                port: int | None = None):
+    """Worker ``a`` and worker ``b`` (holding the sink task's inbox), ``a`` reaching ``b``."""
+    _, sink = tasks(layout)
+    inbox = Inbox(capacity=100000)
+    routes: list = [None] * (layout.max_task + 1)
+    routes[sink] = inbox
+    b = Endpoint(layout, routes, context, [], shared_memory=b_shares, port=port)
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [], shared_memory=a_shares)
+    reached(a, b)
+    return a, b, inbox
+
+
+def send(a, b, layout, first: int, size: int = 10) -> None:
+    src, sink = tasks(layout)
+    a.sender.route(b.address).put_data((DATA, sink, src, batch(layout, first, size)))
+
+
+def test_frames_to_a_worker_of_this_host_go_through_its_ring_in_order_large_ones_too(
+        layout, context, monkeypatch):
+    # A 64 KB ring takes frames of up to 16 KB: a batch of 30,000 numbers (~150 KB, more than
+    # the whole ring) goes over ZeroMQ, the ring keeping its place.
+    monkeypatch.setattr(same_host, "RING_BYTES", 64 * 1024)
+    a, b, inbox = two_workers(layout, context)
+    try:
+        frames = a.sender.frames_sent
+        send(a, b, layout, 0)
+        send(a, b, layout, 10, 30000)
+        for first in range(30010, 32010, 10):
+            send(a, b, layout, first)
+        assert numbers(inbox, 32010) == list(range(32010))
+        sent = a.sender.frames_sent - frames
+        assert sent == 202 and a.sender.frames_in_rings == sent
+        assert b.receiver.frames_from_rings == sent
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_with_shared_memory_off_at_either_end_frames_go_over_tcp(layout, context):
+    for a_shares, b_shares in ((False, True), (True, False)):
+        a, b, inbox = two_workers(layout, context, a_shares, b_shares)
+        try:
+            send(a, b, layout, 0)
+            assert numbers(inbox, 10) == list(range(10))
+            assert a.sender.frames_sent >= 1
+            assert a.sender.frames_in_rings == 0 and b.receiver.frames_from_rings == 0
+        finally:
+            a.stop()
+            b.stop()
+
+
+def test_a_restarted_peer_gets_a_new_ring_and_what_follows_goes_through_it(layout, context):
+    a, b, inbox = two_workers(layout, context)
+    try:
+        send(a, b, layout, 0)
+        assert numbers(inbox, 10) == list(range(10))
+        b.stop()
+        wait_until(lambda: b.address in a.sender.unreachable(), 15, "the lost link")
+        _, sink = tasks(layout)
+        inbox2 = Inbox(capacity=1000)
+        routes: list = [None] * (layout.max_task + 1)
+        routes[sink] = inbox2
+        b2 = Endpoint(layout, routes, context, [], shared_memory=True, port=b.port)
+        try:
+            wait_until(lambda: b.address not in a.sender.unreachable(), 15, "the link's return")
+            send(a, b2, layout, 100)
+            assert numbers(inbox2, 10) == list(range(100, 110))
+            assert b2.receiver.frames_from_rings == 1
+        finally:
+            b2.stop()
+    finally:
+        a.stop()
+
+
+def admitting(door: Door, stop: threading.Event) -> threading.Thread:
+    """A thread doing a receiver's part for ``door``: admit and welcome what is offered."""
+    def serve() -> None:
+        while not stop.is_set():
+            for inbound in door.admit():
+                door.rings.append(inbound)
+                door.welcome(inbound)
+            time.sleep(0.01)
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_ring_is_refused_for_another_topology_and_taken_for_its_own(caplog):
+    address = f"tcp://127.0.0.1:{free_port()}"
+    door = Door(address, TOPOLOGY)
+    stop = threading.Event()
+    thread = admitting(door, stop)
+    try:
+        assert offer_ring(address, "another-topology", "s") is None
+        assert "for topology 'another-topology'" in caplog.text
+        outbound = offer_ring(address, TOPOLOGY, "s")
+        assert outbound is not None
+        wait_until(lambda: len(door.rings) == 1, 5, "the admitted ring")
+        outbound.ring.put(b"frame")
+        taken: list[bytes] = []
+        door.rings[0].ring.take(taken.append, 10, door.rings[0].unpark)
+        assert taken == [b"frame"]
+        assert door.hear() == []
+        outbound.close()
+        assert door.hear() == door.rings, "its sender ended"
+    finally:
+        stop.set()
+        thread.join(5)
+        door.close()
+
+
+DOOR_SCRIPT = """
+import sys, time
+from stormlet.cluster.same_host import Door
+door = Door(sys.argv[1], "t-1")
+print("open" if door.opened else "shut", flush=True)
+while True:
+    for inbound in door.admit():
+        door.rings.append(inbound)
+        door.welcome(inbound)
+    time.sleep(0.01)
+"""
+
+
+def offered_to_a_door(address: str, prefix: tuple[str, ...] = ()) -> bool:
+    """Whether a ring offered from here is taken by a door opened by a process run with
+    ``prefix`` (on another host: ``ip netns exec``)."""
+    door = subprocess.Popen([*prefix, sys.executable, "-c", DOOR_SCRIPT, address],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert door.stdout is not None and door.stdout.readline().strip() == "open"
+        outbound = offer_ring(address, "t-1", "s")
+        if outbound is not None:
+            outbound.close()
+        return outbound is not None
+    finally:
+        door.kill()
+        door.wait(10)
+
+
+@pytest.mark.skipif(not multi_host_available(),
+                    reason=f"no hosts can be made here: {unavailable_reason()}")
+def test_a_worker_on_another_host_made_on_this_machine_never_finds_the_door():
+    # The multi-host tests' hosts are network namespaces of one machine: a ring between two of
+    # them would carry frames past the network faults those tests inject.
+    address = f"tcp://10.0.0.1:{free_port()}"
+    assert offered_to_a_door(address), "a door on this host is found"
+    with Network() as net:
+        host = net.add_host("door")
+        assert not offered_to_a_door(address, host.prefix)
