@@ -193,11 +193,14 @@ class Cluster:
         return cw.total([beat.get("metrics", {}) for beat in self.beats(name)], "totals",
                         "executed")
 
-    def submit(self, name: str, rounds: int, rate: float = 0.0) -> None:
+    def submit(self, name: str, rounds: int, rate: float = 0.0,
+               settings: tuple[str, ...] = ()) -> None:
         """Submit the topology with ``rounds`` of user work, its two spout tasks paced to
-        ``rate`` events a second between them (0: unpaced); wait for its first events."""
+        ``rate`` events a second between them (0: unpaced), and ``settings`` (KEY=VALUE); wait
+        for its first events."""
         self.cli("submit", str(HERE / "scaling_topology.py"), "--name", name, "-c",
-                 f"{topo.ROUNDS_KEY}={rounds}", "-c", f"{topo.RATE_KEY}={rate / 2}")
+                 f"{topo.ROUNDS_KEY}={rounds}", "-c", f"{topo.RATE_KEY}={rate / 2}",
+                 *(arg for setting in settings for arg in ("-c", setting)))
         deadline = time.monotonic() + 60
         while self.summed(name) == 0 or len(self.beats(name)) < 2:
             if time.monotonic() > deadline:
@@ -367,6 +370,9 @@ def main() -> None:
                              "(the same work in runs to compare)")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="the cluster alone, its spouts paced to this many events/s in all")
+    parser.add_argument("-c", "--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a topology setting for the cluster, as `stormlet submit -c` takes "
+                             "it (say, stormlet.transport.shared.memory=false)")
     figures.add_flag(parser)
     parser.add_argument("--one-process-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rounds-of-work", type=int, default=1, help=argparse.SUPPRESS)
@@ -393,7 +399,7 @@ def main() -> None:
             for i, (rounds, cost) in enumerate(levels):
                 name = f"scaling{i}"
                 print(f"user work {cost:.1f} µs an event (rounds {rounds}):", flush=True)
-                cluster.submit(name, rounds, args.rate)
+                cluster.submit(name, rounds, args.rate, tuple(args.conf))
                 if args.rate:
                     paced(cluster, name, seconds, windows)
                     cluster.cli("kill", name, "--wait", "0")
