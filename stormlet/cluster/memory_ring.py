@@ -88,6 +88,9 @@ class MemoryRing:
         self._lengths = self._view.cast("I")   # each record's length, at its start
         self._written = self._words[_WRITTEN]
         self._read = self._words[_READ]
+        # The reader stopped at a parked frame's place that has not come: the frame's arrival
+        # on the other way wakes it, not the ring.
+        self._stopped_at_parked = False
 
     @classmethod
     def create(cls, capacity: int) -> tuple[MemoryRing, int]:
@@ -169,10 +172,10 @@ class MemoryRing:
 
     def sleep(self) -> bool:
         """The reader is about to wait: from now on the writer rings. True if nothing came
-        meanwhile (else it should not wait)."""
+        meanwhile that it could take (else it should not wait)."""
         self._words[_SLEEPING] = 1
         _fence()
-        return not self.has_frames()
+        return self._stopped_at_parked or not self.has_frames()
 
     def wake(self) -> None:
         """The reader is busy again: writers need not ring."""
@@ -181,11 +184,13 @@ class MemoryRing:
     def take(self, deliver: Callable[[bytes], object], limit: int,
              parked: Callable[[int], bytes | None]) -> int:
         """Deliver up to ``limit`` frames in order, then tell the writer their room is free;
-        how many. At a parked frame's place, ``parked(token)`` gives it, or None if it has not
-        come yet: the ring waits there."""
+        how many. At a parked frame's place, ``parked(token)`` gives it, None if it has not
+        come yet (the ring waits there), or b"" to give its place up. A frame whose delivery
+        raises counts as taken."""
         written = self._words[_WRITTEN]
         position = self._read
         taken = 0
+        self._stopped_at_parked = False
         try:
             while position != written and taken < limit:
                 offset = position % self.capacity
@@ -197,13 +202,15 @@ class MemoryRing:
                 if size == _PARKED:
                     frame = parked(self._words[(start >> 3) + 1])
                     if frame is None:
+                        self._stopped_at_parked = True
                         break
-                    deliver(frame)
                     position += _PARKED_BYTES
                 else:
-                    deliver(self._map[start + 4:start + 4 + size])
+                    frame = self._map[start + 4:start + 4 + size]
                     position += _padded(size)
                 taken += 1
+                if frame:
+                    deliver(frame)
         finally:
             self._read = position
             self._words[_READ] = position

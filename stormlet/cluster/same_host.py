@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import struct
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,8 +37,13 @@ log = logging.getLogger(__name__)
 OFFER_VERSION = 1
 ACCEPTED, REFUSED = b"\x01", b"\x00"
 # How long a sender waits for a door's answer: the receiver answers from its own thread,
-# within a look (transport.py's receiver looks at least every 20 ms).
+# within a look (transport.py's receiver looks at least every 20 ms). And how long a door waits
+# for the offer of a sender that connected.
 OFFER_TIMEOUT_SECS = 2.0
+OFFER_READ_SECS = 0.5
+# How long a ring waits at the place of a frame too large for it, which travels over the socket,
+# before it gives the place up (the frame was lost with a broken link: its tuples are replayed).
+PARKED_WAIT_SECS = 10.0
 # Bytes of records in each ring (a worker has one to each peer of its host that it sends to,
 # resident once written through): frames of up to a quarter of it go through it, larger ones
 # over the socket.
@@ -93,18 +99,40 @@ def offer_ring(address: str, topology: str, slot: str,
     (it is elsewhere, an older stormlet, another topology's, or did not answer in time)."""
     if not supported():
         return None
-    bell = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    try:
+        bell = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    except OSError as exc:   # out of descriptors, say
+        log.warning("could not offer worker %s a shared-memory ring: %s; frames to it go over "
+                    "TCP", address, exc)
+        return None
+    try:
+        outbound = _offer(bell, address, topology, slot, capacity or RING_BYTES)
+    except OSError as exc:
+        log.warning("could not offer worker %s a shared-memory ring: %s; frames to it go over "
+                    "TCP", address, exc)
+        outbound = None
+    if outbound is None:
+        bell.close()
+    return outbound
+
+
+def _offer(bell: socket.socket, address: str, topology: str, slot: str,
+           capacity: int) -> OutboundRing | None:
     bell.settimeout(OFFER_TIMEOUT_SECS)
     try:
         bell.connect(door_name(address))
     except OSError:   # no door of that name in this network namespace: another host
-        bell.close()
         return None
-    ring, fd = MemoryRing.create(capacity or RING_BYTES)
+    # Abstract names have no permissions: only a door of this user gets the ring.
+    owner = _peer_uid(bell)
+    if owner != os.getuid():
+        log.warning("the shared-memory door of worker %s belongs to user %s, not this worker's "
+                    "%s: frames to it go over TCP", address, owner, os.getuid())
+        return None
+    ring, fd = MemoryRing.create(capacity)
     key = int.from_bytes(os.urandom(8), "little")
     try:
-        offer = msgpack.packb([OFFER_VERSION, topology, slot, key])
-        socket.send_fds(bell, [offer], [fd])
+        socket.send_fds(bell, [msgpack.packb([OFFER_VERSION, topology, slot, key])], [fd])
         answer = bell.recv(1)
     except OSError as exc:
         answer = b""
@@ -114,10 +142,15 @@ def offer_ring(address: str, topology: str, slot: str,
         os.close(fd)
     if answer != ACCEPTED:
         ring.close()
-        bell.close()
         return None
     bell.setblocking(False)
     return OutboundRing(ring, bell, key)
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    _pid, uid, _gid = _CREDENTIALS.unpack(
+        conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
+    return uid
 
 
 @dataclass
@@ -130,10 +163,24 @@ class InboundRing:
     # Frames too large for the ring that came another way, by token, until the ring reaches
     # their place.
     parked: dict[int, bytes] = field(default_factory=dict)
+    # The token whose frame the ring waits for, and since when (monotonic).
+    awaited: tuple[int, float] = (-1, 0.0)
 
     def unpark(self, token: int) -> bytes | None:
-        """The parked frame of ``token``, once it came."""
-        return self.parked.pop(token, None)
+        """The parked frame of ``token`` once it came; None while it may still come; b"" once
+        it waited PARKED_WAIT_SECS (the ring gives its place up)."""
+        frame = self.parked.pop(token, None)
+        if frame is not None:
+            return frame
+        now = time.monotonic()
+        if self.awaited[0] != token:
+            self.awaited = (token, now)
+        elif now - self.awaited[1] > PARKED_WAIT_SECS:
+            log.warning("a frame too large for the memory ring from worker %s did not come over "
+                        "the socket in %.0f s; went on without it (its tuples are replayed)",
+                        self.slot, PARKED_WAIT_SECS)
+            return b""
+        return None
 
     def close(self) -> None:
         self.bell.close()
@@ -195,13 +242,16 @@ class Door:
         return admitted
 
     def _admit(self, conn: socket.socket) -> InboundRing | None:
-        conn.settimeout(OFFER_TIMEOUT_SECS)
+        conn.settimeout(OFFER_READ_SECS)
         fds: list[int] = []
         try:
-            _pid, uid, _gid = _CREDENTIALS.unpack(
-                conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
+            uid = _peer_uid(conn)
+            if uid != os.getuid():
+                log.warning("refused a shared-memory ring: its process runs as user %s, this "
+                            "worker as %s; that sender uses TCP", uid, os.getuid())
+                return None
             offer, fds, _flags, _addr = socket.recv_fds(conn, _MAX_OFFER_BYTES, 1)
-            why = self._refusal(uid, offer, fds)
+            why = self._refusal(offer, fds)
             if why:
                 log.warning("refused a shared-memory ring: %s; that sender uses TCP", why)
                 conn.sendall(REFUSED)
@@ -225,10 +275,8 @@ class Door:
             pass
         inbound.bell.setblocking(False)
 
-    def _refusal(self, uid: int, offer: bytes, fds: list[int]) -> str:
+    def _refusal(self, offer: bytes, fds: list[int]) -> str:
         """Why an offer is refused, or ''."""
-        if uid != os.getuid():
-            return f"its process runs as user {uid}, this worker as {os.getuid()}"
         try:
             fields: Any = msgpack.unpackb(offer)
         except Exception:

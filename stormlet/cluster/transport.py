@@ -341,21 +341,14 @@ class Sender(threading.Thread):
             self._drop_ring(address)   # its process ended: ZeroMQ's monitor says so too
         return True
 
-    def _open_ring(self, address: str) -> None:
-        """Send ``address``'s frames through a memory ring from now on, if it is on this host
-        and takes one (a ring whose peer ended is replaced). Called as its handshake succeeds,
-        before any direct send to it: frames queued for it earlier may arrive after the ring's
-        first ones."""
+    def _ring_wanted(self, address: str) -> bool:
+        """Whether to offer ``address`` a memory ring as its handshake succeeds: none goes
+        there yet, or its peer ended (the ring is dropped)."""
         outbound = self._rings.get(address)
-        if outbound is not None and not outbound.peer_gone():
-            return
-        self._drop_ring(address)
-        if not self.shared_memory:
-            return
-        outbound = offer_ring(address, self.topology, self.slot)
-        if outbound is not None:
-            self._rings[address] = outbound
-            log.info("frames to worker %s, on this host, go through shared memory", address)
+        if outbound is not None and outbound.peer_gone():
+            self._drop_ring(address)
+            outbound = None
+        return self.shared_memory and outbound is None
 
     def _drop_ring(self, address: str) -> None:
         outbound = self._rings.pop(address, None)
@@ -434,6 +427,7 @@ class Sender(threading.Thread):
             return
         self._next_handshake_check = now + HANDSHAKE_CHECK_SECS
         links: list[tuple[str, float | None]] = []   # told after the lock: on_link may send
+        handshakes: list[str] = []
         with self._lock:
             for address in [a for a, outbound in self._rings.items() if outbound.peer_gone()]:
                 self._drop_ring(address)
@@ -444,12 +438,9 @@ class Sender(threading.Thread):
                     except zmq.Again:
                         break
                     if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                        self._open_ring(address)
-                        self._reached.add(address)
-                        self._retry_pause.pop(address, None)
-                        since = self._lost.pop(address, None)
-                        if since is not None:
-                            links.append((address, time.time() - since))
+                        # Reached once offered a ring; its later events at the next look.
+                        handshakes.append(address)
+                        break
                     elif event == zmq.EVENT_DISCONNECTED:
                         if address in self._reached and address not in self._lost:
                             self._lost[address] = time.time()
@@ -464,9 +455,35 @@ class Sender(threading.Thread):
                 except zmq.ZMQError as exc:   # out of descriptors, say: try again after a pause
                     log.warning("could not open a new socket to worker %s: %s", address, exc)
                     self._refused(address, now)
+            wanted = [address for address in handshakes if self._ring_wanted(address)]
+        if handshakes:
+            self._reach(handshakes, wanted, links)
         if self.on_link is not None:
             for address, down_secs in links:
                 self.on_link(address, down_secs)
+
+    def _reach(self, handshakes: list[str], wanted: list[str],
+               links: list[tuple[str, float | None]]) -> None:
+        """Count the peers whose handshake succeeded as reached, after offering those of
+        ``wanted`` on this host a memory ring: their frames go there from now on. Offered
+        without the lock, which this worker's receiver may need meanwhile (to tell peers of a
+        full inbox) while the peer's answers, and before any direct send to the peer: only what
+        was queued for it before its first handshake may arrive after the ring's first frames.
+        Adds to ``links`` the peers back after a lost link."""
+        offered = {address: offer_ring(address, self.topology, self.slot) for address in wanted}
+        with self._lock:
+            for address in handshakes:
+                outbound = offered.get(address)
+                if outbound is not None:
+                    self._drop_ring(address)
+                    self._rings[address] = outbound
+                    log.info("frames to worker %s, on this host, go through shared memory",
+                             address)
+                self._reached.add(address)
+                self._retry_pause.pop(address, None)
+                since = self._lost.pop(address, None)
+                if since is not None:
+                    links.append((address, time.time() - since))
 
     def _settling(self) -> bool:
         """Whether a socket awaits its first handshake, its replacement, or its link's return."""

@@ -103,3 +103,30 @@ def test_another_process_writes_and_this_one_reads_every_frame_in_order():
         except (ProcessLookupError, ChildProcessError):
             pass
         ring.close()
+
+
+def test_a_frame_whose_delivery_raises_counts_as_taken_and_the_next_take_goes_on(ring):
+    for n in range(3):
+        ring.put(frame(n))
+    delivered: list[bytes] = []
+
+    def deliver(got: bytes) -> None:
+        if got == frame(1):
+            raise RuntimeError("a broken delivery")
+        delivered.append(got)
+
+    with pytest.raises(RuntimeError):
+        ring.take(deliver, 10, lambda _token: None)
+    ring.take(deliver, 10, lambda _token: None)
+    assert delivered == [frame(0), frame(2)], "neither delivered twice nor stuck"
+
+
+def test_a_reader_stopped_at_a_parked_frame_may_sleep_and_goes_on_once_its_place_is_given_up(
+        ring):
+    ring.put(b"first")
+    ring.put_parked(3)
+    ring.put(b"after")
+    assert take_all(ring) == [b"first"]
+    assert ring.sleep() is True, "nothing it can take: the parked frame's arrival wakes it"
+    ring.wake()
+    assert take_all(ring, lambda _token: b"") == [b"after"], "its place given up"

@@ -4,6 +4,9 @@ turns it off, another topology refused, and a host of its own network never find
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -177,3 +180,79 @@ def test_a_worker_on_another_host_made_on_this_machine_never_finds_the_door():
     with Network() as net:
         host = net.add_host("door")
         assert not offered_to_a_door(address, host.prefix)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="opens a door as another user: needs root")
+def test_a_door_of_another_user_never_gets_a_ring(caplog):
+    # Abstract socket names have no permissions: another user could take a restarting worker's
+    # name, and must not get its frames.
+    address = f"tcp://127.0.0.1:{free_port()}"
+    ready_read, ready_write = os.pipe()
+    child = os.fork()
+    if child == 0:   # a process of user nobody listening on the worker's door name
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            door = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            door.bind(same_host.door_name(address))
+            door.listen(8)
+            os.write(ready_write, b"!")
+            while True:
+                conn, _ = door.accept()
+                conn.sendall(same_host.ACCEPTED)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(ready_read, 1) == b"!"
+        assert offer_ring(address, TOPOLOGY, "s") is None
+        assert "belongs to user 65534" in caplog.text
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        os.close(ready_read)
+        os.close(ready_write)
+
+
+def test_an_offer_that_fails_on_this_side_leaves_the_peer_to_tcp(monkeypatch, caplog):
+    address = f"tcp://127.0.0.1:{free_port()}"
+    door = Door(address, TOPOLOGY)
+    stop = threading.Event()
+    thread = admitting(door, stop)
+
+    def no_memory(_capacity):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(same_host.MemoryRing, "create", no_memory)
+    try:
+        assert offer_ring(address, TOPOLOGY, "s") is None   # and nothing raised
+        assert "Cannot allocate memory" in caplog.text
+    finally:
+        stop.set()
+        thread.join(5)
+        door.close()
+
+
+def test_a_ring_gives_up_the_place_of_a_large_frame_that_never_comes(monkeypatch, caplog):
+    monkeypatch.setattr(same_host, "PARKED_WAIT_SECS", 0.2)
+    address = f"tcp://127.0.0.1:{free_port()}"
+    door = Door(address, TOPOLOGY)
+    stop = threading.Event()
+    thread = admitting(door, stop)
+    try:
+        outbound = offer_ring(address, TOPOLOGY, "s")
+        assert outbound is not None
+        wait_until(lambda: len(door.rings) == 1, 5, "the admitted ring")
+        inbound = door.rings[0]
+        outbound.ring.put_parked(1)   # its frame lost with the link
+        outbound.ring.put(b"after")
+        taken: list[bytes] = []
+        assert inbound.ring.take(taken.append, 10, inbound.unpark) == 0
+        time.sleep(0.3)
+        inbound.ring.take(taken.append, 10, inbound.unpark)
+        assert taken == [b"after"]
+        assert "did not come over the socket" in caplog.text
+        outbound.close()
+    finally:
+        stop.set()
+        thread.join(5)
+        door.close()
