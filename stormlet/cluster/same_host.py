@@ -4,8 +4,10 @@ other.
 Each worker's receiver opens a *door*: a Unix socket in the abstract namespace named after the
 address its peers know it by (``door_name``). A sender that has just reached a peer knocks there
 (``offer_ring``); if the door opens, the peer is on this host, and the sender hands it the
-descriptor of a new ring with the topology and its own slot; the receiver maps the ring if the
-knocking process runs as its own user and for its topology, and answers. From then on the sender
+descriptor of a new ring with the topology and its own slot, if the door's process runs as its
+own user (abstract names have no permissions: another user could hold a restarting worker's
+name); the receiver maps the ring if the knocking process runs as its own user and for its
+topology, and answers. From then on the sender
 puts its frames for that peer in the ring, and the connection stays open as the doorbell (a byte
 when the receiver sleeps) and as each side's sign that the other lives: it ends when either
 process ends, however it ends.
@@ -264,16 +266,17 @@ class Door:
         finally:
             for fd in fds:
                 os.close(fd)
+        # Never blocks from now on: ``hear`` reads its doorbells as they come.
+        conn.setblocking(False)
         return InboundRing(ring, conn, key, slot)
 
     def welcome(self, inbound: InboundRing) -> None:
         """Tell an admitted ring's sender to use it: the receiver takes its frames from now on
         (if the sender has gone meanwhile, ``hear`` finds its ring ended)."""
         try:
-            inbound.bell.sendall(ACCEPTED)
+            inbound.bell.send(ACCEPTED)   # one byte into an empty buffer: never would block
         except OSError:
             pass
-        inbound.bell.setblocking(False)
 
     def _refusal(self, offer: bytes, fds: list[int]) -> str:
         """Why an offer is refused, or ''."""
