@@ -61,12 +61,21 @@ def door_name(address: str) -> bytes:
 
 
 @dataclass
-class OutboundRing:
-    """The sender's side of a ring to one peer: the ring, and the connection that rings the
-    peer's doorbell."""
+class RingEnd:
+    """One side of a ring: the ring, the connection between its two processes (the doorbell,
+    and each side's sign that the other lives), and the ring's key."""
     ring: MemoryRing
     bell: socket.socket
     key: int
+
+    def close(self) -> None:
+        self.bell.close()
+        self.ring.close()
+
+
+@dataclass
+class OutboundRing(RingEnd):
+    """The sender's side of a ring to one peer."""
     next_token: int = 0
 
     def ring_doorbell(self) -> bool:
@@ -90,10 +99,6 @@ class OutboundRing:
         except OSError:
             return True
 
-    def close(self) -> None:
-        self.bell.close()
-        self.ring.close()
-
 
 def offer_ring(address: str, topology: str, slot: str,
                capacity: int | None = None) -> OutboundRing | None:
@@ -101,19 +106,15 @@ def offer_ring(address: str, topology: str, slot: str,
     (it is elsewhere, an older stormlet, another topology's, or did not answer in time)."""
     if not supported():
         return None
+    bell = None
+    outbound = None
     try:
         bell = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
-    except OSError as exc:   # out of descriptors, say
-        log.warning("could not offer worker %s a shared-memory ring: %s; frames to it go over "
-                    "TCP", address, exc)
-        return None
-    try:
         outbound = _offer(bell, address, topology, slot, capacity or RING_BYTES)
-    except OSError as exc:
+    except OSError as exc:   # out of descriptors or memory, say
         log.warning("could not offer worker %s a shared-memory ring: %s; frames to it go over "
                     "TCP", address, exc)
-        outbound = None
-    if outbound is None:
+    if outbound is None and bell is not None:
         bell.close()
     return outbound
 
@@ -156,11 +157,8 @@ def _peer_uid(conn: socket.socket) -> int:
 
 
 @dataclass
-class InboundRing:
+class InboundRing(RingEnd):
     """The receiver's side of a ring from one sender."""
-    ring: MemoryRing
-    bell: socket.socket
-    key: int
     slot: str
     # Frames too large for the ring that came another way, by token, until the ring reaches
     # their place.
@@ -183,10 +181,6 @@ class InboundRing:
                         self.slot, PARKED_WAIT_SECS)
             return b""
         return None
-
-    def close(self) -> None:
-        self.bell.close()
-        self.ring.close()
 
 
 class Door:
@@ -226,7 +220,7 @@ class Door:
 
     def admit(self) -> list[InboundRing]:
         """The rings senders have offered since the last look that this door accepts; each
-        sender waits for ``welcome`` before it uses its ring."""
+        sender waits for ``let_in`` before it uses its ring."""
         admitted: list[InboundRing] = []
         while self._listener is not None:
             try:
@@ -270,9 +264,12 @@ class Door:
         conn.setblocking(False)
         return InboundRing(ring, conn, key, slot)
 
-    def welcome(self, inbound: InboundRing) -> None:
-        """Tell an admitted ring's sender to use it: the receiver takes its frames from now on
-        (if the sender has gone meanwhile, ``hear`` finds its ring ended)."""
+    def let_in(self, inbound: InboundRing) -> None:
+        """Take an admitted ring's frames from now on (``rings``), and tell its sender to use
+        it (if the sender has gone meanwhile, ``hear`` finds its ring ended). Writers need not
+        ring until the reader sleeps."""
+        inbound.ring.wake()
+        self.rings.append(inbound)
         try:
             inbound.bell.send(ACCEPTED)   # one byte into an empty buffer: never would block
         except OSError:

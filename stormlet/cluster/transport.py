@@ -76,7 +76,7 @@ from ..runtime.inbox import wait_for_room
 from ..runtime.protocol import BACKPRESSURE, DATA
 from ..serializers import DEFAULT_REGISTRY, Registry
 from .backpressure import OverloadWatch, PausedTasks
-from .same_host import Door, OutboundRing, offer_ring
+from .same_host import Door, InboundRing, OutboundRing, offer_ring
 from .security import Security
 from .wire import Fenced, FrameDecoder, WireError, encode_data, encode_frame
 
@@ -341,15 +341,6 @@ class Sender(threading.Thread):
             self._drop_ring(address)   # its process ended: ZeroMQ's monitor says so too
         return True
 
-    def _ring_wanted(self, address: str) -> bool:
-        """Whether to offer ``address`` a memory ring as its handshake succeeds: none goes
-        there yet, or its peer ended (the ring is dropped)."""
-        outbound = self._rings.get(address)
-        if outbound is not None and outbound.peer_gone():
-            self._drop_ring(address)
-            outbound = None
-        return self.shared_memory and outbound is None
-
     def _drop_ring(self, address: str) -> None:
         outbound = self._rings.pop(address, None)
         if outbound is not None:
@@ -455,7 +446,9 @@ class Sender(threading.Thread):
                 except zmq.ZMQError as exc:   # out of descriptors, say: try again after a pause
                     log.warning("could not open a new socket to worker %s: %s", address, exc)
                     self._refused(address, now)
-            wanted = [address for address in handshakes if self._ring_wanted(address)]
+            # (rings whose peer ended were dropped above)
+            wanted = [address for address in handshakes
+                      if self.shared_memory and address not in self._rings]
         if handshakes:
             self._reach(handshakes, wanted, links)
         if self.on_link is not None:
@@ -475,7 +468,6 @@ class Sender(threading.Thread):
             for address in handshakes:
                 outbound = offered.get(address)
                 if outbound is not None:
-                    self._drop_ring(address)
                     self._rings[address] = outbound
                     log.info("frames to worker %s, on this host, go through shared memory",
                              address)
@@ -826,9 +818,13 @@ class Receiver(threading.Thread):
             taken += 1
         if self._door is not None:
             for inbound in self._door.rings:
-                from_ring = inbound.ring.take(self._take, MAX_FRAMES_PER_DRAIN, inbound.unpark)
-                self.frames_from_rings += from_ring
-                taken += from_ring
+                taken += self._take_ring(inbound, MAX_FRAMES_PER_DRAIN)
+        return taken
+
+    def _take_ring(self, inbound: InboundRing, limit: int) -> int:
+        """Take up to ``limit`` frames from a memory ring (the lock held); how many."""
+        taken = inbound.ring.take(self._take, limit, inbound.unpark)
+        self.frames_from_rings += taken
         return taken
 
     def _watch_door(self, poller: zmq.Poller, watched: list[int]) -> list[int]:
@@ -842,14 +838,11 @@ class Receiver(threading.Thread):
         if admitted or ended:
             with self._lock:
                 for inbound in ended:
-                    self.frames_from_rings += inbound.ring.take(self._take, 1 << 30,
-                                                                inbound.unpark)
+                    self._take_ring(inbound, 1 << 30)   # what its sender left, then gone
                     door.rings.remove(inbound)
                     inbound.close()
                 for inbound in admitted:
-                    inbound.ring.wake()   # while rounds take the frames, writers need not ring
-                    door.rings.append(inbound)
-                    door.welcome(inbound)
+                    door.let_in(inbound)
                     log.info("frames from worker %s, on this host, come through shared memory",
                              inbound.slot)
         fds = door.fds()

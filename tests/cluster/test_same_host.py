@@ -105,12 +105,11 @@ def test_a_restarted_peer_gets_a_new_ring_and_what_follows_goes_through_it(layou
 
 
 def admitting(door: Door, stop: threading.Event) -> threading.Thread:
-    """A thread doing a receiver's part for ``door``: admit and welcome what is offered."""
+    """A thread doing a receiver's part for ``door``: admit what is offered and let it in."""
     def serve() -> None:
         while not stop.is_set():
             for inbound in door.admit():
-                door.rings.append(inbound)
-                door.welcome(inbound)
+                door.let_in(inbound)
             time.sleep(0.01)
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -148,8 +147,7 @@ door = Door(sys.argv[1], "t-1")
 print("open" if door.opened else "shut", flush=True)
 while True:
     for inbound in door.admit():
-        door.rings.append(inbound)
-        door.welcome(inbound)
+        door.let_in(inbound)
     time.sleep(0.01)
 """
 
