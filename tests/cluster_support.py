@@ -17,11 +17,25 @@ from pathlib import Path
 from typing import Iterator, Self
 
 import support
+from kazoo.exceptions import NoNodeError
 from zookeeper_server import ZooKeeperServer, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 # The reliable topology most cluster tests run (see its docstring).
 LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
+LEADER_PATH = "/stormlet/nimbus/leader"
+
+
+def leader_port(zk) -> int | None:
+    """The leading nimbus's port, or None while there is none.
+
+    The node is ephemeral: it can vanish between an ``exists`` and a ``get`` when the old
+    leader's session expires, so a missing node is read as "no leader" in one call.
+    """
+    try:
+        return json.loads(zk.get(LEADER_PATH)[0])["port"]
+    except NoNodeError:
+        return None
 
 
 class Daemon:

@@ -19,6 +19,7 @@ from cluster_support import (
     acked_ids,
     after_test,
     json_outputs,
+    leader_port,
     serve_cluster,
     wait_until,
 )
@@ -289,11 +290,7 @@ def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path)
                    "the topology to keep processing with its nimbus dead")
         listing = cluster.cli("list")  # a standby answers while the election settles
         assert listing.returncode == 0 and "ha " in listing.stdout, listing.stderr
-        def leader_port():
-            return json.loads(zk.get("/stormlet/nimbus/leader")[0])["port"] \
-                if zk.exists("/stormlet/nimbus/leader") else None
-
-        wait_until(lambda: leader_port() not in (None, leader["port"]), 40,
+        wait_until(lambda: leader_port(zk) not in (None, leader["port"]), 40,
                    "the standby to take over")
         assert cluster.cli("list").returncode == 0
         new_leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])

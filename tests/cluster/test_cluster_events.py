@@ -14,7 +14,7 @@ import sys
 import threading
 
 import pytest
-from cluster_support import LEDGER, REPO, after_test, serve_cluster, wait_until
+from cluster_support import LEDGER, REPO, after_test, leader_port, serve_cluster, wait_until
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
@@ -170,9 +170,8 @@ def test_a_lost_supervisor_s_reassignment_is_recorded_by_the_new_leader(cluster,
         victim = next(d for d in cluster.nimbuses
                       if f"--port\x00{leader['port']}" in "\x00".join(d.args))
         victim.kill(signal.SIGKILL)
-        wait_until(lambda: zk.exists("/stormlet/nimbus/leader") and json.loads(
-            zk.get("/stormlet/nimbus/leader")[0])["port"] != leader["port"], 40,
-            "the standby to take over")
+        wait_until(lambda: leader_port(zk) not in (None, leader["port"]), 40,
+                   "the standby to take over")
     finally:
         zk.stop()
         zk.close()
