@@ -82,6 +82,9 @@ class SpoutTask(TaskBase):
         self.expiring_before: dict[int, InFlight] = {}
         self.opened = False
         self.partition_metrics = getattr(self.obj, "partition_metrics", None)
+        # Whether the last burst ended on a next_tuple call that emitted nothing: the spout
+        # had less to give than it could send (below its peak).
+        self.ran_dry = False
 
     def in_flight(self) -> int:
         return len(self.pending) + len(self.expiring) + len(self.expiring_before)
@@ -109,6 +112,7 @@ class SpoutTask(TaskBase):
         """Call next_tuple until it emits nothing, the burst ends or max pending is reached, or
         ``executor`` (this task's) is asked to deactivate: a worker fenced off from ZooKeeper
         must not go on emitting because a call blocked (on a commit, say) past the fence."""
+        self.ran_dry = False
         if not self.opened:
             return 0
         collector = self.collector
@@ -131,6 +135,7 @@ class SpoutTask(TaskBase):
                 break
             emitted = collector.emits - before
             if not emitted:
+                self.ran_dry = True
                 break
             room -= emitted
             if executor is not None and not executor.want_active:
@@ -374,6 +379,7 @@ class SpoutExecutor(Executor):
                     task.refresh_partitions()
                 self.busy = None
             emitted = 0
+            ran_dry = False
             if self.active:
                 for task in self.tasks:
                     if not self.want_active:
@@ -383,19 +389,21 @@ class SpoutExecutor(Executor):
                     started = time.monotonic()
                     self.busy = Busy(started, task, "next_tuple")
                     emitted += task.emit_burst(self)
+                    ran_dry = ran_dry or task.ran_dry
                     task.metrics.busy_secs += time.monotonic() - started
                 self.busy = None
             throttled = self._flush_or_hold()
             self._publish_in_flight()
-            if emitted and self.yields and not self.shared:
-                # On a thread of its own, hand the GIL to whichever thread waits for it: the
-                # receiver with another worker's tuples, the bolts and the acker that would
-                # finish them. Otherwise the spout keeps it for the whole switch interval (5 ms)
-                # making more work, while the other worker, whose trees wait on this one, idles.
-                # Taking turns, it lets those bolts run at its ``yield NOW`` below, and the
-                # rounds move the transport's frames: a hand-off there only cost a pair of
-                # context switches a burst and left the core idle meanwhile (scaling.py: 1.85
-                # cores busy, not 1.97).
+            if emitted and self.yields and (ran_dry or not self.shared):
+                # Hand the GIL to whichever thread waits for it: the receiver with another
+                # worker's tuples, the bolts and the acker that would finish them. Otherwise the
+                # spout keeps it for the whole switch interval (5 ms) making more work, while
+                # the other worker, whose trees wait on this one, idles. Taking turns at full
+                # speed, it keeps it: its bolts run at its ``yield NOW`` below and the rounds
+                # move the transport's frames, so a hand-off only cost a pair of context
+                # switches a burst and left the core idle meanwhile (scaling.py: 1.85 cores
+                # busy, not 1.97). Below its peak (a burst ran dry) the hand-off is cheap, and
+                # it lets the worker's other threads in without a switch interval's wait.
                 time.sleep(0)
             if throttled and not emitted:
                 started = time.monotonic()
