@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from cluster_support import (
+    LEADER_PATH,
     LEDGER,
     REPO,
     LoopbackCluster,
@@ -222,7 +223,7 @@ def test_garbage_sent_to_nimbus_and_to_a_worker_is_refused_and_they_keep_serving
     wait_until(lambda: len(acked_ids(tmp_path)) > 50, 40, "the first acks")
     zk = KazooClient(hosts=cluster.zk.hosts)
     zk.start()
-    leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])
+    leader = json.loads(zk.get(LEADER_PATH)[0])
     zk.stop()
     zk.close()
     req = zmq.Context.instance().socket(zmq.REQ)
@@ -279,7 +280,7 @@ def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path)
     zk = KazooClient(hosts=cluster.zk.hosts)
     zk.start()
     try:
-        leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])
+        leader = json.loads(zk.get(LEADER_PATH)[0])
         (tid,) = [t for t in zk.get_children("/stormlet/assignments") if t.startswith("ha-")]
         version = json.loads(zk.get(f"/stormlet/assignments/{tid}")[0])["version"]
         victim = next(d for d in cluster.nimbuses if f"--port\x00{leader['port']}" in
@@ -293,7 +294,7 @@ def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path)
         wait_until(lambda: leader_port(zk) not in (None, leader["port"]), 40,
                    "the standby to take over")
         assert cluster.cli("list").returncode == 0
-        new_leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])
+        new_leader = json.loads(zk.get(LEADER_PATH)[0])
         assert new_leader["port"] != leader["port"]
         # Taking over does not move running workers.
         assert json.loads(zk.get(f"/stormlet/assignments/{tid}")[0])["version"] == version
@@ -571,7 +572,7 @@ def test_a_bolt_raising_on_every_tuple_is_reported_and_its_workers_stay_up(clust
     zk.start()
     try:
         def standbys() -> list[int]:
-            leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])["port"]
+            leader = json.loads(zk.get(LEADER_PATH)[0])["port"]
             ports = [json.loads(zk.get(f"/stormlet/nimbus/hosts/{n}")[0])["port"]
                      for n in zk.get_children("/stormlet/nimbus/hosts")]
             return [p for p in ports if p != leader]

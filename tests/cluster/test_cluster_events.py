@@ -14,7 +14,15 @@ import sys
 import threading
 
 import pytest
-from cluster_support import LEDGER, REPO, after_test, leader_port, serve_cluster, wait_until
+from cluster_support import (
+    LEADER_PATH,
+    LEDGER,
+    REPO,
+    after_test,
+    leader_port,
+    serve_cluster,
+    wait_until,
+)
 from kazoo.client import KazooClient
 from zookeeper_server import zookeeper_available
 
@@ -166,7 +174,7 @@ def test_a_lost_supervisor_s_reassignment_is_recorded_by_the_new_leader(cluster,
     zk = KazooClient(hosts=cluster.zk.hosts)
     zk.start()
     try:
-        leader = json.loads(zk.get("/stormlet/nimbus/leader")[0])
+        leader = json.loads(zk.get(LEADER_PATH)[0])
         victim = next(d for d in cluster.nimbuses
                       if f"--port\x00{leader['port']}" in "\x00".join(d.args))
         victim.kill(signal.SIGKILL)

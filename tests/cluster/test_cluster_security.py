@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 import zmq
-from cluster_support import LEDGER, REPO, new_secret_file, serve_cluster, wait_until
+from cluster_support import (
+    LEADER_PATH,
+    LEDGER,
+    REPO,
+    new_secret_file,
+    serve_cluster,
+    wait_until,
+)
 from support import compiled_run_only
 from zookeeper_server import zookeeper_available
 
@@ -232,7 +239,7 @@ def test_zookeeper_refuses_anonymous_clients_and_workers_read_only_their_topolog
     anonymous = connect(cluster.zk.hosts)
     try:
         for attempt in (lambda: anonymous.get_children("/stormlet/assignments"),
-                        lambda: anonymous.get("/stormlet/nimbus/leader"),
+                        lambda: anonymous.get(LEADER_PATH),
                         lambda: anonymous.create("/stormlet/evil", b"x"),
                         lambda: anonymous.set(f"/stormlet/topologies/{running}", b"{}"),
                         lambda: anonymous.create("/stormlet/offsets/evil", b"x")):
@@ -249,7 +256,7 @@ def test_zookeeper_refuses_anonymous_clients_and_workers_read_only_their_topolog
         cluster_security, tmp_path, "other-1-abcdef", "other"))
     try:
         for client in (ours, theirs):   # where to report metrics
-            assert json.loads(client.get("/stormlet/nimbus/leader")[0])["port"]
+            assert json.loads(client.get(LEADER_PATH)[0])["port"]
         record = json.loads(ours.get(f"/stormlet/topologies/{running}")[0])
         assert record["name"] == "secured" and ours.get(f"/stormlet/assignments/{running}")
         for attempt in (lambda: theirs.get(f"/stormlet/topologies/{running}"),
@@ -416,7 +423,7 @@ def test_nimbus_refuses_a_root_it_did_not_make_until_an_operator_adopts_it(tmp_p
                 nimbus.stderr
 
             # Open records planted under the default root: refused, not adopted.
-            anonymous.create("/stormlet/nimbus/leader", b'{"host": "10.9.9.9", "port": 1}',
+            anonymous.create(LEADER_PATH, b'{"host": "10.9.9.9", "port": 1}',
                              makepath=True)
             anonymous.create("/stormlet/topologies/fake-1-abcdef", b'{"name": "fake"}',
                              makepath=True)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster_support import LoopbackCluster, after_test, json_outputs, wait_until
+from cluster_support import LEADER_PATH, LoopbackCluster, after_test, json_outputs, wait_until
 from local_wheels import GATED, make_gated_sdist
 from test_cluster_environments import kill_all, versioned_project
 from ui_support import get
@@ -132,7 +132,7 @@ def nimbus_daemon(cluster, leading: bool):
     zk = KazooClient(hosts=cluster.zk.hosts)
     zk.start()
     try:
-        port = json.loads(zk.get("/stormlet/nimbus/leader")[0])["port"]
+        port = json.loads(zk.get(LEADER_PATH)[0])["port"]
     except NoNodeError:
         return None
     finally:

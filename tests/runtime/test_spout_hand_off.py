@@ -76,9 +76,9 @@ def run_spanning_workers(spout: Spout, shared: bool) -> tuple[Spout, TopologyRun
             cfg.TOPOLOGY_MAX_SPOUT_PENDING: 50}
     b = TopologyBuilder()
     b.set_spout("source", spout)
-    b.set_bolt("relay", Sink()).shuffle_grouping("source")
+    b.set_bolt("sink", Sink()).shuffle_grouping("source")
     topology = b.build()
-    plan, elsewhere = plan_without(topology, conf, "relay", 0)
+    plan, elsewhere = plan_without(topology, conf, "sink", 0)
     runtime = TopologyRuntime("hand-off", topology, conf, plan=plan,
                               remote_routes={task: Parking() for task in elsewhere})
     runtime.start()
@@ -94,7 +94,7 @@ def run_spanning_workers(spout: Spout, shared: bool) -> tuple[Spout, TopologyRun
         "own-thread-hands-off"])
 def test_a_spout_hands_the_lock_off_unless_taking_turns_at_full_speed(hand_offs, spout, shared,
                                                                       hands_off):
-    # The relay runs elsewhere and never acks: the bursts up to max pending (50) are counted.
+    # The sink runs elsewhere and never acks: the bursts up to max pending (50) are counted.
     instance, runtime = run_spanning_workers(spout, shared)
     try:
         wait_until(lambda: instance.emits >= 50, 10, "the spout to reach max pending")
