@@ -4,6 +4,7 @@ process, with a dial for the user work an event.
     python benchmarks/scaling.py [--work 6] [--seconds 8] [--rounds 2]
     python benchmarks/scaling.py --sweep [--seconds 6] [--rounds 1] [--chart PATH]
     python benchmarks/scaling.py --rate EVENTS_PER_SEC [--work 6] [--seconds 8] [--rounds 2]
+    python benchmarks/scaling.py --no-crossing [--work 6] ...
 
 The topology (scaling_topology.py): JSON click events, each tracked, parsed and enriched
 (``json.loads``, a regular expression over the user agent, a hash of the URL) and summed per user
@@ -33,9 +34,15 @@ runs user work from ~1 µs to ~50 µs and writes a PNG chart of the two-worker r
 paced to that many events a second in all: for complete latency below the peak (half of the
 peak that a run without it prints, say).
 
-With --record (or STORMLET_BENCH_RECORD=1) a run at one --work level (no --sweep, --dial or
---rate) also appends its ratios and CPU costs to benchmarks/results/scaling.jsonl, the row of
-LATEST.md's table for that level (benchmarks/figures.py).
+With ``--no-crossing`` the totals take each event in its enricher's worker
+(scaling_no_crossing_topology.py): no tuple and no ack crosses between the workers, and the
+ratio against the same one-process runs is what two workers give with the transport out of the
+way; the gap between it and the run with the fields grouping is what crossing costs.
+
+With --record (or STORMLET_BENCH_RECORD=1) a run at one --work level (no --sweep, --dial,
+--rate or --no-crossing) also appends its ratios and CPU costs to
+benchmarks/results/scaling.jsonl, the row of LATEST.md's table for that level
+(benchmarks/figures.py).
 """
 
 from __future__ import annotations
@@ -194,11 +201,12 @@ class Cluster:
                         "executed")
 
     def submit(self, name: str, rounds: int, rate: float = 0.0,
-               settings: tuple[str, ...] = ()) -> None:
+               settings: tuple[str, ...] = (), crossing: bool = True) -> None:
         """Submit the topology with ``rounds`` of user work, its two spout tasks paced to
         ``rate`` events a second between them (0: unpaced), and ``settings`` (KEY=VALUE); wait
-        for its first events."""
-        self.cli("submit", str(HERE / "scaling_topology.py"), "--name", name, "-c",
+        for its first events. Without ``crossing``, its variant where nothing crosses."""
+        code = "scaling_topology.py" if crossing else "scaling_no_crossing_topology.py"
+        self.cli("submit", str(HERE / code), "--name", name, "-c",
                  f"{topo.ROUNDS_KEY}={rounds}", "-c", f"{topo.RATE_KEY}={rate / 2}",
                  *(arg for setting in settings for arg in ("-c", setting)))
         deadline = time.monotonic() + 60
@@ -318,7 +326,7 @@ def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: i
 def record(args: argparse.Namespace, result: dict, windows: int, seconds: float) -> None:
     """LATEST.md's row for a run at one ``--work`` level (benchmarks/diary.py renders it from
     the records); a sweep, a dial or a paced run replaces none."""
-    if args.sweep or args.dial is not None or args.rate:
+    if args.sweep or args.dial is not None or args.rate or args.no_crossing:
         return
     figures.Recorder("scaling", enabled=args.record).record(
         f"realistic events on a cluster, ~{args.work:g} µs of user work an event: two pinned "
@@ -373,6 +381,9 @@ def main() -> None:
     parser.add_argument("-c", "--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a topology setting for the cluster, as `stormlet submit -c` takes "
                              "it (say, stormlet.transport.shared.memory=false)")
+    parser.add_argument("--no-crossing", action="store_true",
+                        help="the totals take each event in its enricher's worker: nothing "
+                             "crosses between the workers")
     figures.add_flag(parser)
     parser.add_argument("--one-process-run", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rounds-of-work", type=int, default=1, help=argparse.SUPPRESS)
@@ -387,8 +398,9 @@ def main() -> None:
                    }.values()) if args.dial is None else [(args.dial, work_cost(args.dial))]
     # (one run a dial setting: the smallest levels may share one)
     base = Path(tempfile.mkdtemp(prefix="stormlet-scaling-"))
-    print(f"scaling: click events, {windows} window(s) of {seconds:g}s a work level, each "
-          f"between one-process runs; {build_mode.describe()}; load {os.getloadavg()[0]:.2f}",
+    crossing = ", nothing crossing between the workers" if args.no_crossing else ""
+    print(f"scaling: click events{crossing}, {windows} window(s) of {seconds:g}s a work level, "
+          f"each between one-process runs; {build_mode.describe()}; load {os.getloadavg()[0]:.2f}",
           flush=True)
     points = []
     finished = False
@@ -399,7 +411,8 @@ def main() -> None:
             for i, (rounds, cost) in enumerate(levels):
                 name = f"scaling{i}"
                 print(f"user work {cost:.1f} µs an event (rounds {rounds}):", flush=True)
-                cluster.submit(name, rounds, args.rate, tuple(args.conf))
+                cluster.submit(name, rounds, args.rate, tuple(args.conf),
+                               crossing=not args.no_crossing)
                 if args.rate:
                     paced(cluster, name, seconds, windows)
                     cluster.cli("kill", name, "--wait", "0")

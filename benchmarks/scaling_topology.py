@@ -113,15 +113,20 @@ class TotalsBolt(Bolt):
         self.collector.ack(tup)
 
 
-def build(parallelism: int = 2):
+def build(parallelism: int = 2, crossing: bool = True):
     """The topology with ``parallelism`` tasks of each component (2 for two workers; 1 for
-    one process)."""
+    one process). Without ``crossing`` the totals take each event in its enricher's worker
+    (local or shuffle): nothing crosses between workers, and a user's totals are split
+    between the tasks, which is what that variant measures the cost of crossing by."""
     builder = TopologyBuilder()
     builder.set_spout("events", ClickSpout(), parallelism=parallelism)
     builder.set_bolt("enrich", EnrichBolt(), parallelism=parallelism) \
         .local_or_shuffle_grouping("events")
-    builder.set_bolt("totals", TotalsBolt(), parallelism=parallelism) \
-        .fields_grouping("enrich", ["user"])
+    totals = builder.set_bolt("totals", TotalsBolt(), parallelism=parallelism)
+    if crossing:
+        totals.fields_grouping("enrich", ["user"])
+    else:
+        totals.local_or_shuffle_grouping("enrich")
     return builder.build()
 
 

@@ -41,3 +41,15 @@ def test_every_event_is_summed_once_and_acked(topo):
     # Each event is enriched once and summed once; each acked event was summed.
     assert metrics["enrich"]["executed"] == metrics["totals"]["executed"]
     assert metrics["totals"]["executed"] >= metrics["events"]["acked"] >= 2000
+
+
+def test_the_variant_without_crossing_sums_each_event_in_its_enrichers_worker(topo):
+    def totals_grouping(topology):
+        totals, = (bolt for bolt in topology.bolts if bolt.id == "totals")
+        subscription, = totals.inputs
+        return subscription.source, subscription.grouping.kind, subscription.grouping.fields
+
+    with imported_from(BENCHMARKS, "scaling_no_crossing_topology") as variant:
+        assert totals_grouping(variant.topology) == ("enrich", "local_or_shuffle", ())
+        assert variant.config == topo.config
+    assert totals_grouping(topo.topology) == ("enrich", "fields", ("user",))
