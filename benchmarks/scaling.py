@@ -325,7 +325,7 @@ def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: i
 
 def record(args: argparse.Namespace, result: dict, windows: int, seconds: float) -> None:
     """LATEST.md's row for a run at one ``--work`` level (benchmarks/diary.py renders it from
-    the records); a sweep, a dial or a paced run replaces none."""
+    the records); a sweep, a dial, a paced run or one with nothing crossing replaces none."""
     if args.sweep or args.dial is not None or args.rate or args.no_crossing:
         return
     figures.Recorder("scaling", enabled=args.record).record(

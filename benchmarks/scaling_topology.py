@@ -116,8 +116,8 @@ class TotalsBolt(Bolt):
 def build(parallelism: int = 2, crossing: bool = True):
     """The topology with ``parallelism`` tasks of each component (2 for two workers; 1 for
     one process). Without ``crossing`` the totals take each event in its enricher's worker
-    (local or shuffle): nothing crosses between workers, and a user's totals are split
-    between the tasks, which is what that variant measures the cost of crossing by."""
+    (local or shuffle), so nothing crosses between workers: a variant that measures what
+    crossing costs, whose totals for a user are split between the tasks."""
     builder = TopologyBuilder()
     builder.set_spout("events", ClickSpout(), parallelism=parallelism)
     builder.set_bolt("enrich", EnrichBolt(), parallelism=parallelism) \
