@@ -94,7 +94,8 @@ RESULT = {"ratio": 1.234, "two_core_ratio": 1.5, "local_cpu_us": 20.04, "cluster
 
 
 def test_a_scaling_run_at_one_work_level_records_its_row(scaling, results):
-    args = argparse.Namespace(sweep=False, dial=None, rate=0.0, work=6.0, record=False)
+    args = argparse.Namespace(sweep=False, dial=None, rate=0.0, no_crossing=False, work=6.0,
+                              record=False)
     scaling.record(args, RESULT, 2, 8.0)
     [row] = records(results, "scaling")
     assert row["measure"].startswith("realistic events on a cluster, ~6 µs of user work an "
@@ -103,9 +104,11 @@ def test_a_scaling_run_at_one_work_level_records_its_row(scaling, results):
     assert row["detail"] == "medians of 2 windows of 8 s"
 
 
-@pytest.mark.parametrize("setting", [{"sweep": True}, {"dial": 40}, {"rate": 5000.0}])
-def test_a_sweep_a_dial_or_a_paced_run_records_no_row(scaling, results, setting):
-    args = argparse.Namespace(**{"sweep": False, "dial": None, "rate": 0.0, "work": 6.0,
-                                 "record": True, **setting})
+@pytest.mark.parametrize("setting", [{"sweep": True}, {"dial": 40}, {"rate": 5000.0},
+                                     {"no_crossing": True}])
+def test_a_sweep_a_dial_a_paced_run_or_one_without_crossing_records_no_row(scaling, results,
+                                                                           setting):
+    args = argparse.Namespace(**{"sweep": False, "dial": None, "rate": 0.0, "no_crossing": False,
+                                 "work": 6.0, "record": True, **setting})
     scaling.record(args, RESULT, 1, 6.0)
     assert records(results, "scaling") == []
