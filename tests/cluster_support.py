@@ -20,10 +20,12 @@ import support
 from kazoo.exceptions import NoNodeError
 from zookeeper_server import ZooKeeperServer, free_port
 
+from stormlet.cluster.zk_state import leader_path
+
 REPO = Path(__file__).resolve().parent.parent
 # The reliable topology most cluster tests run (see its docstring).
 LEDGER = Path(__file__).resolve().parent / "cluster_topologies" / "ledger.py"
-LEADER_PATH = "/stormlet/nimbus/leader"
+LEADER_PATH = leader_path()
 
 
 def leader_port(zk) -> int | None:

@@ -81,7 +81,7 @@ DETECTED_BY = {
 _WATCH = r"""
 import json, socket, sys, threading, time
 from stormlet.cluster.security import Security
-from stormlet.cluster.zk_state import connect
+from stormlet.cluster.zk_state import connect, leader_path
 
 hosts, secret, topology, spout = sys.argv[1:5]
 members = hosts.split(",") if "," in hosts else []
@@ -111,8 +111,8 @@ last = None
 while True:
     try:
         state = {"leader": None, "assignments": {}, "committed": {}}
-        if client.exists_async("/stormlet/nimbus/leader").get(timeout=1.0):
-            state["leader"] = read("/stormlet/nimbus/leader")
+        if client.exists_async(leader_path()).get(timeout=1.0):
+            state["leader"] = read(leader_path())
         for tid in children("/stormlet/assignments"):
             if tid.startswith(topology + "-"):
                 state["assignments"][tid] = read("/stormlet/assignments/" + tid)["executors"]

@@ -96,6 +96,12 @@ def events_path(root: str | None = DEFAULT_ROOT) -> str:
     return f"{cluster_root(root)}/events"
 
 
+def leader_path(root: str | None = DEFAULT_ROOT) -> str:
+    """The leading nimbus's ephemeral record, ``{"host", "port"}``: where clients and workers
+    find it."""
+    return f"{cluster_root(root)}/nimbus/leader"
+
+
 def rpc_address(info: dict) -> str:
     """The ZeroMQ address of a nimbus from its leader or hosts record."""
     return f"tcp://{info['host']}:{info['port']}"
@@ -438,11 +444,11 @@ class ClusterState:
 
     def set_leader(self, info: dict) -> None:
         # Every worker reads it: where to report its metrics.
-        self._write(self._path("nimbus", "leader"), info, ephemeral=True,
+        self._write(leader_path(self.root), info, ephemeral=True,
                     acl=self.security.zk_shared_acl)
 
     def leader(self) -> dict | None:
-        return self._read(self._path("nimbus", "leader"))
+        return self._read(leader_path(self.root))
 
     # ----- supervisors
 
