@@ -112,6 +112,11 @@ COALESCE_SECS = 0.0005
 # leaves the socket to them while they last asked less than ROUNDS_HOLD_SECS before.
 ROUNDS_TAKE_SECS = 0.0002
 ROUNDS_HOLD_SECS = 0.02
+# Meanwhile the receiver thread sleeps, until their thread sleeps too (``rounds_idle``), the
+# guard finds it blocked in a turn (``look``), or this long. Each time it wakes it takes the
+# interpreter lock from the busy executors, and preempts them to ask for it: waking each
+# ROUNDS_HOLD_SECS to see whether they still ask cost their thread ~500 preemptions a second.
+ROUNDS_LEFT_SECS = 0.2
 # A frame too large for a peer's memory ring goes over ZeroMQ as this byte (never the first of a
 # msgpack frame), the ring's key and the token of the place the ring keeps for it, then the frame.
 PARKED_FRAME = b"\xc1"
@@ -628,6 +633,8 @@ class TransportRounds:
 
     def look(self, now: float) -> None:
         self._guarded(self.sender.flush_if_due, now)
+        if self.receiver is not None:
+            self.receiver.rounds_look(now)
 
     def _give_up(self) -> None:
         log.exception("moving frames on the executors' thread failed: the transport's threads "
@@ -763,6 +770,14 @@ class Receiver(threading.Thread):
         self._rounds_asked = 0.0
         self._rounds_sleep.set()
 
+    def rounds_look(self, now: float) -> None:
+        """From the guard's thread, at ``now`` (monotonic): if the rounds last asked for the
+        frames ``ROUNDS_HOLD_SECS`` before or longer (their thread is blocked in a turn), this
+        thread takes them from now on."""
+        asked = self._rounds_asked
+        if asked and now - asked >= ROUNDS_HOLD_SECS:
+            self._rounds_sleep.set()
+
     def run(self) -> None:
         poller = zmq.Poller()
         poller.register(self.socket, zmq.POLLIN)
@@ -773,13 +788,14 @@ class Receiver(threading.Thread):
             if overload is not None:
                 with self._lock:
                     overload.check()
+            overloaded = overload is not None and overload.busy()
             # Look at overloaded inboxes often, so peers resume soon after they drain.
-            look_secs = 0.02 if overload is not None and overload.busy() else 0.2
+            look_secs = 0.02 if overloaded else 0.2
             self.watching = time.monotonic() - self._rounds_asked >= ROUNDS_HOLD_SECS
             if not self.watching:
                 # Busy rounds take the frames: wake to look at the inboxes, or when they sleep
-                # (or stop asking: their thread blocked in a turn).
-                self._rounds_sleep.wait(min(look_secs, ROUNDS_HOLD_SECS))
+                # or stop asking (their thread blocked in a turn).
+                self._rounds_sleep.wait(look_secs if overloaded else ROUNDS_LEFT_SECS)
                 self._rounds_sleep.clear()
                 self._count_refusals()
                 door_fds = self._watch_door(poller, door_fds)

@@ -590,6 +590,38 @@ def test_busy_rounds_take_the_frames_that_came_and_the_receiver_thread_takes_the
             rounds.leave()
 
 
+def test_rounds_blocked_in_a_turn_leave_the_frames_to_the_receiver_thread_at_the_guards_look(
+        layout, context, monkeypatch):
+    # Left to rounds, the receiver thread would look again only after a minute here: what wakes
+    # it is the guard's look, once the rounds last asked ROUNDS_HOLD_SECS before (their thread
+    # blocked in a turn, neither asking nor asleep).
+    monkeypatch.setattr(transport, "ROUNDS_LEFT_SECS", 60.0)
+    monkeypatch.setattr(transport, "ROUNDS_HOLD_SECS", 0.5)
+    src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        reached(a, b)
+        rounds = rounds_of(b)
+        route = a.sender.route(b.address)
+        rounds.enter()
+        try:
+            def left_to_rounds() -> bool:   # after its poll under way (<= 0.2 s) returns
+                rounds.before_turn(time.monotonic())
+                rounds.round_ended()
+                return not b.receiver.watching
+
+            wait_until(left_to_rounds, 5, "the receiver thread to leave the socket to rounds",
+                       interval=0)
+            rounds.before_turn(time.monotonic())   # a turn that blocks from here on
+            route.put_data((DATA, sink, src, batch(layout, 0)))
+            time.sleep(0.7)
+            assert inbox.empty(), "nothing took the frame yet: the rounds are blocked"
+            rounds.look(time.monotonic())
+            assert numbers(inbox, 10) == list(range(10))
+            assert b.receiver.taken_by_rounds == 0
+        finally:
+            rounds.leave()
+
+
 def test_rounds_whose_transport_work_fails_leave_it_to_the_transport_threads(
         layout, context, caplog):
     src, sink = tasks(layout)
