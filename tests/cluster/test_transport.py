@@ -552,42 +552,54 @@ def test_what_a_round_holds_goes_before_what_follows_it_through_the_sender_threa
         assert numbers(inbox, 50) == list(range(50))
 
 
+def busy_round(rounds: transport.TransportRounds) -> None:
+    """A round of executors that took no time, run by the calling thread."""
+    rounds.before_turn(time.monotonic())
+    rounds.round_ended()
+
+
+@contextmanager
+def busy_rounds_in(layout, context):
+    """Worker ``b``, its inbox of the sink task, and its transport rounds run busy by the calling
+    thread, so that its receiver thread has left the frames to them; and the route from worker
+    ``a``, which reaches ``b``, to the sink task."""
+    _src, sink = tasks(layout)
+    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
+        reached(a, b)
+        rounds = rounds_of(b)
+        rounds.enter()
+        try:
+            def left_to_rounds() -> bool:   # after its poll under way (<= 0.2 s) returns
+                busy_round(rounds)
+                time.sleep(0.001)
+                return not b.receiver.watching
+
+            wait_until(left_to_rounds, 5, "the receiver thread to leave the socket to rounds",
+                       interval=0)
+            yield b, inbox, rounds, a.sender.route(b.address)
+        finally:
+            rounds.leave()
+
+
 def test_busy_rounds_take_the_frames_that_came_and_the_receiver_thread_takes_them_once_idle(
         layout, context, monkeypatch):
     # Rounds that asked within the last 5 s count as busy: a loaded machine's late wake-up
     # between two of this test's rounds must not hand the socket back to the receiver thread.
     monkeypatch.setattr(transport, "ROUNDS_HOLD_SECS", 5.0)
     src, sink = tasks(layout)
-    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
-        reached(a, b)
-        rounds = rounds_of(b)
-        route = a.sender.route(b.address)
-        rounds.enter()
-        try:
-            def busy_round() -> None:
-                rounds.before_turn(time.monotonic())
-                rounds.round_ended()
-                time.sleep(0.001)
-
-            def left_to_rounds() -> bool:   # after its poll under way (<= 0.2 s) returns
-                busy_round()
-                return not b.receiver.watching
-
-            wait_until(left_to_rounds, 5, "the receiver thread to leave the socket to rounds",
-                       interval=0)
-            route.put_data((DATA, sink, src, batch(layout, 0)))
-            deadline = time.monotonic() + 5
-            while inbox.empty() and time.monotonic() < deadline:
-                busy_round()
-            message = inbox.get_nowait()
-            assert b.receiver.taken_by_rounds == 1, "the round took it, on this thread"
-            assert [t.values[0] for t in message[3].tuples()] == list(range(10))
-            rounds.idle()   # the rounds' thread sleeps: the receiver thread takes what comes
-            route.put_data((DATA, sink, src, batch(layout, 10)))
-            assert numbers(inbox, 10) == list(range(10, 20))
-            assert b.receiver.taken_by_rounds == 1
-        finally:
-            rounds.leave()
+    with busy_rounds_in(layout, context) as (b, inbox, rounds, route):
+        route.put_data((DATA, sink, src, batch(layout, 0)))
+        deadline = time.monotonic() + 5
+        while inbox.empty() and time.monotonic() < deadline:
+            busy_round(rounds)
+            time.sleep(0.001)
+        message = inbox.get_nowait()
+        assert b.receiver.taken_by_rounds == 1, "the round took it, on this thread"
+        assert [t.values[0] for t in message[3].tuples()] == list(range(10))
+        rounds.idle()   # the rounds' thread sleeps: the receiver thread takes what comes
+        route.put_data((DATA, sink, src, batch(layout, 10)))
+        assert numbers(inbox, 10) == list(range(10, 20))
+        assert b.receiver.taken_by_rounds == 1
 
 
 def test_rounds_blocked_in_a_turn_leave_the_frames_to_the_receiver_thread_at_the_guards_look(
@@ -598,28 +610,14 @@ def test_rounds_blocked_in_a_turn_leave_the_frames_to_the_receiver_thread_at_the
     monkeypatch.setattr(transport, "ROUNDS_LEFT_SECS", 60.0)
     monkeypatch.setattr(transport, "ROUNDS_HOLD_SECS", 0.5)
     src, sink = tasks(layout)
-    with sender_and_receiver(layout, context, sink, 1000) as (a, b, inbox):
-        reached(a, b)
-        rounds = rounds_of(b)
-        route = a.sender.route(b.address)
-        rounds.enter()
-        try:
-            def left_to_rounds() -> bool:   # after its poll under way (<= 0.2 s) returns
-                rounds.before_turn(time.monotonic())
-                rounds.round_ended()
-                return not b.receiver.watching
-
-            wait_until(left_to_rounds, 5, "the receiver thread to leave the socket to rounds",
-                       interval=0)
-            rounds.before_turn(time.monotonic())   # a turn that blocks from here on
-            route.put_data((DATA, sink, src, batch(layout, 0)))
-            time.sleep(0.7)
-            assert inbox.empty(), "nothing took the frame yet: the rounds are blocked"
-            rounds.look(time.monotonic())
-            assert numbers(inbox, 10) == list(range(10))
-            assert b.receiver.taken_by_rounds == 0
-        finally:
-            rounds.leave()
+    with busy_rounds_in(layout, context) as (b, inbox, rounds, route):
+        rounds.before_turn(time.monotonic())   # a turn that blocks from here on
+        route.put_data((DATA, sink, src, batch(layout, 0)))
+        time.sleep(0.7)
+        assert inbox.empty(), "nothing took the frame yet: the rounds are blocked"
+        rounds.look(time.monotonic())
+        assert numbers(inbox, 10) == list(range(10))
+        assert b.receiver.taken_by_rounds == 0
 
 
 def test_rounds_whose_transport_work_fails_leave_it_to_the_transport_threads(
