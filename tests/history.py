@@ -84,6 +84,7 @@ from stormlet.cluster.security import Security
 from stormlet.cluster.zk_state import connect, leader_path
 
 hosts, secret, topology, spout = sys.argv[1:5]
+LEADER = leader_path()
 members = hosts.split(",") if "," in hosts else []
 modes, lock = {}, threading.Lock()
 
@@ -111,8 +112,8 @@ last = None
 while True:
     try:
         state = {"leader": None, "assignments": {}, "committed": {}}
-        if client.exists_async(leader_path()).get(timeout=1.0):
-            state["leader"] = read(leader_path())
+        if client.exists_async(LEADER).get(timeout=1.0):
+            state["leader"] = read(LEADER)
         for tid in children("/stormlet/assignments"):
             if tid.startswith(topology + "-"):
                 state["assignments"][tid] = read("/stormlet/assignments/" + tid)["executors"]

@@ -115,7 +115,8 @@ ROUNDS_HOLD_SECS = 0.02
 # Meanwhile the receiver thread sleeps, until their thread sleeps too (``rounds_idle``), the
 # guard finds it blocked in a turn (``look``), or this long. Each time it wakes it takes the
 # interpreter lock from the busy executors, and preempts them to ask for it: waking each
-# ROUNDS_HOLD_SECS to see whether they still ask cost their thread ~500 preemptions a second.
+# ROUNDS_HOLD_SECS to see whether they still ask was about half of their thread's 400-540
+# preemptions a second.
 ROUNDS_LEFT_SECS = 0.2
 # A frame too large for a peer's memory ring goes over ZeroMQ as this byte (never the first of a
 # msgpack frame), the ring's key and the token of the place the ring keeps for it, then the frame.
@@ -730,7 +731,8 @@ class Receiver(threading.Thread):
         # wake (and wait for the interpreter lock) for each.
         self._lock = threading.Lock()
         # When a round last asked for the frames, and last took them (monotonic); 0 once its
-        # thread sleeps (``rounds_idle``), which ``_rounds_sleep`` also tells this thread.
+        # thread sleeps (``rounds_idle``). ``_rounds_sleep`` tells this thread of that, and of
+        # rounds that stopped asking (``rounds_look``).
         self._rounds_asked = 0.0
         self._rounds_took = 0.0
         self._rounds_sleep = threading.Event()
@@ -774,9 +776,13 @@ class Receiver(threading.Thread):
         """From the guard's thread, at ``now`` (monotonic): if the rounds last asked for the
         frames ``ROUNDS_HOLD_SECS`` before or longer (their thread is blocked in a turn), this
         thread takes them from now on."""
-        asked = self._rounds_asked
-        if asked and now - asked >= ROUNDS_HOLD_SECS:
+        if self._rounds_asked and self._rounds_stopped(now):
             self._rounds_sleep.set()
+
+    def _rounds_stopped(self, now: float) -> bool:
+        """Whether no round asked for the frames in the ``ROUNDS_HOLD_SECS`` before ``now``
+        (their thread sleeps, is blocked in a turn, or never ran rounds)."""
+        return now - self._rounds_asked >= ROUNDS_HOLD_SECS
 
     def run(self) -> None:
         poller = zmq.Poller()
@@ -791,7 +797,7 @@ class Receiver(threading.Thread):
             overloaded = overload is not None and overload.busy()
             # Look at overloaded inboxes often, so peers resume soon after they drain.
             look_secs = 0.02 if overloaded else 0.2
-            self.watching = time.monotonic() - self._rounds_asked >= ROUNDS_HOLD_SECS
+            self.watching = self._rounds_stopped(time.monotonic())
             if not self.watching:
                 # Busy rounds take the frames: wake to look at the inboxes, or when they sleep
                 # or stop asking (their thread blocked in a turn).
