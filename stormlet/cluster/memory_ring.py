@@ -184,7 +184,7 @@ class MemoryRing:
     def take(self, deliver: Callable[[bytes], object], limit: int,
              parked: Callable[[int], bytes | None]) -> int:
         """Deliver up to ``limit`` frames in order, then tell the writer their room is free;
-        how many. At a parked frame's place, ``parked(token)`` gives it, None if it has not
+        how many were delivered (a place given up is none). At a parked frame's place, ``parked(token)`` gives it, None if it has not
         come yet (the ring waits there), or b"" to give its place up. A frame whose delivery
         raises counts as taken."""
         written = self._words[_WRITTEN]
@@ -208,8 +208,8 @@ class MemoryRing:
                 else:
                     frame = self._map[start + 4:start + 4 + size]
                     position += _padded(size)
-                taken += 1
-                if frame:
+                if frame:   # b"": a place given up
+                    taken += 1
                     deliver(frame)
         finally:
             self._read = position

@@ -118,8 +118,9 @@ ROUNDS_HOLD_SECS = 0.02
 # ROUNDS_HOLD_SECS to see whether they still ask was about half of their thread's 400-540
 # preemptions a second.
 ROUNDS_LEFT_SECS = 0.2
-# A frame too large for a peer's memory ring goes over ZeroMQ as this byte (never the first of a
-# msgpack frame), the ring's key and the token of the place the ring keeps for it, then the frame.
+# A frame too large for a peer's memory ring (or the empty one that opens a ring) goes over
+# ZeroMQ as this byte (never the first of a msgpack frame), the ring's key and the token of the
+# place the ring keeps for it, then the frame.
 PARKED_FRAME = b"\xc1"
 _PARKED_HEAD = struct.Struct("<QQ")
 
@@ -335,17 +336,39 @@ class Sender(threading.Thread):
         if len(frame) <= ring.largest:
             if not ring.put(frame):
                 return False
-        else:
-            if not ring.room_for_parked():
-                return False
-            outbound.next_token += 1
-            head = _PARKED_HEAD.pack(outbound.key, outbound.next_token)
-            self._socket(address).send(PARKED_FRAME + head + frame, zmq.NOBLOCK)
-            ring.put_parked(outbound.next_token)
+        elif not self._park(address, outbound, frame):
+            return False
         self.frames_in_rings += 1
         if not outbound.ring_doorbell():
             self._drop_ring(address)   # its process ended: ZeroMQ's monitor says so too
         return True
+
+    def _park(self, address: str, outbound: OutboundRing, frame: bytes) -> bool:
+        """Send ``frame`` over ``address``'s socket, and keep its place in the ring: the peer
+        takes it there, in order. False if the ring has no room for the place now. Raises
+        zmq.Again if the socket is full."""
+        if not outbound.ring.room_for_parked():
+            return False
+        outbound.next_token += 1
+        head = _PARKED_HEAD.pack(outbound.key, outbound.next_token)
+        self._socket(address).send(PARKED_FRAME + head + frame, zmq.NOBLOCK)
+        outbound.ring.put_parked(outbound.next_token)
+        return True
+
+    def _open_ring(self, address: str, outbound: OutboundRing) -> bool:
+        """Start a new ring to ``address`` behind what its socket carried before: an empty
+        frame parked at the ring's first place goes over the socket after them (ZeroMQ keeps a
+        socket's frames in order), so the peer takes the ring's frames only after those. False,
+        the ring closed, if the socket cannot take it now: the peer keeps TCP."""
+        try:
+            if self._park(address, outbound, b""):
+                return True
+        except zmq.ZMQError:
+            pass
+        outbound.close()
+        log.info("frames to worker %s, on this host, stay on TCP: its socket was full when a "
+                 "shared-memory ring was set up", address)
+        return False
 
     def _drop_ring(self, address: str) -> None:
         outbound = self._rings.pop(address, None)
@@ -466,14 +489,14 @@ class Sender(threading.Thread):
         """Count the peers whose handshake succeeded as reached, after offering those of
         ``wanted`` on this host a memory ring: their frames go there from now on. Offered
         without the lock, which this worker's receiver may need meanwhile (to tell peers of a
-        full inbox) while the peer's answers, and before any direct send to the peer: only what
-        was queued for it before its first handshake may arrive after the ring's first frames.
-        Adds to ``links`` the peers back after a lost link."""
+        full inbox) while the peer's answers, and before any direct send to the peer; what its
+        socket carried before comes first (``_open_ring``). Adds to ``links`` the peers back
+        after a lost link."""
         offered = {address: offer_ring(address, self.topology, self.slot) for address in wanted}
         with self._lock:
             for address in handshakes:
                 outbound = offered.get(address)
-                if outbound is not None:
+                if outbound is not None and self._open_ring(address, outbound):
                     self._rings[address] = outbound
                     log.info("frames to worker %s, on this host, go through shared memory",
                              address)
@@ -894,7 +917,8 @@ class Receiver(threading.Thread):
 
     def _park(self, frame: bytes) -> None:
         """Keep a frame too large for its sender's memory ring until the ring reaches its place."""
-        if len(frame) > len(PARKED_FRAME) + _PARKED_HEAD.size and self._door is not None:
+        # An empty one holds a new ring's first place (``Sender._open_ring``).
+        if len(frame) >= len(PARKED_FRAME) + _PARKED_HEAD.size and self._door is not None:
             key, token = _PARKED_HEAD.unpack_from(frame, len(PARKED_FRAME))
             for inbound in self._door.rings:
                 if inbound.key == key:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from multi_host import Network, multi_host_available, unavailable_reason
@@ -21,6 +22,7 @@ from zookeeper_server import free_port
 from stormlet.cluster import same_host
 from stormlet.cluster.memory_ring import supported
 from stormlet.cluster.same_host import Door, offer_ring
+from stormlet.cluster.transport import Receiver
 from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.protocol import DATA
 
@@ -254,3 +256,43 @@ def test_a_ring_gives_up_the_place_of_a_large_frame_that_never_comes(monkeypatch
         stop.set()
         thread.join(5)
         door.close()
+
+
+def test_frames_sent_before_the_first_handshake_are_taken_before_the_rings_first(
+        layout, context, monkeypatch):
+    # Frames sent to a peer that does not listen yet wait in the socket, and cross TCP once
+    # the handshake succeeds; the ring set up at that handshake carries what follows. Here the
+    # peer takes nothing from its socket until told to, as if TCP were slow: the ring's frames
+    # must wait for the socket's, not overtake them.
+    tcp_arrived = threading.Event()
+    take_waiting = Receiver._take_waiting
+
+    def rings_only_until_tcp_arrived(receiver):
+        if tcp_arrived.is_set():
+            return take_waiting(receiver)
+        return sum(receiver._take_ring(inbound, 1000) for inbound in receiver._door.rings)
+
+    monkeypatch.setattr(Receiver, "_take_waiting", rings_only_until_tcp_arrived)
+    _, sink = tasks(layout)
+    port = free_port()
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [], shared_memory=True)
+    b = None
+    try:
+        send(a, SimpleNamespace(address=f"tcp://127.0.0.1:{port}"), layout, 0)
+        wait_until(lambda: a.sender.frames_sent == 1, 10, "the frame handed to the socket")
+        inbox = Inbox(capacity=1000)
+        routes: list = [None] * (layout.max_task + 1)
+        routes[sink] = inbox
+        b = Endpoint(layout, routes, context, [], shared_memory=True, port=port)
+        wait_until(lambda: b.address in a.sender.reached(), 10, "the handshake")
+        send(a, b, layout, 10)
+        wait_until(lambda: a.sender.frames_in_rings == 1, 10, "the frame put in the ring")
+        time.sleep(0.3)   # time enough for b to take what the ring holds
+        assert inbox.empty(), "the ring's frame must wait for the frame that went over TCP"
+        tcp_arrived.set()
+        assert numbers(inbox, 20) == list(range(20))
+        assert b.receiver.frames_from_rings == 1
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()
