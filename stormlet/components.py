@@ -70,6 +70,12 @@ class Component:
     def get_component_configuration(self) -> dict[str, Any] | None:
         return None
 
+    def config_problems(self, conf: dict[str, Any]) -> list[str]:
+        """What keeps this component from running under ``conf`` (the config its tasks will
+        see), each said for an operator: checked at submit, which refuses the topology naming
+        the component, rather than each task failing in ``open`` or ``prepare``. None here."""
+        return []
+
 
 class Spout(Component):
     """A source of tuples. ``next_tuple`` is called on the spout's own thread, as are ``ack``

@@ -88,7 +88,8 @@ class Topology:
     def config_problems(self, conf: dict[str, Any] | None) -> list[str]:
         """What cannot run under the topology config ``conf``: a value stormlet cannot use
         (a component's own config was checked by ``build``), windows longer than the message
-        timeout their bolts will see, state settings that cannot work."""
+        timeout their bolts will see, state settings that cannot work, and what a component
+        says it cannot run with (``Component.config_problems``)."""
         problems = cfg.problems(conf)
         if problems:   # the checks below read these values
             return problems
@@ -96,6 +97,12 @@ class Topology:
         if CHECKPOINT_COMPONENT in self.components:
             problems += state_providers.config_problems(cfg.merged(conf))
         problems += effectively_once_problems(self.components, cfg.merged(conf))
+        for spec in self.components.values():
+            check = getattr(spec.obj, "config_problems", None)
+            if check is not None:
+                kind = "spout" if spec.is_spout else "bolt"
+                problems += [f"{kind} {spec.id!r}: {problem}"
+                             for problem in check(spec.component_conf(conf or {}))]
         return problems
 
     def config_warnings(self, conf: dict[str, Any] | None) -> list[str]:

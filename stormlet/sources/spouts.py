@@ -93,25 +93,38 @@ class KafkaSpout(OffsetSpout):
 
         return KafkaSource(servers, topic, consumer_config)
 
-    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
-        name = context.component_id
-        servers = self.bootstrap_servers or conf.get(self.servers_config)
-        if not servers:
-            raise ValueError(f"KafkaSpout {name!r} has no bootstrap servers: give "
-                             f"bootstrap_servers, or set {self.servers_config!r} in the "
-                             f"topology config")
-        topic = self.topic
-        if topic is None:
-            topic = conf.get(str(self.topic_config))
-            if not topic:
-                raise ValueError(f"KafkaSpout {name!r}: its topic comes from topology config "
-                                 f"{self.topic_config!r}, which is not set")
+    def config_problems(self, conf: dict[str, Any]) -> list[str]:
+        """Its brokers, its topic and its consumer settings, where ``conf`` gives them."""
+        problems = []
+        if not (self.bootstrap_servers or conf.get(self.servers_config)):
+            problems.append(f"a KafkaSpout with no bootstrap servers: give bootstrap_servers, "
+                            f"or set {self.servers_config!r} in the topology config")
+        if self.topic is None and not conf.get(str(self.topic_config)):
+            problems.append(f"a KafkaSpout whose topic comes from topology config "
+                            f"{self.topic_config!r}, which is not set")
         try:
-            consumer = {**cfg.json_dict(conf.get(cfg.KAFKA_SPOUT_CONSUMER_CONFIG)),
-                        **self.consumer_config}
-            self.source = self._source(str(servers), str(topic), consumer)
+            self._consumer_config(conf)
         except ValueError as exc:
-            raise ValueError(f"KafkaSpout {name!r}: {exc}") from None
+            problems.append(f"a KafkaSpout's consumer config: {exc}")
+        return problems
+
+    def _consumer_config(self, conf: dict[str, Any]) -> dict[str, Any]:
+        """The librdkafka settings: the topology config's, then its own; ValueError if
+        they cannot be used."""
+        consumer = {**cfg.json_dict(conf.get(cfg.KAFKA_SPOUT_CONSUMER_CONFIG)),
+                    **self.consumer_config}
+        wrong = cfg.kafka_consumer_config_problem(consumer)
+        if wrong is not None:
+            raise ValueError(wrong)
+        return consumer
+
+    def open(self, conf: dict[str, Any], context: Any, collector: Any) -> None:
+        problems = self.config_problems(conf)
+        if problems:   # submitted without the check: a LocalCluster's own runtime, say
+            raise ValueError(f"spout {context.component_id!r}: {'; '.join(problems)}")
+        servers = self.bootstrap_servers or conf[self.servers_config]
+        topic = self.topic if self.topic is not None else conf[str(self.topic_config)]
+        self.source = self._source(str(servers), str(topic), self._consumer_config(conf))
         super().open(conf, context, collector)
 
     def local_offset_store(self) -> OffsetStore:

@@ -14,6 +14,7 @@ import support
 
 from stormlet import Bolt, TopologyBuilder
 from stormlet import config as cfg
+from stormlet.errors import TopologyError
 from stormlet.failed import read_failed
 from stormlet.sources import KafkaSpout, RetryPolicy
 from stormlet.sources.offset_store import FileOffsetStore
@@ -145,12 +146,33 @@ def test_the_brokers_and_consumer_settings_come_from_the_topology_config_at_open
     built.close()
 
 
+NO_BROKERS = ("a KafkaSpout with no bootstrap servers: give bootstrap_servers, or set "
+              "'kafka.spout.bootstrap.servers' in the topology config")
+NO_TOPIC = "a KafkaSpout whose topic comes from topology config 'orders.topic', which is not set"
+
+
+def test_a_kafka_spout_with_no_brokers_or_topic_anywhere_is_refused_at_submit_naming_itself():
+    unconfigured = topology(KafkaSpout(topic_config="orders.topic", spout_id="o"))
+    assert unconfigured.config_problems({}) == [f"spout 'source': {NO_BROKERS}",
+                                                f"spout 'source': {NO_TOPIC}"]
+    with support.LocalCluster() as cluster, pytest.raises(TopologyError, match=NO_TOPIC):
+        cluster.submit("orders", {cfg.KAFKA_SPOUT_BOOTSTRAP_SERVERS: "127.0.0.1:1"},
+                       unconfigured)
+    # Either one given in the config, or when built, is enough; so is a consumer config that
+    # parses, and one that does not is refused.
+    assert unconfigured.config_problems({cfg.KAFKA_SPOUT_BOOTSTRAP_SERVERS: "127.0.0.1:1",
+                                         "orders.topic": "orders"}) == []
+    built = topology(KafkaSpout("127.0.0.1:1", "orders", spout_id="o"))
+    assert built.config_problems({}) == []
+    [wrong] = built.config_problems({cfg.KAFKA_SPOUT_CONSUMER_CONFIG: "{not json"})
+    assert "kafka.spout.consumer.config" in wrong
+
+
 def test_a_kafka_spout_with_no_brokers_anywhere_fails_to_open_naming_itself():
-    with pytest.raises(ValueError, match="KafkaSpout 'orders' has no bootstrap servers: give "
-                                         "bootstrap_servers, or set 'kafka.spout.bootstrap"):
+    # Run without a submit's check (a test harness, say), it still says so at open.
+    with pytest.raises(ValueError, match=f"spout 'orders': {NO_BROKERS}"):
         spout_harness(KafkaSpout(topic="orders", spout_id="o"), component_id="orders")
-    with pytest.raises(ValueError, match="'orders': its topic comes from topology config "
-                                         "'orders.topic', which is not set"):
+    with pytest.raises(ValueError, match=f"spout 'orders': {NO_TOPIC}"):
         spout_harness(KafkaSpout("127.0.0.1:1", topic_config="orders.topic", spout_id="o"),
                       component_id="orders")
     with pytest.raises(ValueError, match="exactly one of topic and topic_config"):
