@@ -184,9 +184,9 @@ class MemoryRing:
     def take(self, deliver: Callable[[bytes], object], limit: int,
              parked: Callable[[int], bytes | None]) -> int:
         """Deliver up to ``limit`` frames in order, then tell the writer their room is free;
-        how many were delivered (a place given up is none). At a parked frame's place, ``parked(token)`` gives it, None if it has not
-        come yet (the ring waits there), or b"" to give its place up. A frame whose delivery
-        raises counts as taken."""
+        how many were delivered (a place given up is none). At a parked frame's place,
+        ``parked(token)`` gives it, None if it has not come yet (the ring waits there), or b""
+        to give its place up. A frame whose delivery raises counts as taken."""
         written = self._words[_WRITTEN]
         position = self._read
         taken = 0
