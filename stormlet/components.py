@@ -71,9 +71,10 @@ class Component:
         return None
 
     def config_problems(self, conf: dict[str, Any]) -> list[str]:
-        """What keeps this component from running under ``conf`` (the config its tasks will
-        see), each said for an operator: checked at submit, which refuses the topology naming
-        the component, rather than each task failing in ``open`` or ``prepare``. None here."""
+        """What keeps this component from running under ``conf`` (the topology's config as
+        submitted, with the component's own over it; not what a worker adds at its start), each
+        said for an operator: checked at submit, which refuses the topology naming the
+        component, rather than each task failing in ``open`` or ``prepare``. None here."""
         return []
 
 

@@ -54,6 +54,11 @@ class ComponentSpec:
     streams: dict[str, StreamDeclaration] = field(default_factory=dict)
 
     @property
+    def kind(self) -> str:
+        """"spout" or "bolt", as messages name the component."""
+        return "spout" if self.is_spout else "bolt"
+
+    @property
     def tasks(self) -> int:
         return self.num_tasks if self.num_tasks is not None else self.parallelism
 
@@ -98,11 +103,7 @@ class Topology:
             problems += state_providers.config_problems(cfg.merged(conf))
         problems += effectively_once_problems(self.components, cfg.merged(conf))
         for spec in self.components.values():
-            check = getattr(spec.obj, "config_problems", None)
-            if check is not None:
-                kind = "spout" if spec.is_spout else "bolt"
-                problems += [f"{kind} {spec.id!r}: {problem}"
-                             for problem in check(spec.component_conf(conf or {}))]
+            problems += _said_config_problems(spec, conf or {})
         return problems
 
     def config_warnings(self, conf: dict[str, Any] | None) -> list[str]:
@@ -386,6 +387,21 @@ def _own_conf_problems(spec: ComponentSpec) -> list[str]:
     return cfg.problems(own)
 
 
+def _said_config_problems(spec: ComponentSpec, conf: dict[str, Any]) -> list[str]:
+    """What the component says it cannot run with under the topology config ``conf``
+    (``Component.config_problems``), each naming it; a check that raises, or answers other than
+    a list of strings, is a problem too."""
+    kind = spec.kind
+    try:
+        said = spec.obj.config_problems(spec.component_conf(conf))
+    except Exception as exc:   # a user's check that raises
+        return [f"{kind} {spec.id!r}: config_problems raised {exc!r}"]
+    if not isinstance(said, list) or not all(isinstance(problem, str) for problem in said):
+        return [f"{kind} {spec.id!r}: config_problems must return a list of strings, got "
+                f"{said!r:.80}"]
+    return [f"{kind} {spec.id!r}: {problem}" for problem in said]
+
+
 def _component_problems(spec: ComponentSpec) -> list[str]:
     name = spec.id
     if not isinstance(name, str) or not name:
@@ -394,7 +410,7 @@ def _component_problems(spec: ComponentSpec) -> list[str]:
     if name.startswith("__"):
         problems.append(
             f"component id {name!r} is reserved (ids starting with '__' are stormlet's)")
-    kind = "spout" if spec.is_spout else "bolt"
+    kind = spec.kind
     expected = (Spout,) if spec.is_spout else (Bolt, BasicBolt)
     if not isinstance(spec.obj, expected):
         wanted = " or ".join(cls.__name__ for cls in expected)

@@ -24,7 +24,7 @@ def topology_structure(topology: Topology) -> dict:
                 edge["fields"] = list(sub.grouping.fields)
             inputs.append(edge)
         components[cid] = {
-            "kind": "spout" if spec.is_spout else "bolt",
+            "kind": spec.kind,
             "tasks": spec.tasks,
             "executors": spec.executors,
             "streams": {stream: list(decl.fields) for stream, decl in spec.streams.items()},

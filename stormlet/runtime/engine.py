@@ -210,7 +210,7 @@ class TopologyRuntime:
 
     def _kind(self, component_id: str) -> str:
         return ("acker" if component_id == ACKER_COMPONENT else
-                "spout" if self.topology.components[component_id].is_spout else "bolt")
+                self.topology.components[component_id].kind)
 
     def _placement_of(self, built: list[tuple[str, Executor]]
                       ) -> dict[int, tuple[str, Inbox, list[int]]]:

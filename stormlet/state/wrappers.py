@@ -86,6 +86,9 @@ class _CheckpointingBolt(Bolt):
     def get_component_configuration(self) -> dict[str, Any] | None:
         return self.inner.get_component_configuration()
 
+    def config_problems(self, conf: dict[str, Any]) -> list[str]:
+        return self.inner.config_problems(conf)
+
     def _open_barrier(self, conf: dict[str, Any], context: TopologyContext) -> None:
         self.barrier = CheckpointBarrier(task for source in self.checkpoint_sources
                                          for task in context.get_component_tasks(source))

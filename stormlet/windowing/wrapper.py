@@ -70,6 +70,9 @@ class WindowedBoltRunner(Bolt):
         interval = self.bolt.watermark_interval
         return interval.ms if interval is not None else DEFAULT_WATERMARK_INTERVAL_MS
 
+    def config_problems(self, conf: dict[str, Any]) -> list[str]:
+        return self.bolt.config_problems(conf)
+
     def get_component_configuration(self) -> dict[str, Any] | None:
         conf = dict(self.bolt.get_component_configuration() or {})
         sliding = self.bolt.window_sliding

@@ -735,3 +735,64 @@ def test_settings_stormlet_reads_and_the_users_own_keys_give_no_warning():
     from stormlet import config as cfg
 
     assert cfg.unread({**cfg.default_config(), "my.own.setting": 1, 7: "not a string"}) == []
+
+
+class NeedsTable(Bolt):
+    """Says at submit which setting it cannot run without."""
+
+    outputs = ["word"]
+
+    def config_problems(self, conf):
+        return [] if conf.get("sink.table") else ["set sink.table to the table it writes to"]
+
+
+def test_a_component_that_says_what_config_it_cannot_run_with_is_refused_at_submit():
+    from stormlet.state import StatefulBolt
+    from stormlet.windowing import Count, WindowedBolt
+
+    class WindowNeedingTable(WindowedBolt):
+        config_problems = NeedsTable.config_problems
+
+        def execute(self, window):
+            pass
+
+    class StateNeedingTable(StatefulBolt):
+        config_problems = NeedsTable.config_problems
+
+        def init_state(self, state):
+            pass
+
+        def execute(self, tup):
+            self.collector.ack(tup)
+
+    # Plain, and wrapped by the runtime (a window, a stateful bolt, and the bolt before a
+    # stateful one, which forwards its checkpoints): each asked with the config its tasks see.
+    b = TopologyBuilder()
+    b.set_spout("words", WordSpout())
+    b.set_bolt("plain", NeedsTable()).shuffle_grouping("words")
+    b.set_bolt("window", WindowNeedingTable().with_tumbling_window(Count(5))) \
+        .shuffle_grouping("words")
+    b.set_bolt("state", StateNeedingTable()).shuffle_grouping("plain")
+    topology = b.build()
+    message = config_error(CONF, topology)
+    for bolt in ("plain", "window", "state"):
+        assert f"bolt {bolt!r}: set sink.table to the table it writes to" in message
+    assert topology.config_problems({**CONF, "sink.table": "words"}) == []
+    own = word_topology(NeedsTable(), **{"sink.table": "words"})
+    assert own.config_problems(CONF) == [], "a component's own config counts"
+
+
+def test_a_config_check_that_raises_or_answers_junk_is_a_problem_not_a_crash():
+    class Raising(Bolt):
+        def config_problems(self, conf):
+            raise KeyError("sink.table")
+
+    class Junk(Bolt):
+        def config_problems(self, conf):
+            return "set sink.table"
+
+    assert config_error(CONF, word_topology(Raising())) == (
+        "topology 'refused' cannot run with this config: bolt 'sink': config_problems raised "
+        "KeyError('sink.table')")
+    assert "bolt 'sink': config_problems must return a list of strings, got 'set sink.table'" \
+        in config_error(CONF, word_topology(Junk()))
