@@ -296,6 +296,12 @@ class Registration:
         self.text = getattr(serializer, "text", False) is True
 
 
+# A packer's buffer grows to hold the largest value it packed, and never shrinks: one that packed
+# more than this is dropped after, not kept for the thread's life (``Registry.packb``, and the
+# frames' packers in cluster/wire.py).
+PACKER_KEPT_BYTES = 1 << 20
+
+
 class Registry:
     """The types one topology's tuples may hold beyond msgpack's own, and the packing that
     knows them. Thread-safe: each thread packs with packers of its own."""
@@ -331,12 +337,14 @@ class Registry:
             free = self._local.free = []
         packer = free.pop() if free else self.packer()
         try:
-            return packer.pack(value)
+            packed = packer.pack(value)
         except BaseException:
             packer.reset()    # what it packed before the error
-            raise
-        finally:
             free.append(packer)
+            raise
+        if len(packed) <= PACKER_KEPT_BYTES:
+            free.append(packer)
+        return packed
 
     def unpackb(self, data: bytes, **options: Any) -> Any:
         """``data`` unpacked, extension values decoded (an unknown code raises ValueError)."""

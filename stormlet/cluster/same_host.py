@@ -35,8 +35,11 @@ from .memory_ring import MemoryRing, supported
 log = logging.getLogger(__name__)
 
 # The offer's layout: [version, topology, sender's slot, ring key]. Raise the version whenever
-# it or the ring's layout changes; a door refuses other versions (the sender uses ZeroMQ).
-OFFER_VERSION = 1
+# it or the ring's layout changes; a door refuses versions it does not read (the sender uses
+# ZeroMQ). Version 2's sender opens the ring with an empty frame parked at its first place
+# (transport.py), which a door of version 1 would refuse; this door reads both.
+OFFER_VERSION = 2
+READ_OFFER_VERSIONS = (1, 2)
 ACCEPTED, REFUSED = b"\x01", b"\x00"
 # How long a sender waits for a door's answer: the receiver answers from its own thread,
 # within a look (transport.py's receiver looks at least every 20 ms). And how long a door waits
@@ -176,9 +179,11 @@ class InboundRing(RingEnd):
         if self.awaited[0] != token:
             self.awaited = (token, now)
         elif now - self.awaited[1] > PARKED_WAIT_SECS:
-            log.warning("a frame too large for the memory ring from worker %s did not come over "
-                        "the socket in %.0f s; went on without it (its tuples are replayed)",
-                        self.slot, PARKED_WAIT_SECS)
+            # The first token opens the ring: what the socket carried before it was lost too.
+            log.warning("a frame from worker %s that travels over the socket, its place kept in "
+                        "the memory ring, did not come in %.0f s; went on without it (the link "
+                        "broke or stalled; tuples it held are replayed)", self.slot,
+                        PARKED_WAIT_SECS)
             return b""
         return None
 
@@ -285,8 +290,9 @@ class Door:
                 or not isinstance(fields[1], str) or not isinstance(fields[2], str)
                 or not isinstance(fields[3], int)):
             return "the offer is malformed"
-        if fields[0] != OFFER_VERSION:
-            return f"it speaks offer version {fields[0]}, this worker {OFFER_VERSION}"
+        if fields[0] not in READ_OFFER_VERSIONS:
+            return (f"it speaks offer version {fields[0]}, this worker "
+                    f"{' or '.join(map(str, READ_OFFER_VERSIONS))}")
         if fields[1] != self.topology:
             return f"it is for topology {fields[1]!r}, this worker runs {self.topology!r}"
         return ""

@@ -189,6 +189,9 @@ class Sender(threading.Thread):
         # (which still carries frames too large for the ring, and tells whether the link is up).
         self.shared_memory = shared_memory
         self._rings: dict[str, OutboundRing] = {}
+        # Rings a peer took whose opening frame (``_open_ring``) the socket could not take yet:
+        # their frames go to the socket meanwhile, and the opening is tried again at each look.
+        self._opening: dict[str, OutboundRing] = {}
         # Messages for each peer handed to this thread by ``send`` and not yet sent or dropped:
         # a direct send goes only where there are none, so that a peer's messages keep their
         # order.
@@ -355,25 +358,31 @@ class Sender(threading.Thread):
         outbound.ring.put_parked(outbound.next_token)
         return True
 
+    def _start_ring(self, address: str, outbound: OutboundRing) -> None:
+        """Send ``address``'s frames through ``outbound``, a ring the peer took, once it is
+        opened (``_open_ring``); until then through the socket, and the next look tries again."""
+        if self._open_ring(address, outbound):
+            self._opening.pop(address, None)
+            self._rings[address] = outbound
+            log.info("frames to worker %s, on this host, go through shared memory", address)
+        else:
+            self._opening[address] = outbound
+
     def _open_ring(self, address: str, outbound: OutboundRing) -> bool:
         """Start a new ring to ``address`` behind what its socket carried before: an empty
         frame parked at the ring's first place goes over the socket after them (ZeroMQ keeps a
-        socket's frames in order), so the peer takes the ring's frames only after those. False,
-        the ring closed, if the socket cannot take it now: the peer keeps TCP."""
+        socket's frames in order), so the peer takes the ring's frames only after those. False
+        if the socket cannot take that frame now."""
         try:
-            if self._park(address, outbound, b""):
-                return True
+            return self._park(address, outbound, b"")
         except zmq.ZMQError:
-            pass
-        outbound.close()
-        log.info("frames to worker %s, on this host, stay on TCP: its socket was full when a "
-                 "shared-memory ring was set up", address)
-        return False
+            return False
 
     def _drop_ring(self, address: str) -> None:
-        outbound = self._rings.pop(address, None)
-        if outbound is not None:
-            outbound.close()
+        for rings in (self._rings, self._opening):
+            outbound = rings.pop(address, None)
+            if outbound is not None:
+                outbound.close()
 
     def _flush_outbox(self) -> None:
         outbox, self._outbox, self._outbox_since = self._outbox, {}, 0.0
@@ -449,8 +458,11 @@ class Sender(threading.Thread):
         links: list[tuple[str, float | None]] = []   # told after the lock: on_link may send
         handshakes: list[str] = []
         with self._lock:
-            for address in [a for a, outbound in self._rings.items() if outbound.peer_gone()]:
+            for address in [a for rings in (self._rings, self._opening)
+                            for a, outbound in rings.items() if outbound.peer_gone()]:
                 self._drop_ring(address)
+            for address, outbound in list(self._opening.items()):
+                self._start_ring(address, outbound)
             for address, monitor in list(self._monitors.items()):
                 while True:
                     try:
@@ -477,7 +489,8 @@ class Sender(threading.Thread):
                     self._refused(address, now)
             # (rings whose peer ended were dropped above)
             wanted = [address for address in handshakes
-                      if self.shared_memory and address not in self._rings]
+                      if self.shared_memory and address not in self._rings
+                      and address not in self._opening]
         if handshakes:
             self._reach(handshakes, wanted, links)
         if self.on_link is not None:
@@ -496,10 +509,8 @@ class Sender(threading.Thread):
         with self._lock:
             for address in handshakes:
                 outbound = offered.get(address)
-                if outbound is not None and self._open_ring(address, outbound):
-                    self._rings[address] = outbound
-                    log.info("frames to worker %s, on this host, go through shared memory",
-                             address)
+                if outbound is not None:
+                    self._start_ring(address, outbound)
                 self._reached.add(address)
                 self._retry_pause.pop(address, None)
                 since = self._lost.pop(address, None)
@@ -507,8 +518,9 @@ class Sender(threading.Thread):
                     links.append((address, time.time() - since))
 
     def _settling(self) -> bool:
-        """Whether a socket awaits its first handshake, its replacement, or its link's return."""
-        return (bool(self._retry_at) or bool(self._lost)
+        """Whether a socket awaits its first handshake, its replacement, or its link's return,
+        or a ring its opening."""
+        return (bool(self._retry_at) or bool(self._lost) or bool(self._opening)
                 or len(self._reached) < len(self._sockets))
 
     def run(self) -> None:

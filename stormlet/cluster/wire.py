@@ -58,7 +58,7 @@ from ..runtime.protocol import (
     records,
     stride,
 )
-from ..serializers import DEFAULT_REGISTRY, Registry
+from ..serializers import DEFAULT_REGISTRY, PACKER_KEPT_BYTES, Registry
 from ..tuples import StreamInfo, Tuple
 from .columns import from_columns, rows, to_columns
 from .tenure import Fence
@@ -142,10 +142,13 @@ def encode_frame(messages: list[tuple], topology: str = "", sender: str = "",
         out.append((kind, dest, src, payload))
     packer = _frame_packer()
     try:
-        return packer.pack((WIRE_VERSION, topology, sender, tenure, out))
+        frame = packer.pack((WIRE_VERSION, topology, sender, tenure, out))
     except BaseException:
         packer.reset()   # what it packed before the error
         raise
+    if len(frame) > PACKER_KEPT_BYTES:
+        del _frame_packers.packer
+    return frame
 
 
 # Each thread's packer of frames. ``msgpack.packb`` makes a packer per call, and with it a

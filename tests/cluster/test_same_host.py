@@ -14,12 +14,13 @@ import time
 from types import SimpleNamespace
 
 import pytest
+import zmq
 from multi_host import Network, multi_host_available, unavailable_reason
 from support import wait_until
 from test_transport import TOPOLOGY, Endpoint, batch, context, layout, numbers, reached, tasks
 from zookeeper_server import free_port
 
-from stormlet.cluster import same_host
+from stormlet.cluster import same_host, transport
 from stormlet.cluster.memory_ring import supported
 from stormlet.cluster.same_host import Door, offer_ring
 from stormlet.cluster.transport import Receiver
@@ -250,7 +251,8 @@ def test_a_ring_gives_up_the_place_of_a_large_frame_that_never_comes(monkeypatch
         time.sleep(0.3)
         inbound.ring.take(taken.append, 10, inbound.unpark)
         assert taken == [b"after"]
-        assert "did not come over the socket" in caplog.text
+        assert "travels over the socket, its place kept in the memory ring, did not come" \
+            in caplog.text
         outbound.close()
     finally:
         stop.set()
@@ -296,3 +298,29 @@ def test_frames_sent_before_the_first_handshake_are_taken_before_the_rings_first
         a.stop()
         if b is not None:
             b.stop()
+
+
+def test_a_ring_whose_opening_frame_the_socket_cannot_take_yet_opens_at_a_later_look(
+        layout, context, monkeypatch):
+    # The socket full at the handshake (a backlog from before it): the ring's opening frame
+    # waits, the frames go over TCP meanwhile, and the ring is used once it could open.
+    park = transport.Sender._park
+    full: list[str] = []
+
+    def full_once(sender, address, outbound, frame):
+        if not full:
+            full.append(address)
+            raise zmq.Again()
+        return park(sender, address, outbound, frame)
+
+    monkeypatch.setattr(transport.Sender, "_park", full_once)
+    a, b, inbox = two_workers(layout, context)
+    try:
+        assert full == [b.address]
+        time.sleep(0.3)   # a look or more of the sender's
+        send(a, b, layout, 0)
+        assert numbers(inbox, 10) == list(range(10))
+        assert a.sender.frames_in_rings == 1 and b.receiver.frames_from_rings == 1
+    finally:
+        a.stop()
+        b.stop()

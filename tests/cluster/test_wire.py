@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from array import array
 
 import msgpack
@@ -28,6 +29,7 @@ from stormlet.runtime.protocol import (
     SPOUT_FAIL,
     Message,
 )
+from stormlet.serializers import DEFAULT_REGISTRY
 from stormlet.tuples import StreamInfo, Tuple
 
 
@@ -325,3 +327,23 @@ def test_a_bolt_drops_and_reports_a_batch_that_does_not_unpack_and_runs_the_next
         assert error.component == "sink" and error.task == sink
         assert "dropped a malformed batch from another worker" in error.error
         assert "undecodable data payload from 'words'" in error.error
+
+
+def test_packing_a_large_batch_or_frame_keeps_no_buffer_its_size_for_the_threads_life():
+    # A packer's buffer grows to the largest value it packed and never shrinks: a thread that
+    # once packed 5 MB would hold 10 MB from then on.
+    registry = DEFAULT_REGISTRY
+    big = b"x" * 5_000_000
+    encode_frame([(DATA, 1, 0, registry.packb([1]))])   # this thread's packers made
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        payload = registry.packb([big])
+        frame = encode_frame([(DATA, 1, 0, payload)])
+        assert len(frame) > 5_000_000
+        del payload, frame
+        registry.packb([1])
+        encode_frame([(DATA, 1, 0, registry.packb([1]))])
+        assert tracemalloc.get_traced_memory()[0] - before < 1_000_000
+    finally:
+        tracemalloc.stop()
