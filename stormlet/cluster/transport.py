@@ -103,6 +103,13 @@ FENCED_QUIET_SECS = 60.0
 MAX_FENCED_SENDERS = 1000
 # The pause before a refused socket is replaced: the first, and the longest it grows to.
 RETRY_FIRST_SECS, RETRY_MAX_SECS = 0.1, 2.0
+# ZeroMQ's pause between attempts to connect to a peer that does not listen: the first, and the
+# longest it doubles to. Short, because a worker that starts before its peer hears from that
+# peer only once it connects: until then its requests to hold data (backpressure) and its acks
+# wait in the socket, while the peer's spouts emit unchecked (a 2 s cap once let a fast spout
+# put 300,000 tuples in flight before the first pause reached it). Storm's Netty client
+# waits at most 1 s.
+RECONNECT_FIRST_MS, RECONNECT_MAX_MS = 100, 400
 # Frames the receiver takes at most after one poll: each poll is a system call, costly on a
 # virtual machine, so it takes what has come; the bound lets it look at overloaded inboxes.
 MAX_FRAMES_PER_DRAIN = 100
@@ -410,8 +417,8 @@ class Sender(threading.Thread):
             sock = self.context.socket(zmq.PUSH)
             sock.setsockopt(zmq.SNDHWM, HIGH_WATER_MARK)
             sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.RECONNECT_IVL, 100)
-            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+            sock.setsockopt(zmq.RECONNECT_IVL, RECONNECT_FIRST_MS)
+            sock.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_MAX_MS)
             sock.setsockopt(zmq.CONNECT_TIMEOUT, int(self.link_times.connect_secs * 1000))
             self.link_times.watch(sock)
             self.security.transport_client(sock, self.topology)
