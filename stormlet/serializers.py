@@ -297,9 +297,36 @@ class Registration:
 
 
 # A packer's buffer grows to hold the largest value it packed, and never shrinks: one that packed
-# more than this is dropped after, not kept for the thread's life (``Registry.packb``, and the
-# frames' packers in cluster/wire.py).
+# more than this is dropped after, not kept for the thread's life.
 PACKER_KEPT_BYTES = 1 << 20
+
+
+class ThreadPackers:
+    """Packers made by ``make``, each thread packing with its own: making one per value
+    (``msgpack.packb``'s way) costs more than packing a batch's column, since it allocates
+    its 256 KB buffer. A packer is taken off its thread's list while it packs, so a value
+    packed inside (a registry's ``default``) gets another."""
+
+    def __init__(self, make: Callable[[], msgpack.Packer]):
+        self._make = make
+        self._local = threading.local()   # each thread's free packers
+
+    def pack(self, value: Any) -> bytes:
+        """``value`` packed, with msgpack's errors (and ``default``'s) as they are raised."""
+        try:
+            free = self._local.free
+        except AttributeError:
+            free = self._local.free = []
+        packer = free.pop() if free else self._make()
+        try:
+            packed = packer.pack(value)
+        except BaseException:
+            packer.reset()    # what it packed before the error
+            free.append(packer)
+            raise
+        if len(packed) <= PACKER_KEPT_BYTES:
+            free.append(packer)
+        return packed
 
 
 class Registry:
@@ -310,7 +337,7 @@ class Registry:
         self.by_type: dict[type, Registration] = {r.kind: r for r in registrations}
         self.by_code: dict[int, Registration] = {r.code: r for r in registrations}
         self.by_name: dict[str, Registration] = {r.name: r for r in registrations}
-        self._local = threading.local()   # each thread's free packers (packb)
+        self._packers = ThreadPackers(self.packer)   # packb's
         # Types whose default serializer never fails: the check at emit need not pack them.
         self.trusted = frozenset(kind for code, kind, _ in DEFAULT_TYPES
                                  if kind not in (tuple, set, frozenset)
@@ -327,24 +354,7 @@ class Registry:
         """``value`` packed; ``SerializerError`` (a TypeError) for a type msgpack and these
         registrations cannot encode or a serializer that failed; msgpack's own errors (an int
         out of range, a lone surrogate) as msgpack raises them."""
-        # A packer of this thread's, not a new one (``msgpack.packb``'s way): making one costs
-        # more than packing a batch's column (it allocates its buffer). A packer is taken off
-        # the list while it packs, so a registered value packed inside (``default``) gets
-        # another.
-        try:
-            free = self._local.free
-        except AttributeError:
-            free = self._local.free = []
-        packer = free.pop() if free else self.packer()
-        try:
-            packed = packer.pack(value)
-        except BaseException:
-            packer.reset()    # what it packed before the error
-            free.append(packer)
-            raise
-        if len(packed) <= PACKER_KEPT_BYTES:
-            free.append(packer)
-        return packed
+        return self._packers.pack(value)
 
     def unpackb(self, data: bytes, **options: Any) -> Any:
         """``data`` unpacked, extension values decoded (an unknown code raises ValueError)."""

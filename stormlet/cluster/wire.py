@@ -36,7 +36,6 @@ process; a data payload that does not decode is dropped, and reported, by the bo
 
 from __future__ import annotations
 
-import threading
 from array import array
 from itertools import repeat
 from typing import Any
@@ -58,7 +57,7 @@ from ..runtime.protocol import (
     records,
     stride,
 )
-from ..serializers import DEFAULT_REGISTRY, PACKER_KEPT_BYTES, Registry
+from ..serializers import DEFAULT_REGISTRY, Registry, ThreadPackers
 from ..tuples import StreamInfo, Tuple
 from .columns import from_columns, rows, to_columns
 from .tenure import Fence
@@ -140,29 +139,11 @@ def encode_frame(messages: list[tuple], topology: str = "", sender: str = "",
         else:
             raise ValueError(f"message kind {kind} does not travel between workers")
         out.append((kind, dest, src, payload))
-    packer = _frame_packer()
-    try:
-        frame = packer.pack((WIRE_VERSION, topology, sender, tenure, out))
-    except BaseException:
-        packer.reset()   # what it packed before the error
-        raise
-    if len(frame) > PACKER_KEPT_BYTES:
-        del _frame_packers.packer
-    return frame
+    return _FRAME_PACKERS.pack((WIRE_VERSION, topology, sender, tenure, out))
 
 
-# Each thread's packer of frames. ``msgpack.packb`` makes a packer per call, and with it a
-# buffer of 256 KB that each frame would allocate and free: in a busy worker, the allocator's
-# churn slowed the bolts' own allocations.
-_frame_packers = threading.local()
-
-
-def _frame_packer() -> msgpack.Packer:
-    try:
-        return _frame_packers.packer
-    except AttributeError:
-        packer = _frame_packers.packer = msgpack.Packer(use_bin_type=True)
-        return packer
+# Each thread's packers of frames, not ``msgpack.packb``'s new one (and 256 KB buffer) a frame.
+_FRAME_PACKERS = ThreadPackers(lambda: msgpack.Packer(use_bin_type=True))
 
 
 def decode_acks(payload: Any) -> array:
