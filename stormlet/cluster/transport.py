@@ -45,11 +45,15 @@ is replayed), and says when the link is back (``on_link``, ``unreachable``).
 
 A worker starts its spouts only once it reaches every peer (as Storm's workers wait for all their
 connections): until a peer has bound its port, ZeroMQ would queue whole frames for it, thousands
-of tuples each, which then arrive at once and swamp it before its backpressure can act. The
+of tuples each, which then arrive at once and swamp it before its backpressure can act. It also
+waits until every peer reaches it (Storm does not): until then the peer's requests to hold data
+and its acks wait in the peer's socket, while the spouts emit unchecked (a worker that started
+0.8 s before its peer once let a fast spout put 300,000 tuples in flight that way). The
 sender connects on ``connect_to`` and reports in ``reached`` each peer whose handshake has
-succeeded at least once. A refusal by the peer ends libzmq's connection for good (it retries
-only what failed without the peer's word), so the sender replaces a refused socket after a
-pause, growing to ``RETRY_MAX_SECS``, and tries again.
+succeeded at least once, and greets the peer with an empty frame at each handshake: the peer's
+decoder notes its slot (``FrameDecoder.heard_from``). A refusal by the peer ends libzmq's
+connection for good (it retries only what failed without the peer's word), so the sender
+replaces a refused socket after a pause, growing to ``RETRY_MAX_SECS``, and tries again.
 
 ZeroMQ sockets are not thread-safe: the PUSH sockets and the rings' writing ends are used under
 the sender's lock (by it and by the executors' threads sending directly), the monitors by the
@@ -199,6 +203,9 @@ class Sender(threading.Thread):
         # Rings a peer took whose opening frame (``_open_ring``) the socket could not take yet:
         # their frames go to the socket meanwhile, and the opening is tried again at each look.
         self._opening: dict[str, OutboundRing] = {}
+        # Peers reached whose greeting (``_greet``) the socket could not take yet: tried again
+        # at each look.
+        self._greeting: set[str] = set()
         # Messages for each peer handed to this thread by ``send`` and not yet sent or dropped:
         # a direct send goes only where there are none, so that a peer's messages keep their
         # order.
@@ -220,8 +227,9 @@ class Sender(threading.Thread):
         # batch at a time): what crosses between workers.
         self.tuples_sent = 0
 
-    def route(self, address: str) -> RemoteRoute:
-        return RemoteRoute(self, address)
+    def route(self, address: str, slot: str = "") -> RemoteRoute:
+        """A route to the worker at ``address``, in ``slot`` (``tenure.slot_key``)."""
+        return RemoteRoute(self, address, slot)
 
     def send(self, address: str, message: tuple) -> None:
         """Send ``message`` to the worker at ``address`` from the calling thread while the link
@@ -385,6 +393,23 @@ class Sender(threading.Thread):
         except zmq.ZMQError:
             return False
 
+    def _greet(self, address: str) -> None:
+        """Send ``address``'s peer an empty frame over the socket that just reached it: its first
+        frame from this worker on this connection, which tells the peer that what this worker
+        sends it (acks, requests to hold data) reaches it now: its spouts wait for that
+        (``FrameDecoder.heard_from``). If the socket cannot
+        take it now, the next look tries again."""
+        frame = self._frame(address, [])
+        try:
+            if frame is not None:
+                self._socket(address).send(frame, zmq.NOBLOCK)
+        except zmq.Again:
+            self._greeting.add(address)
+            return
+        except zmq.ZMQError as exc:   # the context ends with the worker
+            log.debug("did not greet worker %s: %s", address, exc)
+        self._greeting.discard(address)
+
     def _drop_ring(self, address: str) -> None:
         for rings in (self._rings, self._opening):
             outbound = rings.pop(address, None)
@@ -440,6 +465,7 @@ class Sender(threading.Thread):
         if forget:
             self._drop_ring(address)
             self._reached.discard(address)
+            self._greeting.discard(address)
             self._retry_at.pop(address, None)
             self._retry_pause.pop(address, None)
             self._lost.pop(address, None)
@@ -470,6 +496,8 @@ class Sender(threading.Thread):
                 self._drop_ring(address)
             for address, outbound in list(self._opening.items()):
                 self._start_ring(address, outbound)
+            for address in list(self._greeting):
+                self._greet(address)
             for address, monitor in list(self._monitors.items()):
                 while True:
                     try:
@@ -515,6 +543,7 @@ class Sender(threading.Thread):
         offered = {address: offer_ring(address, self.topology, self.slot) for address in wanted}
         with self._lock:
             for address in handshakes:
+                self._greet(address)
                 outbound = offered.get(address)
                 if outbound is not None:
                     self._start_ring(address, outbound)
@@ -526,9 +555,9 @@ class Sender(threading.Thread):
 
     def _settling(self) -> bool:
         """Whether a socket awaits its first handshake, its replacement, or its link's return,
-        or a ring its opening."""
+        a peer its greeting, or a ring its opening."""
         return (bool(self._retry_at) or bool(self._lost) or bool(self._opening)
-                or len(self._reached) < len(self._sockets))
+                or bool(self._greeting) or len(self._reached) < len(self._sockets))
 
     def run(self) -> None:
         try:
@@ -694,11 +723,12 @@ class TransportRounds:
 class RemoteRoute:
     """Looks like a local inbox to a Transfer; sends to a task in another worker."""
 
-    __slots__ = ("sender", "address", "host")
+    __slots__ = ("sender", "address", "slot", "host")
 
-    def __init__(self, sender: Sender, address: str):
+    def __init__(self, sender: Sender, address: str, slot: str = ""):
         self.sender = sender
         self.address = address
+        self.slot = slot   # the worker's slot, as its frames name it (tenure.slot_key)
         # The worker's host, for load-aware shuffle's scopes (runtime/load_aware.py).
         self.host = address.removeprefix("tcp://").rsplit(":", 1)[0]
 

@@ -224,6 +224,9 @@ class FrameDecoder:
         self.topology = topology
         self.fence = fence
         self.registry = registry   # the topology's types, which its data payloads may hold
+        # The slots of the senders admitted at least once (a sender's first frame, an empty
+        # one, says its socket has reached this worker: ``Sender._greet``).
+        self._heard: set[str] = set()
         self._infos: dict[tuple[str, str], StreamInfo] = {}
         for cid, spec in layout.topology.components.items():
             for stream, declaration in spec.streams.items():
@@ -254,7 +257,13 @@ class FrameDecoder:
         fence = self.fence
         if fence is not None and not fence.admits(sender, tenure):
             raise Fenced(sender[:200], tenure, fence.why_refused(sender, tenure))
+        self._heard.add(sender)
         return [self._message(item) for item in messages]
+
+    def heard_from(self) -> set[str]:
+        """The slots (``tenure.slot_key``) of the senders whose frames this decoder admitted
+        at least once."""
+        return set(self._heard)
 
     def _message(self, item: Any) -> Message:
         if type(item) is not list or len(item) != 4:

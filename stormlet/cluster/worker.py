@@ -323,7 +323,8 @@ class Worker:
         routes = {}
         for executor in assigned_executors(assignment):
             if (executor.supervisor, executor.port) != (self.supervisor_id, self.port):
-                route = self.sender.route(f"tcp://{executor.host}:{executor.port}")
+                route = self.sender.route(f"tcp://{executor.host}:{executor.port}",
+                                          slot_key(executor.supervisor, executor.port))
                 for task in executor.tasks:
                     routes[task] = route
         return routes
@@ -348,10 +349,18 @@ class Worker:
 
         self.client.DataWatch(path, on_change)
 
+    def _peers_not_heard(self) -> set[str]:
+        """The other workers of this topology none of whose frames reached this one yet."""
+        heard = self.receiver.decoder.heard_from()
+        return {r.address for r in self.runtime.routes
+                if isinstance(r, RemoteRoute) and r.slot not in heard}
+
     def _activate_when_peers_reached(self) -> None:
         """Start the spouts once every other worker of the topology has accepted a connection,
-        as Storm's workers do; until then what they emitted would pile up for a peer that is not
-        listening yet. Peers that move meanwhile (a new assignment) are waited for instead."""
+        as Storm's workers do, and has reached this one (its greeting came: transport.py);
+        until then what they emitted would pile up for a peer that is not listening yet, and
+        the peer's acks and requests to hold data could not come back. Peers that move
+        meanwhile (a new assignment) are waited for instead."""
         asked: set[str] = set()
         started = time.monotonic()
         next_note = started + PEER_WAIT_NOTE_SECS
@@ -359,12 +368,13 @@ class Worker:
             peers = self._peers()
             self.sender.connect_to(peers - asked)
             asked |= peers
-            missing = peers - self.sender.reached()
+            missing = (peers - self.sender.reached()) | self._peers_not_heard()
             if not missing:
                 break
             if time.monotonic() >= next_note:
                 next_note += PEER_WAIT_NOTE_SECS
-                log.warning("spouts wait for workers %s to accept connections (%.0f s so far)",
+                log.warning("spouts wait for workers %s to accept connections and reach this "
+                            "one (%.0f s so far): see their logs, or the link between them",
                             ", ".join(sorted(missing)), time.monotonic() - started)
             if self.done.wait(PEER_CHECK_SECS):
                 return
@@ -522,8 +532,13 @@ class Worker:
             current = self.runtime.routes[task]
             if getattr(current, "address", None) != route.address:
                 self.runtime.routes[task] = route
-        for address in old - self._peers():
+        now = self._peers()
+        for address in old - now:
             self.sender.retire(address)
+        # Reach the new ones at once, as Storm's workers refresh their connections: a new
+        # worker's spouts wait until every peer has reached it, and this one may have nothing
+        # to send it until they start.
+        self.sender.connect_to(now - old)
 
     # ----- health
 

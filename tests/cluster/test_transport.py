@@ -24,6 +24,7 @@ from stormlet.cluster.security import Security, release
 from stormlet.cluster.tenure import Fence, next_assignment
 from stormlet.cluster.transport import LinkTimes, Receiver, Sender, make_deliver
 from stormlet.cluster.wire import WIRE_VERSION, FrameDecoder, encode_frame
+from stormlet.cluster.worker import Worker
 from stormlet.cluster.zk_state import Executor
 from stormlet.runtime.inbox import Inbox
 from stormlet.runtime.metrics import TaskMetrics
@@ -293,6 +294,88 @@ def test_a_peer_counts_as_reached_once_it_listens_and_stays_so_until_retired(lay
         wait_until(lambda: a.sender.reached() == set(), 10, "the retired peer to be forgotten")
     finally:
         a.stop()
+
+
+@pytest.mark.parametrize("shared_memory", [False, True], ids=["socket", "ring"])
+def test_a_sender_greets_each_peer_at_each_handshake_so_the_peer_knows_it_is_reached(
+        layout, context, shared_memory):
+    # A worker's spouts also wait until every peer has reached it (worker.py): until then the
+    # peer's acks and requests to hold data could not come back. The greeting tells it so
+    # before any data flows, and again to a peer that restarted on the same port.
+    inbox = Inbox(capacity=100)
+    routes: list = [None] * (layout.max_task + 1)
+    routes[tasks(layout)[1]] = inbox
+    # Its own context, ended before the peer restarts on its port: ZeroMQ lets go of a
+    # listening port only then.
+    b_context = zmq.Context()
+    b = Endpoint(layout, routes, b_context, [], shared_memory=shared_memory)
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [], slot="s1:1", tenure=1,
+                 shared_memory=shared_memory)
+    restarted = None
+    try:
+        time.sleep(0.2)
+        assert b.receiver.decoder.heard_from() == set(), "nothing reached it yet"
+        a.sender.connect_to({b.address})
+        wait_until(lambda: b.receiver.decoder.heard_from() == {"s1:1"}, 10, "the greeting")
+        assert inbox.qsize() == 0 and b.receiver.frames_rejected == 0
+        b.stop()
+        release(b_context)
+        b_context.term()
+        restarted = Endpoint(layout, routes, context, [], port=b.port,
+                             shared_memory=shared_memory)
+        wait_until(lambda: restarted.receiver.decoder.heard_from() == {"s1:1"}, 10,
+                   "the greeting of the peer that restarted")
+    finally:
+        for endpoint in (a, b, restarted):
+            if endpoint is not None:
+                endpoint.stop()
+        if not b_context.closed:
+            release(b_context)
+            b_context.term()
+
+
+class Activations:
+    """A worker's runtime as its wait for its peers sees it: routes, and whether its spouts
+    were activated."""
+
+    def __init__(self, routes: list):
+        self.routes = routes
+        self.active = threading.Event()
+
+    def activate(self) -> None:
+        self.active.set()
+
+    def deactivate(self) -> None:
+        self.active.clear()
+
+
+def test_a_workers_spouts_wait_until_every_peer_has_also_reached_it(layout, context):
+    # The flaky slow-bolt test's cause: the bolt's worker started 0.8 s after the spout's
+    # worker had reached it, and until it reached the spout's worker in turn, its requests to
+    # hold data waited in its socket while the spout emitted 300,000 tuples.
+    src, sink = tasks(layout)
+    b = Endpoint(layout, [None] * (layout.max_task + 1), context, [], slot="s2:1")
+    a = Endpoint(layout, [None] * (layout.max_task + 1), context, [], slot="s1:1")
+    routes: list = [None] * (layout.max_task + 1)
+    routes[sink] = a.sender.route(b.address, "s2:1")
+    runtime = Activations(routes)
+    worker = Worker.__new__(Worker)   # the wait alone, over a real transport
+    worker.runtime, worker.sender, worker.receiver = runtime, a.sender, a.receiver
+    worker.done, worker._activation = threading.Event(), threading.Lock()
+    worker.status, worker._peers_reached, worker._fenced, worker._active = \
+        "active", False, False, False
+    waiting = threading.Thread(target=worker._activate_when_peers_reached, daemon=True)
+    try:
+        waiting.start()
+        wait_until(lambda: b.address in a.sender.reached(), 10, "a to reach b")
+        assert not runtime.active.wait(1.0), "b cannot send a its acks yet: a's spouts wait"
+        b.sender.connect_to({a.address})
+        assert runtime.active.wait(10), "b reached a: a's spouts start"
+        waiting.join(5)
+    finally:
+        worker.done.set()
+        for endpoint in (a, b):
+            endpoint.stop()
 
 
 @pytest.mark.parametrize("secured", [False, True], ids=["plain", "secret"])
