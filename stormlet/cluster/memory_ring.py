@@ -170,6 +170,11 @@ class MemoryRing:
     def has_frames(self) -> bool:
         return self._words[_WRITTEN] != self._read
 
+    @property
+    def waits_for_parked(self) -> bool:
+        """Whether the last ``take`` stopped at the place of a parked frame that had not come."""
+        return self._stopped_at_parked
+
     def sleep(self) -> bool:
         """The reader is about to wait: from now on the writer rings. True if nothing came
         meanwhile that it could take (else it should not wait)."""

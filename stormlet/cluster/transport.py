@@ -114,6 +114,13 @@ RETRY_FIRST_SECS, RETRY_MAX_SECS = 0.1, 2.0
 # put 300,000 tuples in flight before the first pause reached it). Storm's Netty client
 # waits at most 1 s.
 RECONNECT_FIRST_MS, RECONNECT_MAX_MS = 100, 400
+# While the socket brings nothing and memory rings bring frames (every peer is on this host), a
+# round looks at the socket only this often: each look that finds nothing costs ~6 µs on a
+# virtual machine (libzmq's two system calls, and zmq.Again raised), which at a look a round was
+# ~0.7 % of a busy executors' thread. What the socket then carries waits at most this long: a
+# greeting, a frame of a peer on another host after a quiet spell (the next looks follow at
+# once), or a parked frame, whose ring asks for the socket at once (``waits_for_parked``).
+QUIET_SOCKET_LOOK_SECS = 0.002
 # Frames the receiver takes at most after one poll: each poll is a system call, costly on a
 # virtual machine, so it takes what has come; the bound lets it look at overloaded inboxes.
 MAX_FRAMES_PER_DRAIN = 100
@@ -809,6 +816,9 @@ class Receiver(threading.Thread):
         self._rounds_took = 0.0
         self._rounds_sleep = threading.Event()
         self.taken_by_rounds = 0   # frames the rounds took
+        # When a round next looks at the socket (monotonic): now, or after a quiet look while
+        # rings bring frames (QUIET_SOCKET_LOOK_SECS).
+        self._socket_look_at = 0.0
         self.watching = True   # whether this thread watches the socket now (not left to rounds)
         self._closed = False
 
@@ -831,7 +841,7 @@ class Receiver(threading.Thread):
         try:
             if not self._closed:
                 self._rounds_took = now
-                self.taken_by_rounds += self._take_waiting()
+                self.taken_by_rounds += self._take_waiting(now >= self._socket_look_at, now)
                 if self.overload is not None:
                     # Tell peers of an inbox these frames filled now, not at this thread's
                     # next look.
@@ -888,7 +898,7 @@ class Receiver(threading.Thread):
                 if self._refusals in ready:
                     self._count_refusals()
                 if self.socket in ready or rings:
-                    self._take_waiting()
+                    self._take_waiting(self.socket in ready, time.monotonic())
             if any(fd in ready for fd in door_fds):
                 door_fds = self._watch_door(poller, door_fds)
         with self._lock:
@@ -899,20 +909,25 @@ class Receiver(threading.Thread):
             self._refusals.close(linger=0)
             self.socket.close(linger=0)
 
-    def _take_waiting(self) -> int:
-        """Take the frames waiting on the socket and in the memory rings (the lock held); how
-        many."""
+    def _take_waiting(self, from_socket: bool = True, now: float = 0.0) -> int:
+        """Take the frames waiting in the memory rings, and on the socket if ``from_socket``
+        (the lock held); how many. ``now`` (monotonic) sets when rounds look at the socket
+        next."""
         taken = 0
-        while taken < MAX_FRAMES_PER_DRAIN:
-            try:
-                frame = self.socket.recv(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                break
-            self._take(frame.bytes)
-            taken += 1
-        if self._door is not None:
-            for inbound in self._door.rings:
-                taken += self._take_ring(inbound, MAX_FRAMES_PER_DRAIN)
+        rings = self._door.rings if self._door is not None else []
+        if from_socket:
+            while taken < MAX_FRAMES_PER_DRAIN:
+                try:
+                    frame = self.socket.recv(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                self._take(frame.bytes)
+                taken += 1
+            self._socket_look_at = now + QUIET_SOCKET_LOOK_SECS if rings and not taken else 0.0
+        for inbound in rings:
+            taken += self._take_ring(inbound, MAX_FRAMES_PER_DRAIN)
+            if inbound.ring.waits_for_parked:
+                self._socket_look_at = 0.0
         return taken
 
     def _take_ring(self, inbound: InboundRing, limit: int) -> int:

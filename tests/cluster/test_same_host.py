@@ -17,7 +17,17 @@ import pytest
 import zmq
 from multi_host import Network, multi_host_available, unavailable_reason
 from support import wait_until
-from test_transport import TOPOLOGY, Endpoint, batch, context, layout, numbers, reached, tasks
+from test_transport import (
+    TOPOLOGY,
+    Endpoint,
+    batch,
+    context,
+    layout,
+    numbers,
+    reached,
+    rounds_of,
+    tasks,
+)
 from zookeeper_server import free_port
 
 from stormlet.cluster import same_host, transport
@@ -269,9 +279,9 @@ def test_frames_sent_before_the_first_handshake_are_taken_before_the_rings_first
     tcp_arrived = threading.Event()
     take_waiting = Receiver._take_waiting
 
-    def rings_only_until_tcp_arrived(receiver):
+    def rings_only_until_tcp_arrived(receiver, *args):
         if tcp_arrived.is_set():
-            return take_waiting(receiver)
+            return take_waiting(receiver, *args)
         return sum(receiver._take_ring(inbound, 1000) for inbound in receiver._door.rings)
 
     monkeypatch.setattr(Receiver, "_take_waiting", rings_only_until_tcp_arrived)
@@ -324,3 +334,65 @@ def test_a_ring_whose_opening_frame_the_socket_cannot_take_yet_opens_at_a_later_
     finally:
         a.stop()
         b.stop()
+
+
+def drained(inbox) -> list[int]:
+    """The numbers of every batch in ``inbox`` now."""
+    got: list[int] = []
+    while not inbox.empty():
+        got += [t.values[0] for t in inbox.get_nowait()[3].tuples()]
+    return got
+
+
+def test_busy_rounds_look_at_a_quiet_socket_seldom_while_rings_bring_frames(
+        layout, context, monkeypatch):
+    # Each look at an empty socket costs a busy executors' thread ~6 µs (two system calls and
+    # an exception), most of a round's transport work where every peer is on this host. Here
+    # worker a reaches b through a ring and c (shared memory off: another host's worker, as it
+    # were) over the socket, while b's rounds run busy on this thread.
+    monkeypatch.setattr(transport, "ROUNDS_HOLD_SECS", 5.0)   # a late wake-up stays busy
+    monkeypatch.setattr(transport, "QUIET_SOCKET_LOOK_SECS", 2.0)
+    monkeypatch.setattr(same_host, "RING_BYTES", 64 * 1024)   # so a batch of 30,000 parks
+    a, b, inbox = two_workers(layout, context)
+    c = Endpoint(layout, [None] * (layout.max_task + 1), context, [], shared_memory=False)
+    rounds = rounds_of(b)
+    rounds.enter()
+
+    def busy_for(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            rounds.before_turn(time.monotonic())
+            rounds.round_ended()
+            time.sleep(0.001)
+
+    try:
+        reached(c, b)
+        send(a, b, layout, 50)
+
+        def ring_in_use() -> bool:
+            busy_for(0.01)
+            return b.receiver.frames_from_rings == 1
+
+        wait_until(ring_in_use, 10, "a frame through a's ring")
+        busy_for(0.3)   # the greetings are taken, and then the socket looked at, quiet
+        assert drained(inbox) == list(range(50, 60))
+        assert not b.receiver.watching, "the rounds have the socket"
+        send(c, b, layout, 100)
+        send(a, b, layout, 0)
+        busy_for(0.3)
+        assert sorted(drained(inbox)) == list(range(10)), \
+            "the ring's frame came, and the quiet socket was not looked at again yet"
+        send(a, b, layout, 1000, 30000)   # over the socket, its place kept in the ring
+        busy_for(0.3)
+        assert sorted(drained(inbox)) == [*range(100, 110), *range(1000, 31000)], \
+            "a ring waiting for a parked frame has the next round look at the socket"
+        send(c, b, layout, 200)
+        busy_for(0.3)
+        assert drained(inbox) == []
+        rounds.before_turn(time.monotonic() + 2.0)   # the next look is due
+        rounds.round_ended()
+        assert drained(inbox) == list(range(200, 210))
+    finally:
+        rounds.leave()
+        for endpoint in (a, b, c):
+            endpoint.stop()
