@@ -404,8 +404,8 @@ class Sender(threading.Thread):
         """Send ``address``'s peer an empty frame over the socket that just reached it: its first
         frame from this worker on this connection, which tells the peer that what this worker
         sends it (acks, requests to hold data) reaches it now: its spouts wait for that
-        (``FrameDecoder.heard_from``). If the socket cannot
-        take it now, the next look tries again."""
+        (``FrameDecoder.heard_from``). If the socket cannot take it now, the next look tries
+        again."""
         frame = self._frame(address, [])
         try:
             if frame is not None:
