@@ -909,12 +909,12 @@ class Receiver(threading.Thread):
             self._refusals.close(linger=0)
             self.socket.close(linger=0)
 
-    def _take_waiting(self, from_socket: bool = True, now: float = 0.0) -> int:
+    def _take_waiting(self, from_socket: bool, now: float) -> int:
         """Take the frames waiting in the memory rings, and on the socket if ``from_socket``
         (the lock held); how many. ``now`` (monotonic) sets when rounds look at the socket
         next."""
         taken = 0
-        rings = self._door.rings if self._door is not None else []
+        rings = self._door.rings if self._door is not None else ()
         if from_socket:
             while taken < MAX_FRAMES_PER_DRAIN:
                 try:

@@ -532,13 +532,13 @@ class Worker:
             current = self.runtime.routes[task]
             if getattr(current, "address", None) != route.address:
                 self.runtime.routes[task] = route
-        now = self._peers()
-        for address in old - now:
+        peers = self._peers()
+        for address in old - peers:
             self.sender.retire(address)
         # Reach the new ones at once, as Storm's workers refresh their connections: a new
         # worker's spouts wait until every peer has reached it, and this one may have nothing
         # to send it until they start.
-        self.sender.connect_to(now - old)
+        self.sender.connect_to(peers - old)
 
     # ----- health
 
