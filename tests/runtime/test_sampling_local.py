@@ -133,11 +133,12 @@ def emits_done(cluster) -> Callable[[], bool]:
 
 
 def sampled(path) -> Counter:
-    """The samples in ``path`` by (component, stream)."""
+    """The samples in ``path`` by (component, stream): the whole lines only, as the file may be
+    read while the sink's thread is part way through writing one."""
     if not path.exists():
         return Counter()
-    return Counter((s["component"], s["stream"])
-                   for s in map(json.loads, path.read_text().splitlines()))
+    whole = path.read_text().rpartition("\n")[0]
+    return Counter((s["component"], s["stream"]) for s in map(json.loads, whole.splitlines()))
 
 
 def run_sampled(cluster, tmp_path, sampling: dict) -> tuple[Counter, list[dict]]:
