@@ -17,6 +17,22 @@ and a publish of ``t`` where the mark is ``t`` or later does nothing. That also 
 a task cut off from the topology that publishes late cannot overwrite what a later checkpoint
 published.
 
+A topology resubmitted under its name with fewer sink tasks (or with its task ids moved by
+another component's count) leaves tasks of the earlier run that this one does not have, and one
+of them may have staged the writes of a decided checkpoint without publishing them (the run
+stopped between the decision and its COMMIT). The writes are in that task's state, which no task
+of the new run reads, so the component's lowest task takes them over in its ``init_state``
+(Flink hands a removed subtask's committables to the remaining ones): it reads the tasks of the
+earlier runs from the state store (namespace ``<topology>/<component>``, key ``TASKS_KEY``); for
+each that this run does not have, it commits that task's state at the decided checkpoint (if
+the task prepared it and died before the commit) or rolls back a later one, which was never
+decided, and publishes what the task staged as that task would have, with that task's mark, so
+a publish that was out already does nothing; then ``end_former_task`` lets the sink close what
+the task left open. It records this run's tasks with the earlier ones before it begins, and in
+their place once done, so a crash meanwhile leaves them all to the next start. It never touches
+the state or mark of a task of this run. (In effectively-once no data flows before every task's
+INITSTATE is done; in at-least-once another task may begin first, which touches only its own.)
+
 Inputs that arrive between ``PREPARE t`` and ``COMMIT t`` belong to ``t + 1``: they are gathered
 for it and not written until ``t`` is published.
 
@@ -32,12 +48,17 @@ from typing import Any, NamedTuple
 
 from ..state.bolt import StatefulBolt
 from ..state.key_value import KeyValueState
+from ..state.providers import namespace, open_state
+from ..state.store import OtherCheckpointPrepared
 from ..tuples import Tuple
 from .base import Sink
 
 log = logging.getLogger(__name__)
 
 PENDING_KEY = "__sink_pending__"   # in the sink task's state: (txid, writes) of its last PREPARE
+# In a sink component's namespace: the tasks of its last run (and, while the lowest task takes
+# over the former ones, theirs too).
+TASKS_KEY = "sink_tasks"
 
 
 class Staged(NamedTuple):
@@ -60,7 +81,9 @@ class CheckpointedSink(StatefulBolt, Sink):
         self.component = context.component_id
         self.task = context.task_id
         self.topology = context.topology_name
-        self.writer = f"{self.topology}.{self.component}.{self.task}"
+        self.tasks = sorted(context.get_this_component_tasks())
+        self.writer = self.writer_of(self.task)
+        self.restored: int | None = None   # the committed checkpoint INITSTATE restores
         self.state: KeyValueState | None = None
         self.gathered: list[Any] = []            # this checkpoint's writes, in order
         self.staged: Staged | None = None   # prepared, not yet published
@@ -89,24 +112,90 @@ class CheckpointedSink(StatefulBolt, Sink):
         transaction) by this task in this run."""
         raise NotImplementedError
 
+    def publish_former(self, task: int, txid: int, writes: list[Any]) -> None:
+        """``publish`` as task ``task`` of an earlier run would have (its mark), from this
+        task: the writes that task staged for the decided checkpoint ``txid``."""
+        raise NotImplementedError
+
+    def end_former_task(self, task: int) -> None:
+        """Close what task ``task`` of an earlier run, which this run no longer has, may have
+        left open (after its staged writes are published)."""
+
     def discard(self) -> None:
         """Drop what was written ahead (the checkpoint rolled back)."""
 
     def started(self) -> None:
         """Called once ``self.state`` is set, before the staged writes are published again."""
 
+    # ----- the component's tasks
+
+    def writer_of(self, task: int) -> str:
+        """Task ``task``'s name as the writer of its marks."""
+        return f"{self.topology}.{self.component}.{task}"
+
+    def open_registry(self) -> KeyValueState:
+        """Where the component's tasks of earlier runs are recorded (``TASKS_KEY``): the state
+        store's namespace ``<topology>/<component>``, which only its lowest task opens."""
+        return open_state(self.conf, self.topology, namespace(self.topology, self.component))
+
     # ----- the checkpoint actions
+
+    def pre_init_state(self, txid: int) -> None:
+        self.restored = txid
 
     def init_state(self, state: KeyValueState) -> None:
         self.state = state
         self.started()
-        saved = state.get(PENDING_KEY)
-        pending = None if saved is None else Staged(*saved)
-        if pending is not None and pending.writes:
-            txid, writes = pending
+        if self.task == self.tasks[0]:
+            self._take_over_former_tasks()
+        staged = _staged(state)
+        if staged is not None:
             log.info("%s: publishing checkpoint %d's %d staged write(s) again (if not out "
-                     "yet)", self.writer, txid, len(writes))
-            self.publish(txid, list(writes), ahead=False)
+                     "yet)", self.writer, staged.txid, len(staged.writes))
+            self.publish(staged.txid, staged.writes, ahead=False)
+
+    def _take_over_former_tasks(self) -> None:
+        """Publish what the tasks of earlier runs that this run no longer has staged for a
+        decided checkpoint, and end them (see the module's docstring)."""
+        registry = self.open_registry()
+        try:
+            former = set(registry.get(TASKS_KEY) or [])
+            if former == set(self.tasks):
+                return
+            gone = sorted(former - set(self.tasks))
+            if gone:
+                registry.put(TASKS_KEY, sorted(former | set(self.tasks)))
+                registry.commit()
+            for task in gone:
+                self._publish_staged_by(task)
+                self.end_former_task(task)
+            if gone:
+                log.info("%s: took over task(s) %s of an earlier run, which this run no longer "
+                         "has", self.component, ", ".join(map(str, gone)))
+            registry.put(TASKS_KEY, list(self.tasks))
+            registry.commit()
+        finally:
+            registry.close()
+
+    def _publish_staged_by(self, task: int) -> None:
+        """Publish, as task ``task`` of an earlier run, what it staged for the decided
+        checkpoint, if its own COMMIT never came."""
+        state = open_state(self.conf, self.topology,
+                           namespace(self.topology, self.component, task))
+        try:
+            if self.restored is not None:
+                try:
+                    state.commit(self.restored)   # prepared, decided, then the run stopped
+                except OtherCheckpointPrepared:
+                    state.rollback()              # a later checkpoint, never decided
+            staged = _staged(state)
+            if staged is not None:
+                log.info("%s: publishing checkpoint %d's %d write(s) staged by task %d of an "
+                         "earlier run (if not out yet)", self.writer, staged.txid,
+                         len(staged.writes), task)
+                self.publish_former(task, staged.txid, staged.writes)
+        finally:
+            state.close()
 
     def execute(self, tup: Tuple) -> None:
         write = self.gather(tup)
@@ -144,3 +233,10 @@ class CheckpointedSink(StatefulBolt, Sink):
     def pre_rollback(self) -> None:
         self.discard()
         self.gathered, self.staged = [], None
+
+
+def _staged(state: KeyValueState) -> Staged | None:
+    """What the task whose state this is staged at its last PREPARE, if it staged writes."""
+    saved = state.get(PENDING_KEY)
+    staged = None if saved is None else Staged(saved[0], list(saved[1]))
+    return staged if staged is not None and staged.writes else None

@@ -68,28 +68,20 @@ delivery reports, ``_PURGE_QUEUE``, count against no later transaction). Readers
 - Fewer tasks: a running topology's task count never changes (a rebalance changes only its
   executors), but a topology resubmitted under its name with fewer sink tasks (or with its task
   ids moved by another component's count) leaves the transactional.ids of tasks that no longer
-  exist, whose open transactions read_committed readers would wait at until the broker's
-  ``transaction.timeout.ms``. So the component's lowest task, in its ``init_state``, reads the
-  tasks of earlier runs from the state store (namespace ``<topology>/<component>``, key
-  ``TASKS_KEY``), runs ``init_transactions`` on the id of each that this run does not have
-  (which aborts its open transaction and fences any zombie still holding it), and records this
-  run's tasks in their place (with them until they are ended, so a crash meanwhile leaves them
-  to the next start). It never touches an id of this run. Flink's KafkaSink does the same at
-  init, but finds the former ids by probing subtask indexes upward until one was never used
-  (its producer epoch is 0); confluent-kafka does not tell the epoch, and a probe by the marks
-  would stop at a task that never committed (the one most likely to have left a transaction
-  open) or at a gap of task ids moved by another component, so the tasks are recorded instead.
-  (In effectively-once no data flows before every task's INITSTATE is done, so this run's
-  tasks are recorded before any of them writes; in at-least-once another task may begin
-  first, and a crash of the whole run within that moment, followed by a resubmission with
-  fewer tasks, would leave its transaction to the broker's timeout.) Not kept across such a
-  resubmission: a checkpoint that was decided while a former task had not yet committed its
-  transaction (the run stopped between the two). That task's records are in its state
-  namespace, staged and not committed, which no task of the new run reads (as any stateful
-  bolt's state of a task that no longer exists), so they are lost; ending its transaction
-  changes nothing there, as the broker's timeout would have aborted it too. A run with the
-  same tasks would publish them at its start (its recovery commits the decided checkpoint);
-  Flink instead hands a removed subtask's committables to the remaining ones.
+  exist. The component's lowest task takes them over in its ``init_state``, as every
+  checkpointed sink does (``checkpointed``): a checkpoint that was decided while a former task
+  had not yet committed its transaction (the run stopped between the two) has its records,
+  staged in that task's state, produced again in a transaction of that task's id with that
+  task's mark, unless the mark says they are out. Then ``init_transactions`` on the id of each
+  former task aborts what it left open, which read_committed readers would otherwise wait at
+  until the broker's ``transaction.timeout.ms``, and fences any zombie still holding it. Flink's
+  KafkaSink ends them at init too, but finds the former ids by probing subtask indexes upward
+  until one was never used (its producer epoch is 0); confluent-kafka does not tell the epoch,
+  and a probe by the marks would stop at a task that never committed (the one most likely to
+  have left a transaction open) or at a gap of task ids moved by another component, so the
+  tasks are recorded instead. (In at-least-once another task may begin first, and a crash of
+  the whole run within that moment, followed by a resubmission with fewer tasks, would leave
+  its transaction to the broker's timeout.)
 - The marks follow the checkpoint txids: a topology whose state is wiped must use a new
   ``transactional_id_prefix``.
 - librdkafka's mock cluster (the tests' broker) accepts the transactional calls but keeps no
@@ -106,8 +98,6 @@ from typing import Any, Protocol, Self
 from .. import config as cfg
 from ..components import Bolt
 from ..repeats import Repeats
-from ..state.key_value import KeyValueState
-from ..state.providers import namespace, open_state
 from ..tuples import Tuple
 from .base import Sink
 from .checkpointed import CheckpointedSink
@@ -119,9 +109,6 @@ DEFAULT_CLOSE_TIMEOUT_SECS = 30.0
 # Storm's FieldNameBasedTupleToKafkaMapper defaults.
 DEFAULT_KEY_FIELD = "key"
 DEFAULT_MESSAGE_FIELD = "message"
-# In a TransactionalKafkaBolt component's namespace: the tasks of its last run (and, while it
-# ends the former ones' transactions, theirs too).
-TASKS_KEY = "transactional_tasks"
 
 
 # A tuple the sinks skip, or send to a default topic, is logged once a minute per kind and
@@ -425,7 +412,6 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
                              f"(a topic to carry each task's mark) with a topic selector other "
                              f"than DefaultTopicSelector")
         self.mark_topic = topic
-        self.tasks = sorted(context.get_this_component_tasks())
         self.transactional_id = self._transactional_id(self.task)
         self.producer: Any = None
         self.consumer: Any = None
@@ -437,46 +423,45 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         self._delivered = self._delivery_of(self.generation)
 
     def started(self) -> None:
-        self.consumer = self.make_consumer({
-            "logger": log, "bootstrap.servers": self.bootstrap_servers,
-            "group.id": self.transactional_id, "enable.auto.commit": False})
-        if self.task == self.tasks[0]:
-            self._end_former_tasks()
+        self.consumer = self._mark_consumer(self.task)
         self._new_producer()
 
     def _transactional_id(self, task: int) -> str:
         return f"{self.transactional_id_prefix}.{self.topology}.{self.component}.{task}"
 
-    def open_registry(self) -> KeyValueState:
-        """Where the component's tasks of earlier runs are recorded (``TASKS_KEY``): the state
-        store's namespace ``<topology>/<component>``, which only its lowest task opens."""
-        return open_state(self.conf, self.topology, namespace(self.topology, self.component))
+    def _mark_consumer(self, task: int) -> Any:
+        """A consumer of task ``task``'s mark (its group is named as its transactional.id)."""
+        return self.make_consumer({
+            "logger": log, "bootstrap.servers": self.bootstrap_servers,
+            "group.id": self._transactional_id(task), "enable.auto.commit": False})
 
-    def _end_former_tasks(self) -> None:
-        """Abort the open transactions of the transactional.ids whose tasks no longer exist
-        (see "Fewer tasks" in the module's docstring)."""
-        registry = self.open_registry()
+    def end_former_task(self, task: int) -> None:
+        # Its init aborts the task's open transaction, which read_committed readers would
+        # otherwise wait at until the broker's transaction.timeout.ms, and fences its zombies.
+        _close(self._fenced_producer(task))
+
+    def publish_former(self, task: int, txid: int, writes: list[Any]) -> None:
+        producer, consumer = self._fenced_producer(task), self._mark_consumer(task)
         try:
-            former = set(registry.get(TASKS_KEY) or [])
-            gone = sorted(former - set(self.tasks))
-            if former == set(self.tasks):
+            if _mark_of(consumer, self.mark_topic, self.timeout_secs) >= txid:
                 return
-            if gone:
-                # This run's recorded with them before they are ended: a crash meanwhile leaves
-                # them to the next start.
-                registry.put(TASKS_KEY, sorted(former | set(self.tasks)))
-                registry.commit()
-            for task in gone:
-                producer = self._fenced_producer(task)
-                if hasattr(producer, "close"):
-                    producer.close()
-            if gone:
-                log.info("%s: ended the open transactions of task(s) %s, which this run no "
-                         "longer has", self.component, ", ".join(map(str, gone)))
-            registry.put(TASKS_KEY, list(self.tasks))
-            registry.commit()
+            producer.begin_transaction()
+            undelivered: list[str] = []
+
+            def delivered(err: Any, _msg: Any) -> None:
+                if err is not None:
+                    undelivered.append(_reason(err))
+            for write in writes:
+                _produce(producer, write, delivered, 0.1)
+            left = producer.flush(self.timeout_secs)
+            if left or undelivered:
+                why = undelivered[0] if undelivered else f"{left} record(s) not delivered"
+                raise RuntimeError(f"{self.component}: checkpoint {txid}'s records staged by "
+                                   f"task {task} of an earlier run cannot be published: {why}")
+            self._commit_with(producer, consumer, txid)
         finally:
-            registry.close()
+            _close(producer)
+            _close(consumer)
 
     def _new_producer(self) -> None:
         """This task's producer, made anew (``_fenced_producer``)."""
@@ -557,22 +542,22 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         self._commit(txid)
 
     def _commit(self, txid: int) -> None:
+        self._commit_with(self.producer, self.consumer, txid)
+        self.open = False
+
+    def _commit_with(self, producer: Any, consumer: Any, txid: int) -> None:
+        """Commit ``producer``'s open transaction with mark ``txid`` (``consumer``'s group)."""
         from confluent_kafka import TopicPartition
 
         # The mark goes in the transaction: committed with its records or not at all.
-        self.producer.send_offsets_to_transaction(
-            [TopicPartition(self.mark_topic, 0, txid)], self.consumer.consumer_group_metadata(),
+        producer.send_offsets_to_transaction(
+            [TopicPartition(self.mark_topic, 0, txid)], consumer.consumer_group_metadata(),
             self.timeout_secs)
-        self.producer.commit_transaction(self.timeout_secs)
-        self.open = False
+        producer.commit_transaction(self.timeout_secs)
 
     def _mark(self) -> int:
         """The txid of the last checkpoint this task's transactions committed, or -1."""
-        from confluent_kafka import TopicPartition
-
-        found = self.consumer.committed([TopicPartition(self.mark_topic, 0)], self.timeout_secs)
-        offset = found[0].offset if found else -1
-        return offset if offset >= 0 else -1
+        return _mark_of(self.consumer, self.mark_topic, self.timeout_secs)
 
     def discard(self) -> None:
         if not self.open or self.producer is None:
@@ -590,5 +575,20 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         # An open transaction is left to the next instance of this task (its init aborts it)
         # or to the broker's transaction.timeout.ms.
         for client in (getattr(self, "producer", None), getattr(self, "consumer", None)):
-            if client is not None and hasattr(client, "close"):
-                client.close()
+            _close(client)
+
+
+def _mark_of(consumer: Any, topic: str, timeout_secs: float) -> int:
+    """The txid of the last checkpoint committed with ``consumer``'s group as its mark (the
+    offset of partition 0 of ``topic``), or -1."""
+    from confluent_kafka import TopicPartition
+
+    found = consumer.committed([TopicPartition(topic, 0)], timeout_secs)
+    offset = found[0].offset if found else -1
+    return offset if offset >= 0 else -1
+
+
+def _close(client: Any) -> None:
+    # The tests' fake clients may have no close.
+    if client is not None and hasattr(client, "close"):
+        client.close()

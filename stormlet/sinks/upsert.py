@@ -62,6 +62,17 @@ class UpsertBolt(CheckpointedSink):
     def merge(self, writes: list[Any]) -> list[Any]:
         return [[key, value] for key, value in dict(writes).items()]   # the last per key
 
+    def publish(self, txid: int, writes: list[Any], ahead: bool) -> None:
+        self.upsert(self.writer, txid, writes)
+
+    def publish_former(self, task: int, txid: int, writes: list[Any]) -> None:
+        self.upsert(self.writer_of(task), txid, writes)
+
+    def upsert(self, writer: str, txid: int, writes: list[Any]) -> None:
+        """Upsert ``writes`` with ``writer``'s mark ``txid``, in one atomic step, unless that
+        mark is ``txid`` or later already."""
+        raise NotImplementedError
+
 
 class RedisUpsertBolt(UpsertBolt):
     """Upserts ``key -> value`` into the Redis HASH ``hash_key``, a checkpoint at a time (see
@@ -78,17 +89,17 @@ class RedisUpsertBolt(UpsertBolt):
 
         self.client = connect(self.config)
 
-    def publish(self, txid: int, writes: list[Any], ahead: bool) -> None:
+    def upsert(self, writer: str, txid: int, writes: list[Any]) -> None:
         marks = self.hash_key + MARKS_SUFFIX
 
         def write(pipe: Any) -> None:
-            mark = pipe.hget(marks, self.writer)
+            mark = pipe.hget(marks, writer)
             if mark is not None and int(mark) >= txid:
                 return   # out already
             pipe.multi()
             if writes:
                 pipe.hset(self.hash_key, mapping=dict(writes))
-            pipe.hset(marks, self.writer, txid)
+            pipe.hset(marks, writer, txid)
 
         self.client.transaction(write, marks)
 
@@ -116,8 +127,8 @@ class EmbeddedUpsertBolt(UpsertBolt):
         path = self.path or state_file(state_dir(self.conf), self.topology)
         self.store = EmbeddedStore(path, TABLE_PREFIX + self.table)
 
-    def publish(self, txid: int, writes: list[Any], ahead: bool) -> None:
-        self.store.publish(self.writer, txid,
+    def upsert(self, writer: str, txid: int, writes: list[Any]) -> None:
+        self.store.publish(writer, txid,
                            [(encode_key(key), encode_value(key, value)) for key, value in writes])
 
     def cleanup(self) -> None:

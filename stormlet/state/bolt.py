@@ -32,6 +32,10 @@ class StatefulBolt(Bolt):
     def init_state(self, state: KeyValueState) -> None:
         raise NotImplementedError
 
+    def pre_init_state(self, txid: int) -> None:
+        """Called before ``init_state``, with the txid of the committed checkpoint whose
+        state it is handed."""
+
     def pre_prepare(self, txid: int) -> None:
         """Called before the state stages checkpoint ``txid``."""
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .store import Changes, StateError
+from .store import Changes, StateError, check_commit_txid
 
 KEY_PREFIX = "stormlet:"
 # Seconds a command waits for Redis before the call fails.
@@ -70,14 +70,11 @@ return 1
 """
 
 # KEYS: committed, prepared, txids; ARGV: owner, epoch, txid. Returns 1 if it committed, 0 if
-# nothing was prepared.
+# nothing was prepared, and {prepared txid} if another checkpoint is prepared.
 _COMMIT = _FENCE + """
 local prepared = redis.call('HGET', KEYS[3], 'prepared')
 if not prepared then return 0 end
-if prepared ~= ARGV[3] then
-  return redis.error_reply('cannot commit checkpoint ' .. ARGV[3] ..
-                           ': the prepared checkpoint is ' .. prepared)
-end
+if prepared ~= ARGV[3] then return {prepared} end
 local changes = redis.call('HGETALL', KEYS[2])
 for i = 1, #changes, 2 do
   if changes[i + 1] == '' then
@@ -146,7 +143,9 @@ class RedisStore:
         self._call(self._prepare_script, keys=self._keys, args=[*self._writer(), txid, *flat])
 
     def commit(self, txid: int) -> None:
-        self._call(self._commit_script, keys=self._keys, args=[*self._writer(), txid])
+        done = self._call(self._commit_script, keys=self._keys, args=[*self._writer(), txid])
+        if type(done) is list:
+            check_commit_txid(int(done[0]), txid)
 
     def rollback(self) -> None:
         self._call(self._rollback_script, keys=self._keys, args=self._writer())

@@ -156,9 +156,15 @@ class MemoryStore:
         pass
 
 
+class OtherCheckpointPrepared(StateError):
+    """A commit of checkpoint ``t`` where the prepared checkpoint is another one."""
+
+
 def check_commit_txid(prepared: int, txid: int) -> None:
+    """How every backend refuses a commit of another checkpoint than the prepared one."""
     if prepared != txid:
-        raise StateError(f"cannot commit checkpoint {txid}: the prepared checkpoint is {prepared}")
+        raise OtherCheckpointPrepared(f"cannot commit checkpoint {txid}: the prepared "
+                                      f"checkpoint is {prepared}")
 
 
 def apply_changes(committed: dict[bytes, bytes], changes: Changes) -> None:

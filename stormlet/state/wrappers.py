@@ -270,6 +270,7 @@ class StatefulBoltRunner(_CheckpointingBolt):
         elif action == INITSTATE and not self.initialized:
             # Bolts that are initialized already ignore it: it is sent again after a failure
             # for the sake of restarted tasks.
+            bolt.pre_init_state(txid)
             bolt.init_state(state)
             self.initialized = True
             waiting, self.waiting = self.waiting, []

@@ -12,8 +12,8 @@ from support import running, wait_until
 
 from stormlet import TopologyBuilder
 from stormlet import config as cfg
+from stormlet.sinks.checkpointed import TASKS_KEY
 from stormlet.sinks.kafka import (
-    TASKS_KEY,
     FieldIndexTopicSelector,
     FieldNameBasedTupleToKafkaMapper,
     FieldNameTopicSelector,
@@ -104,8 +104,9 @@ def test_a_crash_while_ending_former_transactions_leaves_them_recorded_for_the_n
     bolt.prepare(conf, context, MockOutputCollector())
     with pytest.raises(RuntimeError, match="crashed"):
         bolt.init_state(KeyValueState(MemoryStore()))
-    assert ended == ["stormlet.test.sink.2"]
-    assert broker.open == {"stormlet.test.sink.1", "stormlet.test.sink.3", "stormlet.test.sink.4"}
+    # Its own producer first (whose init ended its predecessor's transaction), then 2's.
+    assert ended == ["stormlet.test.sink.1", "stormlet.test.sink.2"]
+    assert broker.open == {"stormlet.test.sink.3", "stormlet.test.sink.4"}
     # Resubmitted with task 1 alone: 3, and 4, which the crashed run recorded before ending
     # anything, are ended.
     run("crash", conf, [1])
@@ -149,6 +150,9 @@ def test_a_topology_resubmitted_with_fewer_sink_tasks_ends_what_the_others_left_
         wait_until(lambda: not broker.open, 30, "the former tasks' transactions ended")
         [runner] = cluster.instances("test", "sink")
         assert runner.inner.task == tasks[0]
+        # INITSTATE told it the checkpoint it restores, the first run's last: what it takes
+        # the former tasks' state over at.
+        assert runner.inner.restored >= 1
         assert copied() == sorted(lines)   # and nothing more
 
 

@@ -30,7 +30,7 @@ from stormlet.state.checkpoint import (
 )
 from stormlet.state.embedded import EmbeddedStore
 from stormlet.state.providers import open_store
-from stormlet.state.store import MemoryStore
+from stormlet.state.store import MemoryStore, OtherCheckpointPrepared
 from stormlet.state.wrappers import CheckpointBarrier, CheckpointForwarder, StatefulBoltRunner
 
 needs_redis = pytest.mark.skipif(not redis_available(), reason=SKIP_REASON)
@@ -111,7 +111,7 @@ def test_committing_a_checkpoint_that_is_not_the_prepared_one_is_an_error(backen
     state = KeyValueState(make())
     state.put("a", 1)
     state.prepare_commit(3)
-    with pytest.raises(StateError,
+    with pytest.raises(OtherCheckpointPrepared,
                        match="cannot commit checkpoint 4: the prepared checkpoint is 3"):
         state.commit(4)
 
