@@ -122,13 +122,43 @@ def _one_process_run(rounds: int, seconds: float) -> dict:
             return cluster.metrics("scaling")["totals"]["executed"]
 
         start_events, start = summed(), time.monotonic()
-        start_cpu = _own_cpu()
+        start_cpu, start_busy = _own_cpu(), busy(cluster.metrics("scaling"))
         time.sleep(seconds)
         events, elapsed = summed() - start_events, time.monotonic() - start
         cpu = _own_cpu() - start_cpu
+        busy_us = busy_per_event(start_busy, busy(cluster.metrics("scaling")))
         cluster.kill("scaling", wait_secs=2)
     return {"events_per_sec": events / elapsed, "cpu_us": cpu / events * 1e6,
-            "cores": cpu / elapsed}
+            "cores": cpu / elapsed, "busy_us": busy_us}
+
+
+# The components whose time executing each run prints, an event: the user's work is enrich's.
+BUSY_COMPONENTS = ("events", "enrich", "totals", "__acker")
+
+
+def busy(metrics: list[dict] | dict) -> dict[str, float]:
+    """Seconds busy executing (a bolt's batches, a spout's bursts) per component of
+    ``BUSY_COMPONENTS``, and the events summed (``"summed"``: totals' tuples executed), over the
+    summaries (``LocalCluster.metrics``, or each worker's heartbeat)."""
+    summaries = [metrics] if isinstance(metrics, dict) else metrics
+    found = {c: sum(m.get(c, {}).get("busy_secs", 0.0) for m in summaries)
+             for c in BUSY_COMPONENTS}
+    found["summed"] = sum(m.get("totals", {}).get("executed", 0) for m in summaries)
+    found["throttled"] = sum(m.get(c, {}).get("throttled_secs", 0.0) for m in summaries
+                             for c in BUSY_COMPONENTS)
+    return found
+
+
+def busy_per_event(before: dict, after: dict) -> dict[str, float]:
+    """Per component: microseconds busy an event summed, between two ``busy`` readings."""
+    events = max(after["summed"] - before["summed"], 1)
+    return {c: (after[c] - before[c]) / events * 1e6 for c in (*BUSY_COMPONENTS, "throttled")}
+
+
+def busy_line(busy_us: dict[str, float]) -> str:
+    busy = {c: us for c, us in busy_us.items() if c != "throttled"}
+    return ("busy an event: " + ", ".join(f"{c} {us:.2f}" for c, us in busy.items())
+            + f" µs, {sum(busy.values()):.2f} in all; throttled {busy_us['throttled']:.2f} µs")
 
 
 def _own_cpu() -> float:
@@ -229,6 +259,7 @@ class Cluster:
         pids = [beat["pid"] for beat in self.beats(name) if "pid" in beat]
         before = cw.fresh_reports(self.nimbus, name, len(pids))
         start_events, start_cpu = self.summed(name), cw.cpu_seconds(pids)
+        start_busy = busy([beat.get("metrics", {}) for beat in self.beats(name)])
         start_switches, start_lo = switches(pids), loopback()
         start = time.monotonic()
         time.sleep(seconds)
@@ -237,14 +268,23 @@ class Cluster:
         lo_bytes, lo_packets = (now - then for now, then in zip(loopback(), start_lo))
         events = max(events, 1)
         metrics = [beat.get("metrics", {}) for beat in self.beats(name)]
-        latency = cw.latency_window(before, cw.fresh_reports(self.nimbus, name, len(pids)),
-                                    "events")
+        busy_us = busy_per_event(start_busy, busy(metrics))
+        after = cw.fresh_reports(self.nimbus, name, len(pids))
+        latency = cw.latency_window(before, after, "events")
+        crossed = [sum(worker_count(report, key) for report in after)
+                   - sum(worker_count(report, key) for report in before)
+                   for key in ("tuples_sent", "batches_sent", "frames_sent", "overloads")]
         return {"events_per_sec": events / elapsed, "cpu_us": cpu / events * 1e6,
                 "cores": cpu / elapsed, "switches": (switches(pids) - start_switches) / events,
                 "lo_bytes": lo_bytes / events, "lo_packets": lo_packets / events,
-                "latency": latency,
+                "latency": latency, "crossed": crossed, "busy_us": busy_us,
                 "failed": cw.total(metrics, "events", "failed"),
                 "cpus": [sorted(os.sched_getaffinity(pid)) for pid in pids]}
+
+
+def worker_count(report: dict, key: str) -> int:
+    """A worker's transport count from its metrics report (0 once it retired)."""
+    return 0 if report.get("retired") else report["worker"].get(key, 0)
 
 
 def switches(pids: list[int]) -> int:
@@ -279,7 +319,16 @@ def print_window(window: dict) -> None:
           f"{window['cpus']}, failed {window['failed']})\n"
           f"               an event: {window['switches']:.3f} context switches, loopback "
           f"{window['lo_bytes']:.0f} bytes in {window['lo_packets']:.3f} packets\n"
+          f"               crossing: {crossing_line(*window['crossed'])}\n"
+          f"               {busy_line(window['busy_us'])}\n"
           f"{cw.latency_lines(window['latency'], indent='               ')}", flush=True)
+
+
+def crossing_line(tuples: int, batches: int, frames: int, overloads: int) -> str:
+    """What crossed between the workers over a window (between two metrics reports)."""
+    return (f"{tuples:,} tuples in {batches:,} batches ({tuples / max(batches, 1):.1f} a batch), "
+            f"{frames:,} frames ({batches / max(frames, 1):.1f} batches a frame); "
+            f"{overloads:,} inbox overloads")
 
 
 def paced(cluster: Cluster, name: str, seconds: float, windows: int) -> None:
@@ -298,7 +347,8 @@ def compare(cluster: Cluster, name: str, rounds: int, seconds: float, windows: i
         cluster.settle(name)
         singles.append(one_process(rounds, seconds))
         print(f"  one process: {singles[-1]['events_per_sec']:>9,.0f} events/s, "
-              f"{singles[-1]['cpu_us']:5.2f} µs CPU an event", flush=True)
+              f"{singles[-1]['cpu_us']:5.2f} µs CPU an event; "
+              f"{busy_line(singles[-1]['busy_us'])}", flush=True)
         if i == windows:
             break
         cluster.cli("activate", name)

@@ -230,9 +230,10 @@ class Sender(threading.Thread):
         self.frames_sent = 0
         self.frames_in_rings = 0   # of frames_sent
         self.messages_dropped = 0
-        # Data tuples handed over for other workers (counted by the executors' threads, a
-        # batch at a time): what crosses between workers.
+        # Data tuples handed over for other workers, and the batches they went in (counted by
+        # the executors' threads, a batch at a time): what crosses between workers.
         self.tuples_sent = 0
+        self.batches_sent = 0
 
     def route(self, address: str, slot: str = "") -> RemoteRoute:
         """A route to the worker at ``address``, in ``slot`` (``tenure.slot_key``)."""
@@ -769,6 +770,7 @@ class RemoteRoute:
             waited = 0.0
         self.sender.send(self.address, (kind, dest, src, encode_data(tuples, self.sender.registry)))
         self.sender.tuples_sent += len(tuples)
+        self.sender.batches_sent += 1
         return waited
 
 

@@ -285,6 +285,11 @@ class Worker:
         snapshot["worker"]["frames_rejected"] = self.receiver.frames_rejected
         snapshot["worker"]["frames_fenced"] = self.receiver.frames_fenced
         snapshot["worker"]["tuples_sent"] = self.sender.tuples_sent
+        snapshot["worker"]["batches_sent"] = self.sender.batches_sent
+        snapshot["worker"]["frames_sent"] = self.sender.frames_sent
+        overload = self.receiver.overload
+        # Times an inbox here filled with other workers' data and they were asked to hold it.
+        snapshot["worker"]["overloads"] = overload.pauses if overload is not None else 0
         snapshot["worker"]["peers_unreachable"] = sorted(
             address.removeprefix("tcp://") for address in self.sender.unreachable())
         samples = self.live_settings.reported_samples()   # nimbus's `samples` reads them

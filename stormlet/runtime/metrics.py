@@ -158,6 +158,10 @@ def summarize(tasks: list[TaskMetrics]) -> dict[str, dict]:
             "acked": sum(m.acked for m in ms),
             "failed": sum(m.failed for m in ms),
             "fail_reasons": reasons,
+            # Seconds the tasks spent executing (a bolt's batches, a spout's bursts), and
+            # waiting for room downstream (backpressure).
+            "busy_secs": sum(m.busy_secs for m in ms),
+            "throttled_secs": sum(m.throttled_secs for m in ms),
             "complete_latency_ms": summary_ms(latency.total, latency.sum,
                                               dict(enumerate(latency.counts))),
             "errors": sum(m.errors.count for m in ms),   # every one, logged or not

@@ -100,5 +100,10 @@ def test_shuffle_stays_in_the_worker_until_a_sink_is_slowed_then_widens(cluster,
         # worker's spout keeps to its own sink, which keeps up.
         wait_until(lambda: crossed()[0] > 2000, 60, "tuples to cross from the slowed worker")
         assert crossed()[1] == 0
+        # In batches, and those in frames; nothing crossed from the other worker.
+        sent = {s["worker"]["port"]: s["worker"] for s in snapshots(leader)}
+        slowed_sent, other_sent = sent[slowed["worker"]["port"]], sent[other["worker"]["port"]]
+        assert 0 < slowed_sent["batches_sent"] < slowed_sent["tuples_sent"]
+        assert slowed_sent["frames_sent"] > 0 and other_sent["batches_sent"] == 0
     finally:
         cluster.kill_and_wait(NAME)

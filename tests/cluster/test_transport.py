@@ -506,6 +506,8 @@ def test_data_queued_before_a_pause_is_held_and_delivered_in_order_after_it(layo
         while len(received) < 510:
             received += [t.values[0] for t in inbox.get(timeout=5)[3].tuples()]
         assert received == list(range(510))
+        # What executors handed over (the worker's metrics): one batch of ten tuples.
+        assert (a.sender.tuples_sent, a.sender.batches_sent) == (10, 1)
 
 
 def test_a_message_that_cannot_be_packed_is_dropped_and_the_sender_goes_on(layout, context):

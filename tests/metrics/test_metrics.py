@@ -358,8 +358,10 @@ def test_a_bolt_that_sleeps_is_busy_for_that_long():
         cluster.wait_for(lambda: spout_done(cluster, 30), timeout=15)
         snap = snapshot(cluster)
         stats = component_stats(cluster.structure("test"), [snap], "600")["slow"]
+        summary = cluster.metrics("test")["slow"]   # since the start, as `stormlet local` shows
     assert stats["executed"] == 30
     assert 0.3 <= stats["busy_secs"] < 3
+    assert summary["busy_secs"] == pytest.approx(stats["busy_secs"], abs=0.01)
     assert 0 < stats["capacity"] <= 1
     assert stats["capacity"] == pytest.approx(stats["busy_secs"] / stats["seconds"], abs=0.002)
     assert stats["execute_latency_ms"]["p50"] >= 10
@@ -390,6 +392,8 @@ def test_a_slow_bolt_throttles_a_fast_spout_and_fills_its_queue():
         cluster.wait_for(lambda: window_total(snapshot(cluster), "flood", "throttled_secs")
                          > 0.2, timeout=10)
         snap = snapshot(cluster)
+        summary = cluster.metrics("test")
+    assert summary["flood"]["throttled_secs"] > 0.2 and summary["slow"]["throttled_secs"] == 0
     (slow,) = tasks_of(snap, "slow")
     assert slow["queue_capacity"] == 2 and slow["queue_depth"] >= 1
     (flood,) = tasks_of(snap, "flood")
