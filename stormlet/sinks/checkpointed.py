@@ -32,13 +32,16 @@ the task left open. It records this run's tasks with the earlier ones before it 
 their place once done, so a crash meanwhile leaves them all to the next start. It never touches
 the state or mark of a task of this run. (In effectively-once no data flows before every task's
 INITSTATE is done; in at-least-once another task may begin first, which touches only its own.)
+The record and the former tasks' state are in the topology's state store: with the embedded
+store, each host's file holds only its own tasks', so on several hosts use Redis for this too.
 
 Inputs that arrive between ``PREPARE t`` and ``COMMIT t`` belong to ``t + 1``: they are gathered
 for it and not written until ``t`` is published.
 
 Subclasses say how a write is made of a tuple (``gather``), how writes are merged
-(``merge``), and how they are published (``publish``), and may write ahead
-(``write_ahead``, as the Kafka sink does into its open transaction).
+(``merge``), how they are published (``publish``, and ``publish_former`` as a former task,
+which a submit checks is there), and may write ahead (``write_ahead``, as the Kafka sink does
+into its open transaction) and close what a former task left open (``end_former_task``).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from typing import Any, NamedTuple
 from ..state.bolt import StatefulBolt
 from ..state.key_value import KeyValueState
 from ..state.providers import namespace, open_state
-from ..state.store import OtherCheckpointPrepared
+from ..state.store import OtherCheckpointPrepared, StateError
 from ..tuples import Tuple
 from .base import Sink
 
@@ -57,8 +60,10 @@ log = logging.getLogger(__name__)
 
 PENDING_KEY = "__sink_pending__"   # in the sink task's state: (txid, writes) of its last PREPARE
 # In a sink component's namespace: the tasks of its last run (and, while the lowest task takes
-# over the former ones, theirs too).
+# over the former ones, theirs too). Until 2026-11-30 only the Kafka sink kept them, under
+# LEGACY_TASKS_KEY, which a take-over reads too and then deletes.
 TASKS_KEY = "sink_tasks"
+LEGACY_TASKS_KEY = "transactional_tasks"
 
 
 class Staged(NamedTuple):
@@ -117,6 +122,14 @@ class CheckpointedSink(StatefulBolt, Sink):
         task: the writes that task staged for the decided checkpoint ``txid``."""
         raise NotImplementedError
 
+    def config_problems(self, conf: dict[str, Any]) -> list[str]:
+        problems = super().config_problems(conf)
+        if type(self).publish_former is CheckpointedSink.publish_former:
+            problems.append(f"{type(self).__name__} does not implement publish_former(task, "
+                            f"txid, writes): a run with fewer tasks could not publish what a "
+                            f"former task staged (see stormlet.sinks.checkpointed)")
+        return problems
+
     def end_former_task(self, task: int) -> None:
         """Close what task ``task`` of an earlier run, which this run no longer has, may have
         left open (after its staged writes are published)."""
@@ -146,7 +159,9 @@ class CheckpointedSink(StatefulBolt, Sink):
     def init_state(self, state: KeyValueState) -> None:
         self.state = state
         self.started()
-        if self.task == self.tasks[0]:
+        # Run by hand (a test's harness), with no INITSTATE to say what is decided, it leaves
+        # the former tasks as they are.
+        if self.task == self.tasks[0] and self.restored is not None:
             self._take_over_former_tasks()
         staged = _staged(state)
         if staged is not None:
@@ -159,8 +174,9 @@ class CheckpointedSink(StatefulBolt, Sink):
         decided checkpoint, and end them (see the module's docstring)."""
         registry = self.open_registry()
         try:
-            former = set(registry.get(TASKS_KEY) or [])
-            if former == set(self.tasks):
+            legacy = registry.get(LEGACY_TASKS_KEY)
+            former = set(registry.get(TASKS_KEY) or []) | set(legacy or [])
+            if former == set(self.tasks) and legacy is None:
                 return
             gone = sorted(former - set(self.tasks))
             if gone:
@@ -173,6 +189,7 @@ class CheckpointedSink(StatefulBolt, Sink):
                 log.info("%s: took over task(s) %s of an earlier run, which this run no longer "
                          "has", self.component, ", ".join(map(str, gone)))
             registry.put(TASKS_KEY, list(self.tasks))
+            registry.delete(LEGACY_TASKS_KEY)
             registry.commit()
         finally:
             registry.close()
@@ -180,14 +197,21 @@ class CheckpointedSink(StatefulBolt, Sink):
     def _publish_staged_by(self, task: int) -> None:
         """Publish, as task ``task`` of an earlier run, what it staged for the decided
         checkpoint, if its own COMMIT never came."""
+        assert self.restored is not None   # INITSTATE said which checkpoint is decided
         state = open_state(self.conf, self.topology,
                            namespace(self.topology, self.component, task))
         try:
-            if self.restored is not None:
-                try:
-                    state.commit(self.restored)   # prepared, decided, then the run stopped
-                except OtherCheckpointPrepared:
-                    state.rollback()              # a later checkpoint, never decided
+            try:
+                state.commit(self.restored)   # prepared, decided, then the run stopped
+            except OtherCheckpointPrepared as exc:
+                if exc.prepared < self.restored:
+                    # Cannot happen while the registry holds every task: a checkpoint is
+                    # decided only once every task prepared it. Not dropped, said.
+                    raise StateError(f"{self.component}: task {task} of an earlier run has "
+                                     f"checkpoint {exc.prepared} prepared, before the decided "
+                                     f"{self.restored}: its state is left as it is; "
+                                     f"resubmit with that task to go on") from None
+                state.rollback()              # a later checkpoint, never decided
             staged = _staged(state)
             if staged is not None:
                 log.info("%s: publishing checkpoint %d's %d write(s) staged by task %d of an "

@@ -79,9 +79,10 @@ delivery reports, ``_PURGE_QUEUE``, count against no later transaction). Readers
   until one was never used (its producer epoch is 0); confluent-kafka does not tell the epoch,
   and a probe by the marks would stop at a task that never committed (the one most likely to
   have left a transaction open) or at a gap of task ids moved by another component, so the
-  tasks are recorded instead. (In at-least-once another task may begin first, and a crash of
-  the whole run within that moment, followed by a resubmission with fewer tasks, would leave
-  its transaction to the broker's timeout.)
+  tasks are recorded instead. (In at-least-once another task may begin writing before the
+  lowest task has recorded this run's tasks, and a crash of the whole run in that moment,
+  followed by a resubmission with fewer tasks, would leave that task's transaction to the
+  broker's timeout.)
 - The marks follow the checkpoint txids: a topology whose state is wiped must use a new
   ``transactional_id_prefix``.
 - librdkafka's mock cluster (the tests' broker) accepts the transactional calls but keeps no
@@ -423,6 +424,7 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         self._delivered = self._delivery_of(self.generation)
 
     def started(self) -> None:
+        self.cleanup()   # those of an INITSTATE that failed, if this one is tried again
         self.consumer = self._mark_consumer(self.task)
         self._new_producer()
 
@@ -441,8 +443,9 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         _close(self._fenced_producer(task))
 
     def publish_former(self, task: int, txid: int, writes: list[Any]) -> None:
-        producer, consumer = self._fenced_producer(task), self._mark_consumer(task)
+        producer = consumer = None
         try:
+            producer, consumer = self._fenced_producer(task), self._mark_consumer(task)
             if _mark_of(consumer, self.mark_topic, self.timeout_secs) >= txid:
                 return
             producer.begin_transaction()
@@ -475,7 +478,11 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         producer = self.make_producer({
             "logger": log, **self.producer_config, "bootstrap.servers": self.bootstrap_servers,
             "transactional.id": self._transactional_id(task)})
-        producer.init_transactions(self.timeout_secs)
+        try:
+            producer.init_transactions(self.timeout_secs)
+        except BaseException:
+            _close(producer)
+            raise
         return producer
 
     def gather(self, tup: Tuple) -> Any:

@@ -87,6 +87,7 @@ class RedisUpsertBolt(UpsertBolt):
     def started(self) -> None:
         from ..state.redis_store import connect
 
+        self.cleanup()   # the client of an INITSTATE that failed, if this one is tried again
         self.client = connect(self.config)
 
     def upsert(self, writer: str, txid: int, writes: list[Any]) -> None:
@@ -125,6 +126,7 @@ class EmbeddedUpsertBolt(UpsertBolt):
         from ..state.providers import state_dir
 
         path = self.path or state_file(state_dir(self.conf), self.topology)
+        self.cleanup()   # the store of an INITSTATE that failed, if this one is tried again
         self.store = EmbeddedStore(path, TABLE_PREFIX + self.table)
 
     def upsert(self, writer: str, txid: int, writes: list[Any]) -> None:

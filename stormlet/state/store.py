@@ -157,14 +157,18 @@ class MemoryStore:
 
 
 class OtherCheckpointPrepared(StateError):
-    """A commit of checkpoint ``t`` where the prepared checkpoint is another one."""
+    """A commit of checkpoint ``txid`` where the prepared checkpoint is ``prepared``."""
+
+    def __init__(self, txid: int, prepared: int):
+        super().__init__(f"cannot commit checkpoint {txid}: the prepared checkpoint is "
+                         f"{prepared}")
+        self.txid, self.prepared = txid, prepared
 
 
 def check_commit_txid(prepared: int, txid: int) -> None:
     """How every backend refuses a commit of another checkpoint than the prepared one."""
     if prepared != txid:
-        raise OtherCheckpointPrepared(f"cannot commit checkpoint {txid}: the prepared "
-                                      f"checkpoint is {prepared}")
+        raise OtherCheckpointPrepared(txid, prepared)
 
 
 def apply_changes(committed: dict[bytes, bytes], changes: Changes) -> None:

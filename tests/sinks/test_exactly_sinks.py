@@ -248,7 +248,7 @@ def test_a_restarted_upsert_sink_publishes_again_only_what_is_not_out(tmp_path):
     path = tmp_path / "t.sqlite3"
     state = KeyValueState(MemoryStore())
     sink = EmbeddedUpsertBolt("t", ["word"], "n", path=path)
-    harness = BoltHarness(sink, component_id="sink")
+    harness = BoltHarness(sink, {cfg.TOPOLOGY_STATE_PROVIDER: "memory"}, component_id="sink")
     sink.init_state(state)
     harness.execute(make_tuple(["a", 1], fields=["word", "n"]))
     harness.execute(make_tuple(["a", 2], fields=["word", "n"]))
@@ -257,7 +257,7 @@ def test_a_restarted_upsert_sink_publishes_again_only_what_is_not_out(tmp_path):
     state.commit(1)
     assert read_table(path, "t") == {}
     again = EmbeddedUpsertBolt("t", ["word"], "n", path=path)
-    BoltHarness(again, component_id="sink")
+    BoltHarness(again, {cfg.TOPOLOGY_STATE_PROVIDER: "memory"}, component_id="sink")
     again.init_state(state)
     assert read_table(path, "t") == {"a": 2}
     # A later checkpoint, then a zombie's late publish of 1: the mark keeps it out.
@@ -271,7 +271,7 @@ def test_a_late_redis_publish_of_an_older_checkpoint_writes_nothing(redis_server
     client = redis_server.client()
     client.flushall()
     sink = RedisUpsertBolt(redis_server.provider_config, "late", ["word"], "n")
-    BoltHarness(sink, component_id="sink")
+    BoltHarness(sink, {cfg.TOPOLOGY_STATE_PROVIDER: "memory"}, component_id="sink")
     sink.init_state(KeyValueState(MemoryStore()))
     sink.publish(2, [["a", "2"]], ahead=True)
     sink.publish(1, [["a", "1"], ["b", "1"]], ahead=True)   # a zombie's, or a COMMIT again

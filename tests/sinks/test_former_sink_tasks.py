@@ -8,6 +8,7 @@ hash (with the state in Redis too) alike."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,10 +16,10 @@ from fake_kafka_txn import BROKERS, FakeKafka, on_fake
 from redis_server import redis_server  # noqa: F401 (a fixture)
 
 from stormlet import config as cfg
-from stormlet.sinks.checkpointed import CheckpointedSink
+from stormlet.sinks.checkpointed import LEGACY_TASKS_KEY, TASKS_KEY, CheckpointedSink
 from stormlet.sinks.kafka import FieldNameBasedTupleToKafkaMapper, TransactionalKafkaBolt
 from stormlet.sinks.upsert import EmbeddedUpsertBolt, RedisUpsertBolt, read_table
-from stormlet.state import KeyValueState
+from stormlet.state import KeyValueState, StateError
 from stormlet.state.providers import namespace, open_state
 from stormlet.testing import MockOutputCollector, make_tuple, mock_context
 
@@ -138,3 +139,55 @@ def test_a_decided_checkpoint_staged_by_a_task_the_next_run_lacks_is_published_o
     Task(side, conf, 1, [1]).init(1).stop()
     Task(side, conf, 1, [1, 2, 3]).init(1).stop()
     assert side.published() == [("w1", "1"), ("w2", "1"), ("w3", "1")]
+
+
+def registry(conf: dict) -> KeyValueState:
+    return open_state(conf, "test", namespace("test", "sink"))
+
+
+def test_the_tasks_an_earlier_release_recorded_for_the_kafka_sink_are_taken_over_too(tmp_path):
+    side = KafkaSide(None, tmp_path)
+    first = {task: Task(side, side.conf, task, [1, 2]).init(0) for task in (1, 2)}
+    for task, sink in first.items():
+        sink.write(f"w{task}", "1")
+        sink.prepare(1)
+    first[1].commit(1)
+    # The tasks as a release before 2026-11-30 recorded them: the Kafka sink's own key.
+    record = registry(side.conf)
+    record.put(LEGACY_TASKS_KEY, record.get(TASKS_KEY))
+    record.delete(TASKS_KEY)
+    record.commit()
+    record.close()
+    Task(side, side.conf, 1, [1]).init(1).stop()
+    assert side.published() == [("w1", "1"), ("w2", "1")]
+    record = registry(side.conf)
+    assert record.get(TASKS_KEY) == [1] and record.get(LEGACY_TASKS_KEY) is None
+    record.close()
+
+
+def test_a_former_task_prepared_before_the_decided_checkpoint_is_left_for_a_repair(tmp_path):
+    side = TableSide(None, tmp_path)
+    first = {task: Task(side, side.conf, task, [1, 2]).init(0) for task in (1, 2)}
+    for task, sink in first.items():
+        sink.write(f"w{task}", "1")
+        sink.prepare(1)
+    first[1].commit(1)
+    # A checkpoint 2 decided without task 2 (its record lost, say): 2's prepared 1 is not
+    # dropped, nor taken for 2, and 2 stays recorded.
+    with pytest.raises(StateError, match="task 2 of an earlier run has checkpoint 1 prepared"):
+        Task(side, side.conf, 1, [1]).init(2)
+    assert side.published() == [("w1", "1")]
+    assert registry(side.conf).get(TASKS_KEY) == [1, 2]
+
+
+def test_a_checkpointed_sink_that_cannot_publish_as_a_former_task_is_refused_at_submit():
+    class OwnTasksOnly(CheckpointedSink):
+        def gather(self, tup):
+            return list(tup.values)
+
+        def publish(self, txid, writes, ahead):
+            pass
+
+    problems = OwnTasksOnly().config_problems({})
+    assert len(problems) == 1 and "publish_former" in problems[0]
+    assert TableSide(None, Path(".")).sink().config_problems({}) == []

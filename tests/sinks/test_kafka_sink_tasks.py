@@ -36,6 +36,7 @@ def sink_task(broker: str, conf: dict, task: int, tasks: list[int]) -> Transacti
     context = mock_context("sink", task_id=task, conf=conf)
     context._layout.component_tasks["sink"] = list(tasks)
     bolt.prepare(conf, context, MockOutputCollector())
+    bolt.pre_init_state(0)   # as INITSTATE 0 does, at a topology's first start
     bolt.init_state(KeyValueState(MemoryStore()))
     return bolt
 
@@ -102,6 +103,7 @@ def test_a_crash_while_ending_former_transactions_leaves_them_recorded_for_the_n
     context = mock_context("sink", task_id=1, conf=conf)
     context._layout.component_tasks["sink"] = [1, 4]
     bolt.prepare(conf, context, MockOutputCollector())
+    bolt.pre_init_state(0)
     with pytest.raises(RuntimeError, match="crashed"):
         bolt.init_state(KeyValueState(MemoryStore()))
     # Its own producer first (whose init ended its predecessor's transaction), then 2's.
