@@ -81,10 +81,12 @@ DETECTED_BY = {
 _WATCH = r"""
 import json, socket, sys, threading, time
 from stormlet.cluster.security import Security
-from stormlet.cluster.zk_state import connect, leader_path
+from stormlet.cluster.zk_state import (assignments_path, connect, leader_path, offset_path,
+                                       offsets_path, spout_offsets_path, supervisors_path)
 
 hosts, secret, topology, spout = sys.argv[1:5]
-LEADER = leader_path()
+LEADER, ASSIGNMENTS, SUPERVISORS = leader_path(), assignments_path(), supervisors_path()
+COMMITS = spout_offsets_path(offsets_path(), spout)
 members = hosts.split(",") if "," in hosts else []
 modes, lock = {}, threading.Lock()
 
@@ -114,13 +116,13 @@ while True:
         state = {"leader": None, "assignments": {}, "committed": {}}
         if client.exists_async(LEADER).get(timeout=1.0):
             state["leader"] = read(LEADER)
-        for tid in children("/stormlet/assignments"):
+        for tid in children(ASSIGNMENTS):
             if tid.startswith(topology + "-"):
-                state["assignments"][tid] = read("/stormlet/assignments/" + tid)["executors"]
-        if client.exists_async("/stormlet/offsets/" + spout).get(timeout=1.0):
-            for p in children("/stormlet/offsets/" + spout):
-                state["committed"][p] = read(f"/stormlet/offsets/{spout}/{p}")["offset"]
-        state["supervisors"] = sorted(children("/stormlet/supervisors"))
+                state["assignments"][tid] = read(f"{ASSIGNMENTS}/{tid}")["executors"]
+        if client.exists_async(COMMITS).get(timeout=1.0):
+            for p in children(COMMITS):
+                state["committed"][p] = read(offset_path(offsets_path(), spout, int(p)))["offset"]
+        state["supervisors"] = sorted(children(SUPERVISORS))
     except Exception as exc:
         state = {"error": type(exc).__name__}
     if members:

@@ -454,8 +454,9 @@ class HostZooKeeperEnsemble:
 _READ_COMMITTED = """
 import json, sys
 from stormlet.cluster.security import Security
+from stormlet.cluster.zk_state import offsets_path
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
-store = ZooKeeperOffsetStore(sys.argv[1], "/stormlet/offsets", Security.load(sys.argv[2]))
+store = ZooKeeperOffsetStore(sys.argv[1], offsets_path(), Security.load(sys.argv[2]))
 try:
     print(json.dumps({p: r["offset"] for p, r in store.all().get(sys.argv[3], {}).items()}))
 finally:

@@ -225,8 +225,19 @@ class ForeignNodeError(SecurityError):
     """A node under the cluster's root that this cluster did not make: refused, never adopted."""
 
 
+ASSIGNMENTS, SUPERVISORS = "assignments", "supervisors"
 #: The nodes under the root that nimbus makes at start, each a parent of records.
-STATE_DIRS = ("nimbus/hosts", "supervisors", "heartbeats", "topologies", "assignments")
+STATE_DIRS = ("nimbus/hosts", SUPERVISORS, "heartbeats", "topologies", ASSIGNMENTS)
+
+
+def assignments_path(root: str | None = DEFAULT_ROOT) -> str:
+    """Where nimbus writes each topology's assignment: ``<root>/assignments/<topology id>``."""
+    return f"{cluster_root(root)}/{ASSIGNMENTS}"
+
+
+def supervisors_path(root: str | None = DEFAULT_ROOT) -> str:
+    """Where each live supervisor registers, ephemeral: ``<root>/supervisors/<id>``."""
+    return f"{cluster_root(root)}/{SUPERVISORS}"
 
 
 class ClusterState:
@@ -453,10 +464,10 @@ class ClusterState:
     # ----- supervisors
 
     def register_supervisor(self, supervisor_id: str, info: dict) -> None:
-        self._write(self._path("supervisors", supervisor_id), info, ephemeral=True)
+        self._write(self._path(SUPERVISORS, supervisor_id), info, ephemeral=True)
 
     def supervisors(self) -> dict[str, dict]:
-        return self._children("supervisors")
+        return self._children(SUPERVISORS)
 
     def set_heartbeat(self, supervisor_id: str, report: dict) -> None:
         self._write(self._path("heartbeats", supervisor_id), report)
@@ -481,7 +492,7 @@ class ClusterState:
         return self._children("topologies")
 
     def remove_topology(self, topology_id: str) -> None:
-        self._delete(self._path("assignments", topology_id))
+        self._delete(self._path(ASSIGNMENTS, topology_id))
         self._delete(self._path("topologies", topology_id))
 
     # ----- submissions nimbus prepares in the background (submissions.py)
@@ -516,12 +527,12 @@ class ClusterState:
             return (None if record is None
                     else self.security.zk_topology_acl(str(record.get("name"))))
 
-        self._write(self._path("assignments", topology_id), assignment, acl=acl)
+        self._write(self._path(ASSIGNMENTS, topology_id), assignment, acl=acl)
 
     def assignment(self, topology_id: str) -> dict | None:
         """The topology's assignment node as it is, checked for JSON only: see
         ``valid_assignment``, or read it with ``checked_assignment``."""
-        return self._read(self._path("assignments", topology_id))
+        return self._read(self._path(ASSIGNMENTS, topology_id))
 
     def checked_assignment(self, topology_id: str) -> dict | None:
         """The topology's assignment if it is well-formed; None when there is none or its node
@@ -529,7 +540,7 @@ class ClusterState:
         return self._checked_assignment(self.assignment_path(topology_id))[0]
 
     def assignment_path(self, topology_id: str) -> str:
-        return self._path("assignments", topology_id)
+        return self._path(ASSIGNMENTS, topology_id)
 
     def assignments(self) -> dict[str, dict]:
         return self.checked_assignments()[0]
@@ -538,7 +549,7 @@ class ClusterState:
         """The well-formed assignments, and the ids of topologies whose assignment node is
         corrupt (logged with its path). A reader keeps acting on the last good version of a
         corrupt one: treating it as absent would stop that topology's workers."""
-        path = self._path("assignments")
+        path = self._path(ASSIGNMENTS)
         try:
             names = self.client.get_children(path)
         except NoNodeError:

@@ -45,7 +45,7 @@ from cluster_support import LoopbackCluster, wait_until
 
 from stormlet import config as cfg
 from stormlet.cluster.security import Security
-from stormlet.cluster.zk_state import ClusterState, connect
+from stormlet.cluster.zk_state import ClusterState, connect, offsets_path
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
 from stormlet.state.redis_store import KEY_PREFIX
@@ -342,7 +342,7 @@ class ChaosRun:
     # ----- the end
 
     def committed(self) -> dict[int, int]:
-        store = ZooKeeperOffsetStore(self.cluster.zk.hosts, "/stormlet/offsets", self.security)
+        store = ZooKeeperOffsetStore(self.cluster.zk.hosts, offsets_path(), self.security)
         try:
             return {p: r["offset"] for p, r in store.all().get("chaos", {}).items()}
         except Exception:  # ZooKeeper may be down for a fault just now

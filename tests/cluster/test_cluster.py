@@ -32,6 +32,7 @@ from stormlet.cluster.cpu_pinning import CpuPinning
 from stormlet.cluster.log_files import worker_log_dir, worker_log_file
 from stormlet.cluster.security import Security
 from stormlet.cluster.wire import WIRE_VERSION
+from stormlet.cluster.zk_state import assignments_path
 from stormlet.sources.offset_store import ZooKeeperOffsetStore
 from stormlet.sources.partitioned_log import PartitionedLog
 
@@ -281,8 +282,8 @@ def test_killing_the_leading_nimbus_leaves_topologies_running(cluster, tmp_path)
     zk.start()
     try:
         leader = json.loads(zk.get(LEADER_PATH)[0])
-        (tid,) = [t for t in zk.get_children("/stormlet/assignments") if t.startswith("ha-")]
-        version = json.loads(zk.get(f"/stormlet/assignments/{tid}")[0])["version"]
+        (tid,) = [t for t in zk.get_children(assignments_path()) if t.startswith("ha-")]
+        version = json.loads(zk.get(f"{assignments_path()}/{tid}")[0])["version"]
         victim = next(d for d in cluster.nimbuses if f"--port\x00{leader['port']}" in
                       "\x00".join(d.args))
         victim.kill(signal.SIGKILL)
