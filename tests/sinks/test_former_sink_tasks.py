@@ -145,13 +145,21 @@ def registry(conf: dict) -> KeyValueState:
     return open_state(conf, "test", namespace("test", "sink"))
 
 
-def test_the_tasks_an_earlier_release_recorded_for_the_kafka_sink_are_taken_over_too(tmp_path):
-    side = KafkaSide(None, tmp_path)
+def stopped_at_the_decision(side) -> None:
+    """A run of tasks 1 and 2 in which each wrote a record and prepared checkpoint 1, which was
+    decided; its COMMIT reached task 1 alone before the run stopped."""
     first = {task: Task(side, side.conf, task, [1, 2]).init(0) for task in (1, 2)}
     for task, sink in first.items():
         sink.write(f"w{task}", "1")
         sink.prepare(1)
     first[1].commit(1)
+    for sink in first.values():
+        sink.stop()
+
+
+def test_the_tasks_an_earlier_release_recorded_for_the_kafka_sink_are_taken_over_too(tmp_path):
+    side = KafkaSide(None, tmp_path)
+    stopped_at_the_decision(side)
     # The tasks as a release before 2026-11-30 recorded them: the Kafka sink's own key.
     record = registry(side.conf)
     record.put(LEGACY_TASKS_KEY, record.get(TASKS_KEY))
@@ -165,13 +173,9 @@ def test_the_tasks_an_earlier_release_recorded_for_the_kafka_sink_are_taken_over
     record.close()
 
 
-def test_a_former_task_prepared_before_the_decided_checkpoint_is_left_for_a_repair(tmp_path):
+def test_a_former_task_prepared_before_the_decided_checkpoint_is_left_as_it_is(tmp_path):
     side = TableSide(None, tmp_path)
-    first = {task: Task(side, side.conf, task, [1, 2]).init(0) for task in (1, 2)}
-    for task, sink in first.items():
-        sink.write(f"w{task}", "1")
-        sink.prepare(1)
-    first[1].commit(1)
+    stopped_at_the_decision(side)
     # A checkpoint 2 decided without task 2 (its record lost, say): 2's prepared 1 is not
     # dropped, nor taken for 2, and 2 stays recorded.
     with pytest.raises(StateError, match="task 2 of an earlier run has checkpoint 1 prepared"):
