@@ -3,8 +3,11 @@ and another process on the other side."""
 
 from __future__ import annotations
 
+import inspect
 import os
-import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -77,31 +80,39 @@ def test_a_frame_larger_than_a_quarter_of_the_ring_is_for_parking(ring):
     assert ring.largest == 1024
 
 
+# The writer: a process of its own (not a fork of pytest's, whose threads a fork would copy
+# half-way), given the ring's memory as a worker is, by its descriptor.
+_WRITER = """
+import sys
+from stormlet.cluster.memory_ring import MemoryRing
+fd, count = int(sys.argv[1]), int(sys.argv[2])
+ring = MemoryRing(fd, MemoryRing.size_of(fd))
+""" + inspect.getsource(frame) + """
+n = 0
+while n < count:
+    if ring.put(frame(n)):
+        n += 1
+"""
+
+
 def test_another_process_writes_and_this_one_reads_every_frame_in_order():
     ring, fd = MemoryRing.create(64 * 1024)
-    os.close(fd)
     count = 20000
-    child = os.fork()
-    if child == 0:   # the writer: no pytest, no threads, only the ring
-        try:
-            n = 0
-            while n < count:
-                if ring.put(frame(n)):
-                    n += 1
-        finally:
-            os._exit(0)
+    try:
+        writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(fd), str(count)],
+                                  pass_fds=(fd,))
+    finally:
+        os.close(fd)
     try:
         taken: list[bytes] = []
-        while len(taken) < count:
+        deadline = time.monotonic() + 60
+        while len(taken) < count and time.monotonic() < deadline:
             ring.take(taken.append, 1000, lambda _t: None)
         assert taken == [frame(n) for n in range(count)]
-        assert os.waitpid(child, 0)[1] == 0
+        assert writer.wait(timeout=30) == 0
     finally:
-        try:
-            os.kill(child, signal.SIGKILL)
-            os.waitpid(child, 0)
-        except (ProcessLookupError, ChildProcessError):
-            pass
+        writer.kill()
+        writer.wait()
         ring.close()
 
 
