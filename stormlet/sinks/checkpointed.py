@@ -262,5 +262,6 @@ class CheckpointedSink(StatefulBolt, Sink):
 def _staged(state: KeyValueState) -> Staged | None:
     """What the task whose state this is staged at its last PREPARE, if it staged writes."""
     saved = state.get(PENDING_KEY)
-    staged = None if saved is None else Staged(saved[0], list(saved[1]))
-    return staged if staged is not None and staged.writes else None
+    if saved is None or not saved[1]:
+        return None
+    return Staged(saved[0], list(saved[1]))

@@ -424,7 +424,7 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
         self._delivered = self._delivery_of(self.generation)
 
     def started(self) -> None:
-        self.cleanup()   # those of an INITSTATE that failed, if this one is tried again
+        self._close_clients()   # those of an INITSTATE that failed, if this one is tried again
         self.consumer = self._mark_consumer(self.task)
         self._new_producer()
 
@@ -581,6 +581,9 @@ class TransactionalKafkaBolt(_RecordsOf, CheckpointedSink):
     def cleanup(self) -> None:
         # An open transaction is left to the next instance of this task (its init aborts it)
         # or to the broker's transaction.timeout.ms.
+        self._close_clients()
+
+    def _close_clients(self) -> None:
         for client in (getattr(self, "producer", None), getattr(self, "consumer", None)):
             _close(client)
 

@@ -87,7 +87,7 @@ class RedisUpsertBolt(UpsertBolt):
     def started(self) -> None:
         from ..state.redis_store import connect
 
-        self.cleanup()   # the client of an INITSTATE that failed, if this one is tried again
+        self._close_client()   # that of an INITSTATE that failed, if this one is tried again
         self.client = connect(self.config)
 
     def upsert(self, writer: str, txid: int, writes: list[Any]) -> None:
@@ -105,6 +105,9 @@ class RedisUpsertBolt(UpsertBolt):
         self.client.transaction(write, marks)
 
     def cleanup(self) -> None:
+        self._close_client()
+
+    def _close_client(self) -> None:
         client = getattr(self, "client", None)
         if client is not None:
             client.close()
@@ -126,7 +129,7 @@ class EmbeddedUpsertBolt(UpsertBolt):
         from ..state.providers import state_dir
 
         path = self.path or state_file(state_dir(self.conf), self.topology)
-        self.cleanup()   # the store of an INITSTATE that failed, if this one is tried again
+        self._close_store()   # that of an INITSTATE that failed, if this one is tried again
         self.store = EmbeddedStore(path, TABLE_PREFIX + self.table)
 
     def upsert(self, writer: str, txid: int, writes: list[Any]) -> None:
@@ -134,6 +137,9 @@ class EmbeddedUpsertBolt(UpsertBolt):
                            [(encode_key(key), encode_value(key, value)) for key, value in writes])
 
     def cleanup(self) -> None:
+        self._close_store()
+
+    def _close_store(self) -> None:
         store = getattr(self, "store", None)
         if store is not None:
             store.close()
