@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 if [ "${STORMLET_BENCH_RECORD:-0}" != 0 ]; then
     trap 'python benchmarks/diary.py' EXIT
 fi
+# The machine's steadiness first: whether this sitting's figures can be compared at all.
+python benchmarks/cpu_speed.py
+echo
 python benchmarks/wordcount.py "$@"
 echo
 python benchmarks/peers/wordcount.py
