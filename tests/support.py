@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -113,3 +114,17 @@ def imported_from(folder: Path, name: str, tree: Path | None = None) -> Iterator
             if (getattr(sys.modules[loaded], "__file__", None) or "").startswith(
                     str(tree or folder)):
                 del sys.modules[loaded]
+
+
+#: The benchmarks' folder, whose scripts the tests of tests/benchmarks import by plain name.
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def benchmark_module(name: str, fixture: str | None = None, folder: Path = BENCHMARKS) -> Any:
+    """A module-scoped fixture (named ``fixture``, else ``name``) that yields benchmark module
+    ``name`` imported from ``folder`` (``imported_from``)."""
+    @pytest.fixture(scope="module", name=fixture or name)
+    def module() -> Iterator[ModuleType]:
+        with imported_from(folder, name) as imported:
+            yield imported
+    return module

@@ -1,18 +1,9 @@
 """benchmarks/cpu_speed.py: its probes time their units slice by slice, and its summary counts
 the slow slices against the fastest tenth."""
 
-from pathlib import Path
+from support import benchmark_module
 
-import pytest
-from support import imported_from
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-@pytest.fixture(scope="module")
-def cpu_speed():
-    with imported_from(BENCHMARKS, "cpu_speed") as module:
-        yield module
+cpu_speed = benchmark_module("cpu_speed")
 
 
 def test_the_work_probe_times_the_scaling_benchmarks_user_work(cpu_speed):

@@ -8,21 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import imported_from
+from support import BENCHMARKS, benchmark_module
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-@pytest.fixture(scope="module")
-def figures():
-    with imported_from(BENCHMARKS, "figures") as module:
-        yield module
-
-
-@pytest.fixture(scope="module")
-def diary():
-    with imported_from(BENCHMARKS, "diary") as module:
-        yield module
+figures = benchmark_module("figures")
+diary = benchmark_module("diary")
 
 
 PAGE = """# Latest

@@ -3,24 +3,18 @@
 histogram at the window's two ends, read from nimbus's metrics reports, so that a stall at the
 topology's start, which sets the percentiles since the start, does not set the window's."""
 
-from pathlib import Path
-
 import pytest
-from support import imported_from
+from support import benchmark_module
 
 from stormlet.metrics.histogram import bucket_of, upper_edge
 from stormlet.metrics.shape import task_row_problem
 from stormlet.metrics.windows import ALL_TIME
 from stormlet.runtime.metrics import TaskMetrics, window_stats
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 STALL, FAST, SLOWER = 0.4, 0.001, 0.005   # seconds
 
 
-@pytest.fixture(scope="module")
-def cw():
-    with imported_from(BENCHMARKS, "cluster_wordcount") as module:
-        yield module
+cw = benchmark_module("cluster_wordcount", "cw")
 
 
 def record(metrics: TaskMetrics, seconds: float, n: int) -> None:

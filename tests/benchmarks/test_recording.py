@@ -11,9 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import imported_from
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from support import BENCHMARKS, benchmark_module, imported_from
 
 
 def records(folder: Path, benchmark: str) -> list[dict]:
@@ -83,10 +81,7 @@ def test_the_peer_rows_give_the_ratio_to_bytewax_and_its_median_over_rounds(peer
             == "Bytewax 0.21.1; 2,000,000 words per CPU-second")
 
 
-@pytest.fixture(scope="module")
-def scaling():
-    with imported_from(BENCHMARKS, "scaling") as module:
-        yield module
+scaling = benchmark_module("scaling")
 
 
 RESULT = {"ratio": 1.234, "two_core_ratio": 1.5, "local_cpu_us": 20.04, "cluster_cpu_us": 26.7,

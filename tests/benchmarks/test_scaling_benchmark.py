@@ -1,21 +1,11 @@
 """benchmarks/scaling_topology.py, the scaling benchmark's topology: its user work and its dial,
 and the topology itself in local mode (every event tracked and acked, each summed once)."""
 
-from pathlib import Path
-
-import pytest
-from support import imported_from, wait_until
+from support import BENCHMARKS, benchmark_module, imported_from, wait_until
 
 from stormlet import LocalCluster
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-@pytest.fixture(scope="module")
-def topo():
-    """The topology module, imported from its folder (which leaves sys.path afterwards)."""
-    with imported_from(BENCHMARKS, "scaling_topology") as module:
-        yield module
+topo = benchmark_module("scaling_topology", "topo")
 
 
 def test_the_dial_adds_work_and_keeps_the_event(topo):
