@@ -120,11 +120,11 @@ def imported_from(folder: Path, name: str, tree: Path | None = None) -> Iterator
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def benchmark_module(name: str, fixture: str | None = None, folder: Path = BENCHMARKS) -> Any:
+def benchmark_module(name: str, fixture: str | None = None) -> Any:
     """A module-scoped fixture (named ``fixture``, else ``name``) that yields benchmark module
-    ``name`` imported from ``folder`` (``imported_from``)."""
+    ``name`` imported from ``BENCHMARKS`` (``imported_from``)."""
     @pytest.fixture(scope="module", name=fixture or name)
     def module() -> Iterator[ModuleType]:
-        with imported_from(folder, name) as imported:
+        with imported_from(BENCHMARKS, name) as imported:
             yield imported
     return module
