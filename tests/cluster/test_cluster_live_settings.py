@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from cluster_support import REPO, after_test, serve_cluster, wait_until
 from cluster_topologies import chatty
+from support import whole_json_lines
 from ui_support import request
 from zookeeper_server import zookeeper_available
 
@@ -127,10 +128,11 @@ def test_a_bad_level_is_refused_and_read_only_credentials_only_look(cluster, run
 
 
 def samples_on_disk(cluster) -> list[dict]:
-    """Every sample in the samples.jsonl files of the node's workers."""
+    """Every sample in the samples.jsonl files of the node's workers, which they may be part
+    way through writing."""
     found = []
     for path in (cluster.base / "s1" / "logs" / "workers").rglob(SAMPLES):
-        found += [json.loads(line) for line in path.read_text().splitlines() if line]
+        found += whole_json_lines(path)
     return found
 
 

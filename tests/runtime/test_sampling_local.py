@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from support import wait_until
+from support import wait_until, whole_json_lines
 
 from stormlet import BasicBolt, Bolt, LocalCluster, OutputFieldsDeclarer, Spout, TopologyBuilder
 from stormlet.runtime.live_settings import LiveSettings
@@ -137,8 +137,7 @@ def sampled(path) -> Counter:
     read while the sink's thread is part way through writing one."""
     if not path.exists():
         return Counter()
-    whole = path.read_text().rpartition("\n")[0]
-    return Counter((s["component"], s["stream"]) for s in map(json.loads, whole.splitlines()))
+    return Counter((s["component"], s["stream"]) for s in whole_json_lines(path))
 
 
 def run_sampled(cluster, tmp_path, sampling: dict) -> tuple[Counter, list[dict]]:
