@@ -147,6 +147,7 @@ def alone_and_beside(cpus: list[int], pairs: int, slice_secs: float,
     for process in others:
         process.start()
     ratios = []
+    step = work_step(rounds)
     try:
         time.sleep(1.0)   # the neighbours imported and idle
         for _ in range(pairs):
@@ -155,7 +156,7 @@ def alone_and_beside(cpus: list[int], pairs: int, slice_secs: float,
                 busy.value = state
                 time.sleep(0.05)   # the neighbours noticed
                 idle_and_busy.append(statistics.median(
-                    work_slices(slice_secs, slice_secs / 5, rounds)))
+                    slices(step, BATCH, slice_secs, slice_secs / 5)))
             ratios.append(idle_and_busy[1] / idle_and_busy[0])
     finally:
         stop.value = 1
