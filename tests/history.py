@@ -86,7 +86,8 @@ from stormlet.cluster.zk_state import (assignments_path, connect, leader_path, o
 
 hosts, secret, topology, spout = sys.argv[1:5]
 LEADER, ASSIGNMENTS, SUPERVISORS = leader_path(), assignments_path(), supervisors_path()
-COMMITS = spout_offsets_path(offsets_path(), spout)
+OFFSETS = offsets_path()
+COMMITS = spout_offsets_path(OFFSETS, spout)
 members = hosts.split(",") if "," in hosts else []
 modes, lock = {}, threading.Lock()
 
@@ -121,7 +122,7 @@ while True:
                 state["assignments"][tid] = read(f"{ASSIGNMENTS}/{tid}")["executors"]
         if client.exists_async(COMMITS).get(timeout=1.0):
             for p in children(COMMITS):
-                state["committed"][p] = read(offset_path(offsets_path(), spout, int(p)))["offset"]
+                state["committed"][p] = read(offset_path(OFFSETS, spout, int(p)))["offset"]
         state["supervisors"] = sorted(children(SUPERVISORS))
     except Exception as exc:
         state = {"error": type(exc).__name__}
