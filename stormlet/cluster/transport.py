@@ -117,9 +117,12 @@ RECONNECT_FIRST_MS, RECONNECT_MAX_MS = 100, 400
 # While the socket brings nothing and memory rings bring frames (every peer is on this host), a
 # round looks at the socket only this often: each look that finds nothing costs ~6 µs on a
 # virtual machine (libzmq's two system calls, and zmq.Again raised), which at a look a round was
-# ~0.7 % of a busy executors' thread. What the socket then carries waits at most this long: a
-# greeting, a frame of a peer on another host after a quiet spell (the next looks follow at
-# once), or a parked frame, whose ring asks for the socket at once (``waits_for_parked``).
+# ~0.7 % of a busy executors' thread. A look asks the socket whether a frame waits before it
+# takes one: in busy workers, where its code and data are cold, a look that raised zmq.Again
+# took ~25 µs and one that asks takes ~12 (benchmarks/HISTORY.md, 2026-12-01). What the socket
+# then carries waits at most this long: a greeting, a frame of a peer on another host after a
+# quiet spell (the next looks follow at once), or a parked frame, whose ring asks for the
+# socket at once (``waits_for_parked``).
 QUIET_SOCKET_LOOK_SECS = 0.002
 # Frames the receiver takes at most after one poll: each poll is a system call, costly on a
 # virtual machine, so it takes what has come; the bound lets it look at overloaded inboxes.
@@ -918,10 +921,10 @@ class Receiver(threading.Thread):
         taken = 0
         rings = self._door.rings if self._door is not None else ()
         if from_socket:
-            while taken < MAX_FRAMES_PER_DRAIN:
+            while taken < MAX_FRAMES_PER_DRAIN and self.socket.get(zmq.EVENTS) & zmq.POLLIN:
                 try:
                     frame = self.socket.recv(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
+                except zmq.Again:   # not expected once EVENTS said a frame waits
                     break
                 self._take(frame.bytes)
                 taken += 1
