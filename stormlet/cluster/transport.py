@@ -115,14 +115,13 @@ RETRY_FIRST_SECS, RETRY_MAX_SECS = 0.1, 2.0
 # waits at most 1 s.
 RECONNECT_FIRST_MS, RECONNECT_MAX_MS = 100, 400
 # While the socket brings nothing and memory rings bring frames (every peer is on this host), a
-# round looks at the socket only this often: each look that finds nothing costs ~6 µs on a
-# virtual machine (libzmq's two system calls, and zmq.Again raised), which at a look a round was
-# ~0.7 % of a busy executors' thread. A look asks the socket whether a frame waits before it
-# takes one: in busy workers, where its code and data are cold, a look that raised zmq.Again
-# took ~25 µs and one that asks takes ~12 (benchmarks/HISTORY.md, 2026-12-01). What the socket
-# then carries waits at most this long: a greeting, a frame of a peer on another host after a
-# quiet spell (the next looks follow at once), or a parked frame, whose ring asks for the
-# socket at once (``waits_for_parked``).
+# round looks at the socket only this often: at a look a round, looks that found nothing were
+# ~0.7 % of a busy executors' thread. A look asks the socket whether a frame waits (EVENTS)
+# before it takes one: in busy workers, where its code and data are cold, one that asks takes
+# ~12 µs, where taking one and meeting zmq.Again took ~25 (benchmarks/HISTORY.md, 2026-12-01).
+# What the socket then carries waits at most this long: a greeting, a frame of a peer on
+# another host after a quiet spell (the next looks follow at once), or a parked frame, whose
+# ring asks for the socket at once (``waits_for_parked``).
 QUIET_SOCKET_LOOK_SECS = 0.002
 # Frames the receiver takes at most after one poll: each poll is a system call, costly on a
 # virtual machine, so it takes what has come; the bound lets it look at overloaded inboxes.
