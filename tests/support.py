@@ -117,12 +117,12 @@ def imported_from(folder: Path, name: str, tree: Path | None = None) -> Iterator
                 del sys.modules[loaded]
 
 
-
 def whole_json_lines(path: Path) -> list[Any]:
     """The JSON values of ``path``'s lines, the whole ones only: a file another process or
     thread appends to (a worker's samples.jsonl) may be read part way through a line."""
     whole = path.read_text().rpartition("\n")[0]
     return [json.loads(line) for line in whole.splitlines() if line]
+
 
 #: The benchmarks' folder, whose scripts the tests of tests/benchmarks import by plain name.
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
