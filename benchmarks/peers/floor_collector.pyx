@@ -1,8 +1,10 @@
 # cython: language_level=3
 """The least a runtime can do around stormlet's own bolts, compiled (run_floor.py builds it with
 pyximport): an emit makes the tuple the next bolt receives, from stormlet's compiled ``Tuple``,
-and keeps it in a list. No routing, value check, acking, queue, thread or metric."""
+and keeps it in a list. No routing, acking, queue, thread or metric; the value check every emit of
+stormlet makes (``serialization.checked``) only when asked for."""
 
+from stormlet.runtime.serialization cimport checked
 from stormlet.tuples cimport StreamInfo, untracked
 
 
@@ -10,15 +12,19 @@ cdef class Collector:
     """What one component emits into: the tuples of its one stream, kept until taken."""
     cdef list emitted
     cdef StreamInfo info
+    cdef bint check_values
 
-    def __init__(self, StreamInfo info):
+    def __init__(self, StreamInfo info, bint check_values=False):
         self.emitted = []
         self.info = info
+        self.check_values = check_values
 
     def emit(self, values, anchors=None, msg_id=None, stream=None):
         """A bolt's ``emit(values, anchor)`` or a spout's ``emit(values, msg_id=...)`` (by
         keyword: a spout collector's second parameter is the msg id): the tuple the next
         component receives. Anchors and msg ids are ignored: nothing is tracked."""
+        if self.check_values:
+            values = checked(values, self.info, self.info.component)
         self.emitted.append(untracked(values, self.info, 0))
 
     def ack(self, tup):

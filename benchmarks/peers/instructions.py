@@ -187,9 +187,9 @@ def main() -> None:
         sys.exit(f"needs {' and '.join(missing)} (Debian's valgrind package)")
     if build_mode.mode() != build_mode.COMPILED:
         sys.exit(f"counts the compiled hot path's functions; {build_mode.describe()}")
-    if any(run.name == "floor" for run in runs) and (why := run_floor.why_unavailable()):
+    if any(run.script == run_floor.SCRIPT for run in runs) and (why := run_floor.why_unavailable()):
         print(f"{why}; skipped")   # built natively first: under valgrind it would take minutes
-        runs = [run for run in runs if run.name != "floor"]
+        runs = [run for run in runs if run.script != run_floor.SCRIPT]
     if not runs:
         sys.exit("nothing left to run")
     caches = core_caches() if args.caches else []

@@ -30,4 +30,5 @@ RUNS = (
         ("--mode", "anchored")),
     Run("unacked", "stormlet, acking off", "run_stormlet.py", ("--mode", "unacked")),
     Run("floor", "stormlet's spout and bolts, no runtime", "run_floor.py"),
+    Run("checked", "the same, each emit's values checked", "run_floor.py", ("--check-values",)),
 )

@@ -14,9 +14,10 @@ each run's ratio to Bytewax within each round is printed too, as the median over
 Bytewax runs with its own virtualenv's python (``bash benchmarks/peers/setup_bytewax.sh``; another
 one through --bytewax-python or BYTEWAX_PYTHON), and is skipped, saying so, where that is absent.
 
-The last row is stormlet's floor (run_floor.py): the same spout and bolts called on one thread by
+The last rows are stormlet's floor (run_floor.py): the same spout and bolts called on one thread by
 the least any runtime must do for them, so what a stormlet run takes beyond it is the runtime's
-own cost. It is skipped, saying why, where its compiled helper cannot be built.
+own cost; then the floor with the one part of that cost no stormlet emit can skip, its value
+check. Both are skipped, saying why, where their compiled helper cannot be built.
 
 With --record (or STORMLET_BENCH_RECORD=1) each run's words/s, ratio to Bytewax and words per
 CPU-second also go to benchmarks/results/peers.jsonl, a row of LATEST.md's table each
@@ -125,9 +126,9 @@ def main() -> None:
     if any(r.name == "bytewax" for r in runs) and not bytewax_available(args.bytewax_python):
         print(SKIPPED)
         runs = [r for r in runs if r.name != "bytewax"]
-    if any(r.name == "floor" for r in runs) and (why := run_floor.why_unavailable()):
+    if any(r.script == run_floor.SCRIPT for r in runs) and (why := run_floor.why_unavailable()):
         print(f"{why}; skipped")
-        runs = [r for r in runs if r.name != "floor"]
+        runs = [r for r in runs if r.script != run_floor.SCRIPT]
     if not runs:
         sys.exit("nothing left to run")
     print("every run in its own process, its counts checked exactly against collections.Counter",
