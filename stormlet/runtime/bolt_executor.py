@@ -163,6 +163,11 @@ class BoltExecutor(Executor):
                 full = task.transfer.has_full_batch()
             elif kind == STOP:
                 break
+            # Let go of the batch now, not when the next message replaces it: its tuples are
+            # freed while their memory is still in the core's cache, and the next batch reuses
+            # it (held, every bolt kept two batches alive, which a word count's split and count
+            # take half the core's cache for).
+            payload = None
             since_flush += 1
             if full or since_flush >= FLUSH_EVERY or inbox.empty():
                 if self.shared:
