@@ -627,6 +627,8 @@ def test_a_worker_whose_executor_dies_says_why_before_it_is_restarted(cluster, t
     (line,) = death()
     _date, _time, component, task, worker, *_ = line.split()
     assert component == "explode" and task.isdigit()
+    # The dead worker's heartbeat goes with it; its replacement's comes after the restart delay.
+    wait_until(lambda: cluster.topology_workers("quits"), 40, "the restarted worker's heartbeat")
     (slot, beat), = cluster.topology_workers("quits").items()
     assert worker == f"127.0.0.1:{slot[1]}"
     progress = len(acked_ids(tmp_path))
