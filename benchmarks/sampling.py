@@ -26,8 +26,8 @@ do not. ``--percent 0`` leaves sampling off in every window: what the method mak
 Instructions are steadier than seconds. ``--instructions`` runs the peer benchmark's word count
 (benchmarks/peers: N sentences, acking on, the split as a BasicBolt and anchoring by hand) under
 valgrind's callgrind with sampling off and at 1 % from the first emit, and prints the
-instructions a word the executors execute (as benchmarks/peers/instructions.py counts them: the
-executors' steps, so the settings thread's writing of the file is not in them) and the change.
+instructions a word the executors execute (their steps, ``instructions.EXECUTOR_STEPS``, so the
+settings thread's writing of the file is not in them) and the change.
 Needs Debian's valgrind and the compiled hot path; about two minutes a run.
 """
 
@@ -162,12 +162,12 @@ def counted_run(percent: float | None, sentences: int, mode: str) -> None:
 def instructions(percent_name: str, sentences: int, mode: str, workdir: Path) -> int:
     """Instructions the executors executed in ``counted_run``, counted by callgrind."""
     sys.path.insert(0, str(PEERS))
-    from instructions import COUNTED, event_totals
+    from instructions import EXECUTOR_STEPS, event_totals
 
     # No "%" in the name: valgrind reads it as a format (%p: the pid).
     out = workdir / f"callgrind.{mode}.{percent_name.replace(' %', 'pct')}"
     command = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
-               *(f"--toggle-collect={pattern}" for pattern in COUNTED["run_stormlet.py"]),
+               *(f"--toggle-collect={pattern}" for pattern in EXECUTOR_STEPS),
                f"--callgrind-out-file={out}", sys.executable, __file__, "--counted",
                percent_name, "--sentences", str(sentences), "--mode", mode]
     subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)

@@ -4,9 +4,12 @@ valgrind's callgrind: a figure that does not move with the machine's speed or lo
     python benchmarks/peers/instructions.py [--sentences 20000] [--top 10]
                                             [--only floor,basic,anchored,unacked] [--caches]
 
-Each run is the peer benchmark's (runs.py) under ``valgrind --tool=callgrind``,
-counting only the executors' steps (the spout's, the bolts' and the acker's: none of the main
-thread's set-up and polling, nor the runtime's other threads), or for the floor only its loop.
+Each run is the peer benchmark's (runs.py) under ``valgrind --tool=callgrind``, counting every
+thread the runtime starts (the executors' shared thread with its turns, and the runtime's other
+threads: none of the main thread's set-up and polling), or for the floor only its loop. Counting
+the executors' steps alone left out ~700 instructions a word of the runtime's own (a turn's
+bookkeeping, and freeing a batch's tuples, which happens as the turn that ran it ends), and put
+acking off 168 below the floor that it is really ~540 above.
 Prints the instructions a word of each run and how many more than the floor's, then, for each
 stormlet run, the stormlet functions that execute the most instructions a word themselves.
 
@@ -44,12 +47,16 @@ from sentences import WORDS_PER_SENTENCE
 import stormlet
 from stormlet.runtime import build_mode
 
-# What callgrind counts in (toggled on entering a matching function, off on leaving it): the
-# executors' steps, as compiled (each resumption of an executor's ``steps`` generator, whose
-# body Cython names ``<class>_<n>generator``; nested generators end in a digit and are not
-# matched, since a second toggle inside would turn counting off), or the floor's loop.
-COUNTED = {"run_stormlet.py": ("__pyx_gb_8stormlet_7runtime_*Executor_?generator",
-                               "__pyx_gb_8stormlet_7runtime_*Executor_??generator"),
+# The executors' steps, as compiled: each resumption of an executor's ``steps`` generator, whose
+# body Cython names ``<class>_<n>generator`` (nested generators end in a digit and are not
+# matched, since a second toggle inside would turn counting off). What sampling.py counts, so
+# that the thread writing the samples is left out.
+EXECUTOR_STEPS = ("__pyx_gb_8stormlet_7runtime_*Executor_?generator",
+                  "__pyx_gb_8stormlet_7runtime_*Executor_??generator")
+# What callgrind counts in here (toggled on entering a matching function, off on leaving it):
+# each thread Python starts (CPython's ``thread_run``: the runtime's threads, not the main one),
+# or the floor's loop.
+COUNTED = {"run_stormlet.py": ("thread_run",),
            "run_floor.py": ("__pyx_pw_15floor_collector_*run",)}
 # The floor first, so that each run after it can say how far beyond it it is.
 MEASURED = sorted((run for run in RUNS if run.script in COUNTED),
